@@ -1,0 +1,667 @@
+//! The one call path. Every call, from our loop, an MCP host or the sandbox, goes through
+//! [`Dispatcher::call`], in this order:
+//!
+//! 1. resolve the name (unknown: `not_found` with the closest names the caller may see);
+//! 2. catalogue: unauthenticated is `unauthorized`; a tool outside the caller's catalogue is
+//!    `forbidden`, even when named;
+//! 3. validate against the closed schema, then the tool's semantic check;
+//! 4. authorize scopes;
+//! 5. approval by risk and mode, bound to (tool, version, canonical arguments, principal);
+//! 6. idempotency key for writes;
+//! 7. execute under the deadline, cancellable;
+//! 8. observation: redacted, bounded, provenance attached.
+//!
+//! Guarantees: exactly one decision record per call, emitted to the trace; a refused call never
+//! reaches its handler; failures come back as a [`ToolError`] result, never as a panic.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::approval::{
+    ApprovalAnswer, ApprovalLedger, ApprovalRequest, Approver, Mode, approval_needed, binding_hash,
+};
+use crate::cancel::CancelToken;
+use crate::canonical::{canonical_json, digest_parts};
+use crate::clock::{Clock, SystemClock, unix_secs};
+use crate::error::{ErrorCode, ErrorStyle, ToolError};
+use crate::idempotency::IdempotencyKey;
+use crate::observation::{self, Observation, Provenance};
+use crate::principal::Principal;
+use crate::registry::Registry;
+use crate::schema::{self, Violation, ViolationKind};
+use crate::spec::{Effect, Risk, ToolSpec};
+use crate::tool::{CheckFacts, ExecContext, Output, Tool};
+use crate::trace::{NoTrace, TraceSink};
+
+/// One call, as the caller presents it.
+#[derive(Debug, Clone)]
+pub struct CallRequest {
+    /// The caller's id for this call (a model's `tool_use` id); echoed in the record.
+    pub call_id: String,
+    pub run_id: String,
+    pub principal: Principal,
+    pub tool: String,
+    pub arguments: Value,
+    /// A caller-chosen idempotency key for writes; derived from the run otherwise.
+    pub idempotency_key: Option<String>,
+    /// An approval issued earlier through the [`ApprovalLedger`].
+    pub approval_token: Option<String>,
+    pub cancel: CancelToken,
+}
+
+static CALL_COUNTER: AtomicU64 = AtomicU64::new(1);
+
+impl CallRequest {
+    pub fn new(principal: Principal, tool: &str, arguments: Value) -> Self {
+        CallRequest {
+            call_id: format!("call-{}", CALL_COUNTER.fetch_add(1, Ordering::Relaxed)),
+            run_id: "run-default".into(),
+            principal,
+            tool: tool.into(),
+            arguments,
+            idempotency_key: None,
+            approval_token: None,
+            cancel: CancelToken::new(),
+        }
+    }
+
+    pub fn with_run(mut self, run_id: &str) -> Self {
+        self.run_id = run_id.into();
+        self
+    }
+
+    pub fn with_call_id(mut self, call_id: &str) -> Self {
+        self.call_id = call_id.into();
+        self
+    }
+
+    pub fn with_idempotency_key(mut self, key: &str) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    pub fn with_approval_token(mut self, token: &str) -> Self {
+        self.approval_token = Some(token.into());
+        self
+    }
+
+    pub fn with_cancel(mut self, cancel: CancelToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+}
+
+/// The step a call reached (where it stopped, if it failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    Resolve,
+    Catalogue,
+    Validate,
+    Authorize,
+    Approval,
+    Idempotency,
+    Execute,
+    Observe,
+    Done,
+}
+
+/// How approval went for this call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ApprovalRecord {
+    NotNeeded,
+    Approved { via: &'static str },
+    Denied { reason: String },
+}
+
+/// One record per call: what was asked, what was decided, what happened.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecisionRecord {
+    #[serde(rename = "gen_ai.operation.name")]
+    pub operation: &'static str,
+    #[serde(rename = "gen_ai.tool.call.id")]
+    pub call_id: String,
+    #[serde(rename = "gen_ai.tool.name")]
+    pub tool: String,
+    pub tool_version: Option<u32>,
+    pub run_id: String,
+    pub principal: String,
+    pub tenant: String,
+    /// The arguments, redacted.
+    pub arguments: Value,
+    pub args_hash: String,
+    pub risk: Option<Risk>,
+    pub effect: Option<Effect>,
+    pub mode: Mode,
+    pub stage: Stage,
+    /// `ok`, or the error code.
+    pub outcome: String,
+    #[serde(rename = "error.type", skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorCode>,
+    pub approval: ApprovalRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    pub duplicate: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undo: Option<Value>,
+    pub duration_us: u64,
+    pub result_bytes: usize,
+    pub truncated: bool,
+    pub redactions: usize,
+}
+
+/// What the caller gets back.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    pub result: Result<Observation, ToolError>,
+    pub record: DecisionRecord,
+    pub error_style: ErrorStyle,
+}
+
+impl CallOutcome {
+    pub fn is_error(&self) -> bool {
+        self.result.is_err()
+    }
+
+    /// The tool result as a model reads it (an error is an ordinary result with `is_error`).
+    pub fn model_value(&self) -> Value {
+        match &self.result {
+            Ok(observation) => observation.to_model_value(),
+            Err(error) => error.to_model_value(self.error_style),
+        }
+    }
+
+    /// [`Self::model_value`] as compact text.
+    pub fn model_text(&self) -> String {
+        match self.model_value() {
+            Value::String(s) => s,
+            other => other.to_string(),
+        }
+    }
+}
+
+/// How long a human has to answer, and how long an out-of-band approval stays valid.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
+
+pub struct Dispatcher {
+    registry: Arc<Registry>,
+    approver: Option<Arc<dyn Approver>>,
+    ledger: Arc<ApprovalLedger>,
+    clock: Arc<dyn Clock>,
+    trace: Arc<dyn TraceSink>,
+    mode: Mode,
+    approval_timeout: Duration,
+}
+
+impl Dispatcher {
+    /// A dispatcher in `auto` mode with no approver (so every call that needs approval is
+    /// denied), the system clock and no trace.
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Dispatcher {
+            registry,
+            approver: None,
+            ledger: Arc::new(ApprovalLedger::new()),
+            clock: Arc::new(SystemClock),
+            trace: Arc::new(NoTrace),
+            mode: Mode::Auto,
+            approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
+        }
+    }
+
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn with_trace(mut self, trace: Arc<dyn TraceSink>) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    pub fn with_ledger(mut self, ledger: Arc<ApprovalLedger>) -> Self {
+        self.ledger = ledger;
+        self
+    }
+
+    pub fn with_approval_timeout(mut self, timeout: Duration) -> Self {
+        self.approval_timeout = timeout;
+        self
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn ledger(&self) -> &ApprovalLedger {
+        &self.ledger
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The approval binding a call would need, for issuing an out-of-band approval.
+    pub fn binding_for(
+        &self,
+        principal: &Principal,
+        tool: &str,
+        arguments: &Value,
+    ) -> Option<String> {
+        let spec = &self.registry.get(tool)?.spec;
+        Some(binding_hash(
+            &spec.name,
+            spec.version,
+            arguments,
+            &principal.id,
+        ))
+    }
+
+    /// Runs one call through every step; see the module documentation.
+    pub async fn call(&self, request: CallRequest) -> CallOutcome {
+        let started = Instant::now();
+        let mut arguments = request.arguments.clone();
+        observation::redact_value(&mut arguments);
+        let mut record = DecisionRecord {
+            operation: "execute_tool",
+            call_id: request.call_id.clone(),
+            tool: request.tool.clone(),
+            tool_version: None,
+            run_id: request.run_id.clone(),
+            principal: request.principal.id.clone(),
+            tenant: request.principal.tenant.clone(),
+            arguments,
+            args_hash: digest_parts(&[&canonical_json(&request.arguments)]),
+            risk: None,
+            effect: None,
+            mode: self.mode,
+            stage: Stage::Resolve,
+            outcome: String::new(),
+            error: None,
+            approval: ApprovalRecord::NotNeeded,
+            idempotency_key: None,
+            duplicate: false,
+            undo: None,
+            duration_us: 0,
+            result_bytes: 0,
+            truncated: false,
+            redactions: 0,
+        };
+        let tool = self.registry.get(&request.tool);
+        let error_style = tool.map_or(ErrorStyle::Teaching, |t| t.spec.observation.error_style);
+        let mut result = self.run(&request, tool, &mut record).await;
+        if let Err(error) = &mut result {
+            // Handler errors are ours, but a message can still quote a secret it was given.
+            let (message, n) = observation::redact_text(&error.message);
+            error.message = message;
+            record.redactions += n;
+        }
+        record.duration_us = started.elapsed().as_micros() as u64;
+        match &result {
+            Ok(obs) => {
+                record.stage = Stage::Done;
+                record.outcome = "ok".into();
+                record.truncated = obs.truncated.is_some();
+                record.redactions += obs.redactions;
+            }
+            Err(error) => {
+                record.outcome = error.code.as_str().into();
+                record.error = Some(error.code);
+            }
+        }
+        let outcome = CallOutcome {
+            result,
+            record,
+            error_style,
+        };
+        let mut record = outcome.record.clone();
+        record.result_bytes = outcome.model_text().len();
+        self.trace.emit(
+            "tool_call",
+            serde_json::to_value(&record).unwrap_or(Value::Null),
+        );
+        CallOutcome { record, ..outcome }
+    }
+
+    async fn run(
+        &self,
+        request: &CallRequest,
+        tool: Option<&Tool>,
+        record: &mut DecisionRecord,
+    ) -> Result<Observation, ToolError> {
+        // 1. Resolve.
+        let Some(tool) = tool else {
+            return Err(self.unknown_tool(&request.tool, &request.principal));
+        };
+        let spec = &tool.spec;
+        record.tool_version = Some(spec.version);
+        record.risk = Some(spec.policy.risk);
+        record.effect = Some(spec.policy.effect);
+
+        // 2. Catalogue.
+        record.stage = Stage::Catalogue;
+        if !request.principal.is_authenticated() {
+            return Err(ToolError::new(
+                ErrorCode::Unauthorized,
+                "the caller is not authenticated; no tool can be called",
+            ));
+        }
+        if !request.principal.in_catalogue(&spec.name) {
+            return Err(ToolError::new(
+                ErrorCode::Forbidden,
+                format!("tool `{}` is not in this caller's catalogue", spec.name),
+            )
+            .with_hint("call only the tools you were given"));
+        }
+
+        // 3. Validate.
+        record.stage = Stage::Validate;
+        let today = self.clock.today();
+        let violations = schema::validate(&spec.input_schema, &request.arguments);
+        if !violations.is_empty() {
+            return Err(violations_error(spec, &violations, &today));
+        }
+        tool.handler.check(
+            &request.arguments,
+            &CheckFacts {
+                today: today.clone(),
+            },
+        )?;
+
+        // 4. Authorize.
+        record.stage = Stage::Authorize;
+        let missing = request.principal.missing_scopes(&spec.policy.scopes);
+        if !missing.is_empty() {
+            return Err(ToolError::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "tool `{}` needs the scope(s) {}",
+                    spec.name,
+                    missing.join(", ")
+                ),
+            ));
+        }
+
+        // 5. Approval.
+        record.stage = Stage::Approval;
+        if approval_needed(spec.policy.risk, self.mode) {
+            record.approval = self.seek_approval(spec, request).await;
+            if let ApprovalRecord::Denied { reason } = &record.approval {
+                return Err(ToolError::new(
+                    ErrorCode::ApprovalDenied,
+                    format!("a human did not approve this call: {reason}"),
+                )
+                .with_hint(
+                    "do not retry the same call; tell the user what you wanted to do and why",
+                ));
+            }
+        }
+
+        // 6. Idempotency.
+        record.stage = Stage::Idempotency;
+        let canonical = canonical_json(&request.arguments);
+        let key = spec.writes().then(|| match &request.idempotency_key {
+            Some(given) => {
+                IdempotencyKey::given(given, &request.principal.id, &spec.name, &canonical)
+            }
+            None => IdempotencyKey::derived(&request.run_id, &spec.name, &canonical),
+        });
+        record.idempotency_key = key.as_ref().map(|k| k.key.clone());
+
+        // 7. Execute.
+        record.stage = Stage::Execute;
+        let ctx = ExecContext {
+            call_id: request.call_id.clone(),
+            run_id: request.run_id.clone(),
+            principal: request.principal.clone(),
+            idempotency_key: key.clone(),
+            cancel: request.cancel.clone(),
+            today,
+            now_unix: unix_secs(self.clock.now()),
+        };
+        let handler_future = tool.handler.call(ctx, request.arguments.clone());
+        let output = tokio::select! {
+            out = handler_future => out?,
+            () = tokio::time::sleep(spec.executor.deadline) => {
+                request.cancel.cancel();
+                return Err(ToolError::new(
+                    ErrorCode::DeadlineExceeded,
+                    format!("`{}` did not finish within {} ms", spec.name, spec.executor.deadline.as_millis()),
+                ));
+            }
+            () = request.cancel.canceled() => {
+                return Err(ToolError::new(ErrorCode::Canceled, "the call was canceled"));
+            }
+        };
+
+        // 8. Observation.
+        record.stage = Stage::Observe;
+        let tool_output = match output {
+            Output::Read(out) => out,
+            Output::Write(receipt) => {
+                let expected = key.as_ref().map(|k| k.key.as_str());
+                if expected != Some(receipt.key.as_str()) {
+                    return Err(ToolError::internal(
+                        "the write was not recorded under its idempotency key",
+                    ));
+                }
+                record.duplicate = receipt.duplicate;
+                record.undo = receipt.undo.clone();
+                crate::tool::ToolOutput::new(receipt.result)
+            }
+        };
+        let mut content = tool_output.content;
+        let mut untrusted = tool_output.untrusted;
+        let mut redactions = observation::redact_value(&mut content);
+        for text in &mut untrusted {
+            let (clean, n) = observation::redact_text(&text.text);
+            text.text = clean;
+            redactions += n;
+        }
+        let (content, untrusted, truncated) = observation::bound(
+            content,
+            untrusted,
+            spec.observation.max_bytes,
+            &spec.observation.more_hint,
+        );
+        Ok(Observation {
+            content,
+            untrusted,
+            provenance: Provenance {
+                tool: spec.name.clone(),
+                version: spec.version,
+                sources: tool_output.sources,
+            },
+            truncated,
+            redactions,
+        })
+    }
+
+    async fn seek_approval(&self, spec: &ToolSpec, request: &CallRequest) -> ApprovalRecord {
+        let binding = binding_hash(
+            &spec.name,
+            spec.version,
+            &request.arguments,
+            &request.principal.id,
+        );
+        if let Some(token) = &request.approval_token {
+            return match self.ledger.redeem(token, &binding, self.clock.now()) {
+                Ok(()) => ApprovalRecord::Approved {
+                    via: "approval_token",
+                },
+                Err(e) => ApprovalRecord::Denied {
+                    reason: e.to_string(),
+                },
+            };
+        }
+        let Some(approver) = &self.approver else {
+            return ApprovalRecord::Denied {
+                reason: "no approver is configured, so nothing that needs approval can run".into(),
+            };
+        };
+        let ask = ApprovalRequest {
+            binding,
+            tool: spec.name.clone(),
+            version: spec.version,
+            risk: spec.policy.risk,
+            reason: spec.policy.reason.clone(),
+            effect: spec.policy.effect,
+            arguments: request.arguments.clone(),
+            principal: request.principal.id.clone(),
+        };
+        match tokio::time::timeout(self.approval_timeout, approver.decide(&ask)).await {
+            Ok(Ok(ApprovalAnswer::Approve)) => ApprovalRecord::Approved { via: "approver" },
+            Ok(Ok(ApprovalAnswer::Deny { reason })) => ApprovalRecord::Denied { reason },
+            Ok(Err(e)) => ApprovalRecord::Denied {
+                reason: e.to_string(),
+            },
+            Err(_) => ApprovalRecord::Denied {
+                reason: format!("no answer within {} s", self.approval_timeout.as_secs()),
+            },
+        }
+    }
+
+    fn unknown_tool(&self, name: &str, principal: &Principal) -> ToolError {
+        let visible: Vec<&str> = self
+            .registry
+            .visible_to(principal)
+            .map(|s| s.name.as_str())
+            .collect();
+        let near = schema::closest(name, visible.iter().copied(), 3);
+        let hint = if near.is_empty() {
+            format!("the tools you can call are: {}", visible.join(", "))
+        } else {
+            format!(
+                "did you mean {}?",
+                near.iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            )
+        };
+        ToolError::not_found(format!("there is no tool named `{name}`"))
+            .with_received(Value::String(name.into()))
+            .with_hint(hint)
+    }
+}
+
+/// Turns schema violations into one error a model can act on: the first violation's field,
+/// expectation, received value and an example, with every violation listed in the message.
+pub fn violations_error(spec: &ToolSpec, violations: &[Violation], today: &str) -> ToolError {
+    let Some(first) = violations.first() else {
+        return ToolError::internal("validation failed without a reason");
+    };
+    let sentences: Vec<String> = violations.iter().take(5).map(violation_sentence).collect();
+    let more = violations.len().saturating_sub(5);
+    let mut message = sentences.join("; ");
+    if more > 0 {
+        message.push_str(&format!("; and {more} more problem(s)"));
+    }
+    let mut error =
+        ToolError::invalid(first.path.clone(), message).with_expected(first.expected.clone());
+    if let Some(received) = &first.received {
+        error = error.with_received(received.clone());
+    }
+    if let Some(example) = example_for(spec, &first.path) {
+        error = error.with_example(example);
+    }
+    let mut hints = Vec::new();
+    if first.kind == ViolationKind::UnknownField {
+        let field = first.path.rsplit('.').next().unwrap_or(&first.path);
+        let allowed = allowed_fields_at(&spec.input_schema, &first.path);
+        let near = schema::closest(field, allowed.iter().map(String::as_str), 1);
+        if let Some(n) = near.first() {
+            hints.push(format!("did you mean `{n}`?"));
+        }
+    }
+    if violations
+        .iter()
+        .any(|v| v.kind == ViolationKind::BadFormat && v.expected.contains("YYYY-MM-DD"))
+    {
+        hints.push(format!(
+            "dates must be written YYYY-MM-DD; relative dates such as \"Friday\" are not accepted; today is {today}"
+        ));
+    }
+    if !hints.is_empty() {
+        error = error.with_hint(hints.join(" "));
+    }
+    error
+}
+
+fn violation_sentence(v: &Violation) -> String {
+    let what = match v.kind {
+        ViolationKind::UnknownField => "is not a field of this tool",
+        ViolationKind::MissingField => "is required but missing",
+        ViolationKind::WrongType => "has the wrong type",
+        ViolationKind::NotInEnum => "is not an allowed value",
+        ViolationKind::OutOfRange => "is out of range",
+        ViolationKind::BadLength => "has the wrong length",
+        ViolationKind::PatternMismatch => "does not match the required pattern",
+        ViolationKind::BadFormat => "is not in the required format",
+        ViolationKind::DuplicateItems => "has duplicate items",
+    };
+    let received = v.received.as_ref().map(|r| {
+        let text = r.to_string();
+        let short: String = text.chars().take(60).collect();
+        if short.len() < text.len() {
+            format!(" (got {short}…)")
+        } else {
+            format!(" (got {text})")
+        }
+    });
+    format!(
+        "`{}` {what}: expected {}{}",
+        v.path,
+        v.expected,
+        received.unwrap_or_default()
+    )
+}
+
+/// The value of `path`'s top-level field in the first example that has it.
+fn example_for(spec: &ToolSpec, path: &str) -> Option<Value> {
+    let top = path.split(['.', '[']).next().unwrap_or(path);
+    if top == "$" {
+        return spec.examples.first().map(|e| e.arguments.clone());
+    }
+    spec.examples
+        .iter()
+        .find_map(|e| e.arguments.get(top).cloned())
+        .map(|v| json!({ top: v }))
+}
+
+fn allowed_fields_at(schema: &Value, path: &str) -> Vec<String> {
+    let mut cursor = schema;
+    let parts: Vec<&str> = path.split('.').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        let name = part.split('[').next().unwrap_or(part);
+        match cursor.get("properties").and_then(|p| p.get(name)) {
+            Some(next) => {
+                cursor = if part.contains('[') {
+                    next.get("items").unwrap_or(next)
+                } else {
+                    next
+                }
+            }
+            None => return Vec::new(),
+        }
+    }
+    cursor
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,60 @@
+//! Who is calling: identity, tenant, scopes, and the catalogue of tools they were given.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Principal {
+    /// Empty for an unauthenticated caller, which can call nothing.
+    pub id: String,
+    pub tenant: String,
+    pub scopes: BTreeSet<String>,
+    /// The tool names this caller was handed (its session's toolset). `None` means every tool
+    /// its scopes allow. Naming a tool outside this set is `forbidden`: discovery is not
+    /// permission.
+    pub catalogue: Option<BTreeSet<String>>,
+}
+
+impl Principal {
+    /// A local user holding the given scopes and no catalogue restriction.
+    pub fn local(id: &str, scopes: &[&str]) -> Self {
+        Principal {
+            id: id.into(),
+            tenant: "local".into(),
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            catalogue: None,
+        }
+    }
+
+    pub fn anonymous() -> Self {
+        Principal {
+            id: String::new(),
+            tenant: String::new(),
+            scopes: BTreeSet::new(),
+            catalogue: Some(BTreeSet::new()),
+        }
+    }
+
+    pub fn with_catalogue<'a>(mut self, tools: impl IntoIterator<Item = &'a str>) -> Self {
+        self.catalogue = Some(tools.into_iter().map(str::to_string).collect());
+        self
+    }
+
+    pub fn is_authenticated(&self) -> bool {
+        !self.id.is_empty()
+    }
+
+    pub fn in_catalogue(&self, tool: &str) -> bool {
+        self.catalogue.as_ref().is_none_or(|c| c.contains(tool))
+    }
+
+    /// The scopes `required` asks for that this principal lacks.
+    pub fn missing_scopes<'a>(&self, required: &'a [String]) -> Vec<&'a str> {
+        required
+            .iter()
+            .filter(|s| !self.scopes.contains(*s))
+            .map(String::as_str)
+            .collect()
+    }
+}

@@ -1,0 +1,512 @@
+//! Declaring a tool: one builder call per tool, typed arguments, a schema derived from the
+//! argument type and checked closed, and a handler that only the dispatcher can reach.
+//!
+//! Guarantees: `ToolBuilder::read`/`write` refuse a declaration whose schema is open, whose
+//! examples do not validate, whose risk reason or description is missing, or whose name is not
+//! a namespaced snake_case identifier. Write handlers must return a [`Receipt`], which only the
+//! idempotency ledger can make, so a write cannot skip idempotency.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::cancel::CancelToken;
+use crate::error::{ErrorStyle, ToolError};
+use crate::idempotency::{IdempotencyKey, Receipt};
+use crate::principal::Principal;
+use crate::schema::{self, SchemaError};
+use crate::spec::{
+    Description, Effect, Example, ExecutorView, ObservationView, PolicyView, Risk, ToolSpec,
+};
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Untrusted text a tool read from somewhere else (a web page, an email, a clipped note). It
+/// reaches the model only in its own typed field, never mixed into instructions.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UntrustedText {
+    pub source: String,
+    pub text: String,
+}
+
+/// What a read handler returns.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolOutput {
+    pub content: Value,
+    pub untrusted: Vec<UntrustedText>,
+    /// Where the content came from (URLs, note ids), for provenance.
+    pub sources: Vec<String>,
+}
+
+impl ToolOutput {
+    pub fn new(content: Value) -> Self {
+        ToolOutput {
+            content,
+            ..ToolOutput::default()
+        }
+    }
+}
+
+/// What a handler produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    Read(ToolOutput),
+    Write(Receipt),
+}
+
+/// Facts the model lacks, available to semantic checks.
+#[derive(Debug, Clone)]
+pub struct CheckFacts {
+    pub today: String,
+}
+
+/// What a handler may know about the call it serves.
+#[derive(Debug, Clone)]
+pub struct ExecContext {
+    pub call_id: String,
+    pub run_id: String,
+    pub principal: Principal,
+    /// Present for writes: the handler passes it to the idempotency ledger.
+    pub idempotency_key: Option<IdempotencyKey>,
+    pub cancel: CancelToken,
+    pub today: String,
+    /// The dispatcher clock's time, for receipts.
+    pub now_unix: u64,
+}
+
+impl ExecContext {
+    /// The key a write must record its effect under.
+    pub fn write_key(&self) -> Result<&IdempotencyKey, ToolError> {
+        self.idempotency_key
+            .as_ref()
+            .ok_or_else(|| ToolError::internal("write called without an idempotency key"))
+    }
+}
+
+/// A type-erased handler: only the dispatcher calls it.
+pub(crate) trait ErasedHandler: Send + Sync {
+    fn check(&self, arguments: &Value, facts: &CheckFacts) -> Result<(), ToolError>;
+    fn call(
+        &self,
+        ctx: ExecContext,
+        arguments: Value,
+    ) -> BoxFuture<'static, Result<Output, ToolError>>;
+}
+
+type CheckFn<A> = Arc<dyn Fn(&A, &CheckFacts) -> Result<(), ToolError> + Send + Sync>;
+type CallFn<A> =
+    Arc<dyn Fn(ExecContext, A) -> BoxFuture<'static, Result<Output, ToolError>> + Send + Sync>;
+
+struct TypedHandler<A> {
+    check: Option<CheckFn<A>>,
+    call: CallFn<A>,
+}
+
+fn parse<A: DeserializeOwned>(arguments: &Value) -> Result<A, ToolError> {
+    // The schema validated first; a failure here is a schema that says less than the type.
+    serde_json::from_value(arguments.clone())
+        .map_err(|e| ToolError::invalid("$", format!("arguments do not fit the tool: {e}")))
+}
+
+impl<A: DeserializeOwned + Send + 'static> ErasedHandler for TypedHandler<A> {
+    fn check(&self, arguments: &Value, facts: &CheckFacts) -> Result<(), ToolError> {
+        let args: A = parse(arguments)?;
+        match &self.check {
+            Some(check) => check(&args, facts),
+            None => Ok(()),
+        }
+    }
+
+    fn call(
+        &self,
+        ctx: ExecContext,
+        arguments: Value,
+    ) -> BoxFuture<'static, Result<Output, ToolError>> {
+        match parse::<A>(&arguments) {
+            Ok(args) => (self.call)(ctx, args),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
+}
+
+/// A declared tool: its spec and its handler.
+#[derive(Clone)]
+pub struct Tool {
+    pub spec: ToolSpec,
+    pub(crate) handler: Arc<dyn ErasedHandler>,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool")
+            .field("spec", &self.spec)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a declaration was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DeclarationError {
+    #[error("tool `{tool}`: {source}")]
+    Schema { tool: String, source: SchemaError },
+    #[error("tool `{tool}`: example `{label}` does not validate: {problems}")]
+    InvalidExample {
+        tool: String,
+        label: String,
+        problems: String,
+    },
+    #[error("tool `{tool}`: {what} is missing")]
+    Missing { tool: String, what: &'static str },
+    #[error("tool name `{0}` must be lower snake_case, start with a letter, at most 64 characters")]
+    BadName(String),
+    #[error("tool `{tool}`: effect `{effect}` writes, declare it with `write`, not `read`")]
+    EffectMismatch { tool: String, effect: &'static str },
+}
+
+/// Builds a [`Tool`] whose arguments deserialize into `A`.
+pub struct ToolBuilder<A> {
+    name: String,
+    version: u32,
+    description: Option<Description>,
+    examples: Vec<Example>,
+    output_schema: Option<Value>,
+    policy: Option<PolicyView>,
+    deadline: Duration,
+    parallel_safe: bool,
+    observation: ObservationView,
+    check: Option<CheckFn<A>>,
+    _args: PhantomData<fn() -> A>,
+}
+
+/// Default bound on what a tool may return to the model (about 2,000 tokens of JSON).
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 8 * 1024;
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
+
+impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
+    pub fn new(name: impl Into<String>, version: u32) -> Self {
+        ToolBuilder {
+            name: name.into(),
+            version,
+            description: None,
+            examples: Vec::new(),
+            output_schema: None,
+            policy: None,
+            deadline: DEFAULT_DEADLINE,
+            parallel_safe: false,
+            observation: ObservationView {
+                max_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+                error_style: ErrorStyle::Teaching,
+                more_hint: "narrow the request".into(),
+            },
+            check: None,
+            _args: PhantomData,
+        }
+    }
+
+    pub fn describe(
+        mut self,
+        does: &str,
+        use_when: &str,
+        avoid_when: Option<&str>,
+        returns: &str,
+    ) -> Self {
+        self.description = Some(Description {
+            does: does.into(),
+            use_when: use_when.into(),
+            avoid_when: avoid_when.map(Into::into),
+            returns: returns.into(),
+        });
+        self
+    }
+
+    pub fn example(mut self, label: &str, arguments: Value) -> Self {
+        self.examples.push(Example {
+            label: label.into(),
+            arguments,
+        });
+        self
+    }
+
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    pub fn policy(mut self, risk: Risk, effect: Effect, reason: &str) -> Self {
+        self.policy = Some(PolicyView {
+            risk,
+            reason: reason.into(),
+            effect,
+            scopes: Vec::new(),
+        });
+        self
+    }
+
+    pub fn scopes(mut self, scopes: &[&str]) -> Self {
+        if let Some(policy) = &mut self.policy {
+            policy.scopes = scopes.iter().map(|s| s.to_string()).collect();
+        }
+        self
+    }
+
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    pub fn parallel_safe(mut self) -> Self {
+        self.parallel_safe = true;
+        self
+    }
+
+    pub fn max_output_bytes(mut self, max_bytes: usize) -> Self {
+        self.observation.max_bytes = max_bytes;
+        self
+    }
+
+    pub fn error_style(mut self, style: ErrorStyle) -> Self {
+        self.observation.error_style = style;
+        self
+    }
+
+    pub fn more_hint(mut self, hint: &str) -> Self {
+        self.observation.more_hint = hint.into();
+        self
+    }
+
+    /// A semantic check run after schema validation and before approval (so a human is never
+    /// asked to approve a call that would fail anyway).
+    pub fn check(
+        mut self,
+        check: impl Fn(&A, &CheckFacts) -> Result<(), ToolError> + Send + Sync + 'static,
+    ) -> Self {
+        self.check = Some(Arc::new(check));
+        self
+    }
+
+    /// Finishes a tool that does not change state.
+    pub fn read<F, Fut>(self, handler: F) -> Result<Tool, DeclarationError>
+    where
+        F: Fn(ExecContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
+        if let Some(policy) = &self.policy
+            && policy.effect.writes()
+        {
+            return Err(DeclarationError::EffectMismatch {
+                tool: self.name.clone(),
+                effect: policy.effect.as_str(),
+            });
+        }
+        let call: CallFn<A> = Arc::new(move |ctx, args| {
+            let fut = handler(ctx, args);
+            Box::pin(async move { fut.await.map(Output::Read) })
+        });
+        self.finish(call)
+    }
+
+    /// Finishes a tool that changes state. The handler must record its effect through the
+    /// idempotency ledger with `ctx.write_key()` and return the receipt.
+    pub fn write<F, Fut>(mut self, handler: F) -> Result<Tool, DeclarationError>
+    where
+        F: Fn(ExecContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Receipt, ToolError>> + Send + 'static,
+    {
+        if let Some(policy) = &mut self.policy
+            && !policy.effect.writes()
+        {
+            policy.effect = Effect::UndoableWrite;
+        }
+        let call: CallFn<A> = Arc::new(move |ctx, args| {
+            let fut = handler(ctx, args);
+            Box::pin(async move { fut.await.map(Output::Write) })
+        });
+        self.finish(call)
+    }
+
+    fn finish(self, call: CallFn<A>) -> Result<Tool, DeclarationError> {
+        let tool = self.name.clone();
+        if !valid_tool_name(&tool) {
+            return Err(DeclarationError::BadName(tool));
+        }
+        let description = self.description.ok_or(DeclarationError::Missing {
+            tool: tool.clone(),
+            what: "description",
+        })?;
+        for (what, text) in [
+            ("description: what it does", &description.does),
+            ("description: when to use it", &description.use_when),
+            ("description: what it returns", &description.returns),
+        ] {
+            if text.trim().is_empty() {
+                return Err(DeclarationError::Missing { tool, what });
+            }
+        }
+        let policy = self.policy.ok_or(DeclarationError::Missing {
+            tool: tool.clone(),
+            what: "policy (risk, effect, reason)",
+        })?;
+        if policy.reason.trim().is_empty() {
+            return Err(DeclarationError::Missing {
+                tool,
+                what: "risk reason",
+            });
+        }
+        let input_schema =
+            schema::schema_for::<A>().map_err(|source| DeclarationError::Schema {
+                tool: tool.clone(),
+                source,
+            })?;
+        for example in &self.examples {
+            let problems = schema::validate(&input_schema, &example.arguments);
+            let typed = serde_json::from_value::<A>(example.arguments.clone());
+            if !problems.is_empty() || typed.is_err() {
+                let mut text: Vec<String> = problems
+                    .iter()
+                    .map(|p| format!("{}: expected {}", p.path, p.expected))
+                    .collect();
+                if let Err(e) = typed {
+                    text.push(e.to_string());
+                }
+                return Err(DeclarationError::InvalidExample {
+                    tool,
+                    label: example.label.clone(),
+                    problems: text.join("; "),
+                });
+            }
+        }
+        let handler = TypedHandler {
+            check: self.check,
+            call,
+        };
+        Ok(Tool {
+            spec: ToolSpec {
+                name: tool,
+                version: self.version,
+                description,
+                examples: self.examples,
+                input_schema,
+                output_schema: self.output_schema,
+                policy,
+                executor: ExecutorView {
+                    deadline: self.deadline,
+                    parallel_safe: self.parallel_safe,
+                },
+                observation: self.observation,
+            },
+            handler: Arc::new(handler),
+        })
+    }
+}
+
+/// Tool names: lower snake_case, starting with a letter, 1-64 characters (what every provider
+/// accepts).
+pub fn valid_tool_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase())
+        && name.len() <= 64
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Echo {
+        #[schemars(length(min = 1))]
+        text: String,
+    }
+
+    fn echo() -> ToolBuilder<Echo> {
+        ToolBuilder::<Echo>::new("demo_echo", 1)
+            .describe("Echoes text.", "you need the text back.", None, "the text.")
+            .policy(
+                Risk::Low,
+                Effect::Read,
+                "It reads nothing and changes nothing.",
+            )
+    }
+
+    fn read_echo(b: ToolBuilder<Echo>) -> Result<Tool, DeclarationError> {
+        b.read(|_ctx, args: Echo| async move { Ok(ToolOutput::new(json!(args.text))) })
+    }
+
+    #[test]
+    fn declaration_table() {
+        let cases: Vec<(&str, Result<Tool, DeclarationError>, Option<&str>)> = vec![
+            (
+                "a complete declaration is accepted",
+                read_echo(echo()),
+                None,
+            ),
+            (
+                "an invalid example is refused",
+                read_echo(echo().example("bad", json!({"txt": "x"}))),
+                Some("does not validate"),
+            ),
+            (
+                "a missing reason is refused",
+                read_echo(echo().policy(Risk::Low, Effect::Read, " ")),
+                Some("risk reason"),
+            ),
+            (
+                "an uppercase name is refused",
+                read_echo(
+                    ToolBuilder::<Echo>::new("Echo", 1)
+                        .describe("a", "b", None, "c")
+                        .policy(Risk::Low, Effect::Read, "r"),
+                ),
+                Some("snake_case"),
+            ),
+            (
+                "a missing description is refused",
+                read_echo(ToolBuilder::<Echo>::new("demo_echo", 1).policy(
+                    Risk::Low,
+                    Effect::Read,
+                    "r",
+                )),
+                Some("description"),
+            ),
+            (
+                "a writing effect declared as read is refused",
+                read_echo(echo().policy(Risk::Medium, Effect::UndoableWrite, "r")),
+                Some("declare it with `write`"),
+            ),
+        ];
+        for (name, result, want_error) in cases {
+            match (result, want_error) {
+                (Ok(tool), None) => assert!(schema::is_closed(&tool.spec.input_schema), "{name}"),
+                (Err(e), Some(fragment)) => {
+                    assert!(e.to_string().contains(fragment), "{name}: {e}")
+                }
+                (got, want) => panic!("{name}: got {got:?}, want error {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn tool_name_table() {
+        for (name, ok) in [
+            ("books_search", true),
+            ("b", true),
+            ("notes2_get", true),
+            ("_x", false),
+            ("2x", false),
+            ("books-search", false),
+            ("BooksSearch", false),
+            ("", false),
+        ] {
+            assert_eq!(valid_tool_name(name), ok, "{name}");
+        }
+    }
+}
