@@ -83,6 +83,8 @@ fn normalize_at(schema: Value, path: &str) -> Result<Value, SchemaError> {
             reason: "a schema must be an object".into(),
         });
     };
+    unwrap_optional(&mut map);
+    consts_to_enum(&mut map);
     if let Some(Value::Array(types)) = map.get("type") {
         let non_null: Vec<Value> = types
             .iter()
@@ -150,6 +152,70 @@ fn normalize_at(schema: Value, path: &str) -> Result<Value, SchemaError> {
         return Err(SchemaError::OpenObject(path.into()));
     }
     Ok(Value::Object(map))
+}
+
+/// `Option<T>` of a non-primitive `T` derives as `anyOf: [T, {"type": "null"}]`: keep `T`,
+/// with the outer annotations (description, default) on top.
+fn unwrap_optional(map: &mut Map<String, Value>) {
+    let Some(Value::Array(variants)) = map.get("anyOf") else {
+        return;
+    };
+    let non_null: Vec<&Value> = variants
+        .iter()
+        .filter(|v| v.get("type").and_then(Value::as_str) != Some("null"))
+        .collect();
+    if non_null.len() + 1 != variants.len() || non_null.len() != 1 {
+        return;
+    }
+    let Some(Value::Object(inner)) = non_null.first().map(|v| (*v).clone()) else {
+        return;
+    };
+    map.remove("anyOf");
+    for (key, value) in inner {
+        map.entry(key).or_insert(value);
+    }
+}
+
+/// An enum whose variants carry doc comments derives as `oneOf` of `const`s: make it a plain
+/// `enum` (what every provider and small model handles) and keep the variant notes in the
+/// description.
+fn consts_to_enum(map: &mut Map<String, Value>) {
+    let Some(Value::Array(variants)) = map.get("oneOf") else {
+        return;
+    };
+    if variants.is_empty() {
+        return;
+    }
+    let mut values = Vec::new();
+    let mut notes = Vec::new();
+    for variant in variants {
+        let constants: Vec<Value> = match (variant.get("const"), variant.get("enum")) {
+            (Some(constant), None) => vec![constant.clone()],
+            (None, Some(Value::Array(listed))) => listed.clone(),
+            _ => return,
+        };
+        if let Some(note) = variant.get("description").and_then(Value::as_str) {
+            let names: Vec<&str> = constants.iter().filter_map(Value::as_str).collect();
+            notes.push(format!("{}: {}", names.join(", "), note));
+        }
+        values.extend(constants);
+    }
+    map.remove("oneOf");
+    if values.iter().all(Value::is_string) {
+        map.insert("type".into(), Value::String("string".into()));
+    }
+    map.insert("enum".into(), Value::Array(values));
+    if !notes.is_empty() {
+        let base = map
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let joined = format!("{} ({})", base.trim_end_matches('.'), notes.join("; "));
+        map.insert(
+            "description".into(),
+            Value::String(joined.trim().to_string()),
+        );
+    }
 }
 
 fn is_object_schema(map: &Map<String, Value>) -> bool {
@@ -760,6 +826,24 @@ mod tests {
                 (got, want) => panic!("case {name}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    #[test]
+    fn optional_enum_with_variant_notes_becomes_a_plain_enum() {
+        let derived = json!({
+            "description": "Reading status.",
+            "anyOf": [
+                {"oneOf": [
+                    {"type": "string", "enum": ["reading", "read"]},
+                    {"type": "string", "const": "none", "description": "No status set."}
+                ]},
+                {"type": "null"}
+            ]
+        });
+        assert_eq!(
+            normalize(derived).unwrap(),
+            json!({"description": "Reading status (none: No status set.)", "type": "string", "enum": ["reading", "read", "none"]})
+        );
     }
 
     #[test]

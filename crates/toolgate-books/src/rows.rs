@@ -1,0 +1,190 @@
+//! Reading and writing book rows: the SQL both toolsets share. Pure of any tool concerns.
+
+use rusqlite::{Connection, params_from_iter, types::Value as SqlValue};
+use serde::Serialize;
+use serde_json::{Value, json};
+use toolgate_core::ToolError;
+use toolgate_core::idempotency::store_error;
+
+/// A book as stored, with the user's own columns.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BookRow {
+    pub book_id: i64,
+    pub title: String,
+    pub authors: String,
+    pub original_publication_year: Option<i64>,
+    pub average_rating: f64,
+    pub ratings_count: i64,
+    pub language_code: Option<String>,
+    pub my_tags: String,
+    pub my_status: Option<String>,
+}
+
+pub const COLUMNS: &str = "book_id, title, authors, original_publication_year, average_rating, \
+                           ratings_count, language_code, my_tags, my_status";
+
+fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<BookRow> {
+    Ok(BookRow {
+        book_id: row.get(0)?,
+        title: row.get(1)?,
+        authors: row.get(2)?,
+        original_publication_year: row.get(3)?,
+        average_rating: row.get(4)?,
+        ratings_count: row.get(5)?,
+        language_code: row.get(6)?,
+        my_tags: row.get(7)?,
+        my_status: row.get(8)?,
+    })
+}
+
+impl BookRow {
+    pub fn tags(&self) -> Vec<&str> {
+        split_tags(&self.my_tags)
+    }
+
+    /// The short form a model reads in lists: readable title with its id.
+    pub fn concise(&self) -> Value {
+        let mut v = json!({
+            "id": self.book_id,
+            "title": self.title,
+            "authors": self.authors,
+            "year": self.original_publication_year,
+            "rating": self.average_rating,
+        });
+        if let Some(status) = &self.my_status {
+            v["status"] = json!(status);
+        }
+        if !self.my_tags.is_empty() {
+            v["tags"] = json!(self.tags());
+        }
+        v
+    }
+
+    /// Every field, named for a reader rather than for the database.
+    pub fn detailed(&self) -> Value {
+        json!({
+            "id": self.book_id,
+            "title": self.title,
+            "authors": self.authors,
+            "year": self.original_publication_year,
+            "rating": self.average_rating,
+            "ratings_count": self.ratings_count,
+            "language": self.language_code,
+            "status": self.my_status,
+            "tags": self.tags(),
+        })
+    }
+}
+
+pub fn split_tags(text: &str) -> Vec<&str> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// Tags are stored lower-case, trimmed, unique and sorted, joined by commas.
+pub fn join_tags<'a>(tags: impl IntoIterator<Item = &'a str>) -> String {
+    let mut set: Vec<String> = tags
+        .into_iter()
+        .map(|t| t.trim().to_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect();
+    set.sort();
+    set.dedup();
+    set.join(",")
+}
+
+pub fn all(conn: &Connection) -> Result<Vec<BookRow>, ToolError> {
+    query(
+        conn,
+        &format!("SELECT {COLUMNS} FROM books ORDER BY book_id"),
+        Vec::new(),
+    )
+}
+
+pub fn by_id(conn: &Connection, id: i64) -> Result<Option<BookRow>, ToolError> {
+    Ok(query(
+        conn,
+        &format!("SELECT {COLUMNS} FROM books WHERE book_id = ?1"),
+        vec![SqlValue::Integer(id)],
+    )?
+    .pop())
+}
+
+/// Rows for `ids`, in the order given; ids with no row are returned separately.
+pub fn by_ids(conn: &Connection, ids: &[i64]) -> Result<(Vec<BookRow>, Vec<i64>), ToolError> {
+    let mut found = Vec::new();
+    let mut missing = Vec::new();
+    for id in ids {
+        match by_id(conn, *id)? {
+            Some(row) => found.push(row),
+            None => missing.push(*id),
+        }
+    }
+    Ok((found, missing))
+}
+
+pub fn query(
+    conn: &Connection,
+    sql: &str,
+    params: Vec<SqlValue>,
+) -> Result<Vec<BookRow>, ToolError> {
+    let mut stmt = conn.prepare_cached(sql).map_err(store_error)?;
+    let rows = stmt
+        .query_map(params_from_iter(params), from_row)
+        .map_err(store_error)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(store_error)?;
+    Ok(rows)
+}
+
+pub fn count(conn: &Connection, sql: &str, params: Vec<SqlValue>) -> Result<i64, ToolError> {
+    conn.query_row(sql, params_from_iter(params), |r| r.get(0))
+        .map_err(store_error)
+}
+
+pub fn set_status(conn: &Connection, id: i64, status: Option<&str>) -> Result<(), ToolError> {
+    conn.execute(
+        "UPDATE books SET my_status = ?1 WHERE book_id = ?2",
+        rusqlite::params![status, id],
+    )
+    .map_err(store_error)?;
+    Ok(())
+}
+
+pub fn set_tags(conn: &Connection, id: i64, tags: &str) -> Result<(), ToolError> {
+    conn.execute(
+        "UPDATE books SET my_tags = ?1 WHERE book_id = ?2",
+        rusqlite::params![tags, id],
+    )
+    .map_err(store_error)?;
+    Ok(())
+}
+
+/// The distinct language codes in the catalogue, for error messages.
+pub fn language_codes(conn: &Connection) -> Result<Vec<String>, ToolError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT DISTINCT language_code FROM books WHERE language_code IS NOT NULL ORDER BY 1",
+        )
+        .map_err(store_error)?;
+    let codes = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .map_err(store_error)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(store_error)?;
+    Ok(codes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_normalized_on_join() {
+        assert_eq!(join_tags(["Fav", " classic ", "fav", ""]), "classic,fav");
+        assert_eq!(split_tags("classic,fav"), ["classic", "fav"]);
+        assert!(split_tags("").is_empty());
+    }
+}

@@ -1,0 +1,215 @@
+//! The catalogue store: one SQLite file (WAL) holding the books, the user's status and tags,
+//! and the idempotency receipts of writes to them.
+//!
+//! Guarantees: `init` refuses to overwrite an existing file; `reset` restores the initial
+//! state (catalogue rows, no statuses, no tags, no receipts) in one transaction, so a failure
+//! leaves the previous state; `open` refuses a file that is not a toolgate books database.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, params};
+use toolgate_core::ToolError;
+use toolgate_core::idempotency;
+
+use crate::data::{Book, DataError, embedded_books};
+
+const SCHEMA_VERSION: &str = "1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "{path} already exists; use `toolgate books reset --db {path}` to restore it, or choose another path"
+    )]
+    AlreadyExists { path: String },
+    #[error("{path} does not exist; create it with `toolgate books init --db {path}`")]
+    Missing { path: String },
+    #[error(
+        "{path} is not a toolgate books database (no books table with schema version {SCHEMA_VERSION})"
+    )]
+    NotABooksDatabase { path: String },
+    #[error("cannot create the folder for {path}: {source}")]
+    Folder {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("SQLite error on {path}: {source}")]
+    Sqlite {
+        path: String,
+        source: rusqlite::Error,
+    },
+    #[error(transparent)]
+    Data(#[from] DataError),
+}
+
+/// A handle on one books database; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct BooksStore {
+    path: PathBuf,
+    conn: Arc<Mutex<Connection>>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE books (
+    book_id INTEGER PRIMARY KEY,
+    title TEXT NOT NULL,
+    authors TEXT NOT NULL,
+    original_publication_year INTEGER,
+    average_rating REAL NOT NULL,
+    ratings_count INTEGER NOT NULL,
+    language_code TEXT,
+    my_tags TEXT NOT NULL DEFAULT '',
+    my_status TEXT CHECK (my_status IN ('want_to_read', 'reading', 'read'))
+);
+CREATE TABLE toolgate_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+";
+
+impl BooksStore {
+    /// Creates a new database file at `path` from the embedded catalogue.
+    pub fn init(path: &Path) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        if path.exists() {
+            return Err(StoreError::AlreadyExists { path: shown });
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| StoreError::Folder {
+                path: shown.clone(),
+                source,
+            })?;
+        }
+        let books = embedded_books()?;
+        // Build under a temporary name and rename, so a failed init leaves no half file.
+        let partial = path.with_extension("partial");
+        let _ = std::fs::remove_file(&partial);
+        let sql = |source| StoreError::Sqlite {
+            path: shown.clone(),
+            source,
+        };
+        {
+            let mut conn = Connection::open(&partial).map_err(sql)?;
+            conn.execute_batch(SCHEMA).map_err(sql)?;
+            idempotency::install(&conn).map_err(sql)?;
+            let tx = conn.transaction().map_err(sql)?;
+            tx.execute(
+                "INSERT INTO toolgate_meta (key, value) VALUES ('schema_version', ?1), ('attribution', ?2)",
+                params![SCHEMA_VERSION, crate::data::ATTRIBUTION],
+            )
+            .map_err(sql)?;
+            insert_books(&tx, &books).map_err(sql)?;
+            tx.commit().map_err(sql)?;
+        }
+        std::fs::rename(&partial, path).map_err(|source| StoreError::Folder {
+            path: shown.clone(),
+            source,
+        })?;
+        Self::open(path)
+    }
+
+    /// Opens an existing books database.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        if !path.exists() {
+            return Err(StoreError::Missing { path: shown });
+        }
+        let sql = |source| StoreError::Sqlite {
+            path: shown.clone(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(sql)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql)?;
+        let version: Option<String> = conn
+            .query_row(
+                "SELECT value FROM toolgate_meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .ok();
+        if version.as_deref() != Some(SCHEMA_VERSION) {
+            return Err(StoreError::NotABooksDatabase { path: shown });
+        }
+        idempotency::install(&conn).map_err(sql)?;
+        Ok(BooksStore {
+            path: path.to_path_buf(),
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// Opens `path`, creating it first if it does not exist.
+    pub fn open_or_init(path: &Path) -> Result<Self, StoreError> {
+        if path.exists() {
+            Self::open(path)
+        } else {
+            Self::init(path)
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Restores the initial state in one transaction.
+    pub fn reset(&self) -> Result<(), StoreError> {
+        let books = embedded_books()?;
+        let shown = self.path.display().to_string();
+        let sql = |source| StoreError::Sqlite {
+            path: shown.clone(),
+            source,
+        };
+        let mut conn = self.conn.lock().map_err(|_| StoreError::Sqlite {
+            path: shown.clone(),
+            source: rusqlite::Error::InvalidQuery,
+        })?;
+        let tx = conn.transaction().map_err(sql)?;
+        tx.execute_batch("DELETE FROM books; DELETE FROM tool_receipts;")
+            .map_err(sql)?;
+        insert_books(&tx, &books).map_err(sql)?;
+        tx.commit().map_err(sql)
+    }
+
+    /// Runs `work` on the connection on a blocking thread (SQLite calls block).
+    pub async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,
+    ) -> Result<T, ToolError> {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().map_err(|_| {
+                ToolError::internal("the books store is unavailable after an earlier failure")
+            })?;
+            work(&mut guard)
+        })
+        .await
+        .map_err(|_| ToolError::internal("the books store task failed"))?
+    }
+
+    /// Runs `work` on the connection on this thread (for commands and tests).
+    pub fn with_conn<T>(&self, work: impl FnOnce(&mut Connection) -> T) -> Result<T, ToolError> {
+        let mut guard = self.conn.lock().map_err(|_| {
+            ToolError::internal("the books store is unavailable after an earlier failure")
+        })?;
+        Ok(work(&mut guard))
+    }
+}
+
+fn insert_books(tx: &rusqlite::Transaction<'_>, books: &[Book]) -> rusqlite::Result<()> {
+    let mut insert = tx.prepare(
+        "INSERT INTO books (book_id, title, authors, original_publication_year, average_rating,
+                            ratings_count, language_code, my_tags, my_status)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '', NULL)",
+    )?;
+    for b in books {
+        insert.execute(params![
+            b.book_id,
+            b.title,
+            b.authors,
+            b.original_publication_year,
+            b.average_rating,
+            b.ratings_count,
+            b.language_code
+        ])?;
+    }
+    Ok(())
+}

@@ -1,0 +1,489 @@
+//! books-v2: the catalogue as tools shaped for a model's tasks. Namespaced names, filters
+//! instead of dumps, several ids per write, readable titles with every id, loud pagination,
+//! and errors that say how to fix the call.
+
+use rusqlite::types::Value as SqlValue;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolgate_core::idempotency::{WriteEffect, run_once};
+use toolgate_core::tool::DeclarationError;
+use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError, ToolOutput};
+
+use crate::rows::{self, BookRow};
+use crate::store::BooksStore;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseFormat {
+    #[default]
+    Concise,
+    Detailed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SortOrder {
+    #[default]
+    Popularity,
+    RatingDesc,
+    RatingAsc,
+    YearDesc,
+    YearAsc,
+    Title,
+}
+
+impl SortOrder {
+    fn order_by(self) -> &'static str {
+        // book_id breaks ties, so equal ratings or years always list in the same order.
+        match self {
+            SortOrder::Popularity => "ratings_count DESC, book_id",
+            SortOrder::RatingDesc => "average_rating DESC, book_id",
+            SortOrder::RatingAsc => "average_rating ASC, book_id",
+            SortOrder::YearDesc => {
+                "original_publication_year IS NULL, original_publication_year DESC, book_id"
+            }
+            SortOrder::YearAsc => {
+                "original_publication_year IS NULL, original_publication_year ASC, book_id"
+            }
+            SortOrder::Title => "title COLLATE NOCASE, book_id",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StatusFilter {
+    WantToRead,
+    Reading,
+    Read,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NewStatus {
+    WantToRead,
+    Reading,
+    Read,
+    None,
+}
+
+fn status_text(status: NewStatus) -> Option<&'static str> {
+    match status {
+        NewStatus::WantToRead => Some("want_to_read"),
+        NewStatus::Reading => Some("reading"),
+        NewStatus::Read => Some("read"),
+        NewStatus::None => None,
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchArgs {
+    /// Part of an author's name, case-insensitive; matches any author of a multi-author book.
+    #[schemars(length(min = 1, max = 100))]
+    pub author: Option<String>,
+    /// Part of the title, case-insensitive.
+    #[schemars(length(min = 1, max = 200))]
+    pub title: Option<String>,
+    /// Earliest original publication year, inclusive ("after 2010" is 2011). Negative is BC.
+    #[schemars(range(min = -3000, max = 2100))]
+    pub year_min: Option<i64>,
+    /// Latest original publication year, inclusive ("before 1900" is 1899).
+    #[schemars(range(min = -3000, max = 2100))]
+    pub year_max: Option<i64>,
+    /// Lowest average rating, inclusive (ratings run from 1 to 5).
+    #[schemars(range(min = 0, max = 5))]
+    pub rating_min: Option<f64>,
+    /// Highest average rating, inclusive.
+    #[schemars(range(min = 0, max = 5))]
+    pub rating_max: Option<f64>,
+    /// Language code exactly as stored, e.g. "eng", "en-US", "spa".
+    #[schemars(length(min = 2, max = 10))]
+    pub language: Option<String>,
+    /// The user's reading status; "none" means no status set.
+    pub status: Option<StatusFilter>,
+    /// One of the user's tags, matched whole (e.g. "fav").
+    #[schemars(length(min = 1, max = 32))]
+    pub tag: Option<String>,
+    /// Order of results; default "popularity" (most ratings first). Ties list by id.
+    pub sort: Option<SortOrder>,
+    /// How many books to return, 1-50; default 10.
+    #[schemars(range(min = 1, max = 50))]
+    pub limit: Option<u32>,
+    /// How many matching books to skip (for the next page); default 0.
+    #[schemars(range(min = 0, max = 10000))]
+    pub offset: Option<u32>,
+    /// "concise" (default): id, title, authors, year, rating. "detailed": every field.
+    pub response_format: Option<ResponseFormat>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetArgs {
+    /// Book ids, 1 to 20 of them, e.g. [1, 2].
+    #[schemars(length(min = 1, max = 20))]
+    #[schemars(extend("uniqueItems" = true))]
+    pub ids: Vec<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetStatusArgs {
+    /// Ids of every book to change, 1 to 100 of them.
+    #[schemars(length(min = 1, max = 100))]
+    #[schemars(extend("uniqueItems" = true))]
+    pub ids: Vec<i64>,
+    /// The new status; "none" clears it.
+    pub status: NewStatus,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TagArgs {
+    /// Ids of every book to tag, 1 to 100 of them.
+    #[schemars(length(min = 1, max = 100))]
+    #[schemars(extend("uniqueItems" = true))]
+    pub ids: Vec<i64>,
+    /// Tags to add, e.g. ["fav"]. Letters, digits, spaces, - and _; stored lower-case.
+    #[serde(default)]
+    #[schemars(
+        length(max = 10),
+        inner(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9 _-]{0,31}$"))
+    )]
+    pub add: Vec<String>,
+    /// Tags to remove.
+    #[serde(default)]
+    #[schemars(
+        length(max = 10),
+        inner(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9 _-]{0,31}$"))
+    )]
+    pub remove: Vec<String>,
+}
+
+const DEFAULT_LIMIT: u32 = 10;
+const SEARCH_MAX_BYTES: usize = 16 * 1024;
+
+pub fn tools(store: &BooksStore) -> Result<Vec<Tool>, DeclarationError> {
+    Ok(vec![
+        search(store)?,
+        get(store)?,
+        set_status(store)?,
+        tag(store)?,
+    ])
+}
+
+fn search(store: &BooksStore) -> Result<Tool, DeclarationError> {
+    let store = store.clone();
+    ToolBuilder::<SearchArgs>::new("books_search", 1)
+        .describe(
+            "Finds books in the user's catalogue by any mix of author, title, year range, rating range, language, reading status and tag, sorted and paged.",
+            "to find, count or rank books (the result's total_matches answers \"how many\"), or to get the ids needed before changing books.",
+            Some("you already know the ids and need every field: use books_get. Do not page through everything to count: read total_matches."),
+            "total_matches, the page of books (id, title, authors, year, rating; status and tags when set), and next_offset when more match.",
+        )
+        .example("every book by Rowling, best rated first", json!({"author": "Rowling", "sort": "rating_desc"}))
+        .example("published after 2010 with rating 4.2 or more", json!({"year_min": 2011, "rating_min": 4.2, "limit": 50}))
+        .policy(Risk::Low, Effect::Read, "It only reads the local catalogue.")
+        .max_output_bytes(SEARCH_MAX_BYTES)
+        .more_hint("call books_search again with offset set to next_offset, or narrow the filters")
+        .parallel_safe()
+        .check(|args: &SearchArgs, _| check_ranges(args))
+        .read(move |_ctx, args: SearchArgs| {
+            let store = store.clone();
+            async move { store.blocking(move |conn| run_search(conn, &args)).await.map(ToolOutput::new) }
+        })
+}
+
+fn check_ranges(args: &SearchArgs) -> Result<(), ToolError> {
+    if let (Some(lo), Some(hi)) = (args.year_min, args.year_max)
+        && lo > hi
+    {
+        return Err(ToolError::invalid(
+            "year_min",
+            format!("year_min ({lo}) is after year_max ({hi})"),
+        )
+        .with_hint("both bounds are inclusive; for a single year set both to it")
+        .with_example(json!({"year_min": 2011, "year_max": 2015})));
+    }
+    if let (Some(lo), Some(hi)) = (args.rating_min, args.rating_max)
+        && lo > hi
+    {
+        return Err(ToolError::invalid(
+            "rating_min",
+            format!("rating_min ({lo}) is above rating_max ({hi})"),
+        )
+        .with_example(json!({"rating_min": 4.0, "rating_max": 4.5})));
+    }
+    Ok(())
+}
+
+/// Escapes LIKE wildcards so a user's "%" or "_" matches itself.
+fn like_pattern(text: &str) -> String {
+    let escaped = text
+        .trim()
+        .replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_");
+    format!("%{escaped}%")
+}
+
+fn run_search(conn: &rusqlite::Connection, args: &SearchArgs) -> Result<Value, ToolError> {
+    let mut clauses: Vec<&str> = Vec::new();
+    let mut params: Vec<SqlValue> = Vec::new();
+    if let Some(author) = &args.author {
+        clauses.push("authors LIKE ? ESCAPE '\\'");
+        params.push(SqlValue::Text(like_pattern(author)));
+    }
+    if let Some(title) = &args.title {
+        clauses.push("title LIKE ? ESCAPE '\\'");
+        params.push(SqlValue::Text(like_pattern(title)));
+    }
+    if let Some(y) = args.year_min {
+        clauses.push("original_publication_year >= ?");
+        params.push(SqlValue::Integer(y));
+    }
+    if let Some(y) = args.year_max {
+        clauses.push("original_publication_year <= ?");
+        params.push(SqlValue::Integer(y));
+    }
+    if let Some(r) = args.rating_min {
+        clauses.push("average_rating >= ?");
+        params.push(SqlValue::Real(r));
+    }
+    if let Some(r) = args.rating_max {
+        clauses.push("average_rating <= ?");
+        params.push(SqlValue::Real(r));
+    }
+    if let Some(language) = &args.language {
+        let codes = rows::language_codes(conn)?;
+        if !codes.iter().any(|c| c == language.trim()) {
+            return Err(ToolError::invalid(
+                "language",
+                format!("no book has language code \"{language}\""),
+            )
+            .with_expected(format!("one of {}", codes.join(", ")))
+            .with_received(json!(language))
+            .with_example(json!({"language": "eng"})));
+        }
+        clauses.push("language_code = ?");
+        params.push(SqlValue::Text(language.trim().into()));
+    }
+    match args.status {
+        Some(StatusFilter::None) => clauses.push("my_status IS NULL"),
+        Some(s) => {
+            clauses.push("my_status = ?");
+            let text = match s {
+                StatusFilter::WantToRead => "want_to_read",
+                StatusFilter::Reading => "reading",
+                StatusFilter::Read | StatusFilter::None => "read",
+            };
+            params.push(SqlValue::Text(text.into()));
+        }
+        None => {}
+    }
+    if let Some(tag) = &args.tag {
+        clauses.push("(',' || my_tags || ',') LIKE ? ESCAPE '\\'");
+        let escaped = tag
+            .trim()
+            .to_lowercase()
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        params.push(SqlValue::Text(format!("%,{escaped},%")));
+    }
+    let where_sql = if clauses.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", clauses.join(" AND "))
+    };
+    let total = rows::count(
+        conn,
+        &format!("SELECT count(*) FROM books{where_sql}"),
+        params.clone(),
+    )?;
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
+    let offset = args.offset.unwrap_or(0);
+    let sort = args.sort.unwrap_or_default();
+    let mut page_params = params;
+    page_params.push(SqlValue::Integer(i64::from(limit)));
+    page_params.push(SqlValue::Integer(i64::from(offset)));
+    let page = rows::query(
+        conn,
+        &format!(
+            "SELECT {} FROM books{where_sql} ORDER BY {} LIMIT ? OFFSET ?",
+            rows::COLUMNS,
+            sort.order_by()
+        ),
+        page_params,
+    )?;
+    let format = args.response_format.unwrap_or_default();
+    let books: Vec<Value> = page
+        .iter()
+        .map(|b| match format {
+            ResponseFormat::Concise => b.concise(),
+            ResponseFormat::Detailed => b.detailed(),
+        })
+        .collect();
+    let shown_to = i64::from(offset) + books.len() as i64;
+    let mut result = json!({ "total_matches": total, "offset": offset, "books": books });
+    if shown_to < total {
+        result["next_offset"] = json!(shown_to);
+        result["note"] = json!(format!(
+            "showing {} of {total} matches; {} more: call again with offset {shown_to}, or narrow the filters",
+            page.len(),
+            total - shown_to
+        ));
+    } else if total == 0 {
+        result["note"] = json!(
+            "no book matched every filter; author and title match parts of names (e.g. \"Rowling\"), year and rating bounds are inclusive"
+        );
+    }
+    Ok(result)
+}
+
+fn unknown_ids_error(missing: &[i64]) -> ToolError {
+    let list: Vec<String> = missing.iter().map(i64::to_string).collect();
+    ToolError::not_found(format!("no book has id {}", list.join(", ")))
+        .with_field("ids")
+        .with_received(json!(missing))
+        .with_hint("ids are the numbers books_search returns with each title; nothing was changed")
+}
+
+fn get(store: &BooksStore) -> Result<Tool, DeclarationError> {
+    let store = store.clone();
+    ToolBuilder::<GetArgs>::new("books_get", 1)
+        .describe(
+            "Gets every field of up to 20 books by id: title, authors, year, rating, ratings count, language, status and tags.",
+            "you have ids (from books_search) and need fields the search did not show.",
+            Some("you need to find books or count them: use books_search."),
+            "books (every field) and not_found (ids with no book).",
+        )
+        .example("books 1 and 2", json!({"ids": [1, 2]}))
+        .policy(Risk::Low, Effect::Read, "It only reads the local catalogue.")
+        .parallel_safe()
+        .read(move |_ctx, args: GetArgs| {
+            let store = store.clone();
+            async move {
+                let (found, missing) = store.blocking(move |conn| rows::by_ids(conn, &args.ids)).await?;
+                if found.is_empty() {
+                    return Err(unknown_ids_error(&missing));
+                }
+                let books: Vec<Value> = found.iter().map(BookRow::detailed).collect();
+                Ok(ToolOutput::new(json!({"books": books, "not_found": missing})))
+            }
+        })
+}
+
+fn set_status(store: &BooksStore) -> Result<Tool, DeclarationError> {
+    let store = store.clone();
+    ToolBuilder::<SetStatusArgs>::new("books_set_status", 1)
+        .describe(
+            "Sets the user's reading status (want_to_read, reading, read, or none to clear) on one or more books at once.",
+            "the user asks to mark books; pass every id in one call.",
+            Some("you want to label books with words such as \"fav\": use books_tag. To find the ids first, use books_search."),
+            "each changed book's id, title, new status and previous status.",
+        )
+        .example("mark books 1 and 3 as read", json!({"ids": [1, 3], "status": "read"}))
+        .policy(
+            Risk::Medium,
+            Effect::UndoableWrite,
+            "It changes only the user's own reading status, and the previous values are kept for undo.",
+        )
+        .write(move |ctx, args: SetStatusArgs| {
+            let store = store.clone();
+            async move {
+                let key = ctx.write_key()?.clone();
+                store
+                    .blocking(move |conn| run_once(conn, &key, ctx.now_unix, |tx| apply_status(tx, &args)))
+                    .await
+            }
+        })
+}
+
+fn apply_status(
+    conn: &rusqlite::Connection,
+    args: &SetStatusArgs,
+) -> Result<WriteEffect, ToolError> {
+    let (before, missing) = rows::by_ids(conn, &args.ids)?;
+    if !missing.is_empty() {
+        return Err(unknown_ids_error(&missing));
+    }
+    let status = status_text(args.status);
+    let mut changed = Vec::new();
+    let mut undo = Vec::new();
+    for book in &before {
+        rows::set_status(conn, book.book_id, status)?;
+        changed.push(json!({"id": book.book_id, "title": book.title, "status": status, "previous_status": book.my_status}));
+        undo.push(json!({"id": book.book_id, "status": book.my_status}));
+    }
+    Ok(WriteEffect {
+        result: json!({"updated": changed.len(), "books": changed}),
+        undo: Some(json!({"tool": "books_set_status", "restore": undo})),
+    })
+}
+
+fn tag(store: &BooksStore) -> Result<Tool, DeclarationError> {
+    let store = store.clone();
+    ToolBuilder::<TagArgs>::new("books_tag", 1)
+        .describe(
+            "Adds and/or removes the user's own tags (e.g. \"fav\") on one or more books at once.",
+            "the user asks to tag or untag books; pass every id in one call.",
+            Some("you want to mark reading progress: use books_set_status. To find the ids first, use books_search."),
+            "each book's id, title and tags after the change.",
+        )
+        .example("tag books 2 and 25 as fav", json!({"ids": [2, 25], "add": ["fav"]}))
+        .example("remove the tag old from book 7", json!({"ids": [7], "remove": ["old"]}))
+        .policy(
+            Risk::Medium,
+            Effect::UndoableWrite,
+            "It changes only the user's own tags, and the previous tags are kept for undo.",
+        )
+        .check(|args: &TagArgs, _| {
+            if args.add.is_empty() && args.remove.is_empty() {
+                return Err(ToolError::invalid("add", "nothing to do: give tags in add, remove, or both")
+                    .with_example(json!({"ids": [2], "add": ["fav"]})));
+            }
+            Ok(())
+        })
+        .write(move |ctx, args: TagArgs| {
+            let store = store.clone();
+            async move {
+                let key = ctx.write_key()?.clone();
+                store
+                    .blocking(move |conn| run_once(conn, &key, ctx.now_unix, |tx| apply_tags(tx, &args)))
+                    .await
+            }
+        })
+}
+
+fn apply_tags(conn: &rusqlite::Connection, args: &TagArgs) -> Result<WriteEffect, ToolError> {
+    let (before, missing) = rows::by_ids(conn, &args.ids)?;
+    if !missing.is_empty() {
+        return Err(unknown_ids_error(&missing));
+    }
+    let remove: Vec<String> = args
+        .remove
+        .iter()
+        .map(|t| t.trim().to_lowercase())
+        .collect();
+    let mut changed = Vec::new();
+    let mut undo = Vec::new();
+    for book in &before {
+        let kept = book
+            .tags()
+            .into_iter()
+            .filter(|t| !remove.iter().any(|r| r == t));
+        let tags = rows::join_tags(kept.chain(args.add.iter().map(String::as_str)));
+        rows::set_tags(conn, book.book_id, &tags)?;
+        changed.push(
+            json!({"id": book.book_id, "title": book.title, "tags": rows::split_tags(&tags)}),
+        );
+        undo.push(json!({"id": book.book_id, "tags": book.my_tags}));
+    }
+    Ok(WriteEffect {
+        result: json!({"updated": changed.len(), "books": changed}),
+        undo: Some(json!({"tool": "books_tag", "restore": undo})),
+    })
+}
