@@ -1,0 +1,38 @@
+//! Subcommand dispatch and the error type every command returns.
+
+mod books;
+mod tools;
+
+use crate::cli::{Cli, Command};
+use crate::config::{Config, ConfigError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Store(#[from] toolgate_books::StoreError),
+    #[error("a tool declaration is invalid: {0}")]
+    Declaration(#[from] toolgate_core::tool::DeclarationError),
+    #[error(transparent)]
+    Registry(#[from] toolgate_core::registry::RegistryError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("measuring `{call}` failed: {message}")]
+    Measurement { call: String, message: String },
+}
+
+pub fn run(cli: Cli) -> Result<(), CommandError> {
+    let config = Config::load(cli.config.as_deref())?;
+    match cli.command {
+        Command::Tools(args) => tools::run(&config, &args),
+        Command::Books(command) => books::run(&config, command),
+    }
+}
+
+/// A runtime for commands that drive the (async) dispatcher.
+fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?)
+}

@@ -1,0 +1,173 @@
+//! `toolgate tools`: the risk table, the model views, and what they cost in tokens.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use toolgate_books::{BooksStore, Toolset};
+use toolgate_core::{CallRequest, Dispatcher, Principal, Registry, ToolSpec, tokens};
+
+use super::{CommandError, runtime};
+use crate::cli::{OutputFormat, ToolsArgs, ToolsetName};
+use crate::config::Config;
+use crate::table;
+
+/// Calls whose result sizes are reported for each toolset: the v1 full listing against the
+/// v2 searches that answer the same questions.
+fn measured_calls(toolset: Toolset) -> Vec<(&'static str, Value)> {
+    match toolset {
+        Toolset::V1 => vec![("list_items", json!({})), ("get_item", json!({"id": 1}))],
+        Toolset::V2 => vec![
+            ("books_search", json!({})),
+            ("books_search", json!({"author": "Rowling"})),
+            (
+                "books_search",
+                json!({"author": "Rowling", "response_format": "detailed"}),
+            ),
+            ("books_get", json!({"ids": [1]})),
+        ],
+    }
+}
+
+struct Report {
+    toolset: Toolset,
+    digest: String,
+    specs: Vec<ToolSpec>,
+    definition_tokens: usize,
+    results: Vec<(String, usize)>,
+}
+
+pub fn run(_config: &Config, args: &ToolsArgs) -> Result<(), CommandError> {
+    let toolsets: Vec<Toolset> = match args.toolset {
+        Some(ToolsetName::BooksV1) => vec![Toolset::V1],
+        Some(ToolsetName::BooksV2) => vec![Toolset::V2],
+        None => Toolset::ALL.to_vec(),
+    };
+    // Measure on the given database, or on a fresh one that disappears afterwards.
+    let scratch = tempfile::tempdir()?;
+    let store = match &args.db {
+        Some(path) => BooksStore::open(path)?,
+        None => BooksStore::init(&scratch.path().join("books.sqlite"))?,
+    };
+    let rt = runtime()?;
+    let mut reports = Vec::new();
+    for toolset in toolsets {
+        let registry = Arc::new(Registry::new(toolset.tools(&store)?)?);
+        let dispatcher = Dispatcher::new(Arc::clone(&registry));
+        let specs: Vec<ToolSpec> = registry.specs().cloned().collect();
+        let views: Vec<_> = specs.iter().map(ToolSpec::model_view).collect();
+        let mut results = Vec::new();
+        for (tool, arguments) in measured_calls(toolset) {
+            let shown = format!("{tool} {arguments}");
+            let request = CallRequest::new(Principal::local("toolgate-cli", &[]), tool, arguments);
+            let outcome = rt.block_on(dispatcher.call(request));
+            if let Err(e) = &outcome.result {
+                return Err(CommandError::Measurement {
+                    call: shown,
+                    message: e.to_string(),
+                });
+            }
+            results.push((shown, tokens::count(&outcome.model_text())));
+        }
+        reports.push(Report {
+            toolset,
+            digest: registry.digest().to_string(),
+            definition_tokens: tokens::count_definitions(&views),
+            specs,
+            results,
+        });
+    }
+    match args.format {
+        OutputFormat::Table => print!("{}", render_table(&reports, args.schema)),
+        OutputFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&render_json(&reports, args.schema)).unwrap_or_default()
+        ),
+    }
+    Ok(())
+}
+
+fn render_table(reports: &[Report], with_schema: bool) -> String {
+    let mut out = String::new();
+    for r in reports {
+        out.push_str(&format!(
+            "{}: {} tools, catalogue digest {}, definitions cost {} tokens in every request\n\n",
+            r.toolset.name(),
+            r.specs.len(),
+            &r.digest[..16.min(r.digest.len())],
+            r.definition_tokens
+        ));
+        let rows: Vec<Vec<String>> = r
+            .specs
+            .iter()
+            .map(|s| {
+                vec![
+                    s.name.clone(),
+                    s.policy.risk.as_str().into(),
+                    s.policy.effect.as_str().into(),
+                    s.policy.reason.clone(),
+                ]
+            })
+            .collect();
+        out.push_str(&table::render(
+            &["TOOL", "RISK", "EFFECT", "REASON"],
+            &rows,
+            100,
+        ));
+        out.push_str("\nresult sizes on the catalogue (o200k_base tokens):\n");
+        for (call, n) in &r.results {
+            out.push_str(&format!("  {n:>6}  {call}\n"));
+        }
+        if with_schema {
+            out.push_str("\nmodel views:\n");
+            for s in &r.specs {
+                let view = serde_json::to_string_pretty(&s.model_view()).unwrap_or_default();
+                out.push_str(&format!("{view}\n"));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn render_json(reports: &[Report], with_schema: bool) -> Value {
+    let toolsets: Vec<Value> = reports
+        .iter()
+        .map(|r| {
+            let tools: Vec<Value> = r
+                .specs
+                .iter()
+                .map(|s| {
+                    let mut tool = json!({
+                        "name": s.name,
+                        "version": s.version,
+                        "risk": s.policy.risk,
+                        "reason": s.policy.reason,
+                        "effect": s.policy.effect,
+                        "scopes": s.policy.scopes,
+                        "parallel_safe": s.executor.parallel_safe,
+                        "deadline_ms": s.executor.deadline.as_millis() as u64,
+                        "max_output_bytes": s.observation.max_bytes,
+                        "definition_tokens": tokens::count_json(&serde_json::to_value(s.model_view()).unwrap_or(Value::Null)),
+                    });
+                    if with_schema {
+                        tool["model_view"] = serde_json::to_value(s.model_view()).unwrap_or(Value::Null);
+                    }
+                    tool
+                })
+                .collect();
+            let results: Vec<Value> = r
+                .results
+                .iter()
+                .map(|(call, n)| json!({"call": call, "tokens": n}))
+                .collect();
+            json!({
+                "name": r.toolset.name(),
+                "catalogue_digest": r.digest,
+                "definition_tokens": r.definition_tokens,
+                "tools": tools,
+                "result_tokens": results,
+            })
+        })
+        .collect();
+    json!({ "tokenizer": "o200k_base", "toolsets": toolsets })
+}

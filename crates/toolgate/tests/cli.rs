@@ -1,0 +1,133 @@
+//! The real binary, run as a user would.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn toolgate(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("XDG_DATA_HOME")
+        .env("HOME", cwd)
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn books_init_then_reset_and_refusals_are_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data/books.sqlite");
+    let db_arg = db.to_str().unwrap();
+    let out = toolgate(&["books", "init", "--db", db_arg], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("300 books"));
+
+    let again = toolgate(&["books", "init", "--db", db_arg], dir.path());
+    assert!(!again.status.success());
+    assert!(
+        text(&again.stderr).contains("already exists"),
+        "{}",
+        text(&again.stderr)
+    );
+    assert!(text(&again.stderr).contains("books reset"));
+
+    let reset = toolgate(&["books", "reset", "--db", db_arg], dir.path());
+    assert!(reset.status.success(), "{}", text(&reset.stderr));
+    assert!(text(&reset.stdout).contains("initial state"));
+
+    let missing = toolgate(&["books", "reset", "--db", "nope.sqlite"], dir.path());
+    assert!(!missing.status.success());
+    assert!(
+        text(&missing.stderr).contains("books init"),
+        "{}",
+        text(&missing.stderr)
+    );
+}
+
+#[test]
+fn books_db_defaults_to_config_then_data_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = toolgate(&["books", "init"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        dir.path()
+            .join(".local/share/toolgate/books.sqlite")
+            .exists()
+    );
+
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        "[books]\ndb = \"from-config.sqlite\"\n",
+    )
+    .unwrap();
+    let out = toolgate(&["books", "init"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(dir.path().join("from-config.sqlite").exists());
+
+    std::fs::write(dir.path().join("bad.toml"), "[books]\ndatabase = \"x\"\n").unwrap();
+    let out = toolgate(&["--config", "bad.toml", "books", "init"], dir.path());
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("unknown field"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn tools_json_lists_every_tool_with_risk_reason_and_token_costs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = toolgate(&["tools", "--format", "json", "--schema"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let toolsets = report["toolsets"].as_array().unwrap();
+    let names: Vec<&str> = toolsets
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["books-v1", "books-v2"]);
+    for toolset in toolsets {
+        assert!(toolset["definition_tokens"].as_u64().unwrap() > 0);
+        for tool in toolset["tools"].as_array().unwrap() {
+            assert!(["low", "medium", "high"].contains(&tool["risk"].as_str().unwrap()));
+            assert!(!tool["reason"].as_str().unwrap().is_empty());
+            assert_eq!(
+                tool["model_view"]["input_schema"]["additionalProperties"],
+                false
+            );
+        }
+    }
+    let list_items = toolsets[0]["result_tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["call"] == "list_items {}")
+        .unwrap()["tokens"]
+        .as_u64()
+        .unwrap();
+    let search = toolsets[1]["result_tokens"][1]["tokens"].as_u64().unwrap();
+    assert!(list_items > 10 * search, "v1 {list_items} vs v2 {search}");
+}
+
+#[test]
+fn tools_table_for_one_toolset_and_bad_flags_are_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = toolgate(&["tools", "--toolset", "books-v2"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("books_set_status  medium"), "{stdout}");
+    assert!(!stdout.contains("list_items"));
+    let bad = toolgate(&["tools", "--toolset", "books-v3"], dir.path());
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("books-v1"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
