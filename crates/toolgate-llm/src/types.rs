@@ -1,0 +1,164 @@
+//! Provider-neutral request and response types: what every adapter maps to and from its wire
+//! format.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A tool as a model is shown it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    /// A closed JSON Schema for the arguments (key order preserved).
+    pub input_schema: Value,
+}
+
+/// Whether and how the model must call a tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(tag = "type", content = "name", rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// The model must call some tool.
+    Any,
+    /// The model must not call tools.
+    None,
+    /// The model must call this tool.
+    Tool(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for the call; each result must echo it.
+    pub id: String,
+    pub name: String,
+    /// The arguments as the model wrote them (an object when they parsed as JSON).
+    pub arguments: Value,
+}
+
+/// The answer to one tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub call_id: String,
+    /// What the model reads (JSON text or plain text).
+    pub content: String,
+    pub is_error: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    Text { text: String },
+    ToolCall(ToolCall),
+    ToolResult(ToolResult),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: Vec<ContentBlock>,
+}
+
+impl Message {
+    pub fn user_text(text: &str) -> Self {
+        Message {
+            role: Role::User,
+            content: vec![ContentBlock::Text { text: text.into() }],
+        }
+    }
+
+    /// The assistant turn a response becomes in the history.
+    pub fn from_response(response: &ModelResponse) -> Self {
+        let mut content = Vec::new();
+        if !response.text.is_empty() {
+            content.push(ContentBlock::Text {
+                text: response.text.clone(),
+            });
+        }
+        content.extend(response.tool_calls.iter().cloned().map(ContentBlock::ToolCall));
+        Message {
+            role: Role::Assistant,
+            content,
+        }
+    }
+
+    /// One user turn carrying a result for each call.
+    pub fn tool_results(results: Vec<ToolResult>) -> Self {
+        Message {
+            role: Role::User,
+            content: results.into_iter().map(ContentBlock::ToolResult).collect(),
+        }
+    }
+}
+
+/// Everything one model call needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelRequest {
+    pub system: Option<String>,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolDefinition>,
+    pub tool_choice: ToolChoice,
+    /// Cap on generated tokens for this call.
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+    /// Whether the model may ask for several calls in one turn.
+    pub parallel_tool_calls: bool,
+}
+
+impl ModelRequest {
+    pub fn new(messages: Vec<Message>, tools: Vec<ToolDefinition>) -> Self {
+        ModelRequest {
+            system: None,
+            messages,
+            tools,
+            tool_choice: ToolChoice::Auto,
+            max_tokens: 1024,
+            temperature: None,
+            parallel_tool_calls: true,
+        }
+    }
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// A final answer.
+    EndTurn,
+    /// It asked for tool calls.
+    ToolUse,
+    /// It hit `max_tokens`.
+    MaxTokens,
+    StopSequence,
+    Refusal,
+    /// A reason this crate does not know, kept verbatim.
+    Other(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Input tokens served from a provider's prompt cache (or the embedded KV cache).
+    pub cached_input_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelResponse {
+    /// The model's text (empty when it only called tools).
+    pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub stop_reason: StopReason,
+    pub usage: Usage,
+    /// The model that answered, as the provider names it.
+    pub model: String,
+}
