@@ -12,10 +12,16 @@
 //! 8. observation: redacted, bounded, provenance attached.
 //!
 //! Guarantees: exactly one decision record per call, emitted to the trace; a refused call never
-//! reaches its handler; failures come back as a [`ToolError`] result, never as a panic.
+//! reaches its handler (nor does one canceled before it starts); failures, a panicking handler
+//! included, come back as a [`ToolError`] result, never as a panic; no secret-shaped text in the
+//! arguments reaches the record or an error.
 
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -305,10 +311,9 @@ impl Dispatcher {
         let error_style = tool.map_or(ErrorStyle::Teaching, |t| t.spec.observation.error_style);
         let mut result = self.run(&request, tool, &mut record).await;
         if let Err(error) = &mut result {
-            // Handler errors are ours, but a message can still quote a secret it was given.
-            let (message, n) = observation::redact_text(&error.message);
-            error.message = message;
-            record.redactions += n;
+            // Errors quote what they were given (received values, examples, handler messages),
+            // and what they were given can be a secret.
+            record.redactions += redact_error(error);
         }
         record.duration_us = started.elapsed().as_micros() as u64;
         match &result {
@@ -371,16 +376,21 @@ impl Dispatcher {
         // 3. Validate.
         record.stage = Stage::Validate;
         let today = self.clock.today();
-        let violations = schema::validate(&spec.input_schema, &request.arguments);
+        let mut violations = schema::validate(&spec.input_schema, &request.arguments);
         if !violations.is_empty() {
+            // Redact before the values are quoted: a sentence cuts long values, and a secret cut
+            // in half no longer looks like a secret.
+            for violation in &mut violations {
+                if let Some(received) = &mut violation.received {
+                    record.redactions += observation::redact_value(received);
+                }
+            }
             return Err(violations_error(spec, &violations, &today));
         }
-        tool.handler.check(
-            &request.arguments,
-            &CheckFacts {
-                today: today.clone(),
-            },
-        )?;
+        let facts = CheckFacts {
+            today: today.clone(),
+        };
+        catch_panic(|| tool.handler.check(&request.arguments, &facts))?;
 
         // 4. Authorize.
         record.stage = Stage::Authorize;
@@ -424,6 +434,11 @@ impl Dispatcher {
 
         // 7. Execute.
         record.stage = Stage::Execute;
+        if request.cancel.is_canceled() {
+            // Checked here because a select between a ready handler and a ready cancellation
+            // may start the handler, and a started write can land after the caller gave up.
+            return Err(canceled());
+        }
         let ctx = ExecContext {
             call_id: request.call_id.clone(),
             run_id: request.run_id.clone(),
@@ -433,7 +448,8 @@ impl Dispatcher {
             today,
             now_unix: unix_secs(self.clock.now()),
         };
-        let handler_future = tool.handler.call(ctx, request.arguments.clone());
+        let arguments = request.arguments.clone();
+        let handler_future = CatchPanic(catch_panic(|| Ok(tool.handler.call(ctx, arguments)))?);
         let output = tokio::select! {
             out = handler_future => out?,
             () = tokio::time::sleep(spec.executor.deadline) => {
@@ -443,9 +459,7 @@ impl Dispatcher {
                     format!("`{}` did not finish within {} ms", spec.name, spec.executor.deadline.as_millis()),
                 ));
             }
-            () = request.cancel.canceled() => {
-                return Err(ToolError::new(ErrorCode::Canceled, "the call was canceled"));
-            }
+            () = request.cancel.canceled() => return Err(canceled()),
         };
 
         // 8. Observation.
@@ -530,7 +544,7 @@ impl Dispatcher {
                 reason: e.to_string(),
             },
             Err(_) => ApprovalRecord::Denied {
-                reason: format!("no answer within {} s", self.approval_timeout.as_secs()),
+                reason: format!("no answer within {} ms", self.approval_timeout.as_millis()),
             },
         }
     }
@@ -557,6 +571,60 @@ impl Dispatcher {
             .with_received(Value::String(name.into()))
             .with_hint(hint)
     }
+}
+
+fn canceled() -> ToolError {
+    ToolError::new(ErrorCode::Canceled, "the call was canceled")
+}
+
+/// What the model reads when a handler panics: no panic text, which can quote data or paths.
+fn panic_error() -> ToolError {
+    ToolError::internal("the tool failed unexpectedly; this is a fault in the tool, not the call")
+}
+
+/// Runs synchronous handler code, turning a panic into an `internal` error.
+fn catch_panic<T>(f: impl FnOnce() -> Result<T, ToolError>) -> Result<T, ToolError> {
+    std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Err(panic_error()))
+}
+
+/// A handler future whose panics become an `internal` error instead of unwinding through the
+/// caller's loop. It is not polled again after a panic: the dispatcher drops it.
+struct CatchPanic<F>(F);
+
+impl<T, F: Future<Output = Result<T, ToolError>> + Unpin> Future for CatchPanic<F> {
+    type Output = Result<T, ToolError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.0;
+        std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx)))
+            .unwrap_or_else(|_| Poll::Ready(Err(panic_error())))
+    }
+}
+
+/// Redacts every part of an error that can quote input; returns how many secrets it replaced.
+fn redact_error(error: &mut ToolError) -> usize {
+    let mut count = 0;
+    for text in [
+        Some(&mut error.message),
+        error.expected.as_mut(),
+        error.hint.as_mut(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let (clean, n) = observation::redact_text(text);
+        if n > 0 {
+            *text = clean;
+            count += n;
+        }
+    }
+    for value in [error.received.as_mut(), error.example.as_mut()]
+        .into_iter()
+        .flatten()
+    {
+        count += observation::redact_value(value);
+    }
+    count
 }
 
 /// Turns schema violations into one error a model can act on: the first violation's field,
@@ -664,4 +732,36 @@ fn allowed_fields_at(schema: &Value, path: &str) -> Vec<String> {
         .and_then(Value::as_object)
         .map(|p| p.keys().cloned().collect())
         .unwrap_or_default()
+}
+
+impl DecisionRecord {
+    /// The record of a call whose task was lost before the dispatcher could answer (the
+    /// caller still owes the model one result per call id).
+    pub fn lost(call_id: &str, tool: &str) -> Self {
+        DecisionRecord {
+            operation: "execute_tool",
+            call_id: call_id.into(),
+            tool: tool.into(),
+            tool_version: None,
+            run_id: String::new(),
+            principal: String::new(),
+            tenant: String::new(),
+            arguments: Value::Null,
+            args_hash: String::new(),
+            risk: None,
+            effect: None,
+            mode: Mode::Auto,
+            stage: Stage::Execute,
+            outcome: ErrorCode::Internal.as_str().into(),
+            error: Some(ErrorCode::Internal),
+            approval: ApprovalRecord::NotNeeded,
+            idempotency_key: None,
+            duplicate: false,
+            undo: None,
+            duration_us: 0,
+            result_bytes: 0,
+            truncated: false,
+            redactions: 0,
+        }
+    }
 }

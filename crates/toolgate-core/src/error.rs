@@ -216,6 +216,8 @@ fn bounded_received(value: Value) -> Value {
     if text.len() <= RECEIVED_MAX_CHARS {
         return value;
     }
+    // Redacted before cutting: half a secret no longer looks like one to the later redaction.
+    let (text, _) = crate::observation::redact_text(&text);
     let cut: String = text.chars().take(RECEIVED_MAX_CHARS).collect();
     Value::String(format!(
         "{cut}… ({} characters in all)",

@@ -428,12 +428,9 @@ fn check_object(
     }
     for (name, field_value) in fields {
         match props.get(name) {
-            Some(sub) => {
-                // A null field is absent: reported above when required, accepted when optional.
-                if !field_value.is_null() {
-                    validate_at(sub, field_value, &join(path, name), out);
-                }
-            }
+            // A null field is absent: reported above when required, accepted when optional.
+            Some(_) if field_value.is_null() => {}
+            Some(sub) => validate_at(sub, field_value, &join(path, name), out),
             None if closed || !s.contains_key("additionalProperties") => {
                 let mut allowed: Vec<&str> = props.keys().map(String::as_str).collect();
                 allowed.sort_unstable();
@@ -688,10 +685,13 @@ mod tests {
             .collect()
     }
 
+    /// (case, arguments, expected (path, kind) violations)
+    type ValidationCase = (&'static str, Value, Vec<(&'static str, ViolationKind)>);
+
     #[test]
     fn validation_table() {
         use ViolationKind::*;
-        let cases: Vec<(&str, Value, Vec<(&str, ViolationKind)>)> = vec![
+        let cases: Vec<ValidationCase> = vec![
             ("valid minimal call passes", json!({"query": "x"}), vec![]),
             (
                 "optional null is treated as absent",

@@ -177,6 +177,8 @@ pub struct ToolBuilder<A> {
     examples: Vec<Example>,
     output_schema: Option<Value>,
     policy: Option<PolicyView>,
+    /// Kept apart from `policy` so that the order of builder calls cannot drop a scope.
+    scopes: Vec<String>,
     deadline: Duration,
     parallel_safe: bool,
     observation: ObservationView,
@@ -197,6 +199,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
             examples: Vec::new(),
             output_schema: None,
             policy: None,
+            scopes: Vec::new(),
             deadline: DEFAULT_DEADLINE,
             parallel_safe: false,
             observation: ObservationView {
@@ -249,9 +252,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
     }
 
     pub fn scopes(mut self, scopes: &[&str]) -> Self {
-        if let Some(policy) = &mut self.policy {
-            policy.scopes = scopes.iter().map(|s| s.to_string()).collect();
-        }
+        self.scopes = scopes.iter().map(|s| s.to_string()).collect();
         self
     }
 
@@ -348,10 +349,11 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
                 return Err(DeclarationError::Missing { tool, what });
             }
         }
-        let policy = self.policy.ok_or(DeclarationError::Missing {
+        let mut policy = self.policy.ok_or(DeclarationError::Missing {
             tool: tool.clone(),
             what: "policy (risk, effect, reason)",
         })?;
+        policy.scopes = self.scopes;
         if policy.reason.trim().is_empty() {
             return Err(DeclarationError::Missing {
                 tool,
