@@ -84,7 +84,13 @@ impl Message {
                 text: response.text.clone(),
             });
         }
-        content.extend(response.tool_calls.iter().cloned().map(ContentBlock::ToolCall));
+        content.extend(
+            response
+                .tool_calls
+                .iter()
+                .cloned()
+                .map(ContentBlock::ToolCall),
+        );
         Message {
             role: Role::Assistant,
             content,
@@ -146,6 +152,8 @@ pub enum StopReason {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {
+    /// Every input token of the call, those served from a cache included (Anthropic reports
+    /// uncached, cache-write and cache-read counts apart; adapters add them up).
     pub input_tokens: u64,
     pub output_tokens: u64,
     /// Input tokens served from a provider's prompt cache (or the embedded KV cache).

@@ -1,0 +1,8 @@
+//! toolgate-agent: the loop that drives a model through the dispatcher, and the approvers a
+//! person answers.
+
+pub mod approvers;
+pub mod run;
+
+pub use approvers::TerminalApprover;
+pub use run::{Agent, AgentConfig, AgentEvent, CallSummary, Observer, RunResult, StopCause};

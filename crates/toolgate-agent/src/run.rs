@@ -1,0 +1,400 @@
+//! The tool-call loop.
+//!
+//! Guarantees: every call the model asks for goes through the dispatcher (the loop never
+//! touches a handler); every call id gets exactly one result, in the order asked, errors
+//! included as `is_error` results the model can act on; consecutive calls to parallel-safe
+//! tools run concurrently, anything else runs alone and in order; the run stops on a final
+//! answer, the round cap or the token budget, and says which.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use toolgate_core::trace::{NoTrace, TraceSink};
+use toolgate_core::{CallOutcome, CallRequest, Dispatcher, Principal};
+use toolgate_llm::{
+    ContentBlock, LlmError, Message, Model, ModelRequest, ModelResponse, ToolCall, ToolChoice,
+    ToolDefinition, ToolResult, Usage,
+};
+
+/// Default cap on model turns per run.
+pub const DEFAULT_MAX_ROUNDS: u32 = 8;
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub max_rounds: u32,
+    /// Stop once input + output tokens across the run exceed this.
+    pub token_budget: Option<u64>,
+    pub max_tokens_per_turn: u32,
+    pub temperature: Option<f32>,
+    pub system: Option<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            max_rounds: DEFAULT_MAX_ROUNDS,
+            token_budget: None,
+            max_tokens_per_turn: 1024,
+            temperature: None,
+            system: None,
+        }
+    }
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StopCause {
+    FinalAnswer,
+    RoundCap { rounds: u32 },
+    TokenBudget { used: u64, budget: u64 },
+    ModelError { message: String, retryable: bool },
+}
+
+impl StopCause {
+    pub fn describe(&self) -> String {
+        match self {
+            StopCause::FinalAnswer => "final answer".into(),
+            StopCause::RoundCap { rounds } => {
+                format!("round cap reached ({rounds} model turns) without a final answer")
+            }
+            StopCause::TokenBudget { used, budget } => {
+                format!("token budget exhausted ({used} of {budget} tokens)")
+            }
+            StopCause::ModelError { message, .. } => format!("model error: {message}"),
+        }
+    }
+}
+
+/// One tool call as it happened.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallSummary {
+    pub round: u32,
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: Value,
+    pub is_error: bool,
+    /// The error code, when it failed.
+    pub error: Option<String>,
+    pub result_bytes: usize,
+    pub duration_us: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    pub run_id: String,
+    pub answer: Option<String>,
+    pub stop: StopCause,
+    pub rounds: u32,
+    pub usage: Usage,
+    pub calls: Vec<CallSummary>,
+    /// The whole conversation, for transcripts and follow-up turns.
+    pub transcript: Vec<Message>,
+}
+
+/// Things worth showing a person while a run goes on.
+#[derive(Debug, Clone)]
+pub enum AgentEvent<'a> {
+    Request {
+        round: u32,
+        request: &'a ModelRequest,
+    },
+    Response {
+        round: u32,
+        response: &'a ModelResponse,
+    },
+    ToolCall {
+        call: &'a ToolCall,
+    },
+    ToolResult {
+        call: &'a ToolCall,
+        outcome: &'a CallOutcome,
+    },
+    Finished {
+        result: &'a RunResult,
+    },
+}
+
+pub type Observer = Arc<dyn Fn(&AgentEvent<'_>) + Send + Sync>;
+
+pub struct Agent {
+    model: Arc<dyn Model>,
+    dispatcher: Arc<Dispatcher>,
+    principal: Principal,
+    config: AgentConfig,
+    trace: Arc<dyn TraceSink>,
+    observer: Option<Observer>,
+}
+
+impl Agent {
+    pub fn new(model: Arc<dyn Model>, dispatcher: Arc<Dispatcher>, principal: Principal) -> Self {
+        Agent {
+            model,
+            dispatcher,
+            principal,
+            config: AgentConfig::default(),
+            trace: Arc::new(NoTrace),
+            observer: None,
+        }
+    }
+
+    pub fn with_config(mut self, config: AgentConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The trace for model turns and run events (tool calls are traced by the dispatcher).
+    pub fn with_trace(mut self, trace: Arc<dyn TraceSink>) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    pub fn with_observer(mut self, observer: Observer) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The tools this principal may see, as the model is shown them.
+    pub fn tool_definitions(&self) -> Vec<ToolDefinition> {
+        self.dispatcher
+            .registry()
+            .model_views_for(&self.principal)
+            .into_iter()
+            .map(|v| ToolDefinition {
+                name: v.name,
+                description: v.description,
+                input_schema: v.input_schema,
+            })
+            .collect()
+    }
+
+    /// Runs one question to a stop.
+    pub async fn ask(&self, run_id: &str, question: &str) -> RunResult {
+        self.run(run_id, vec![Message::user_text(question)]).await
+    }
+
+    /// Continues a conversation (whose last message is the user's) to a stop.
+    pub async fn run(&self, run_id: &str, history: Vec<Message>) -> RunResult {
+        let tools = self.tool_definitions();
+        let mut messages = history;
+        let mut usage = Usage::default();
+        let mut calls = Vec::new();
+        let mut round = 0;
+        let stop = loop {
+            if round >= self.config.max_rounds {
+                break StopCause::RoundCap { rounds: round };
+            }
+            if let Some(budget) = self.config.token_budget {
+                let used = usage.input_tokens + usage.output_tokens;
+                if used >= budget {
+                    break StopCause::TokenBudget { used, budget };
+                }
+            }
+            round += 1;
+            let request = ModelRequest {
+                system: self.config.system.clone(),
+                messages: messages.clone(),
+                tools: tools.clone(),
+                tool_choice: ToolChoice::Auto,
+                max_tokens: self.config.max_tokens_per_turn,
+                temperature: self.config.temperature,
+                parallel_tool_calls: true,
+            };
+            self.notify(&AgentEvent::Request {
+                round,
+                request: &request,
+            });
+            let started = Instant::now();
+            let response = self.model.complete(&request).await;
+            self.trace_model_turn(run_id, round, &response, started);
+            let response = match response {
+                Ok(r) => r,
+                Err(e) => break model_error(&e),
+            };
+            self.notify(&AgentEvent::Response {
+                round,
+                response: &response,
+            });
+            usage.input_tokens += response.usage.input_tokens;
+            usage.output_tokens += response.usage.output_tokens;
+            usage.cached_input_tokens += response.usage.cached_input_tokens;
+            messages.push(Message::from_response(&response));
+            if response.tool_calls.is_empty() {
+                break StopCause::FinalAnswer;
+            }
+            let outcomes = self.dispatch_all(run_id, &response.tool_calls).await;
+            let mut results = Vec::new();
+            for (call, outcome) in response.tool_calls.iter().zip(&outcomes) {
+                calls.push(CallSummary {
+                    round,
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    is_error: outcome.is_error(),
+                    error: outcome.record.error.map(|c| c.as_str().to_string()),
+                    result_bytes: outcome.record.result_bytes,
+                    duration_us: outcome.record.duration_us,
+                });
+                results.push(ToolResult {
+                    call_id: call.id.clone(),
+                    content: outcome.model_text(),
+                    is_error: outcome.is_error(),
+                });
+            }
+            messages.push(Message::tool_results(results));
+        };
+        let answer = match stop {
+            StopCause::FinalAnswer => messages.last().map(message_text).filter(|t| !t.is_empty()),
+            _ => None,
+        };
+        let result = RunResult {
+            run_id: run_id.into(),
+            answer,
+            stop,
+            rounds: round,
+            usage,
+            calls,
+            transcript: messages,
+        };
+        self.trace.emit(
+            "run_end",
+            json!({
+                "run_id": run_id,
+                "gen_ai.request.model": self.model.name(),
+                "stop": result.stop,
+                "rounds": result.rounds,
+                "gen_ai.usage.input_tokens": result.usage.input_tokens,
+                "gen_ai.usage.output_tokens": result.usage.output_tokens,
+                "cached_input_tokens": result.usage.cached_input_tokens,
+                "tool_calls": result.calls.len(),
+            }),
+        );
+        self.notify(&AgentEvent::Finished { result: &result });
+        result
+    }
+
+    /// Runs one turn's calls: consecutive parallel-safe calls together, others alone, results
+    /// in the order asked.
+    async fn dispatch_all(&self, run_id: &str, tool_calls: &[ToolCall]) -> Vec<CallOutcome> {
+        let mut outcomes: Vec<Option<CallOutcome>> = vec![None; tool_calls.len()];
+        let mut index = 0;
+        while index < tool_calls.len() {
+            let group_end = if self.parallel_safe(&tool_calls[index].name) {
+                tool_calls[index..]
+                    .iter()
+                    .position(|c| !self.parallel_safe(&c.name))
+                    .map_or(tool_calls.len(), |p| index + p)
+            } else {
+                index + 1
+            };
+            let mut set = tokio::task::JoinSet::new();
+            for (i, call) in tool_calls.iter().enumerate().take(group_end).skip(index) {
+                self.notify(&AgentEvent::ToolCall { call });
+                let dispatcher = Arc::clone(&self.dispatcher);
+                let request =
+                    CallRequest::new(self.principal.clone(), &call.name, call.arguments.clone())
+                        .with_run(run_id)
+                        .with_call_id(&call.id);
+                set.spawn(async move { (i, dispatcher.call(request).await) });
+            }
+            while let Some(joined) = set.join_next().await {
+                if let Ok((i, outcome)) = joined {
+                    outcomes[i] = Some(outcome);
+                }
+            }
+            index = group_end;
+        }
+        tool_calls
+            .iter()
+            .zip(outcomes)
+            .map(|(call, outcome)| {
+                // A dispatcher task that panicked still owes the model a result for its id.
+                let outcome = outcome.unwrap_or_else(|| lost_call(call));
+                self.notify(&AgentEvent::ToolResult {
+                    call,
+                    outcome: &outcome,
+                });
+                outcome
+            })
+            .collect()
+    }
+
+    fn parallel_safe(&self, tool: &str) -> bool {
+        self.dispatcher
+            .registry()
+            .get(tool)
+            .is_some_and(|t| t.spec.executor.parallel_safe)
+    }
+
+    fn notify(&self, event: &AgentEvent<'_>) {
+        if let Some(observer) = &self.observer {
+            observer(event);
+        }
+    }
+
+    fn trace_model_turn(
+        &self,
+        run_id: &str,
+        round: u32,
+        response: &Result<ModelResponse, LlmError>,
+        started: Instant,
+    ) {
+        let mut event = json!({
+            "run_id": run_id,
+            "round": round,
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": self.model.name(),
+            "duration_ms": started.elapsed().as_millis() as u64,
+        });
+        match response {
+            Ok(r) => {
+                event["gen_ai.response.model"] = json!(r.model);
+                event["gen_ai.usage.input_tokens"] = json!(r.usage.input_tokens);
+                event["gen_ai.usage.output_tokens"] = json!(r.usage.output_tokens);
+                event["cached_input_tokens"] = json!(r.usage.cached_input_tokens);
+                event["gen_ai.response.finish_reasons"] = json!([r.stop_reason]);
+                event["tool_calls"] =
+                    json!(r.tool_calls.iter().map(|c| &c.name).collect::<Vec<_>>());
+            }
+            Err(e) => {
+                event["error.type"] = json!(e.to_string());
+            }
+        }
+        self.trace.emit("model_turn", event);
+    }
+}
+
+fn model_error(e: &LlmError) -> StopCause {
+    StopCause::ModelError {
+        message: e.to_string(),
+        retryable: e.retryable(),
+    }
+}
+
+fn lost_call(call: &ToolCall) -> CallOutcome {
+    // Built through the public path so the record is complete: an unknown-tool call against an
+    // empty registry would lie about the tool; a dedicated internal error is honest.
+    let error = toolgate_core::ToolError::internal(
+        "the call was lost before it finished; it may not have run",
+    );
+    CallOutcome {
+        result: Err(error),
+        record: toolgate_core::DecisionRecord::lost(&call.id, &call.name),
+        error_style: toolgate_core::ErrorStyle::Teaching,
+    }
+}
+
+/// The text of a message's text blocks.
+pub fn message_text(message: &Message) -> String {
+    message
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

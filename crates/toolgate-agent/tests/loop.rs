@@ -1,0 +1,377 @@
+//! The loop against the scripted model, with real tools over a real SQLite file.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::Connection;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolgate_agent::{Agent, AgentConfig, StopCause};
+use toolgate_core::idempotency::{self, WriteEffect, run_once, store_error};
+use toolgate_core::trace::MemoryTrace;
+use toolgate_core::{
+    DenyAll, Dispatcher, Effect, ManualClock, Principal, Registry, Risk, Tool, ToolBuilder,
+    ToolOutput,
+};
+use toolgate_llm::scripted::ScriptedModel;
+use toolgate_llm::{ContentBlock, Model, Role, ToolResult};
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Lookup {
+    /// What to look up.
+    #[schemars(length(min = 1))]
+    topic: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Reminder {
+    /// What to remember.
+    text: String,
+    /// Due date, YYYY-MM-DD.
+    #[schemars(extend("format" = "date"))]
+    due: String,
+}
+
+struct World {
+    _dir: tempfile::TempDir,
+    db: std::path::PathBuf,
+    handler_runs: Arc<Mutex<u32>>,
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("w.sqlite");
+        let conn = Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE reminders (text TEXT, due TEXT); CREATE TABLE sent (text TEXT);",
+        )
+        .unwrap();
+        idempotency::install(&conn).unwrap();
+        World {
+            _dir: dir,
+            db,
+            handler_runs: Arc::new(Mutex::new(0)),
+        }
+    }
+
+    fn rows(&self, table: &str) -> i64 {
+        Connection::open(&self.db)
+            .unwrap()
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        let lookup = ToolBuilder::<Lookup>::new("kb_lookup", 1)
+            .describe(
+                "Looks up a topic.",
+                "you need a fact.",
+                Some("you want to save something: use reminders_create."),
+                "the fact.",
+            )
+            .example("look up budgets", json!({"topic": "budget"}))
+            .policy(Risk::Low, Effect::Read, "It only reads.")
+            .parallel_safe()
+            .read(|_ctx, args: Lookup| async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok(ToolOutput::new(
+                    json!({"topic": args.topic, "fact": format!("{} is 42", args.topic)}),
+                ))
+            })
+            .unwrap();
+        let db = self.db.clone();
+        let reminder = ToolBuilder::<Reminder>::new("reminders_create", 1)
+            .describe(
+                "Creates a reminder.",
+                "the user asks to be reminded.",
+                Some("you only need a fact: use kb_lookup."),
+                "the reminder.",
+            )
+            .example(
+                "remind on a date",
+                json!({"text": "pay", "due": "2026-12-04"}),
+            )
+            .policy(
+                Risk::Medium,
+                Effect::UndoableWrite,
+                "It writes the user's own reminders.",
+            )
+            .write(move |ctx, args: Reminder| {
+                let db = db.clone();
+                async move {
+                    let key = ctx.write_key()?.clone();
+                    let mut conn = Connection::open(&db).map_err(store_error)?;
+                    run_once(&mut conn, &key, ctx.now_unix, |tx| {
+                        tx.execute(
+                            "INSERT INTO reminders VALUES (?1, ?2)",
+                            [&args.text, &args.due],
+                        )
+                        .map_err(store_error)?;
+                        Ok(WriteEffect {
+                            result: json!({"saved": args.text, "due": args.due}),
+                            undo: None,
+                        })
+                    })
+                }
+            })
+            .unwrap();
+        let db = self.db.clone();
+        let runs = Arc::clone(&self.handler_runs);
+        let send = ToolBuilder::<Lookup>::new("mail_send", 1)
+            .describe(
+                "Sends mail.",
+                "the user asks to send.",
+                Some("you want a fact: use kb_lookup."),
+                "the receipt.",
+            )
+            .example("send", json!({"topic": "hello"}))
+            .policy(
+                Risk::High,
+                Effect::Irreversible,
+                "It reaches other people and cannot be undone.",
+            )
+            .write(move |ctx, args: Lookup| {
+                let db = db.clone();
+                let runs = Arc::clone(&runs);
+                async move {
+                    *runs.lock().unwrap() += 1;
+                    let key = ctx.write_key()?.clone();
+                    let mut conn = Connection::open(&db).map_err(store_error)?;
+                    run_once(&mut conn, &key, ctx.now_unix, |tx| {
+                        tx.execute("INSERT INTO sent VALUES (?1)", [&args.topic])
+                            .map_err(store_error)?;
+                        Ok(WriteEffect {
+                            result: json!({"sent": true}),
+                            undo: None,
+                        })
+                    })
+                }
+            })
+            .unwrap();
+        vec![lookup, reminder, send]
+    }
+
+    fn agent(&self, model: Arc<dyn Model>, config: AgentConfig, trace: Arc<MemoryTrace>) -> Agent {
+        let registry = Arc::new(Registry::new(self.tools()).unwrap());
+        let dispatcher = Dispatcher::new(registry)
+            .with_approver(Arc::new(DenyAll))
+            .with_clock(Arc::new(ManualClock::at_unix(20_786 * 86_400)))
+            .with_trace(trace.clone());
+        Agent::new(model, Arc::new(dispatcher), Principal::local("tester", &[]))
+            .with_config(config)
+            .with_trace(trace)
+    }
+}
+
+/// The tool results the model was sent in request `n` (0-based), from its last message.
+fn results_in(model: &ScriptedModel, n: usize) -> Vec<ToolResult> {
+    let request = &model.requests()[n];
+    let last = request.messages.last().unwrap();
+    assert_eq!(last.role, Role::User);
+    last.content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_calls_each_get_their_own_result_in_order() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[
+            ("a", "kb_lookup", json!({"topic": "x"})),
+            ("b", "kb_lookup", json!({"topic": "y"})),
+            ("c", "kb_lookup", json!({"topic": "z"})),
+        ]),
+        ScriptedModel::answer("x, y and z are 42."),
+    ]));
+    let trace = Arc::new(MemoryTrace::default());
+    let result = world
+        .agent(model.clone(), AgentConfig::default(), trace.clone())
+        .ask("run-par", "look up x, y, z")
+        .await;
+    assert_eq!(result.stop, StopCause::FinalAnswer);
+    assert_eq!(result.answer.as_deref(), Some("x, y and z are 42."));
+    let results = results_in(&model, 1);
+    let ids: Vec<&str> = results.iter().map(|r| r.call_id.as_str()).collect();
+    assert_eq!(ids, ["a", "b", "c"]);
+    assert!(
+        results[1].content.contains("\"y is 42\""),
+        "{}",
+        results[1].content
+    );
+    assert!(results.iter().all(|r| !r.is_error));
+    assert_eq!(trace.of_kind("tool_call").len(), 3);
+    assert_eq!(trace.of_kind("model_turn").len(), 2);
+    let end = &trace.of_kind("run_end")[0];
+    assert_eq!(end["stop"]["kind"], "final_answer");
+    assert_eq!(end["gen_ai.usage.input_tokens"], 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_date_is_taught_and_the_corrected_call_succeeds() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[(
+            "r1",
+            "reminders_create",
+            json!({"text": "pay rent", "due": "Friday"}),
+        )]),
+        ScriptedModel::calls(&[(
+            "r2",
+            "reminders_create",
+            json!({"text": "pay rent", "due": "2026-12-04"}),
+        )]),
+        ScriptedModel::answer("Reminder set for 2026-12-04."),
+    ]));
+    let result = world
+        .agent(
+            model.clone(),
+            AgentConfig::default(),
+            Arc::new(MemoryTrace::default()),
+        )
+        .ask("run-date", "remind me to pay rent on Friday")
+        .await;
+    assert_eq!(result.stop, StopCause::FinalAnswer);
+    let first = &results_in(&model, 1)[0];
+    assert!(first.is_error);
+    let error: Value = serde_json::from_str(&first.content).unwrap();
+    assert_eq!(error["error"]["code"], "invalid_argument");
+    assert_eq!(error["error"]["field"], "due");
+    assert!(
+        error["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("today is 2026-11-29")
+    );
+    let second = &results_in(&model, 2)[0];
+    assert!(!second.is_error, "{}", second.content);
+    assert_eq!(world.rows("reminders"), 1);
+    assert_eq!(
+        result.calls.iter().map(|c| c.is_error).collect::<Vec<_>>(),
+        [true, false]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_cap_stops_a_model_that_never_answers() {
+    let world = World::new();
+    let turns: Vec<_> = (0..10)
+        .map(|i| {
+            ScriptedModel::calls(&[(
+                &format!("c{i}"),
+                "kb_lookup",
+                json!({"topic": format!("t{i}")}),
+            )])
+        })
+        .collect();
+    let model = Arc::new(ScriptedModel::new(turns));
+    let config = AgentConfig {
+        max_rounds: 3,
+        ..AgentConfig::default()
+    };
+    let result = world
+        .agent(model.clone(), config, Arc::new(MemoryTrace::default()))
+        .ask("run-cap", "loop")
+        .await;
+    assert_eq!(result.stop, StopCause::RoundCap { rounds: 3 });
+    assert_eq!(result.answer, None);
+    assert_eq!(model.requests().len(), 3);
+    assert_eq!(result.calls.len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_budget_stops_the_run() {
+    let world = World::new();
+    let turns: Vec<_> = (0..5)
+        .map(|i| ScriptedModel::calls(&[(&format!("c{i}"), "kb_lookup", json!({"topic": "t"}))]))
+        .collect();
+    let model = Arc::new(ScriptedModel::new(turns));
+    let config = AgentConfig {
+        token_budget: Some(250),
+        ..AgentConfig::default()
+    };
+    let result = world
+        .agent(model.clone(), config, Arc::new(MemoryTrace::default()))
+        .ask("run-budget", "go")
+        .await;
+    assert_eq!(
+        result.stop,
+        StopCause::TokenBudget {
+            used: 360,
+            budget: 250
+        }
+    );
+    assert_eq!(model.requests().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn high_risk_call_with_deny_all_never_reaches_the_handler_and_the_model_is_told() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("s1", "mail_send", json!({"topic": "all my notes"}))]),
+        ScriptedModel::answer("I could not send it: a human did not approve."),
+    ]));
+    let result = world
+        .agent(
+            model.clone(),
+            AgentConfig::default(),
+            Arc::new(MemoryTrace::default()),
+        )
+        .ask("run-deny", "send my notes out")
+        .await;
+    assert_eq!(result.stop, StopCause::FinalAnswer);
+    assert_eq!(
+        *world.handler_runs.lock().unwrap(),
+        0,
+        "the handler never ran"
+    );
+    assert_eq!(world.rows("sent"), 0);
+    let told = &results_in(&model, 1)[0];
+    assert!(told.is_error);
+    assert!(told.content.contains("approval_denied"), "{}", told.content);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_tool_and_model_failure_are_results_not_crashes() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([ScriptedModel::calls(&[(
+        "u1",
+        "kb_lokup",
+        json!({"topic": "x"}),
+    )])]));
+    let result = world
+        .agent(
+            model.clone(),
+            AgentConfig::default(),
+            Arc::new(MemoryTrace::default()),
+        )
+        .ask("run-unknown", "x")
+        .await;
+    let told = &results_in(&model, 1)[0];
+    assert!(told.is_error);
+    assert!(
+        told.content.contains("kb_lookup"),
+        "suggests the real name: {}",
+        told.content
+    );
+    // The script then runs out: the run ends with a model error, not a panic.
+    assert!(
+        matches!(
+            result.stop,
+            StopCause::ModelError {
+                retryable: false,
+                ..
+            }
+        ),
+        "{:?}",
+        result.stop
+    );
+}

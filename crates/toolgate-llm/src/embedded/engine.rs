@@ -1,0 +1,403 @@
+//! The llama.cpp engine: one model and one context, owned by one worker thread.
+//!
+//! Guarantees: the KV cache is kept between calls and only the tokens after the longest common
+//! prefix with the previous prompt are processed (unless reuse is turned off, for measuring);
+//! a prompt that cannot fit the context is refused before any work; tool calls are sampled
+//! under the tool grammar, prose without it (the first sampled token decides, from the same
+//! logits, so no work is repeated); the grammar sampler is never `accept`ed by hand, since
+//! `sample` already accepts and a second accept aborts the process.
+
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+
+use super::grammar;
+use super::parse::parse_output;
+use super::template;
+use crate::{LlmError, ModelRequest, ModelResponse, StopReason, ToolCall, ToolChoice, Usage};
+
+/// How to run the local model.
+#[derive(Debug, Clone)]
+pub struct EmbeddedConfig {
+    pub model_path: PathBuf,
+    /// Context window in tokens.
+    pub n_ctx: u32,
+    pub n_threads: i32,
+    /// Tokens per decode call during prefill.
+    pub n_batch: u32,
+    pub seed: u32,
+    /// Keep the KV cache between calls and process only what changed.
+    pub reuse_kv: bool,
+}
+
+impl EmbeddedConfig {
+    pub fn new(model_path: PathBuf) -> Self {
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        EmbeddedConfig {
+            model_path,
+            n_ctx: 32_768,
+            n_threads: i32::try_from(threads).unwrap_or(2),
+            n_batch: 512,
+            seed: 1234,
+            reuse_kv: true,
+        }
+    }
+}
+
+/// What the engine did, cumulatively, for benchmarks and traces.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct EngineStats {
+    pub calls: u64,
+    /// Prompt tokens across calls.
+    pub prompt_tokens: u64,
+    /// Prompt tokens served from the KV cache.
+    pub reused_tokens: u64,
+    /// Prompt tokens actually processed.
+    pub prefilled_tokens: u64,
+    pub generated_tokens: u64,
+    pub prefill_seconds: f64,
+    pub generate_seconds: f64,
+}
+
+/// Progress of one call, reported while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    Prefill { done: usize, total: usize },
+    Generate { tokens: usize },
+}
+
+pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+
+static BACKEND: std::sync::OnceLock<Result<LlamaBackend, String>> = std::sync::OnceLock::new();
+
+fn backend() -> Result<&'static LlamaBackend, LlmError> {
+    let init = BACKEND.get_or_init(|| {
+        LlamaBackend::init()
+            .map(|mut b| {
+                b.void_logs();
+                b
+            })
+            .map_err(|e| e.to_string())
+    });
+    init.as_ref()
+        .map_err(|e| LlmError::Engine(format!("llama.cpp did not start: {e}")))
+}
+
+pub(super) struct Engine {
+    model: &'static LlamaModel,
+    ctx: LlamaContext<'static>,
+    template: String,
+    cached: Vec<LlamaToken>,
+    config: EmbeddedConfig,
+    pub stats: EngineStats,
+}
+
+impl Engine {
+    pub fn load(config: EmbeddedConfig) -> Result<Engine, LlmError> {
+        if !config.model_path.is_file() {
+            return Err(LlmError::Config(format!(
+                "no model file at {}; run scripts/fetch-model.py to fetch and verify it",
+                config.model_path.display()
+            )));
+        }
+        let backend = backend()?;
+        let model =
+            LlamaModel::load_from_file(backend, &config.model_path, &LlamaModelParams::default())
+                .map_err(|e| {
+                LlmError::Engine(format!("cannot load {}: {e}", config.model_path.display()))
+            })?;
+        // The model lives as long as the process: the context borrows it, and the worker
+        // thread that owns both never ends before the process does.
+        let model: &'static LlamaModel = Box::leak(Box::new(model));
+        let template = model
+            .chat_template(None)
+            .map_err(|e| LlmError::Engine(format!("the model file has no chat template: {e}")))?
+            .to_string()
+            .map_err(|e| LlmError::Engine(format!("the chat template is not UTF-8: {e}")))?;
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(config.n_ctx))
+            .with_n_batch(config.n_batch)
+            .with_n_threads(config.n_threads)
+            .with_n_threads_batch(config.n_threads);
+        let ctx = model.new_context(backend, params).map_err(|e| {
+            LlmError::Engine(format!(
+                "cannot create a context of {} tokens: {e}",
+                config.n_ctx
+            ))
+        })?;
+        Ok(Engine {
+            model,
+            ctx,
+            template,
+            cached: Vec::new(),
+            config,
+            stats: EngineStats::default(),
+        })
+    }
+
+    pub fn complete(
+        &mut self,
+        request: &ModelRequest,
+        progress: Option<&ProgressFn>,
+    ) -> Result<ModelResponse, LlmError> {
+        let prompt = template::render(&self.template, request)?;
+        let tokens = self.model.vocab().tokenize(prompt.as_bytes(), false, true);
+        if tokens.is_empty() {
+            return Err(LlmError::Engine("the prompt rendered to no tokens".into()));
+        }
+        let needed = tokens.len() + request.max_tokens as usize;
+        if needed > self.config.n_ctx as usize {
+            return Err(LlmError::Engine(format!(
+                "the conversation needs {} tokens ({} prompt + {} to generate) but the context holds {}; \
+                 use a larger context or fewer tool results",
+                needed,
+                tokens.len(),
+                request.max_tokens,
+                self.config.n_ctx
+            )));
+        }
+        let started = Instant::now();
+        let reused = self.prepare_cache(&tokens)?;
+        let logits_index = self.prefill(&tokens[reused..], reused, progress)?;
+        let prefill_seconds = started.elapsed().as_secs_f64();
+        let generate_start = Instant::now();
+        let (output, generated, hit_limit) =
+            self.generate(request, tokens.len(), logits_index, progress)?;
+        let generate_seconds = generate_start.elapsed().as_secs_f64();
+
+        self.stats.calls += 1;
+        self.stats.prompt_tokens += tokens.len() as u64;
+        self.stats.reused_tokens += reused as u64;
+        self.stats.prefilled_tokens += (tokens.len() - reused) as u64;
+        self.stats.generated_tokens += generated as u64;
+        self.stats.prefill_seconds += prefill_seconds;
+        self.stats.generate_seconds += generate_seconds;
+
+        let (text, parsed) = parse_output(&output);
+        let tool_calls: Vec<ToolCall> = parsed
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| ToolCall {
+                id: format!("call_{}_{}", self.stats.calls, i + 1),
+                name: c.name,
+                arguments: c.arguments,
+            })
+            .collect();
+        let stop_reason = if !tool_calls.is_empty() {
+            StopReason::ToolUse
+        } else if hit_limit {
+            StopReason::MaxTokens
+        } else {
+            StopReason::EndTurn
+        };
+        Ok(ModelResponse {
+            text,
+            tool_calls,
+            stop_reason,
+            usage: Usage {
+                input_tokens: tokens.len() as u64,
+                output_tokens: generated as u64,
+                cached_input_tokens: reused as u64,
+            },
+            model: self.model_name(),
+        })
+    }
+
+    pub fn model_name(&self) -> String {
+        self.config
+            .model_path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "local".into())
+    }
+
+    /// Keeps the longest common prefix of the cache and `tokens` (at least one token is always
+    /// reprocessed, to get fresh logits); returns how many tokens are reused.
+    fn prepare_cache(&mut self, tokens: &[LlamaToken]) -> Result<usize, LlmError> {
+        let mut keep = if self.config.reuse_kv {
+            self.cached
+                .iter()
+                .zip(tokens)
+                .take_while(|(a, b)| a == b)
+                .count()
+        } else {
+            0
+        };
+        if keep >= tokens.len() {
+            keep = tokens.len() - 1;
+        }
+        let from = u32::try_from(keep).map_err(|_| LlmError::Engine("prompt too long".into()))?;
+        if keep == 0 {
+            self.ctx.clear_kv_cache();
+        } else {
+            self.ctx
+                .clear_kv_cache_seq(Some(0), Some(from), None)
+                .map_err(|e| LlmError::Engine(format!("cannot trim the KV cache: {e}")))?;
+        }
+        self.cached.truncate(keep);
+        Ok(keep)
+    }
+
+    /// Decodes `tokens` at positions from `start`; returns the batch index holding the last
+    /// token's logits.
+    fn prefill(
+        &mut self,
+        tokens: &[LlamaToken],
+        start: usize,
+        progress: Option<&ProgressFn>,
+    ) -> Result<i32, LlmError> {
+        let n_batch = self.config.n_batch as usize;
+        let total = tokens.len();
+        let mut batch = LlamaBatch::new(n_batch, 1);
+        let mut last_index = 0;
+        for (chunk_index, chunk) in tokens.chunks(n_batch).enumerate() {
+            batch.clear();
+            let last_chunk = (chunk_index + 1) * n_batch >= total;
+            for (i, token) in chunk.iter().enumerate() {
+                let pos = start + chunk_index * n_batch + i;
+                let logits = last_chunk && i + 1 == chunk.len();
+                batch
+                    .add(*token, pos_i32(pos)?, &[0], logits)
+                    .map_err(|e| LlmError::Engine(format!("batch: {e}")))?;
+            }
+            self.ctx
+                .decode(&mut batch)
+                .map_err(|e| LlmError::Engine(format!("prefill failed: {e}")))?;
+            self.cached.extend_from_slice(chunk);
+            last_index = chunk.len().saturating_sub(1);
+            if let Some(report) = progress {
+                report(Progress::Prefill {
+                    done: (chunk_index * n_batch + chunk.len()).min(total),
+                    total,
+                });
+            }
+        }
+        i32::try_from(last_index).map_err(|_| LlmError::Engine("batch index out of range".into()))
+    }
+
+    fn sampler_chain(
+        &self,
+        constrained: Option<&str>,
+        temperature: Option<f32>,
+    ) -> Result<LlamaSampler, LlmError> {
+        let mut chain = Vec::new();
+        if let Some(grammar_text) = constrained {
+            chain.push(
+                LlamaSampler::grammar(self.model, grammar_text, "root")
+                    .map_err(|e| LlmError::Engine(format!("the tool grammar was refused: {e}")))?,
+            );
+        }
+        match temperature {
+            Some(t) if t > 0.0 => {
+                chain.push(LlamaSampler::temp(t));
+                chain.push(LlamaSampler::dist(self.config.seed));
+            }
+            _ => chain.push(LlamaSampler::greedy()),
+        }
+        Ok(LlamaSampler::chain_simple(chain))
+    }
+
+    fn tool_grammar(&self, request: &ModelRequest) -> Result<Option<String>, LlmError> {
+        let offered: Vec<&crate::ToolDefinition> = match &request.tool_choice {
+            ToolChoice::None => return Ok(None),
+            ToolChoice::Tool(name) => request.tools.iter().filter(|t| &t.name == name).collect(),
+            ToolChoice::Auto | ToolChoice::Any => request.tools.iter().collect(),
+        };
+        if offered.is_empty() {
+            return Ok(None);
+        }
+        let schema = grammar::call_schema(&offered).to_string();
+        let call_grammar = llama_cpp_2::json_schema_to_grammar(&schema).map_err(|e| {
+            LlmError::Engine(format!("cannot turn the tool schemas into a grammar: {e}"))
+        })?;
+        grammar::wrap_call_grammar(&call_grammar).map(Some)
+    }
+
+    /// Generates until end of turn or `max_tokens`; returns the text, the token count and
+    /// whether the limit was hit.
+    fn generate(
+        &mut self,
+        request: &ModelRequest,
+        prompt_len: usize,
+        first_logits_index: i32,
+        progress: Option<&ProgressFn>,
+    ) -> Result<(String, usize, bool), LlmError> {
+        let grammar_text = self.tool_grammar(request)?;
+        let must_call = matches!(request.tool_choice, ToolChoice::Any | ToolChoice::Tool(_));
+        let mut free = self.sampler_chain(None, request.temperature)?;
+        let mut sampler = match (&grammar_text, must_call) {
+            (Some(g), true) => self.sampler_chain(Some(g), request.temperature)?,
+            _ => self.sampler_chain(None, request.temperature)?,
+        };
+        let mut logits_index = first_logits_index;
+        let vocab = self.model.vocab();
+        let mut pieces: Vec<u8> = Vec::new();
+        let mut generated = 0usize;
+        let mut pos = prompt_len;
+        let mut batch = LlamaBatch::new(1, 1);
+        let max = request.max_tokens as usize;
+        while generated < max {
+            let token = if generated == 0 && !must_call {
+                // Decide between prose and calls from the first token: if the model starts a
+                // call in any form (tag, fence, bare JSON), sample again from the same logits
+                // under the tool grammar.
+                let first = free.sample(&self.ctx, logits_index);
+                let piece = vocab.token_to_piece(first, true, None);
+                let starts_call = piece
+                    .iter()
+                    .find(|b| !b.is_ascii_whitespace())
+                    .is_some_and(|b| matches!(b, b'<' | b'`' | b'{'));
+                match (&grammar_text, starts_call) {
+                    (Some(g), true) => {
+                        sampler = self.sampler_chain(Some(g), request.temperature)?;
+                        sampler.sample(&self.ctx, logits_index)
+                    }
+                    _ => first,
+                }
+            } else {
+                sampler.sample(&self.ctx, logits_index)
+            };
+            if vocab.is_eog(token) {
+                return Ok((
+                    String::from_utf8_lossy(&pieces).into_owned(),
+                    generated,
+                    false,
+                ));
+            }
+            pieces.extend(vocab.token_to_piece(token, true, None));
+            generated += 1;
+            if let Some(report) = progress {
+                report(Progress::Generate { tokens: generated });
+            }
+            batch.clear();
+            batch
+                .add(token, pos_i32(pos)?, &[0], true)
+                .map_err(|e| LlmError::Engine(format!("batch: {e}")))?;
+            self.ctx
+                .decode(&mut batch)
+                .map_err(|e| LlmError::Engine(format!("generation failed: {e}")))?;
+            self.cached.push(token);
+            pos += 1;
+            logits_index = 0;
+        }
+        Ok((
+            String::from_utf8_lossy(&pieces).into_owned(),
+            generated,
+            true,
+        ))
+    }
+}
+
+fn pos_i32(pos: usize) -> Result<i32, LlmError> {
+    i32::try_from(pos).map_err(|_| LlmError::Engine("position out of range".into()))
+}
