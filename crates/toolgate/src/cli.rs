@@ -30,6 +30,71 @@ pub enum Command {
     /// Create or restore the book catalogue database.
     #[command(subcommand)]
     Books(BooksCommand),
+    /// Ask one question; print each model turn, tool call and result as it happens, then the
+    /// answer.
+    Ask(AskArgs),
+    /// Like `ask`, in a loop: each line you type continues the conversation (empty line or
+    /// end of input ends it).
+    Chat(AgentArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AskArgs {
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// The question.
+    #[arg(required = true, num_args = 1.., value_name = "QUESTION")]
+    pub question: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AgentArgs {
+    /// Which toolset the model gets.
+    #[arg(long, value_enum, default_value = "books-v2")]
+    pub toolset: ToolsetName,
+    /// Books database (created from the embedded catalogue if missing). Default: [books] db
+    /// in the config, else the user data folder.
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Write the run's trace (JSON Lines: model turns, tool decisions, run end) here.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Write the conversation (JSON) here when the run ends.
+    #[arg(long, value_name = "FILE")]
+    pub transcript: Option<PathBuf>,
+    /// The model: embedded, embedded:FILE.gguf, anthropic:NAME, openai:NAME,
+    /// openai-responses:NAME or openai-compat:URL[#MODEL]. Default: anthropic when
+    /// ANTHROPIC_API_KEY is set, else openai when OPENAI_API_KEY is set, else embedded.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Most model turns before the run stops without an answer.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub max_rounds: u32,
+    /// Stop once input + output tokens across the run exceed this.
+    #[arg(long, value_name = "TOKENS")]
+    pub token_budget: Option<u64>,
+    /// `auto` runs medium-risk writes (logged with an undo handle); `ask` asks for them too.
+    /// High-risk calls always ask. Without a terminal, every question is answered no.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub mode: ModeName,
+    /// Sampling temperature (default: the model's greedy or provider default).
+    #[arg(long)]
+    pub temperature: Option<f32>,
+    /// Context window of the embedded model, in tokens.
+    #[arg(long, default_value_t = 32_768, value_parser = clap::value_parser!(u32).range(2048..=131_072))]
+    pub ctx: u32,
+    /// Replace the default system prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Print only the answer.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeName {
+    Auto,
+    Ask,
 }
 
 #[derive(Debug, clap::Args)]

@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 mod config;
+mod model_spec;
 mod table;
 
 use std::process::ExitCode;

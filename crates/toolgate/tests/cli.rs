@@ -131,3 +131,52 @@ fn tools_table_for_one_toolset_and_bad_flags_are_explained() {
         text(&bad.stderr)
     );
 }
+
+#[test]
+fn ask_with_a_bad_model_or_missing_key_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("b.sqlite");
+    let db = db.to_str().unwrap();
+    let bad = toolgate(
+        &["ask", "--db", db, "--model", "gemini:pro", "hi"],
+        dir.path(),
+    );
+    assert!(!bad.status.success());
+    assert!(
+        text(&bad.stderr).contains("openai-compat:URL"),
+        "{}",
+        text(&bad.stderr)
+    );
+
+    let no_key = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["ask", "--db", db, "--model", "anthropic:claude-x", "hi"])
+        .current_dir(dir.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .output()
+        .unwrap();
+    assert!(!no_key.status.success());
+    assert!(
+        text(&no_key.stderr).contains("ANTHROPIC_API_KEY"),
+        "{}",
+        text(&no_key.stderr)
+    );
+
+    let missing_model = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args([
+            "ask",
+            "--db",
+            db,
+            "--model",
+            "embedded:/nonexistent/model.gguf",
+            "hi",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(!missing_model.status.success());
+    assert!(
+        text(&missing_model.stderr).contains("fetch-model.py"),
+        "{}",
+        text(&missing_model.stderr)
+    );
+}

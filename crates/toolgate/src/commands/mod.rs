@@ -1,5 +1,6 @@
 //! Subcommand dispatch and the error type every command returns.
 
+mod ask;
 mod books;
 mod tools;
 
@@ -18,6 +19,12 @@ pub enum CommandError {
     Registry(#[from] toolgate_core::registry::RegistryError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Model(#[from] toolgate_llm::LlmError),
+    #[error(transparent)]
+    ModelSpec(#[from] crate::model_spec::ModelSpecError),
+    #[error("the run did not finish: {0}")]
+    RunFailed(String),
     #[error("measuring `{call}` failed: {message}")]
     Measurement { call: String, message: String },
 }
@@ -27,12 +34,16 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
     match cli.command {
         Command::Tools(args) => tools::run(&config, &args),
         Command::Books(command) => books::run(&config, command),
+        Command::Ask(args) => ask::ask(&config, &args),
+        Command::Chat(args) => ask::chat(&config, &args),
     }
 }
 
 /// A runtime for commands that drive the (async) dispatcher.
 fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
-    Ok(tokio::runtime::Builder::new_current_thread()
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_time()
+        .enable_io()
         .build()?)
 }

@@ -1,0 +1,291 @@
+//! `toolgate ask` and `toolgate chat`: a model, a toolset and the loop, wired together, with
+//! the round trip printed as it happens.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
+
+use toolgate_agent::{
+    Agent, AgentConfig, AgentEvent, Observer, RunResult, StopCause, TerminalApprover,
+};
+use toolgate_books::{BooksStore, Toolset};
+use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
+use toolgate_core::{Approver, DenyAll, Dispatcher, Mode, Principal, Registry};
+use toolgate_llm::embedded::{
+    EmbeddedConfig, EmbeddedModel, Progress, ProgressFn, default_model_path,
+};
+use toolgate_llm::{
+    AnthropicModel, LlmError, Message, Model, OpenAiChatModel, OpenAiCompatModel,
+    OpenAiResponsesModel,
+};
+
+use super::{CommandError, runtime};
+use crate::cli::{AgentArgs, AskArgs, ModeName, ToolsetName};
+use crate::config::Config;
+use crate::model_spec::{self, ModelSpec};
+
+/// What the model is told before the user speaks.
+pub const SYSTEM_PROMPT: &str = "You are an assistant with tools. You cannot see the user's data: call a tool \
+to look it up before you answer, and never guess. If a tool returns an error, fix your call and try again. When \
+tool results answer the question, reply with the answer in one short sentence.";
+
+struct Session {
+    agent: Agent,
+    model_name: String,
+    quiet: bool,
+    transcript: Option<std::path::PathBuf>,
+}
+
+pub fn ask(config: &Config, args: &AskArgs) -> Result<(), CommandError> {
+    let rt = runtime()?;
+    let session = build(config, &args.agent)?;
+    let question = args.question.join(" ");
+    let result = rt.block_on(session.agent.ask(&run_id(), &question));
+    finish(&session, &result)
+}
+
+pub fn chat(config: &Config, args: &AgentArgs) -> Result<(), CommandError> {
+    let rt = runtime()?;
+    let session = build(config, args)?;
+    let mut history: Vec<Message> = Vec::new();
+    let stdin = std::io::stdin();
+    let interactive = stdin.is_terminal();
+    loop {
+        if interactive {
+            eprint!("you> ");
+            let _ = std::io::stderr().flush();
+        }
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line)? == 0 || line.trim().is_empty() {
+            break;
+        }
+        history.push(Message::user_text(line.trim()));
+        let result = rt.block_on(session.agent.run(&run_id(), history.clone()));
+        finish(&session, &result)?;
+        history = result.transcript;
+    }
+    Ok(())
+}
+
+fn run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("run-{nanos:x}-{}", std::process::id())
+}
+
+fn build(config: &Config, args: &AgentArgs) -> Result<Session, CommandError> {
+    let path = config.books_db(args.db.as_deref())?;
+    if !path.exists() {
+        eprintln!(
+            "toolgate: creating the book catalogue at {}",
+            path.display()
+        );
+    }
+    let store = BooksStore::open_or_init(&path)?;
+    let toolset = match args.toolset {
+        ToolsetName::BooksV1 => Toolset::V1,
+        ToolsetName::BooksV2 => Toolset::V2,
+    };
+    let registry = Arc::new(Registry::new(toolset.tools(&store)?)?);
+    let names: Vec<String> = registry.names().map(str::to_string).collect();
+    let principal =
+        Principal::local("local-user", &[]).with_catalogue(names.iter().map(String::as_str));
+    let trace: Arc<dyn TraceSink> = match &args.trace {
+        Some(file) => Arc::new(JsonlTrace::create(file)?),
+        None => Arc::new(NoTrace),
+    };
+    let approver: Arc<dyn Approver> = match TerminalApprover::if_terminal() {
+        Some(terminal) => Arc::new(terminal),
+        None => Arc::new(DenyAll),
+    };
+    let mode = match args.mode {
+        ModeName::Auto => Mode::Auto,
+        ModeName::Ask => Mode::Ask,
+    };
+    let dispatcher = Dispatcher::new(Arc::clone(&registry))
+        .with_approver(approver)
+        .with_mode(mode)
+        .with_trace(Arc::clone(&trace));
+    let spec = match &args.model {
+        Some(text) => text.parse::<ModelSpec>()?,
+        None => model_spec::from_environment(
+            std::env::var("ANTHROPIC_API_KEY").ok().as_deref(),
+            std::env::var("OPENAI_API_KEY").ok().as_deref(),
+        ),
+    };
+    let model = load_model(&spec, args)?;
+    let model_name = model.name();
+    if !args.quiet {
+        println!(
+            "model: {model_name}   toolset: {} ({} tools)   db: {}",
+            toolset.name(),
+            names.len(),
+            path.display()
+        );
+    }
+    let mut agent = Agent::new(model, Arc::new(dispatcher), principal)
+        .with_config(AgentConfig {
+            max_rounds: args.max_rounds,
+            token_budget: args.token_budget,
+            max_tokens_per_turn: 1024,
+            temperature: args.temperature,
+            system: Some(args.system.clone().unwrap_or_else(|| SYSTEM_PROMPT.into())),
+        })
+        .with_trace(trace);
+    if !args.quiet {
+        agent = agent.with_observer(printer());
+    }
+    Ok(Session {
+        agent,
+        model_name,
+        quiet: args.quiet,
+        transcript: args.transcript.clone(),
+    })
+}
+
+fn load_model(spec: &ModelSpec, args: &AgentArgs) -> Result<Arc<dyn Model>, CommandError> {
+    Ok(match spec {
+        ModelSpec::Embedded(path) => {
+            let path = match path.clone().or_else(default_model_path) {
+                Some(p) => p,
+                None => {
+                    return Err(LlmError::Config(
+                        "cannot tell where the model cache is: set TOOLGATE_MODEL".into(),
+                    )
+                    .into());
+                }
+            };
+            let mut config = EmbeddedConfig::new(path);
+            config.n_ctx = args.ctx;
+            if !args.quiet {
+                eprintln!(
+                    "toolgate: loading the embedded model from {}",
+                    config.model_path.display()
+                );
+            }
+            Arc::new(EmbeddedModel::load(config, progress_line())?)
+        }
+        ModelSpec::Anthropic(name) => Arc::new(AnthropicModel::from_env(name.clone())?),
+        ModelSpec::OpenAiChat(name) => Arc::new(OpenAiChatModel::from_env(name.clone())?),
+        ModelSpec::OpenAiResponses(name) => Arc::new(OpenAiResponsesModel::from_env(name.clone())?),
+        ModelSpec::OpenAiCompat { base_url, model } => {
+            let mut compat = OpenAiCompatModel::new(base_url, model.clone())?;
+            if let Ok(key) = std::env::var("OPENAI_API_KEY")
+                && !key.trim().is_empty()
+            {
+                compat = compat.with_api_key(key)?;
+            }
+            Arc::new(compat)
+        }
+    })
+}
+
+/// A progress line on stderr while the local model works (only on a terminal).
+fn progress_line() -> Option<ProgressFn> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    Some(Arc::new(|progress: Progress| {
+        let text = match progress {
+            Progress::Prefill { done, total } => {
+                format!("  reading the prompt: {done}/{total} tokens")
+            }
+            Progress::Generate { tokens } => format!("  writing: {tokens} tokens"),
+        };
+        eprint!("\r\x1b[2K{text}");
+        let _ = std::io::stderr().flush();
+    }))
+}
+
+const SHOWN_RESULT_CHARS: usize = 240;
+
+fn abbreviate(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c == '\n' { ' ' } else { c })
+        .collect();
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let cut: String = flat.chars().take(max).collect();
+    format!("{cut}… ({} chars)", flat.chars().count())
+}
+
+/// Prints the round trip as it happens.
+fn printer() -> Observer {
+    Arc::new(|event: &AgentEvent<'_>| {
+        let clear = if std::io::stderr().is_terminal() {
+            "\r\x1b[2K"
+        } else {
+            ""
+        };
+        eprint!("{clear}");
+        match event {
+            AgentEvent::Request { round, request } => println!(
+                "[round {round}] → model: {} messages, {} tools",
+                request.messages.len(),
+                request.tools.len()
+            ),
+            AgentEvent::Response { round, response } => {
+                let usage = &response.usage;
+                let what = if response.tool_calls.is_empty() {
+                    "answer".to_string()
+                } else {
+                    let names: Vec<&str> = response
+                        .tool_calls
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .collect();
+                    format!("tool_use {}", names.join(", "))
+                };
+                println!(
+                    "[round {round}] ← {what} ({} input tokens, {} from cache, {} output)",
+                    usage.input_tokens, usage.cached_input_tokens, usage.output_tokens
+                );
+            }
+            AgentEvent::ToolCall { call } => println!("    call  {} {}", call.name, call.arguments),
+            AgentEvent::ToolResult { call, outcome } => {
+                let status = match &outcome.result {
+                    Ok(_) => "ok".to_string(),
+                    Err(e) => e.code.as_str().to_string(),
+                };
+                println!(
+                    "    result {} [{status}, {} bytes]: {}",
+                    call.name,
+                    outcome.record.result_bytes,
+                    abbreviate(&outcome.model_text(), SHOWN_RESULT_CHARS)
+                );
+            }
+            AgentEvent::Finished { .. } => {}
+        }
+    })
+}
+
+fn finish(session: &Session, result: &RunResult) -> Result<(), CommandError> {
+    if let Some(path) = &session.transcript {
+        let text = serde_json::to_string_pretty(&result.transcript).unwrap_or_default();
+        std::fs::write(path, text)?;
+    }
+    match &result.answer {
+        Some(answer) if session.quiet => println!("{answer}"),
+        Some(answer) => println!("answer: {answer}"),
+        None => {}
+    }
+    if !session.quiet {
+        println!(
+            "stopped: {} after {} round(s); {} input tokens ({} from cache), {} output tokens, {} tool call(s); model {}",
+            result.stop.describe(),
+            result.rounds,
+            result.usage.input_tokens,
+            result.usage.cached_input_tokens,
+            result.usage.output_tokens,
+            result.calls.len(),
+            session.model_name
+        );
+    }
+    match &result.stop {
+        StopCause::FinalAnswer => Ok(()),
+        other => Err(CommandError::RunFailed(other.describe())),
+    }
+}
