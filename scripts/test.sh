@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: formatting, lints, then every test in the workspace.
-# Needs only the Rust toolchain (cargo, rustfmt, clippy); everything else builds from crates.io.
+# The whole test suite, as CI runs it: set-up (scripts/setup.sh: build packages and the verified
+# embedded model), formatting, lints, then every test in the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
