@@ -10,7 +10,9 @@ use serde_json::json;
 use toolgate_books::{BooksStore, Toolset};
 use toolgate_core::{Principal, Registry};
 use toolgate_llm::embedded::{EmbeddedConfig, EmbeddedModel, EngineStats, default_model_path};
-use toolgate_llm::{ContentBlock, Message, Model, ModelRequest, Role, ToolCall, ToolDefinition, ToolResult};
+use toolgate_llm::{
+    ContentBlock, Message, Model, ModelRequest, Role, ToolCall, ToolDefinition, ToolResult,
+};
 
 const SYSTEM: &str = "You are an assistant with tools. You cannot see the user's data: call a tool to look it up \
 before you answer, and never guess. When tool results answer the question, reply with the answer in one short sentence.";
@@ -22,31 +24,58 @@ fn tools() -> Vec<ToolDefinition> {
     registry
         .model_views_for(&Principal::local("bench", &[]))
         .into_iter()
-        .map(|v| ToolDefinition { name: v.name, description: v.description, input_schema: v.input_schema })
+        .map(|v| ToolDefinition {
+            name: v.name,
+            description: v.description,
+            input_schema: v.input_schema,
+        })
         .collect()
 }
 
 fn assistant_call(id: &str, name: &str, arguments: serde_json::Value) -> Message {
     Message {
         role: Role::Assistant,
-        content: vec![ContentBlock::ToolCall(ToolCall { id: id.into(), name: name.into(), arguments })],
+        content: vec![ContentBlock::ToolCall(ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+        })],
     }
 }
 
 fn result(id: &str, content: serde_json::Value) -> Message {
-    Message::tool_results(vec![ToolResult { call_id: id.into(), content: content.to_string(), is_error: false }])
+    Message::tool_results(vec![ToolResult {
+        call_id: id.into(),
+        content: content.to_string(),
+        is_error: false,
+    }])
 }
 
 /// The history before each of the three model turns.
 fn rounds() -> Vec<Vec<Message>> {
-    let question = Message::user_text("Mark the highest-rated Suzanne Collins book as want_to_read.");
-    let call1 = assistant_call("c1", "books_search", json!({"author": "Suzanne Collins", "sort": "rating_desc", "limit": 1}));
-    let result1 = result("c1", json!({"result": {"total_matches": 3, "offset": 0, "books": [
+    let question =
+        Message::user_text("Mark the highest-rated Suzanne Collins book as want_to_read.");
+    let call1 = assistant_call(
+        "c1",
+        "books_search",
+        json!({"author": "Suzanne Collins", "sort": "rating_desc", "limit": 1}),
+    );
+    let result1 = result(
+        "c1",
+        json!({"result": {"total_matches": 3, "offset": 0, "books": [
         {"id": 1, "title": "The Hunger Games (The Hunger Games, #1)", "authors": "Suzanne Collins", "year": 2008, "rating": 4.34}],
-        "next_offset": 1, "note": "showing 1 of 3 matches; 2 more: call again with offset 1, or narrow the filters"}}));
-    let call2 = assistant_call("c2", "books_set_status", json!({"ids": [1], "status": "want_to_read"}));
-    let result2 = result("c2", json!({"result": {"updated": 1, "books": [
-        {"id": 1, "title": "The Hunger Games (The Hunger Games, #1)", "status": "want_to_read", "previous_status": null}]}}));
+        "next_offset": 1, "note": "showing 1 of 3 matches; 2 more: call again with offset 1, or narrow the filters"}}),
+    );
+    let call2 = assistant_call(
+        "c2",
+        "books_set_status",
+        json!({"ids": [1], "status": "want_to_read"}),
+    );
+    let result2 = result(
+        "c2",
+        json!({"result": {"updated": 1, "books": [
+        {"id": 1, "title": "The Hunger Games (The Hunger Games, #1)", "status": "want_to_read", "previous_status": null}]}}),
+    );
     vec![
         vec![question.clone()],
         vec![question.clone(), call1.clone(), result1.clone()],
@@ -56,12 +85,19 @@ fn rounds() -> Vec<Vec<Message>> {
 
 fn run(reuse_kv: bool, tools: &[ToolDefinition]) -> (EngineStats, f64) {
     let path = default_model_path().expect("model path");
-    assert!(path.is_file(), "no model at {}: run scripts/fetch-model.py", path.display());
+    assert!(
+        path.is_file(),
+        "no model at {}: run scripts/fetch-model.py",
+        path.display()
+    );
     let mut config = EmbeddedConfig::new(path);
     config.n_ctx = 8192;
     config.reuse_kv = reuse_kv;
     let model = EmbeddedModel::load(config, None).expect("model loads");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
     let started = Instant::now();
     for history in rounds() {
         let mut request = ModelRequest::new(history, tools.to_vec());
@@ -76,13 +112,33 @@ fn main() {
     let tools = tools();
     let (without, t_without) = run(false, &tools);
     let (with, t_with) = run(true, &tools);
-    println!("KV reuse between rounds: 3-round books-v2 task, embedded Qwen2.5-Coder-1.5B Q4_K_M, {} threads",
-        std::thread::available_parallelism().map_or(0, |n| n.get()));
-    println!("{:<22} {:>13} {:>15} {:>10} {:>10} {:>10} {:>9}", "mode", "prompt tokens", "tokens prefilled", "generated", "prefill s", "generate s", "total s");
-    for (name, s, t) in [("without reuse", without, t_without), ("with reuse", with, t_with)] {
+    println!(
+        "KV reuse between rounds: 3-round books-v2 task, embedded Qwen2.5-Coder-1.5B Q4_K_M, {} threads",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!(
+        "{:<22} {:>13} {:>15} {:>10} {:>10} {:>10} {:>9}",
+        "mode",
+        "prompt tokens",
+        "tokens prefilled",
+        "generated",
+        "prefill s",
+        "generate s",
+        "total s"
+    );
+    for (name, s, t) in [
+        ("without reuse", without, t_without),
+        ("with reuse", with, t_with),
+    ] {
         println!(
             "{:<22} {:>13} {:>15} {:>10} {:>10.2} {:>10.2} {:>9.2}",
-            name, s.prompt_tokens, s.prefilled_tokens, s.generated_tokens, s.prefill_seconds, s.generate_seconds, t
+            name,
+            s.prompt_tokens,
+            s.prefilled_tokens,
+            s.generated_tokens,
+            s.prefill_seconds,
+            s.generate_seconds,
+            t
         );
     }
     println!(
