@@ -5,4 +5,7 @@ pub mod approvers;
 pub mod run;
 
 pub use approvers::TerminalApprover;
-pub use run::{Agent, AgentConfig, AgentEvent, CallSummary, Observer, RunResult, StopCause};
+pub use run::{
+    Agent, AgentConfig, AgentEvent, CallSummary, DEFAULT_SYSTEM_PROMPT, Observer, RunResult,
+    StopCause,
+};

@@ -18,6 +18,13 @@ use toolgate_llm::{
     ToolDefinition, ToolResult, Usage,
 };
 
+/// What the model is told before the user speaks, unless a caller says otherwise. Measured on
+/// the embedded model: shorter or gentler wordings made it describe how to use the tools
+/// instead of calling them or stating the answer.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are an assistant with tools. You cannot see the user's data: call a \
+tool to look it up before you answer, and never guess. If a tool returns an error, fix your call and try again. \
+When tool results answer the question, reply with the answer in one short sentence.";
+
 /// Default cap on model turns per run.
 pub const DEFAULT_MAX_ROUNDS: u32 = 8;
 
@@ -38,7 +45,7 @@ impl Default for AgentConfig {
             token_budget: None,
             max_tokens_per_turn: 1024,
             temperature: None,
-            system: None,
+            system: Some(DEFAULT_SYSTEM_PROMPT.into()),
         }
     }
 }

@@ -36,6 +36,78 @@ pub enum Command {
     /// Like `ask`, in a loop: each line you type continues the conversation (empty line or
     /// end of input ends it).
     Chat(AgentArgs),
+    /// Run a task suite against one or more toolsets with the same model and loop, and report
+    /// success with 95% CIs, tokens and calls per task, and the verdict.
+    Eval(EvalCommand),
+}
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct EvalCommand {
+    #[command(subcommand)]
+    pub action: Option<EvalAction>,
+    #[command(flatten)]
+    pub run: EvalRunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EvalAction {
+    /// Re-render report.md, report.json and chart.svg of a run directory.
+    Report {
+        /// The eval's output directory.
+        run_dir: PathBuf,
+    },
+    /// Print a before/after pair of traces in which a model fixed its own arguments after an
+    /// error message.
+    TracePair {
+        /// The eval's output directory.
+        run_dir: PathBuf,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EvalRunArgs {
+    /// The suite file (TOML).
+    #[arg(long, value_name = "FILE", default_value = "evals/books.toml")]
+    pub suite: PathBuf,
+    /// A toolset to evaluate; give it twice to compare (the second against the first).
+    #[arg(long = "toolset", value_enum, default_values = ["books-v1", "books-v2"])]
+    pub toolsets: Vec<ToolsetName>,
+    /// Runs per task and toolset.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub runs: u32,
+    /// Which tasks: dev, heldout or all.
+    #[arg(long, value_enum, default_value = "all")]
+    pub split: SplitName,
+    /// Only these task ids (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "ID,...")]
+    pub tasks: Option<Vec<String>>,
+    /// The model (as for `ask`).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Most model turns per run.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub max_rounds: u32,
+    /// Sampling temperature (default: greedy for the embedded model, the provider's default
+    /// otherwise).
+    #[arg(long)]
+    pub temperature: Option<f32>,
+    /// Context window of the embedded model, in tokens (v1's full listing needs about 20k).
+    #[arg(long, default_value_t = 32_768, value_parser = clap::value_parser!(u32).range(2048..=131_072))]
+    pub ctx: u32,
+    /// Output directory. Default: evals/runs/<suite>-<time>.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Continue an interrupted eval in --out.
+    #[arg(long, requires = "out")]
+    pub resume: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SplitName {
+    Dev,
+    Heldout,
+    All,
 }
 
 #[derive(Debug, clap::Args)]

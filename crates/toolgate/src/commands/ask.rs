@@ -5,7 +5,8 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 
 use toolgate_agent::{
-    Agent, AgentConfig, AgentEvent, Observer, RunResult, StopCause, TerminalApprover,
+    Agent, AgentConfig, AgentEvent, DEFAULT_SYSTEM_PROMPT, Observer, RunResult, StopCause,
+    TerminalApprover,
 };
 use toolgate_books::{BooksStore, Toolset};
 use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
@@ -22,11 +23,6 @@ use super::{CommandError, runtime};
 use crate::cli::{AgentArgs, AskArgs, ModeName, ToolsetName};
 use crate::config::Config;
 use crate::model_spec::{self, ModelSpec};
-
-/// What the model is told before the user speaks.
-pub const SYSTEM_PROMPT: &str = "You are an assistant with tools. You cannot see the user's data: call a tool \
-to look it up before you answer, and never guess. If a tool returns an error, fix your call and try again. When \
-tool results answer the question, reply with the answer in one short sentence.";
 
 struct Session {
     agent: Agent,
@@ -107,14 +103,8 @@ fn build(config: &Config, args: &AgentArgs) -> Result<Session, CommandError> {
         .with_approver(approver)
         .with_mode(mode)
         .with_trace(Arc::clone(&trace));
-    let spec = match &args.model {
-        Some(text) => text.parse::<ModelSpec>()?,
-        None => model_spec::from_environment(
-            std::env::var("ANTHROPIC_API_KEY").ok().as_deref(),
-            std::env::var("OPENAI_API_KEY").ok().as_deref(),
-        ),
-    };
-    let model = load_model(&spec, args)?;
+    let spec = choose_model(args.model.as_deref())?;
+    let model = load_model(&spec, args.ctx, !args.quiet)?;
     let model_name = model.name();
     if !args.quiet {
         println!(
@@ -130,7 +120,11 @@ fn build(config: &Config, args: &AgentArgs) -> Result<Session, CommandError> {
             token_budget: args.token_budget,
             max_tokens_per_turn: 1024,
             temperature: args.temperature,
-            system: Some(args.system.clone().unwrap_or_else(|| SYSTEM_PROMPT.into())),
+            system: Some(
+                args.system
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.into()),
+            ),
         })
         .with_trace(trace);
     if !args.quiet {
@@ -144,7 +138,22 @@ fn build(config: &Config, args: &AgentArgs) -> Result<Session, CommandError> {
     })
 }
 
-fn load_model(spec: &ModelSpec, args: &AgentArgs) -> Result<Arc<dyn Model>, CommandError> {
+/// `--model` parsed, or the model the environment's keys select.
+pub(super) fn choose_model(flag: Option<&str>) -> Result<ModelSpec, CommandError> {
+    Ok(match flag {
+        Some(text) => text.parse::<ModelSpec>()?,
+        None => model_spec::from_environment(
+            std::env::var("ANTHROPIC_API_KEY").ok().as_deref(),
+            std::env::var("OPENAI_API_KEY").ok().as_deref(),
+        ),
+    })
+}
+
+pub(super) fn load_model(
+    spec: &ModelSpec,
+    ctx: u32,
+    announce: bool,
+) -> Result<Arc<dyn Model>, CommandError> {
     Ok(match spec {
         ModelSpec::Embedded(path) => {
             let path = match path.clone().or_else(default_model_path) {
@@ -157,8 +166,8 @@ fn load_model(spec: &ModelSpec, args: &AgentArgs) -> Result<Arc<dyn Model>, Comm
                 }
             };
             let mut config = EmbeddedConfig::new(path);
-            config.n_ctx = args.ctx;
-            if !args.quiet {
+            config.n_ctx = ctx;
+            if announce {
                 eprintln!(
                     "toolgate: loading the embedded model from {}",
                     config.model_path.display()

@@ -2,6 +2,7 @@
 
 mod ask;
 mod books;
+mod eval;
 mod tools;
 
 use crate::cli::{Cli, Command};
@@ -23,6 +24,10 @@ pub enum CommandError {
     Model(#[from] toolgate_llm::LlmError),
     #[error(transparent)]
     ModelSpec(#[from] crate::model_spec::ModelSpecError),
+    #[error(transparent)]
+    Eval(#[from] toolgate_eval::runner::RunnerError),
+    #[error(transparent)]
+    Suite(#[from] toolgate_eval::suite::SuiteError),
     #[error("the run did not finish: {0}")]
     RunFailed(String),
     #[error("measuring `{call}` failed: {message}")]
@@ -36,6 +41,7 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Books(command) => books::run(&config, command),
         Command::Ask(args) => ask::ask(&config, &args),
         Command::Chat(args) => ask::chat(&config, &args),
+        Command::Eval(command) => eval::run(&config, command),
     }
 }
 

@@ -1,0 +1,436 @@
+//! The exit itself: [`Egress::get`], the one way a tool fetches a URL.
+//!
+//! Contract, for every hop (the first request and each redirect):
+//! - The URL is canonicalized ([`crate::canon`]), matched against the allowlist
+//!   ([`Policy::check_target`]), its name resolved by the exit's own [`Resolver`], and every
+//!   address checked ([`check_addresses`]); any failure blocks before a byte is sent.
+//! - The connection goes to the addresses that were checked: the per-hop client has them pinned
+//!   for that one name (`resolve_to_addrs`), any other name fails to resolve inside the client,
+//!   proxies are off (`no_proxy`, so no `HTTPS_PROXY` detour), and the client follows no
+//!   redirects and retries nothing by itself. There is no second DNS lookup to rebind.
+//! - Redirects are followed here, at most `max_redirects`, each re-checked from scratch; an
+//!   `https` to `http` move is refused.
+//! - Nothing is carried across hops: no cookies (the client has no cookie store), no
+//!   `Authorization` or other credentials (the exit sends none at all), no `Referer`. The only
+//!   request headers are `Accept` (the allowed content types) and `User-Agent`.
+//! - The whole call, redirects and body included, is bounded by `timeout`; the body is read in
+//!   chunks and refused as soon as it passes `max_bytes` (over-size is an error, never a silent
+//!   cut); the final `Content-Type` must be on the list; a non-2xx final status is an error.
+//! - Exactly one `egress` trace event is emitted per call, allowed or blocked, with the rule
+//!   that decided and the hop chain. URLs in the trace have userinfo redacted.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Once};
+
+use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION};
+use serde_json::{Value, json};
+use toolgate_core::trace::TraceSink;
+
+use crate::addr::check_addresses;
+use crate::canon::{Host, Target, canonicalize_url, cut, next_hop, url_for_trace};
+use crate::config::{ConfigError, EgressConfig, Policy};
+use crate::error::{BlockReason, EgressError};
+use crate::resolve::Resolver;
+
+/// A fetched page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedPage {
+    /// The URL that answered (after redirects).
+    pub final_url: String,
+    pub status: u16,
+    /// The media type, lower-case, without parameters.
+    pub content_type: String,
+    /// The body as UTF-8 (invalid sequences replaced).
+    pub body: String,
+    /// The body's size in bytes, as received.
+    pub bytes: u64,
+    /// Every URL requested, in order: the first is the canonical request, the last `final_url`.
+    pub hops: Vec<String>,
+}
+
+/// The single exit for outbound HTTP.
+pub struct Egress {
+    policy: Policy,
+    resolver: Arc<dyn Resolver>,
+    trace: Arc<dyn TraceSink>,
+    extra_roots: Vec<reqwest::Certificate>,
+    requests_sent: AtomicU64,
+}
+
+impl fmt::Debug for Egress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Egress")
+            .field("policy", &self.policy)
+            .field("requests_sent", &self.requests_sent())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Makes `ring` the process's rustls provider unless one is already installed.
+pub(crate) fn ensure_crypto_provider() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        // An error means another provider was installed first; that one is used.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// A resolver for the per-hop client that refuses every name: the one name the hop may use is
+/// pinned to its checked addresses, so any other lookup is a bug, not a fallback.
+struct NoDns;
+
+impl reqwest::dns::Resolve for NoDns {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let name = name.as_str().to_string();
+        Box::pin(async move {
+            Err(format!("the egress exit resolves names itself; `{name}` was not checked").into())
+        })
+    }
+}
+
+/// What the trace line of one call says; filled in as the call goes.
+#[derive(Debug, Default)]
+struct Record {
+    url: String,
+    hops: Vec<String>,
+    hop_rules: Vec<String>,
+    scheme: Option<String>,
+    host: Option<String>,
+    port: Option<u16>,
+    addresses: Vec<String>,
+    status: Option<u16>,
+    bytes: u64,
+    content_type: Option<String>,
+}
+
+impl Record {
+    fn enter(&mut self, target: &Target) {
+        self.hops.push(target.url.to_string());
+        self.scheme = Some(target.scheme.as_str().to_string());
+        self.host = Some(target.host.to_string());
+        self.port = Some(target.port);
+        self.addresses.clear();
+        self.status = None;
+    }
+
+    /// A hop that never became a [`Target`]: its raw text (redacted) and its host as written.
+    fn enter_raw(&mut self, raw: &str) {
+        self.hops.push(url_for_trace(raw));
+        self.host = raw_host_of(raw);
+        self.scheme = raw
+            .split_once("://")
+            .map(|(s, _)| cut(&s.to_ascii_lowercase(), 20));
+        self.port = None;
+        self.addresses.clear();
+        self.status = None;
+    }
+
+    fn into_event(self, result: &Result<FetchedPage, EgressError>) -> Value {
+        let mut event = json!({
+            "url": self.url,
+            "scheme": self.scheme,
+            "host": self.host,
+            "port": self.port,
+            "addresses": self.addresses,
+            "hops": self.hops,
+            "hop_rules": self.hop_rules,
+            "status": self.status,
+            "bytes": self.bytes,
+            "content_type": self.content_type,
+        });
+        let last_allow = self.hop_rules.last().cloned();
+        let (decision, rule, reason, error) = match result {
+            Ok(_) => ("allowed", last_allow, None, None),
+            Err(e) if e.is_block() => (
+                "blocked",
+                Some(e.rule().to_string()),
+                Some(e.to_string()),
+                None,
+            ),
+            Err(e) => (
+                "allowed",
+                last_allow,
+                None,
+                Some(json!({"kind": e.rule(), "detail": e.to_string()})),
+            ),
+        };
+        if let Value::Object(map) = &mut event {
+            map.insert("decision".into(), json!(decision));
+            map.insert("rule".into(), json!(rule));
+            map.insert("reason".into(), json!(reason));
+            map.insert("error".into(), error.unwrap_or(Value::Null));
+        }
+        event
+    }
+}
+
+/// The host of a raw URL as written (after any userinfo, before the port), bounded.
+fn raw_host_of(raw: &str) -> Option<String> {
+    let (_, rest) = raw.split_once("://")?;
+    let end = rest.find(['/', '?', '#', '\\']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let host_port = authority.rsplit('@').next().unwrap_or(authority);
+    let host = if host_port.starts_with('[') {
+        host_port.split_inclusive(']').next().unwrap_or(host_port)
+    } else {
+        host_port.split(':').next().unwrap_or(host_port)
+    };
+    Some(cut(host, 200))
+}
+
+impl Egress {
+    /// Validates `config` (see [`EgressConfig::validate`]) and builds the exit.
+    pub fn new(
+        config: EgressConfig,
+        resolver: Arc<dyn Resolver>,
+        trace: Arc<dyn TraceSink>,
+    ) -> Result<Egress, ConfigError> {
+        let policy = config.validate()?;
+        Ok(Egress::from_policy(policy, resolver, trace))
+    }
+
+    /// Builds the exit from an already validated policy.
+    pub fn from_policy(
+        policy: Policy,
+        resolver: Arc<dyn Resolver>,
+        trace: Arc<dyn TraceSink>,
+    ) -> Egress {
+        ensure_crypto_provider();
+        Egress {
+            policy,
+            resolver,
+            trace,
+            extra_roots: Vec::new(),
+            requests_sent: AtomicU64::new(0),
+        }
+    }
+
+    /// Also trusts this root certificate (DER or PEM) for `https`, on top of the system's: for
+    /// a private CA, or a test server's.
+    pub fn with_root_certificate(mut self, cert: &[u8]) -> Result<Egress, ConfigError> {
+        let parsed = if cert.starts_with(b"-----BEGIN") {
+            reqwest::Certificate::from_pem(cert)
+        } else {
+            reqwest::Certificate::from_der(cert)
+        }
+        .map_err(|e| ConfigError::Certificate(e.to_string()))?;
+        self.extra_roots.push(parsed);
+        Ok(self)
+    }
+
+    /// The validated policy in force.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// How many HTTP requests have actually been sent (hops that passed every check). A
+    /// blocked hop never counts: tests use this to show no traffic left.
+    pub fn requests_sent(&self) -> u64 {
+        self.requests_sent.load(Ordering::SeqCst)
+    }
+
+    /// Fetches `url` through every check; see the module doc. Emits one `egress` trace event.
+    pub async fn get(&self, url: &str) -> Result<FetchedPage, EgressError> {
+        let mut record = Record {
+            url: url_for_trace(url),
+            ..Record::default()
+        };
+        let timeout = self.policy.timeout;
+        let result = match tokio::time::timeout(timeout, self.run(url, &mut record)).await {
+            Ok(result) => result,
+            Err(_) => Err(EgressError::Timeout { after: timeout }),
+        };
+        self.trace.emit("egress", record.into_event(&result));
+        result
+    }
+
+    async fn run(&self, url: &str, record: &mut Record) -> Result<FetchedPage, EgressError> {
+        let mut target = match canonicalize_url(url) {
+            Ok(target) => target,
+            Err(reason) => {
+                record.enter_raw(url);
+                return Err(reason.into());
+            }
+        };
+        let mut redirects = 0_u32;
+        loop {
+            record.enter(&target);
+            let permit = self
+                .policy
+                .check_target(target.scheme, &target.host, target.port)?;
+            record.hop_rules.push(permit.rule());
+            let addrs =
+                match &target.host {
+                    Host::Ip(ip) => vec![*ip],
+                    Host::Domain(name) => self.resolver.resolve(name).await.map_err(|detail| {
+                        EgressError::Resolve {
+                            host: name.clone(),
+                            detail,
+                        }
+                    })?,
+                };
+            record.addresses = addrs.iter().map(ToString::to_string).collect();
+            check_addresses(&addrs, permit.allow_private)?;
+
+            let mut response = self.send(&target, &addrs).await?;
+            let status = response.status();
+            record.status = Some(status.as_u16());
+
+            if status.is_redirection()
+                && let Some(location) = response.headers().get(LOCATION)
+            {
+                let location = String::from_utf8_lossy(location.as_bytes()).into_owned();
+                let next = if redirects >= self.policy.max_redirects {
+                    Err(BlockReason::TooManyRedirects {
+                        max: self.policy.max_redirects,
+                    })
+                } else {
+                    next_hop(&target.url, &location)
+                };
+                match next {
+                    Ok(next) => {
+                        redirects += 1;
+                        target = next;
+                        continue;
+                    }
+                    Err(reason) => {
+                        let shown = if location.contains("://") || location.starts_with("//") {
+                            location
+                        } else {
+                            target
+                                .url
+                                .join(&location)
+                                .map(|u| u.to_string())
+                                .unwrap_or(location)
+                        };
+                        record.enter_raw(&shown);
+                        return Err(reason.into());
+                    }
+                }
+            }
+            let host = target.host.to_string();
+            if !status.is_success() {
+                return Err(EgressError::Status {
+                    host,
+                    status: status.as_u16(),
+                });
+            }
+            let header = response
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            record.content_type = header.as_deref().map(|h| cut(h, 100));
+            let content_type = self.policy.content_type_allowed(header.as_deref())?;
+
+            let max = self.policy.max_bytes;
+            if response.content_length().is_some_and(|len| len > max) {
+                return Err(BlockReason::TooLarge { max }.into());
+            }
+            let mut body: Vec<u8> = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(|e| transport(&host, e))? {
+                let total = body.len() as u64 + chunk.len() as u64;
+                record.bytes = total;
+                if total > max {
+                    return Err(BlockReason::TooLarge { max }.into());
+                }
+                body.extend_from_slice(&chunk);
+            }
+            return Ok(FetchedPage {
+                final_url: target.url.to_string(),
+                status: status.as_u16(),
+                content_type,
+                body: String::from_utf8_lossy(&body).into_owned(),
+                bytes: body.len() as u64,
+                hops: record.hops.clone(),
+            });
+        }
+    }
+
+    /// Sends one GET to `target`, connecting only to `addrs`.
+    async fn send(
+        &self,
+        target: &Target,
+        addrs: &[IpAddr],
+    ) -> Result<reqwest::Response, EgressError> {
+        let mut builder = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .retry(reqwest::retry::never())
+            .referer(false)
+            .pool_max_idle_per_host(0)
+            .connect_timeout(self.policy.timeout)
+            .dns_resolver(NoDns)
+            .user_agent(concat!("toolgate-egress/", env!("CARGO_PKG_VERSION")));
+        if let Host::Domain(name) = &target.host {
+            let pinned: Vec<SocketAddr> = addrs
+                .iter()
+                .map(|ip| SocketAddr::new(*ip, target.port))
+                .collect();
+            builder = builder.resolve_to_addrs(name, &pinned);
+        }
+        if !self.extra_roots.is_empty() {
+            builder = builder.tls_certs_merge(self.extra_roots.iter().cloned());
+        }
+        let client = builder.build().map_err(|e| EgressError::Internal {
+            detail: chain(&e.without_url()),
+        })?;
+        let accept = self
+            .policy
+            .content_types
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.requests_sent.fetch_add(1, Ordering::SeqCst);
+        client
+            .get(target.url.clone())
+            .header(ACCEPT, accept)
+            .send()
+            .await
+            .map_err(|e| transport(&target.host.to_string(), e))
+    }
+}
+
+fn transport(host: &str, error: reqwest::Error) -> EgressError {
+    EgressError::Transport {
+        host: host.to_string(),
+        detail: chain(&error.without_url()),
+    }
+}
+
+/// An error and its sources, joined with `: `.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    cut(&text, 500)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocked_raw_urls_are_traced_by_the_host_as_written() {
+        let cases = [
+            ("http://allowed.example@evil.example/", Some("evil.example")),
+            ("http://0x7f.1:8080/a", Some("0x7f.1")),
+            ("https://[::1]:8443/", Some("[::1]")),
+            ("https://user:pw@h.example", Some("h.example")),
+            ("no scheme", None),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(raw_host_of(raw).as_deref(), want, "{raw}");
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! The SMTP relay sender against a loopback SMTP sink written here.
+
+mod support;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use support::SmtpSink;
+use toolgate_core::trace::MemoryTrace;
+use toolgate_egress::{
+    AddressClass, AllowEntry, BlockReason, ConfigError, EgressConfig, EgressError, OutgoingEmail,
+    Policy, SmtpConfig, SmtpRelay, SmtpSecurity, StaticResolver,
+};
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"))
+        .block_on(future)
+}
+
+fn policy(allow: Vec<AllowEntry>) -> Policy {
+    EgressConfig {
+        allow,
+        ..EgressConfig::default()
+    }
+    .validate()
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn smtp_entry(host: &str, port: u16, allow_private: bool) -> AllowEntry {
+    AllowEntry {
+        host: host.into(),
+        schemes: vec!["smtp".into()],
+        ports: Some(vec![port]),
+        allow_private,
+    }
+}
+
+fn config(host: &str, port: u16) -> SmtpConfig {
+    SmtpConfig {
+        host: host.into(),
+        port,
+        security: SmtpSecurity::None,
+        from: "Notes Assistant <assistant@example.org>".into(),
+        timeout_secs: 10,
+        hello_name: None,
+    }
+}
+
+fn resolver() -> Arc<StaticResolver> {
+    let lo: IpAddr = [127, 0, 0, 1].into();
+    Arc::new(StaticResolver::new().with("relay.test", &[lo]))
+}
+
+fn email() -> OutgoingEmail {
+    OutgoingEmail {
+        to: vec!["Bob <bob@example.org>".into(), "carol@example.org".into()],
+        subject: "Budget from the design meeting".into(),
+        body: "We settled on 40k.\r\n.A line that starts with a dot.\r\nThanks".into(),
+    }
+}
+
+#[test]
+fn smtp_relay_delivers_to_the_local_sink() {
+    let sink = SmtpSink::start();
+    let port = sink.port();
+    let trace = Arc::new(MemoryTrace::default());
+    let relay = SmtpRelay::new(
+        config("127.0.0.1", port),
+        &policy(vec![smtp_entry("127.0.0.1", port, true)]),
+        resolver(),
+        trace.clone(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    let id = block_on(relay.send(&email())).unwrap_or_else(|e| panic!("{e}"));
+    assert!(id.ends_with("@example.org>"), "{id}");
+    drop(relay);
+
+    let got = sink.received();
+    assert_eq!(got.len(), 1, "{got:#?}");
+    let message = &got[0];
+    assert!(message.mail_from.contains("<assistant@example.org>"));
+    assert_eq!(message.rcpt_to.len(), 2);
+    assert!(message.rcpt_to[0].contains("<bob@example.org>"));
+    assert!(message.rcpt_to[1].contains("<carol@example.org>"));
+    assert!(
+        message
+            .data
+            .contains("Subject: Budget from the design meeting"),
+        "{}",
+        message.data
+    );
+    assert!(
+        message.data.contains("We settled on 40k."),
+        "{}",
+        message.data
+    );
+    assert!(message.data.contains("\r\n.A line that starts with a dot."));
+    assert!(message.data.contains(&format!("Message-ID: {id}")));
+
+    let events = trace.of_kind("egress");
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["scheme"], "smtp");
+    assert_eq!(events[0]["decision"], "allowed");
+    assert_eq!(events[0]["rule"], "allow[0]:127.0.0.1");
+    assert_eq!(events[0]["message_id"], id.as_str());
+    let shown = events[0].to_string();
+    assert!(!shown.contains("40k"), "the body stays out of the trace");
+}
+
+#[test]
+fn smtp_relay_not_on_the_allowlist_is_refused_at_load() {
+    let trace = Arc::new(MemoryTrace::default());
+    let cases = [
+        // No entry at all.
+        (policy(vec![]), "127.0.0.1", 2525),
+        // An entry for http, not smtp.
+        (
+            policy(vec![AllowEntry {
+                host: "127.0.0.1".into(),
+                schemes: vec!["http".into()],
+                ports: Some(vec![2525]),
+                allow_private: true,
+            }]),
+            "127.0.0.1",
+            2525,
+        ),
+        // The wrong port.
+        (
+            policy(vec![smtp_entry("relay.test", 587, true)]),
+            "relay.test",
+            2525,
+        ),
+        // A non-canonical spelling of a listed address.
+        (
+            policy(vec![smtp_entry("127.0.0.1", 2525, true)]),
+            "0x7f.1",
+            2525,
+        ),
+    ];
+    for (policy, host, port) in cases {
+        let result = SmtpRelay::new(config(host, port), &policy, resolver(), trace.clone());
+        assert!(
+            matches!(result, Err(ConfigError::RelayNotAllowed { .. })),
+            "{host}:{port}: {result:?}"
+        );
+    }
+}
+
+#[test]
+fn smtp_relay_resolving_to_loopback_without_allow_private_sends_nothing() {
+    let sink = SmtpSink::start();
+    let port = sink.port();
+    let trace = Arc::new(MemoryTrace::default());
+    let relay = SmtpRelay::new(
+        config("relay.test", port),
+        &policy(vec![smtp_entry("relay.test", port, false)]),
+        resolver(),
+        trace.clone(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let result = block_on(relay.send(&email()));
+    assert_eq!(
+        result,
+        Err(EgressError::Blocked(BlockReason::ForbiddenAddress {
+            addr: [127, 0, 0, 1].into(),
+            class: AddressClass::Loopback
+        }))
+    );
+    drop(relay);
+    assert!(sink.received().is_empty());
+    let events = trace.of_kind("egress");
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["decision"], "blocked");
+    assert_eq!(events[0]["rule"], "forbidden_address");
+}
+
+#[test]
+fn bad_recipient_is_refused_before_connecting() {
+    let sink = SmtpSink::start();
+    let port = sink.port();
+    let relay = SmtpRelay::new(
+        config("127.0.0.1", port),
+        &policy(vec![smtp_entry("127.0.0.1", port, true)]),
+        resolver(),
+        Arc::new(MemoryTrace::default()),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let result = block_on(relay.send(&OutgoingEmail {
+        to: vec!["bob@example.org\r\nRCPT TO:<mallory@evil.test>".into()],
+        subject: "x".into(),
+        body: "y".into(),
+    }));
+    let error = result.err().unwrap_or_else(|| panic!("sent"));
+    assert_eq!(
+        error.to_tool_error().code,
+        toolgate_core::ErrorCode::InvalidArgument
+    );
+    drop(relay);
+    assert!(sink.received().is_empty());
+}

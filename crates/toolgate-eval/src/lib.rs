@@ -1,0 +1,13 @@
+//! toolgate-eval: proves (or refutes) that one tool design beats another. Suites are TOML
+//! files of tasks whose checks read the final store or the answer; the runner restores the
+//! store before every run and persists each run as it finishes; statistics are bootstrap CIs
+//! over tasks and runs; reports render the acceptance table, a verdict, JSON and an SVG chart.
+
+pub mod checks;
+pub mod output;
+pub mod record;
+pub mod report;
+pub mod runner;
+pub mod stats;
+pub mod suite;
+pub mod trace_pair;

@@ -1,0 +1,463 @@
+//! Reports: per toolset, success with a 95% bootstrap CI, tokens and calls per task, pass^k and
+//! failures by kind; the paired difference between the first two toolsets; the verdict by the
+//! acceptance rule; rendered as Markdown, JSON and an SVG chart.
+//!
+//! The verdict rule: the second toolset is better if the lower bound of the 95% CI of the
+//! success difference (second - first, paired over tasks) is above 0, or if its tokens per
+//! task are at least 20% lower and that lower bound is no lower than -15 points.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::record::{FailureKind, RunRecord};
+use crate::stats::{self, DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolsetSummary {
+    pub toolset: String,
+    pub tasks: usize,
+    pub runs: usize,
+    pub success: Estimate,
+    pub tokens_per_task: Estimate,
+    pub input_tokens_per_task: f64,
+    pub output_tokens_per_task: f64,
+    pub calls_per_task: f64,
+    pub seconds_per_run: f64,
+    /// pass^k for k = the number of runs per task.
+    pub pass_hat_k: Option<f64>,
+    pub k: usize,
+    pub failures: BTreeMap<String, usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub better: bool,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub suite: String,
+    pub model: String,
+    pub toolsets: Vec<ToolsetSummary>,
+    /// Second minus first, when there are two toolsets.
+    pub difference: Option<Estimate>,
+    pub verdict: Option<Verdict>,
+    pub resamples: usize,
+    pub seed: u64,
+    pub runs: Vec<RunRecord>,
+}
+
+/// Per task (in first-seen order), the values of each run.
+fn per_task(
+    records: &[&RunRecord],
+    value: impl Fn(&RunRecord) -> f64,
+) -> (Vec<String>, Vec<Vec<f64>>) {
+    let mut order: Vec<String> = Vec::new();
+    let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in records {
+        if !values.contains_key(&r.task) {
+            order.push(r.task.clone());
+        }
+        values.entry(r.task.clone()).or_default().push(value(r));
+    }
+    let rows = order
+        .iter()
+        .map(|t| values.get(t).cloned().unwrap_or_default())
+        .collect();
+    (order, rows)
+}
+
+fn summarize(toolset: &str, records: &[&RunRecord]) -> Option<ToolsetSummary> {
+    let (_, success) = per_task(records, |r| f64::from(u8::from(r.success)));
+    let (_, tokens) = per_task(records, |r| r.tokens() as f64);
+    let (_, input) = per_task(records, |r| r.input_tokens as f64);
+    let (_, output) = per_task(records, |r| r.output_tokens as f64);
+    let (_, calls) = per_task(records, |r| r.calls.len() as f64);
+    let k = success.iter().map(Vec::len).min().unwrap_or(0);
+    let counts: Vec<(usize, usize)> = success
+        .iter()
+        .map(|runs| (runs.len(), runs.iter().filter(|x| **x > 0.5).count()))
+        .collect();
+    let mut failures = BTreeMap::new();
+    for kind in FailureKind::ALL {
+        let n = records.iter().filter(|r| r.failure == Some(kind)).count();
+        if n > 0 {
+            failures.insert(kind.as_str().to_string(), n);
+        }
+    }
+    Some(ToolsetSummary {
+        toolset: toolset.into(),
+        tasks: success.len(),
+        runs: records.len(),
+        success: stats::bootstrap_mean(&success, DEFAULT_RESAMPLES, DEFAULT_SEED)?,
+        tokens_per_task: stats::bootstrap_mean(&tokens, DEFAULT_RESAMPLES, DEFAULT_SEED)?,
+        input_tokens_per_task: stats::task_mean(&input)?,
+        output_tokens_per_task: stats::task_mean(&output)?,
+        calls_per_task: stats::task_mean(&calls)?,
+        seconds_per_run: records.iter().map(|r| r.seconds).sum::<f64>()
+            / records.len().max(1) as f64,
+        pass_hat_k: stats::pass_hat_k(&counts, k),
+        k,
+        failures,
+    })
+}
+
+/// The acceptance rule, applied.
+pub fn verdict(first: &ToolsetSummary, second: &ToolsetSummary, difference: &Estimate) -> Verdict {
+    let points = |x: f64| x * 100.0;
+    let token_ratio = second.tokens_per_task.mean / first.tokens_per_task.mean.max(1e-9);
+    let ci = format!(
+        "success difference {:+.1} points, 95% CI [{:+.1}, {:+.1}]",
+        points(difference.mean),
+        points(difference.low),
+        points(difference.high)
+    );
+    let tokens = format!(
+        "tokens per task {:.0} vs {:.0} ({:+.0}%)",
+        second.tokens_per_task.mean,
+        first.tokens_per_task.mean,
+        (token_ratio - 1.0) * 100.0
+    );
+    if difference.low > 0.0 {
+        Verdict {
+            better: true,
+            text: format!(
+                "{} is better than {}: the CI of the {ci} lies above 0; {tokens}.",
+                second.toolset, first.toolset
+            ),
+        }
+    } else if token_ratio <= 0.8 && difference.low >= -0.15 {
+        Verdict {
+            better: true,
+            text: format!(
+                "{} is better than {} on cost: {tokens}, at least 20% fewer, and the {ci} rules out a loss of more than 15 points.",
+                second.toolset, first.toolset
+            ),
+        }
+    } else {
+        let why = if token_ratio > 0.8 {
+            "its tokens per task are not 20% lower"
+        } else {
+            "the CI's lower bound is below -15 points"
+        };
+        Verdict {
+            better: false,
+            text: format!(
+                "Not shown: {} is not better than {} by the rule. The {ci} includes 0, and {why} ({tokens}). More tasks or runs narrow the interval.",
+                second.toolset, first.toolset
+            ),
+        }
+    }
+}
+
+pub fn build(suite: &str, model: &str, toolsets: &[String], runs: Vec<RunRecord>) -> Report {
+    let summaries: Vec<ToolsetSummary> = toolsets
+        .iter()
+        .filter_map(|t| {
+            let records: Vec<&RunRecord> = runs.iter().filter(|r| &r.toolset == t).collect();
+            summarize(t, &records)
+        })
+        .collect();
+    let difference = match toolsets {
+        [a, b, ..] => {
+            let (tasks_a, values_a) = per_task(
+                &runs.iter().filter(|r| &r.toolset == a).collect::<Vec<_>>(),
+                |r| f64::from(u8::from(r.success)),
+            );
+            let (tasks_b, values_b) = per_task(
+                &runs.iter().filter(|r| &r.toolset == b).collect::<Vec<_>>(),
+                |r| f64::from(u8::from(r.success)),
+            );
+            // Pair by task id: only tasks both toolsets ran.
+            let paired: Vec<(Vec<f64>, Vec<f64>)> = tasks_a
+                .iter()
+                .zip(values_a)
+                .filter_map(|(t, va)| {
+                    tasks_b
+                        .iter()
+                        .position(|tb| tb == t)
+                        .map(|i| (va, values_b[i].clone()))
+                })
+                .collect();
+            let (pa, pb): (Vec<Vec<f64>>, Vec<Vec<f64>>) = paired.into_iter().unzip();
+            stats::paired_bootstrap_difference(&pa, &pb, DEFAULT_RESAMPLES, DEFAULT_SEED)
+        }
+        _ => None,
+    };
+    let verdict = match (summaries.as_slice(), &difference) {
+        ([first, second, ..], Some(d)) => Some(verdict(first, second, d)),
+        _ => None,
+    };
+    Report {
+        suite: suite.into(),
+        model: model.into(),
+        toolsets: summaries,
+        difference,
+        verdict,
+        resamples: DEFAULT_RESAMPLES,
+        seed: DEFAULT_SEED,
+        runs,
+    }
+}
+
+fn pct(e: &Estimate) -> String {
+    format!(
+        "{:.0}% [{:.0}, {:.0}]",
+        e.mean * 100.0,
+        e.low * 100.0,
+        e.high * 100.0
+    )
+}
+
+pub fn markdown(report: &Report) -> String {
+    let mut out = format!(
+        "# Eval: {} on {}\n\n95% bootstrap CIs ({} resamples over tasks, then runs within tasks; seed {}).\n\n",
+        report.suite, report.model, report.resamples, report.seed
+    );
+    out.push_str("| toolset | tasks × runs | success (95% CI) | tokens per task (95% CI) | input / output | tool calls per task | pass^k | s per run |\n");
+    out.push_str("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    for s in &report.toolsets {
+        out.push_str(&format!(
+            "| {} | {} × {} | {} | {:.0} [{:.0}, {:.0}] | {:.0} / {:.0} | {:.2} | {} | {:.1} |\n",
+            s.toolset,
+            s.tasks,
+            s.k,
+            pct(&s.success),
+            s.tokens_per_task.mean,
+            s.tokens_per_task.low,
+            s.tokens_per_task.high,
+            s.input_tokens_per_task,
+            s.output_tokens_per_task,
+            s.calls_per_task,
+            s.pass_hat_k
+                .map_or("-".into(), |p| format!("{:.2} (k={})", p, s.k)),
+            s.seconds_per_run
+        ));
+    }
+    if let Some(d) = &report.difference {
+        out.push_str(&format!(
+            "\nSuccess difference ({} − {}), paired over tasks: {:+.1} points, 95% CI [{:+.1}, {:+.1}].\n",
+            report.toolsets.get(1).map_or("", |s| s.toolset.as_str()),
+            report.toolsets.first().map_or("", |s| s.toolset.as_str()),
+            d.mean * 100.0,
+            d.low * 100.0,
+            d.high * 100.0
+        ));
+    }
+    if let Some(v) = &report.verdict {
+        out.push_str(&format!("\n**Verdict:** {}\n", v.text));
+    }
+    out.push_str("\n## Failures by kind\n\n| toolset | kind | runs |\n| --- | --- | --- |\n");
+    for s in &report.toolsets {
+        if s.failures.is_empty() {
+            out.push_str(&format!("| {} | none | 0 |\n", s.toolset));
+        }
+        for (kind, n) in &s.failures {
+            out.push_str(&format!("| {} | {kind} | {n} |\n", s.toolset));
+        }
+    }
+    out.push_str("\n## Runs\n\n| toolset | task | run | result | rounds | calls | tokens | answer |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    for r in &report.runs {
+        let result = match r.failure {
+            None => "pass".to_string(),
+            Some(kind) => kind.as_str().to_string(),
+        };
+        let answer: String = r
+            .answer
+            .as_deref()
+            .unwrap_or("")
+            .chars()
+            .take(80)
+            .collect::<String>()
+            .replace(['|', '\n'], " ");
+        out.push_str(&format!(
+            "| {} | {} | {} | {result} | {} | {} | {} | {answer} |\n",
+            r.toolset,
+            r.task,
+            r.index + 1,
+            r.rounds,
+            r.calls.len(),
+            r.tokens()
+        ));
+    }
+    out
+}
+
+/// Two panels: success with CI whiskers, and tokens per task with CI whiskers.
+pub fn svg(report: &Report) -> String {
+    const W: f64 = 720.0;
+    const H: f64 = 320.0;
+    const PANEL_W: f64 = 300.0;
+    const TOP: f64 = 50.0;
+    const PLOT_H: f64 = 200.0;
+    let colors = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759"];
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">{} ({})</text>\n",
+        W / 2.0,
+        escape(&report.suite),
+        escape(&report.model)
+    );
+    let max_tokens = report
+        .toolsets
+        .iter()
+        .map(|s| s.tokens_per_task.high)
+        .fold(1.0_f64, f64::max);
+    for (panel, (title, max)) in [
+        ("success rate (95% CI)", 1.0),
+        ("tokens per task (95% CI)", max_tokens),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let x0 = 60.0 + panel as f64 * (PANEL_W + 60.0);
+        out.push_str(&format!(
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{title}</text>\n<line x1=\"{x0}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/>\n<line x1=\"{x0}\" y1=\"{TOP}\" x2=\"{x0}\" y2=\"{}\" stroke=\"#333\"/>\n",
+            x0 + PANEL_W / 2.0,
+            TOP - 8.0,
+            TOP + PLOT_H,
+            x0 + PANEL_W,
+            TOP + PLOT_H,
+            TOP + PLOT_H
+        ));
+        for tick in 0..=4 {
+            let value = max * f64::from(tick) / 4.0;
+            let y = TOP + PLOT_H - PLOT_H * f64::from(tick) / 4.0;
+            let label = if panel == 0 {
+                format!("{:.0}%", value * 100.0)
+            } else {
+                format!("{value:.0}")
+            };
+            out.push_str(&format!(
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-size=\"10\">{label}</text>\n",
+                x0 - 4.0,
+                y + 3.0
+            ));
+        }
+        let n = report.toolsets.len().max(1) as f64;
+        let slot = PANEL_W / n;
+        for (i, s) in report.toolsets.iter().enumerate() {
+            let e = if panel == 0 {
+                &s.success
+            } else {
+                &s.tokens_per_task
+            };
+            let scale = |v: f64| TOP + PLOT_H - PLOT_H * (v / max).clamp(0.0, 1.0);
+            let bx = x0 + slot * i as f64 + slot * 0.2;
+            let bw = slot * 0.6;
+            let color = colors[i % colors.len()];
+            out.push_str(&format!(
+                "<rect x=\"{bx:.1}\" y=\"{:.1}\" width=\"{bw:.1}\" height=\"{:.1}\" fill=\"{color}\"/>\n",
+                scale(e.mean),
+                TOP + PLOT_H - scale(e.mean)
+            ));
+            let cx = bx + bw / 2.0;
+            out.push_str(&format!(
+                "<line x1=\"{cx:.1}\" y1=\"{:.1}\" x2=\"{cx:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\n<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\n<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\n",
+                scale(e.low),
+                scale(e.high),
+                cx - 6.0,
+                scale(e.low),
+                cx + 6.0,
+                scale(e.low),
+                cx - 6.0,
+                scale(e.high),
+                cx + 6.0,
+                scale(e.high)
+            ));
+            let value = if panel == 0 {
+                format!("{:.0}%", e.mean * 100.0)
+            } else {
+                format!("{:.0}", e.mean)
+            };
+            out.push_str(&format!(
+                "<text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n<text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"10\">{value}</text>\n",
+                TOP + PLOT_H + 16.0,
+                escape(&s.toolset),
+                TOP + PLOT_H + 30.0
+            ));
+        }
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(name: &str, tokens: f64) -> ToolsetSummary {
+        ToolsetSummary {
+            toolset: name.into(),
+            tasks: 20,
+            runs: 60,
+            success: Estimate {
+                mean: 0.5,
+                low: 0.4,
+                high: 0.6,
+            },
+            tokens_per_task: Estimate {
+                mean: tokens,
+                low: tokens * 0.9,
+                high: tokens * 1.1,
+            },
+            input_tokens_per_task: tokens,
+            output_tokens_per_task: 0.0,
+            calls_per_task: 1.0,
+            seconds_per_run: 1.0,
+            pass_hat_k: None,
+            k: 3,
+            failures: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn verdict_rule_table() {
+        let v1 = summary("books-v1", 10_000.0);
+        let d = |mean: f64, low: f64, high: f64| Estimate { mean, low, high };
+        let cases = [
+            (
+                "lower bound above zero is better",
+                summary("books-v2", 10_000.0),
+                d(0.2, 0.05, 0.35),
+                true,
+            ),
+            (
+                "20% fewer tokens and no big loss is better",
+                summary("books-v2", 7_000.0),
+                d(0.0, -0.1, 0.1),
+                true,
+            ),
+            (
+                "exactly 20% fewer counts",
+                summary("books-v2", 8_000.0),
+                d(0.0, -0.15, 0.1),
+                true,
+            ),
+            (
+                "fewer tokens but a possible big loss is not",
+                summary("books-v2", 5_000.0),
+                d(-0.05, -0.2, 0.1),
+                false,
+            ),
+            (
+                "same tokens and an interval over zero is not",
+                summary("books-v2", 9_500.0),
+                d(0.05, -0.05, 0.15),
+                false,
+            ),
+        ];
+        for (name, v2, diff, better) in cases {
+            let verdict = verdict(&v1, &v2, &diff);
+            assert_eq!(verdict.better, better, "{name}: {}", verdict.text);
+        }
+    }
+}

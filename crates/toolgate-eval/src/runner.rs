@@ -1,0 +1,393 @@
+//! The runner: every selected task, `runs` times, for each toolset, with the same model, loop,
+//! round cap and sampling settings, restoring the store before every run.
+//!
+//! Guarantees: each run is appended to `runs.jsonl` and flushed as it finishes, so an
+//! interrupted eval loses at most the run in progress and `resume` continues where it stopped
+//! (a half-written last line is dropped); a resume with different settings is refused;
+//! check SQL is resolved on the initial store before the first run, so a broken check fails
+//! fast.
+
+use std::collections::HashSet;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use toolgate_agent::{Agent, AgentConfig, StopCause};
+use toolgate_books::{BooksStore, Toolset};
+use toolgate_core::canonical::sha256_hex;
+use toolgate_core::trace::MemoryTrace;
+use toolgate_core::{DenyAll, Dispatcher, Principal, Registry};
+use toolgate_llm::Model;
+
+use crate::checks::{self, ResolvedCheck};
+use crate::record::{CallRecord, Ending, RunRecord, classify};
+use crate::suite::{Split, StoreKind, Suite, Task};
+
+/// Everything that defines an eval; a resume must match it exactly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub suite_name: String,
+    /// SHA-256 of the suite file's text.
+    pub suite_digest: String,
+    pub model: String,
+    pub toolsets: Vec<String>,
+    pub runs: usize,
+    pub split: Option<Split>,
+    pub tasks: Vec<String>,
+    pub max_rounds: u32,
+    pub temperature: Option<f32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{dir} already holds an eval; pass --resume to continue it, or choose another --out")]
+    Exists { dir: String },
+    #[error("cannot resume {dir}: it was started with different settings ({differences})")]
+    Mismatch { dir: String, differences: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Store(#[from] toolgate_books::StoreError),
+    #[error("task `{task}`: {source}")]
+    Check {
+        task: String,
+        source: checks::CheckError,
+    },
+    #[error("a tool declaration is invalid: {0}")]
+    Declaration(#[from] toolgate_core::tool::DeclarationError),
+    #[error(transparent)]
+    Registry(#[from] toolgate_core::registry::RegistryError),
+}
+
+/// Progress as runs finish.
+#[derive(Debug, Clone)]
+pub struct ProgressUpdate<'a> {
+    pub done: usize,
+    pub total: usize,
+    pub record: &'a RunRecord,
+    pub elapsed_seconds: f64,
+    /// Runs finished in this session (not counting resumed ones), for the ETA.
+    pub finished_here: usize,
+}
+
+pub type ProgressFn = Box<dyn Fn(&ProgressUpdate<'_>) + Send + Sync>;
+
+pub struct Runner {
+    pub suite: Suite,
+    pub suite_text: String,
+    pub toolsets: Vec<Toolset>,
+    pub runs: usize,
+    pub split: Option<Split>,
+    pub task_ids: Option<Vec<String>>,
+    pub max_rounds: u32,
+    pub temperature: Option<f32>,
+    pub out_dir: PathBuf,
+    pub resume: bool,
+    /// Set to stop after the run in progress (Ctrl-C, or a test simulating a kill).
+    pub stop: Arc<AtomicBool>,
+}
+
+pub const RUNS_FILE: &str = "runs.jsonl";
+pub const PLAN_FILE: &str = "plan.json";
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> RunnerError + '_ {
+    move |source| RunnerError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+impl Runner {
+    pub fn plan(&self, model: &str, tasks: &[&Task]) -> Plan {
+        Plan {
+            suite_name: self.suite.suite.name.clone(),
+            suite_digest: sha256_hex(self.suite_text.as_bytes()),
+            model: model.to_string(),
+            toolsets: self.toolsets.iter().map(|t| t.name().to_string()).collect(),
+            runs: self.runs,
+            split: self.split,
+            tasks: tasks.iter().map(|t| t.id.clone()).collect(),
+            max_rounds: self.max_rounds,
+            temperature: self.temperature,
+        }
+    }
+
+    /// Runs what is not done yet; returns every record of the eval (resumed ones included).
+    pub async fn run(
+        &self,
+        model: Arc<dyn Model>,
+        progress: Option<ProgressFn>,
+    ) -> Result<Vec<RunRecord>, RunnerError> {
+        if self.runs == 0 {
+            return Err(RunnerError::Usage("--runs must be at least 1".into()));
+        }
+        if self.toolsets.is_empty() {
+            return Err(RunnerError::Usage("name at least one --toolset".into()));
+        }
+        let StoreKind::Books = self.suite.suite.store;
+        let tasks = self
+            .suite
+            .select(self.split, self.task_ids.as_deref())
+            .map_err(RunnerError::Usage)?;
+        if tasks.is_empty() {
+            return Err(RunnerError::Usage(
+                "no task matches the split and task filters".into(),
+            ));
+        }
+        let plan = self.plan(&model.name(), &tasks);
+        let mut records = self.prepare_dir(&plan)?;
+        let store = BooksStore::open_or_init(&self.out_dir.join("store.sqlite"))?;
+        store.reset()?;
+        let resolved = resolve_checks(&store, &tasks)?;
+
+        let done: HashSet<(String, String, usize)> = records.iter().map(RunRecord::key).collect();
+        let total = self.toolsets.len() * tasks.len() * self.runs;
+        let runs_path = self.out_dir.join(RUNS_FILE);
+        let mut out = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&runs_path)
+            .map_err(io(&runs_path))?;
+        let started = Instant::now();
+        let mut finished_here = 0;
+        // Toolset-major order: runs of one toolset share the prompt prefix (system + tools),
+        // which a local model's cache reuses.
+        for toolset in &self.toolsets {
+            for (task, checks) in tasks.iter().zip(&resolved) {
+                for index in 0..self.runs {
+                    if done.contains(&(toolset.name().to_string(), task.id.clone(), index)) {
+                        continue;
+                    }
+                    if self.stop.load(Ordering::SeqCst) {
+                        return Ok(records);
+                    }
+                    store.reset()?;
+                    let record = self
+                        .run_one(&store, *toolset, task, checks, index, Arc::clone(&model))
+                        .await?;
+                    let line = serde_json::to_string(&record).unwrap_or_default();
+                    writeln!(out, "{line}")
+                        .and_then(|()| out.flush())
+                        .map_err(io(&runs_path))?;
+                    finished_here += 1;
+                    records.push(record);
+                    if let (Some(report), Some(last)) = (&progress, records.last()) {
+                        report(&ProgressUpdate {
+                            done: records.len(),
+                            total,
+                            record: last,
+                            elapsed_seconds: started.elapsed().as_secs_f64(),
+                            finished_here,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(records)
+    }
+
+    /// Creates the run directory, or checks a resumed one; returns the records already there.
+    fn prepare_dir(&self, plan: &Plan) -> Result<Vec<RunRecord>, RunnerError> {
+        let plan_path = self.out_dir.join(PLAN_FILE);
+        let runs_path = self.out_dir.join(RUNS_FILE);
+        if plan_path.exists() {
+            if !self.resume {
+                return Err(RunnerError::Exists {
+                    dir: self.out_dir.display().to_string(),
+                });
+            }
+            let text = std::fs::read_to_string(&plan_path).map_err(io(&plan_path))?;
+            let earlier: Plan = serde_json::from_str(&text)
+                .map_err(|e| RunnerError::Usage(format!("{}: {e}", plan_path.display())))?;
+            let differences = plan_differences(&earlier, plan);
+            if !differences.is_empty() {
+                return Err(RunnerError::Mismatch {
+                    dir: self.out_dir.display().to_string(),
+                    differences: differences.join(", "),
+                });
+            }
+            return load_records(&runs_path);
+        }
+        std::fs::create_dir_all(&self.out_dir).map_err(io(&self.out_dir))?;
+        let text = serde_json::to_string_pretty(plan).unwrap_or_default();
+        std::fs::write(&plan_path, text).map_err(io(&plan_path))?;
+        Ok(Vec::new())
+    }
+
+    async fn run_one(
+        &self,
+        store: &BooksStore,
+        toolset: Toolset,
+        task: &Task,
+        checks: &[ResolvedCheck],
+        index: usize,
+        model: Arc<dyn Model>,
+    ) -> Result<RunRecord, RunnerError> {
+        let registry = Arc::new(Registry::new(toolset.tools(store)?)?);
+        let names: Vec<String> = registry.names().map(str::to_string).collect();
+        let principal =
+            Principal::local("eval", &[]).with_catalogue(names.iter().map(String::as_str));
+        let trace = Arc::new(MemoryTrace::default());
+        let dispatcher = Dispatcher::new(registry)
+            .with_approver(Arc::new(DenyAll))
+            .with_trace(trace.clone());
+        let agent = Agent::new(model, Arc::new(dispatcher), principal)
+            .with_config(AgentConfig {
+                max_rounds: self.max_rounds,
+                temperature: self.temperature,
+                ..AgentConfig::default()
+            })
+            .with_trace(trace);
+        let run_id = format!("{}/{}/{}", toolset.name(), task.id, index);
+        let started = Instant::now();
+        let result = agent.ask(&run_id, &task.prompt).await;
+        let seconds = started.elapsed().as_secs_f64();
+        let calls: Vec<CallRecord> = result
+            .calls
+            .iter()
+            .zip(tool_results(&result.transcript))
+            .map(|(c, text)| CallRecord {
+                round: c.round,
+                tool: c.tool.clone(),
+                arguments: c.arguments.clone(),
+                is_error: c.is_error,
+                error: c.error.clone(),
+                result: bounded(&text, 1500),
+            })
+            .collect();
+        let outcomes = store
+            .with_conn(|conn| {
+                checks
+                    .iter()
+                    .map(|check| checks::judge(check, conn, result.answer.as_deref()))
+                    .collect::<Vec<_>>()
+            })
+            .map_err(|e| RunnerError::Usage(e.to_string()))?;
+        let (ending, ending_detail) = match &result.stop {
+            StopCause::FinalAnswer => (Ending::FinalAnswer, String::new()),
+            StopCause::RoundCap { .. } => (Ending::RoundCap, result.stop.describe()),
+            StopCause::TokenBudget { .. } => (Ending::TokenBudget, result.stop.describe()),
+            StopCause::ModelError { .. } => (Ending::ModelError, result.stop.describe()),
+        };
+        let failure = classify(ending, &calls, &outcomes);
+        Ok(RunRecord {
+            toolset: toolset.name().into(),
+            task: task.id.clone(),
+            category: task.category.clone(),
+            split: task.split,
+            index,
+            success: failure.is_none(),
+            failure,
+            checks: outcomes,
+            answer: result.answer.clone(),
+            ending,
+            ending_detail,
+            rounds: result.rounds,
+            input_tokens: result.usage.input_tokens,
+            output_tokens: result.usage.output_tokens,
+            cached_input_tokens: result.usage.cached_input_tokens,
+            calls,
+            seconds,
+        })
+    }
+}
+
+/// The tool results of a transcript, in call order.
+fn tool_results(transcript: &[toolgate_llm::Message]) -> Vec<String> {
+    transcript
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            toolgate_llm::ContentBlock::ToolResult(r) => Some(r.content.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn bounded(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        format!(
+            "{}… ({} chars)",
+            text.chars().take(max).collect::<String>(),
+            text.chars().count()
+        )
+    }
+}
+
+fn resolve_checks(
+    store: &BooksStore,
+    tasks: &[&Task],
+) -> Result<Vec<Vec<ResolvedCheck>>, RunnerError> {
+    tasks
+        .iter()
+        .map(|task| {
+            store
+                .with_conn(|conn| {
+                    task.checks
+                        .iter()
+                        .map(|c| checks::resolve(c, conn))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(|e| RunnerError::Usage(e.to_string()))?
+                .map_err(|source| RunnerError::Check {
+                    task: task.id.clone(),
+                    source,
+                })
+        })
+        .collect()
+}
+
+fn plan_differences(a: &Plan, b: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut differ = |name: &str, same: bool| {
+        if !same {
+            out.push(name.to_string());
+        }
+    };
+    differ("suite file", a.suite_digest == b.suite_digest);
+    differ("model", a.model == b.model);
+    differ("toolsets", a.toolsets == b.toolsets);
+    differ("runs", a.runs == b.runs);
+    differ("split", a.split == b.split);
+    differ("tasks", a.tasks == b.tasks);
+    differ("max rounds", a.max_rounds == b.max_rounds);
+    differ("temperature", a.temperature == b.temperature);
+    out
+}
+
+/// Reads the records of a run directory; a last line cut off by a kill is dropped (and removed
+/// from the file, so appends start on a fresh line).
+pub fn load_records(runs_path: &Path) -> Result<Vec<RunRecord>, RunnerError> {
+    if !runs_path.exists() {
+        return Ok(Vec::new());
+    }
+    let text = std::fs::read_to_string(runs_path).map_err(io(runs_path))?;
+    let complete_len = if text.ends_with('\n') || text.is_empty() {
+        text.len()
+    } else {
+        text.rfind('\n').map_or(0, |i| i + 1)
+    };
+    if complete_len < text.len() {
+        std::fs::write(runs_path, &text[..complete_len]).map_err(io(runs_path))?;
+    }
+    text[..complete_len]
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str(l).map_err(|e| {
+                RunnerError::Usage(format!("{}: unreadable record: {e}", runs_path.display()))
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,456 @@
+//! Full-text search over titles and bodies: BM25-ranked (FTS5 `bm25()`, titles weighted above
+//! bodies), each hit a bounded snippet rather than the whole note.
+//!
+//! Guarantees: no user text can produce an FTS5 syntax error or reach FTS5 as an operator:
+//! [`fts_query`] keeps only words and quotes each one, so `"`, `*`, `-`, `:`, `^`, `(`, `NEAR`,
+//! `AND`, `OR` and `NOT` are searched as plain text or dropped; every word must match, and only
+//! when no note has them all does the search fall back to any word (and says so); a hit never
+//! carries more than a title cut to [`TITLE_MAX_CHARS`] and a snippet of at most a few dozen
+//! tokens; text of untrusted notes (clips, anything flagged untrusted) is returned only in the
+//! untrusted list, never in the content; truncation is loud (`total_matches`, `next_offset`,
+//! a note saying how to get more); ties rank newer notes first, so paging is deterministic.
+
+use rusqlite::{Connection, params};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolgate_core::idempotency::store_error;
+use toolgate_core::{ToolError, ToolOutput, UntrustedText};
+
+use crate::rows::{self, Kind, NoteRow};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseFormat {
+    #[default]
+    Concise,
+    Detailed,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchArgs {
+    /// Words to look for in titles and bodies, e.g. "design team budget". Plain words only: quotes, *, -, : and words such as NEAR or OR are searched as ordinary text.
+    #[schemars(length(min = 1, max = 200))]
+    pub query: String,
+    /// Only notes of this kind, e.g. "meeting"; default any kind.
+    pub kind: Option<Kind>,
+    /// How many notes to return, 1-20; default 5.
+    #[schemars(range(min = 1, max = 20))]
+    pub limit: Option<u32>,
+    /// How many matching notes to skip (for the next page); default 0.
+    #[schemars(range(min = 0, max = 10000))]
+    pub offset: Option<u32>,
+    /// "concise" (default): id, title, date, notebook, kind and a short snippet. "detailed": also tags, due date, source URL and a longer snippet. Neither returns whole notes.
+    pub response_format: Option<ResponseFormat>,
+}
+
+impl SearchArgs {
+    /// A concise first page for `query`.
+    pub fn query(query: &str) -> Self {
+        SearchArgs {
+            query: query.into(),
+            kind: None,
+            limit: None,
+            offset: None,
+            response_format: None,
+        }
+    }
+}
+
+pub const DEFAULT_LIMIT: u32 = 5;
+/// Titles in hits are cut to this many characters.
+pub const TITLE_MAX_CHARS: usize = 100;
+/// FTS5 tokens in a concise snippet (about 25-35 model tokens).
+pub const CONCISE_SNIPPET_TOKENS: u32 = 20;
+/// FTS5 tokens in a detailed snippet.
+pub const DETAILED_SNIPPET_TOKENS: u32 = 40;
+/// Words of a query that are searched; the rest are dropped (and the result says so).
+pub const MAX_TERMS: usize = 12;
+/// Title columns count this many times as much as body columns in the ranking.
+const TITLE_WEIGHT: f64 = 8.0;
+
+/// Words too common to narrow a search; dropped from a query that has other words.
+const STOPWORDS: &[&str] = &[
+    "a", "about", "all", "an", "and", "any", "are", "as", "at", "be", "by", "did", "do", "does",
+    "for", "from", "had", "has", "have", "how", "i", "in", "is", "it", "its", "me", "my", "not",
+    "of", "on", "or", "our", "the", "their", "them", "there", "this", "to", "was", "we", "were",
+    "what", "when", "where", "which", "who", "why", "with", "you", "your",
+];
+
+/// A query made safe for FTS5 MATCH.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FtsQuery {
+    /// The words searched, lower-case, in order, without duplicates.
+    pub terms: Vec<String>,
+    /// Words of the query that were not searched (common words, or past [`MAX_TERMS`]).
+    pub dropped: Vec<String>,
+}
+
+impl FtsQuery {
+    /// Every word must match.
+    pub fn all_words(&self) -> Option<String> {
+        (!self.terms.is_empty()).then(|| self.quoted().join(" AND "))
+    }
+
+    /// Any word may match (BM25 still ranks notes with more of them first).
+    pub fn any_word(&self) -> Option<String> {
+        (!self.terms.is_empty()).then(|| self.quoted().join(" OR "))
+    }
+
+    fn quoted(&self) -> Vec<String> {
+        self.terms
+            .iter()
+            .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+            .collect()
+    }
+}
+
+/// Turns user text into FTS5 terms: words are runs of letters and digits (everything else
+/// separates them, as FTS5's own tokenizer does), lower-cased, deduplicated; common words are
+/// dropped unless nothing else is left; each term is later quoted, so it is never an operator.
+pub fn fts_query(text: &str) -> FtsQuery {
+    let mut words: Vec<String> = Vec::new();
+    for word in text.split(|c: char| !c.is_alphanumeric()) {
+        let word = word.to_lowercase();
+        if !word.is_empty() && !words.contains(&word) {
+            words.push(word);
+        }
+    }
+    let has_content_word = words.iter().any(|w| !STOPWORDS.contains(&w.as_str()));
+    let mut terms = Vec::new();
+    let mut dropped = Vec::new();
+    for word in words {
+        if (has_content_word && STOPWORDS.contains(&word.as_str())) || terms.len() >= MAX_TERMS {
+            dropped.push(word);
+        } else {
+            terms.push(word);
+        }
+    }
+    FtsQuery { terms, dropped }
+}
+
+/// Cuts `text` to at most `max` characters, marking the cut with an ellipsis.
+pub fn cut_chars(text: &str, max: usize) -> String {
+    let text = text.trim();
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(max.saturating_sub(1)).collect();
+    format!("{}…", kept.trim_end())
+}
+
+/// Snippets cross line breaks; a model reads them better as one line.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+struct Page {
+    ids: Vec<i64>,
+    total: i64,
+}
+
+fn page(
+    conn: &Connection,
+    expr: &str,
+    kind: Option<Kind>,
+    limit: u32,
+    offset: u32,
+) -> Result<Page, ToolError> {
+    let kind = kind.map(Kind::as_str);
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "WITH matched AS MATERIALIZED (
+                 SELECT rowid AS id, bm25(notes_fts, {TITLE_WEIGHT:.1}, 1.0) AS score
+                 FROM notes_fts WHERE notes_fts MATCH ?1
+             )
+             SELECT m.id, count(*) OVER () FROM matched m JOIN notes n ON n.id = m.id
+             WHERE ?2 IS NULL OR n.kind = ?2
+             ORDER BY m.score, n.created DESC, m.id DESC
+             LIMIT ?3 OFFSET ?4"
+        ))
+        .map_err(search_error)?;
+    let rows = stmt
+        .query_map(params![expr, kind, limit, offset], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+        })
+        .map_err(search_error)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(search_error)?;
+    let total = match rows.first() {
+        Some((_, total)) => *total,
+        None if offset > 0 => conn
+            .query_row(
+                "SELECT count(*) FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid
+                 WHERE notes_fts MATCH ?1 AND (?2 IS NULL OR n.kind = ?2)",
+                params![expr, kind],
+                |r| r.get(0),
+            )
+            .map_err(search_error)?,
+        None => 0,
+    };
+    Ok(Page {
+        ids: rows.into_iter().map(|(id, _)| id).collect(),
+        total,
+    })
+}
+
+/// A failed MATCH is our bug (the query is built to be valid), never the caller's.
+fn search_error(e: rusqlite::Error) -> ToolError {
+    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::Unknown) && e.to_string().contains("fts5")
+    {
+        ToolError::internal("the search index refused a query it should have accepted")
+    } else {
+        store_error(e)
+    }
+}
+
+fn snippet(conn: &Connection, expr: &str, id: i64, tokens: u32) -> Result<String, ToolError> {
+    conn.query_row(
+        "SELECT snippet(notes_fts, 1, '', '', '…', ?3) FROM notes_fts
+         WHERE notes_fts MATCH ?1 AND rowid = ?2",
+        params![expr, id, tokens],
+        |r| r.get::<_, Option<String>>(0),
+    )
+    .map(|s| one_line(&s.unwrap_or_default()))
+    .map_err(search_error)
+}
+
+fn hit(
+    note: &NoteRow,
+    snippet_text: String,
+    format: ResponseFormat,
+    untrusted: &mut Vec<UntrustedText>,
+    sources: &mut Vec<String>,
+) -> Value {
+    let mut v = json!({
+        "id": note.id,
+        "title": cut_chars(&note.title, TITLE_MAX_CHARS),
+        "date": note.created,
+        "notebook": note.notebook,
+        "kind": note.kind.as_str(),
+    });
+    if let Some(due) = &note.due {
+        v["due"] = json!(due);
+    }
+    if let Some(done) = note.done {
+        v["done"] = json!(done);
+    }
+    if format == ResponseFormat::Detailed {
+        v["tags"] = json!(note.tags());
+        if let Some(meeting) = note.meeting_id {
+            v["meeting_id"] = json!(meeting);
+        }
+        if let Some(url) = &note.source_url {
+            v["source_url"] = json!(url);
+        }
+    }
+    if note.untrusted {
+        // The title and the text came from outside: neither goes into the content.
+        let source = note.untrusted_source();
+        if let Some(map) = v.as_object_mut() {
+            map.remove("title");
+        }
+        v["untrusted"] = json!(true);
+        v["text"] = json!(format!("see untrusted_content for note {}", note.id));
+        untrusted.push(UntrustedText {
+            source,
+            text: format!(
+                "{} — {snippet_text}",
+                cut_chars(&note.title, TITLE_MAX_CHARS)
+            ),
+        });
+        if let Some(url) = &note.source_url {
+            sources.push(url.clone());
+        }
+    } else {
+        v["snippet"] = json!(snippet_text);
+    }
+    v
+}
+
+/// Runs one search; see the module documentation.
+pub fn run_search(conn: &Connection, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
+    let query = fts_query(&args.query);
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, 20);
+    let offset = args.offset.unwrap_or(0);
+    let format = args.response_format.unwrap_or_default();
+    let (Some(all), Some(any)) = (query.all_words(), query.any_word()) else {
+        return Ok(ToolOutput::new(json!({
+            "total_matches": 0,
+            "offset": offset,
+            "hits": [],
+            "note": "the query has no words to search for; use words that appear in the notes, e.g. \"design team budget\"",
+        })));
+    };
+    let mut expr = all;
+    let mut mode = "all_words";
+    let mut found = page(conn, &expr, args.kind, limit, offset)?;
+    if found.total == 0 && query.terms.len() > 1 {
+        expr = any;
+        mode = "any_word";
+        found = page(conn, &expr, args.kind, limit, offset)?;
+    }
+    let tokens = match format {
+        ResponseFormat::Concise => CONCISE_SNIPPET_TOKENS,
+        ResponseFormat::Detailed => DETAILED_SNIPPET_TOKENS,
+    };
+    let mut untrusted = Vec::new();
+    let mut sources = Vec::new();
+    let mut hits = Vec::with_capacity(found.ids.len());
+    for id in &found.ids {
+        let Some(note) = rows::by_id(conn, *id)? else {
+            continue;
+        };
+        let text = snippet(conn, &expr, *id, tokens)?;
+        hits.push(hit(&note, text, format, &mut untrusted, &mut sources));
+    }
+    let total = found.total;
+    let shown_to = i64::from(offset) + hits.len() as i64;
+    let mut content = json!({
+        "match": mode,
+        "total_matches": total,
+        "offset": offset,
+        "hits": hits,
+    });
+    let mut notes: Vec<String> = Vec::new();
+    if mode == "any_word" && total > 0 {
+        notes.push(format!(
+            "no note contains every word of \"{}\"; these contain some of them, best first",
+            query.terms.join(" ")
+        ));
+    }
+    if shown_to < total {
+        content["next_offset"] = json!(shown_to);
+        notes.push(format!(
+            "showing {} of {total} matches; {} more: call again with offset {shown_to}, or add words to narrow",
+            hits.len(),
+            total - shown_to
+        ));
+    } else if total == 0 {
+        let filter = if args.kind.is_some() {
+            ", or drop the kind filter"
+        } else {
+            ""
+        };
+        notes.push(format!(
+            "no note matches \"{}\"; try fewer or different words (a person, project or place), or check the spelling{filter}",
+            query.terms.join(" ")
+        ));
+    } else if offset > 0 && hits.is_empty() {
+        notes.push(format!(
+            "offset {offset} is past the last of {total} matches; start again at offset 0"
+        ));
+    }
+    if !query.dropped.is_empty() {
+        notes.push(format!(
+            "not searched: {} (too common, or past {MAX_TERMS} words)",
+            query.dropped.join(", ")
+        ));
+    }
+    if !notes.is_empty() {
+        content["note"] = json!(notes.join("; "));
+    }
+    Ok(ToolOutput {
+        content,
+        untrusted,
+        sources,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fts_query_table_prevents_syntax_errors_and_operator_injection() {
+        // (case, input, terms searched, all-words expression)
+        let cases: [(&str, &str, &[&str], Option<&str>); 10] = [
+            (
+                "plain words are ANDed",
+                "design team budget",
+                &["design", "team", "budget"],
+                Some(r#""design" AND "team" AND "budget""#),
+            ),
+            (
+                "a double quote cannot open a phrase",
+                r#"budget "settled"#,
+                &["budget", "settled"],
+                Some(r#""budget" AND "settled""#),
+            ),
+            (
+                "a star cannot make a prefix query",
+                "budg*",
+                &["budg"],
+                Some(r#""budg""#),
+            ),
+            (
+                "NEAR and OR are searched as words",
+                "design NEAR budget OR x",
+                &["design", "near", "budget", "x"],
+                Some(r#""design" AND "near" AND "budget" AND "x""#),
+            ),
+            (
+                "a minus cannot exclude and a colon cannot pick a column",
+                "-title:budget",
+                &["title", "budget"],
+                Some(r#""title" AND "budget""#),
+            ),
+            (
+                "punctuation alone searches nothing",
+                r#""*-:^()"#,
+                &[],
+                None,
+            ),
+            (
+                "common words are dropped when other words remain",
+                "What budget did we settle on?",
+                &["budget", "settle"],
+                Some(r#""budget" AND "settle""#),
+            ),
+            (
+                "common words are kept when nothing else is left",
+                "the",
+                &["the"],
+                Some(r#""the""#),
+            ),
+            (
+                "repeated words are searched once, case-insensitively",
+                "Budget budget BUDGET",
+                &["budget"],
+                Some(r#""budget""#),
+            ),
+            (
+                "non-ASCII letters are words",
+                "café Zürich",
+                &["café", "zürich"],
+                Some(r#""café" AND "zürich""#),
+            ),
+        ];
+        for (name, input, terms, all) in cases {
+            let q = fts_query(input);
+            assert_eq!(q.terms, terms, "{name}");
+            assert_eq!(q.all_words().as_deref(), all, "{name}");
+        }
+    }
+
+    #[test]
+    fn long_queries_are_capped_and_say_what_was_dropped() {
+        let text: Vec<String> = (0..20).map(|i| format!("w{i}")).collect();
+        let q = fts_query(&text.join(" "));
+        assert_eq!(q.terms.len(), MAX_TERMS);
+        assert_eq!(q.dropped.len(), 20 - MAX_TERMS);
+    }
+
+    #[test]
+    fn cut_chars_table_keeps_short_text_and_marks_cuts() {
+        for (text, max, want) in [
+            ("short", 10, "short"),
+            ("  padded  ", 10, "padded"),
+            ("abcdefghij", 5, "abcd…"),
+            ("ééééé", 3, "éé…"),
+        ] {
+            assert_eq!(cut_chars(text, max), want, "{text}");
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! The notes store: one SQLite file (WAL) holding the notes, a full-text index over their
+//! titles and bodies, the idempotency receipts of writes, and the log of undone writes.
+//!
+//! Guarantees: `init` and `init_sample` refuse to overwrite an existing file and leave no half
+//! file when they fail; `open` refuses a file that is not a toolgate notes database (a books
+//! database included); the FTS5 index follows every insert, update and delete of a note through
+//! triggers, so no code path can forget it; note ids are never reused (AUTOINCREMENT), so an
+//! undo handle naming a note can never hit a different note; `reset` restores the state the
+//! file was created with (empty, or the bundled notebook) in one transaction, so a failure
+//! leaves the previous state.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, params};
+use toolgate_core::idempotency;
+use toolgate_core::{ToolError, ToolOutput};
+
+use crate::rows::{self, NewNote};
+use crate::sample::{self, SampleError};
+use crate::search::{self, SearchArgs};
+
+const SCHEMA_VERSION: &str = "1";
+/// Tells a notes database from any other toolgate database (they share `toolgate_meta`).
+const STORE_NAME: &str = "notes";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "{path} already exists; use `toolgate notes reset --db {path}` to restore it, or choose another path"
+    )]
+    AlreadyExists { path: String },
+    #[error("{path} does not exist; create it with `toolgate notes init --db {path}`")]
+    Missing { path: String },
+    #[error(
+        "{path} is not a toolgate notes database (no toolgate_meta saying store = {STORE_NAME}, schema version {SCHEMA_VERSION})"
+    )]
+    NotANotesDatabase { path: String },
+    #[error("cannot create the folder for {path}: {source}")]
+    Folder {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("SQLite error on {path}: {source}")]
+    Sqlite {
+        path: String,
+        source: rusqlite::Error,
+    },
+    #[error("the notes store {path} is unavailable after an earlier failure; open it again")]
+    Poisoned { path: String },
+    #[error(transparent)]
+    Sample(#[from] SampleError),
+}
+
+/// What a database was created with, and so what `reset` restores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contents {
+    /// No notes.
+    Empty,
+    /// The bundled notebook plus [`SAMPLE_GENERATED`] generated notes.
+    Sample,
+}
+
+impl Contents {
+    fn as_str(self) -> &'static str {
+        match self {
+            Contents::Empty => "empty",
+            Contents::Sample => "sample",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Contents> {
+        [Contents::Empty, Contents::Sample]
+            .into_iter()
+            .find(|c| c.as_str() == text)
+    }
+
+    /// The notes a database with these contents starts with, in insertion (id) order.
+    pub fn notes(self) -> Result<Vec<NewNote>, SampleError> {
+        match self {
+            Contents::Empty => Ok(Vec::new()),
+            Contents::Sample => {
+                let mut notes = sample::sample_notes()?;
+                notes.extend(sample::generate_notes(SAMPLE_GENERATED, SAMPLE_SEED));
+                Ok(notes)
+            }
+        }
+    }
+}
+
+/// How many generated filler notes the sample database holds beside the bundled notebook.
+pub const SAMPLE_GENERATED: usize = 300;
+/// The generator seed of the sample database (fixed, so every sample database is identical).
+pub const SAMPLE_SEED: u64 = 20_251_202;
+
+/// A handle on one notes database; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct NotesStore {
+    path: PathBuf,
+    conn: Arc<Mutex<Connection>>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE notes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    title TEXT NOT NULL,
+    body TEXT NOT NULL,
+    notebook TEXT NOT NULL,
+    tags TEXT NOT NULL DEFAULT '',
+    due TEXT CHECK (due IS NULL OR due GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]'),
+    created TEXT NOT NULL CHECK (created GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]'),
+    kind TEXT NOT NULL CHECK (kind IN ('note', 'todo', 'meeting', 'clip')),
+    source_url TEXT,
+    untrusted INTEGER NOT NULL CHECK (untrusted IN (0, 1)),
+    done INTEGER CHECK (done IN (0, 1)),
+    meeting_id INTEGER,
+    CHECK ((kind = 'todo') = (done IS NOT NULL)),
+    CHECK (kind <> 'clip' OR untrusted = 1)
+);
+CREATE INDEX notes_by_meeting ON notes (meeting_id) WHERE meeting_id IS NOT NULL;
+CREATE VIRTUAL TABLE notes_fts USING fts5(
+    title, body, content = 'notes', content_rowid = 'id',
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER notes_fts_insert AFTER INSERT ON notes BEGIN
+    INSERT INTO notes_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
+END;
+CREATE TRIGGER notes_fts_delete AFTER DELETE ON notes BEGIN
+    INSERT INTO notes_fts (notes_fts, rowid, title, body)
+    VALUES ('delete', old.id, old.title, old.body);
+END;
+CREATE TRIGGER notes_fts_update AFTER UPDATE OF title, body ON notes BEGIN
+    INSERT INTO notes_fts (notes_fts, rowid, title, body)
+    VALUES ('delete', old.id, old.title, old.body);
+    INSERT INTO notes_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
+END;
+CREATE TABLE notes_undone (receipt_key TEXT PRIMARY KEY, undone_at INTEGER NOT NULL);
+CREATE TABLE toolgate_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+";
+
+impl NotesStore {
+    /// Creates a new, empty notes database at `path`.
+    pub fn init(path: &Path) -> Result<Self, StoreError> {
+        Self::create(path, Contents::Empty)
+    }
+
+    /// Creates a new notes database at `path` holding the bundled sample notebook and
+    /// [`SAMPLE_GENERATED`] generated notes (the same every time).
+    pub fn init_sample(path: &Path) -> Result<Self, StoreError> {
+        Self::create(path, Contents::Sample)
+    }
+
+    fn create(path: &Path, contents: Contents) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        if path.exists() {
+            return Err(StoreError::AlreadyExists { path: shown });
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| StoreError::Folder {
+                path: shown.clone(),
+                source,
+            })?;
+        }
+        let notes = contents.notes()?;
+        // Build under a temporary name and rename, so a failed init leaves no half file.
+        let partial = path.with_extension("partial");
+        let _ = std::fs::remove_file(&partial);
+        let sql = |source| StoreError::Sqlite {
+            path: shown.clone(),
+            source,
+        };
+        let built = (|| {
+            let mut conn = Connection::open(&partial).map_err(sql)?;
+            conn.execute_batch(SCHEMA).map_err(sql)?;
+            idempotency::install(&conn).map_err(sql)?;
+            let tx = conn.transaction().map_err(sql)?;
+            tx.execute(
+                "INSERT INTO toolgate_meta (key, value)
+                 VALUES ('store', ?1), ('schema_version', ?2), ('contents', ?3)",
+                params![STORE_NAME, SCHEMA_VERSION, contents.as_str()],
+            )
+            .map_err(sql)?;
+            for note in &notes {
+                rows::insert(&tx, note).map_err(sql)?;
+            }
+            tx.commit().map_err(sql)
+        })();
+        if let Err(e) = built {
+            let _ = std::fs::remove_file(&partial);
+            return Err(e);
+        }
+        std::fs::rename(&partial, path).map_err(|source| StoreError::Folder {
+            path: shown.clone(),
+            source,
+        })?;
+        Self::open(path)
+    }
+
+    /// Opens an existing notes database.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        if !path.exists() {
+            return Err(StoreError::Missing { path: shown });
+        }
+        let sql = |source| StoreError::Sqlite {
+            path: shown.clone(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(sql)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
+        let meta = |key: &str| -> Option<String> {
+            conn.query_row(
+                "SELECT value FROM toolgate_meta WHERE key = ?1",
+                params![key],
+                |r| r.get(0),
+            )
+            .ok()
+        };
+        if meta("store").as_deref() != Some(STORE_NAME)
+            || meta("schema_version").as_deref() != Some(SCHEMA_VERSION)
+        {
+            return Err(StoreError::NotANotesDatabase { path: shown });
+        }
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql)?;
+        idempotency::install(&conn).map_err(sql)?;
+        Ok(NotesStore {
+            path: path.to_path_buf(),
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// Opens `path`, creating it with the sample notebook first if it does not exist.
+    pub fn open_or_init_sample(path: &Path) -> Result<Self, StoreError> {
+        if path.exists() {
+            Self::open(path)
+        } else {
+            Self::init_sample(path)
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn sql_error(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        move |source| StoreError::Sqlite {
+            path: self.path.display().to_string(),
+            source,
+        }
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Connection>, StoreError> {
+        self.conn.lock().map_err(|_| StoreError::Poisoned {
+            path: self.path.display().to_string(),
+        })
+    }
+
+    /// What the database was created with (and what [`Self::reset`] restores).
+    pub fn contents(&self) -> Result<Contents, StoreError> {
+        let conn = self.lock()?;
+        let text: String = conn
+            .query_row(
+                "SELECT value FROM toolgate_meta WHERE key = 'contents'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(self.sql_error())?;
+        Contents::parse(&text).ok_or_else(|| StoreError::NotANotesDatabase {
+            path: self.path.display().to_string(),
+        })
+    }
+
+    /// Restores the initial state in one transaction: the notes the file was created with
+    /// (ids from 1 again), no receipts, nothing undone.
+    pub fn reset(&self) -> Result<(), StoreError> {
+        let notes = self.contents()?.notes()?;
+        let sql = self.sql_error();
+        let mut conn = self.lock()?;
+        let tx = conn.transaction().map_err(&sql)?;
+        tx.execute_batch(
+            "DELETE FROM notes;
+             DELETE FROM sqlite_sequence WHERE name = 'notes';
+             DELETE FROM tool_receipts;
+             DELETE FROM notes_undone;",
+        )
+        .map_err(&sql)?;
+        for note in &notes {
+            rows::insert(&tx, note).map_err(&sql)?;
+        }
+        tx.commit().map_err(&sql)
+    }
+
+    /// Inserts `notes` in one transaction; returns their ids in order.
+    pub fn insert_notes(&self, notes: &[NewNote]) -> Result<Vec<i64>, StoreError> {
+        let sql = self.sql_error();
+        let mut conn = self.lock()?;
+        let tx = conn.transaction().map_err(&sql)?;
+        let mut ids = Vec::with_capacity(notes.len());
+        for note in notes {
+            ids.push(rows::insert(&tx, note).map_err(&sql)?);
+        }
+        tx.commit().map_err(&sql)?;
+        Ok(ids)
+    }
+
+    /// Runs `notes_search` directly on this thread (what the tool's handler runs, without the
+    /// dispatcher), for commands and benchmarks.
+    pub fn search(&self, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
+        self.with_conn(|conn| search::run_search(conn, args))?
+    }
+
+    /// Runs `work` on the connection on a blocking thread (SQLite calls block).
+    pub async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,
+    ) -> Result<T, ToolError> {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().map_err(|_| {
+                ToolError::internal("the notes store is unavailable after an earlier failure")
+            })?;
+            work(&mut guard)
+        })
+        .await
+        .map_err(|_| ToolError::internal("the notes store task failed"))?
+    }
+
+    /// Runs `work` on the connection on this thread (for commands and tests).
+    pub fn with_conn<T>(&self, work: impl FnOnce(&mut Connection) -> T) -> Result<T, ToolError> {
+        let mut guard = self.conn.lock().map_err(|_| {
+            ToolError::internal("the notes store is unavailable after an earlier failure")
+        })?;
+        Ok(work(&mut guard))
+    }
+}

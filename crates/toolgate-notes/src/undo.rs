@@ -1,0 +1,282 @@
+//! Undo: reverting the most recent undoable writes, newest first.
+//!
+//! Every undoable write records an [`UndoHandle`] in its idempotency receipt (the
+//! `WriteEffect.undo` the dispatcher also puts in its decision record). [`undo_last`] walks the
+//! receipts newest first, skipping those without a handle (reads never have receipts; an
+//! irreversible write such as `notes_delete` has no handle) and those already undone.
+//!
+//! Guarantees: each undo runs in one immediate transaction that both reverts the effect and
+//! records the receipt as undone, so an undo is applied at most once however many processes
+//! race; a failure leaves that write as it was (and reports how many were undone before it);
+//! note ids are never reused, so a handle can only ever touch the notes its write touched;
+//! a note that has since disappeared is reported, not an error. The receipt itself is kept:
+//! replaying the original call with the same idempotency key returns the original receipt and
+//! does not redo the write.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
+
+use crate::store::NotesStore;
+
+/// How to revert one write, as stored in its receipt. New undoable tools add a variant here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum UndoHandle {
+    /// Delete the notes the write created.
+    DeleteNotes { note_ids: Vec<i64> },
+    /// Put back the tags the notes had before the write.
+    RestoreTags { notes: Vec<TagsBefore> },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TagsBefore {
+    pub id: i64,
+    /// The normalized comma list as it was.
+    pub tags: String,
+}
+
+impl UndoHandle {
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// One write that was reverted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UndoneAction {
+    /// The receipt's idempotency key.
+    pub receipt_key: String,
+    /// The tool that made the write.
+    pub tool: String,
+    /// When the write was made (the dispatcher clock, Unix seconds).
+    pub written_at_unix: u64,
+    /// What was done to revert it, in a sentence.
+    pub summary: String,
+    /// Notes the undo changed or deleted.
+    pub note_ids: Vec<i64>,
+    /// Notes the handle named that no longer exist (nothing to revert for them).
+    pub missing: Vec<i64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UndoError {
+    #[error(
+        "the receipt {key} of `{tool}` has an undo handle this version cannot read ({reason}); it and everything older were left as they are, after undoing {} newer write(s)", undone.len()
+    )]
+    UnreadableHandle {
+        key: String,
+        tool: String,
+        reason: String,
+        undone: Vec<UndoneAction>,
+    },
+    #[error("SQLite error while undoing, after undoing {} write(s): {source}", undone.len())]
+    Sqlite {
+        source: rusqlite::Error,
+        undone: Vec<UndoneAction>,
+    },
+    #[error("the notes store is unavailable after an earlier failure; open it again")]
+    Poisoned,
+}
+
+impl UndoError {
+    /// The writes undone before the failure (they stay undone).
+    pub fn undone(&self) -> &[UndoneAction] {
+        match self {
+            UndoError::UnreadableHandle { undone, .. } | UndoError::Sqlite { undone, .. } => undone,
+            UndoError::Poisoned => &[],
+        }
+    }
+}
+
+/// What one pass found and did.
+enum Step {
+    Nothing,
+    Undone(UndoneAction),
+    Unreadable {
+        key: String,
+        tool: String,
+        reason: String,
+    },
+}
+
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// Undoes the newest undoable write that is not undone yet, in one transaction.
+fn undo_one(conn: &mut Connection) -> rusqlite::Result<Step> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let newest = tx
+        .query_row(
+            "SELECT key, tool, undo, created_at FROM tool_receipts
+             WHERE undo IS NOT NULL AND undo <> 'null'
+               AND key NOT IN (SELECT receipt_key FROM notes_undone)
+             ORDER BY rowid DESC LIMIT 1",
+            [],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, i64>(3)?,
+                ))
+            },
+        )
+        .optional()?;
+    let Some((key, tool, undo_text, created_at)) = newest else {
+        return Ok(Step::Nothing);
+    };
+    let handle: UndoHandle = match serde_json::from_str(&undo_text) {
+        Ok(handle) => handle,
+        Err(e) => {
+            return Ok(Step::Unreadable {
+                key,
+                tool,
+                reason: e.to_string(),
+            });
+        }
+    };
+    let mut changed = Vec::new();
+    let mut missing = Vec::new();
+    let summary = match &handle {
+        UndoHandle::DeleteNotes { note_ids } => {
+            for id in note_ids {
+                let gone = tx.execute("DELETE FROM notes WHERE id = ?1", params![id])? > 0;
+                if gone {
+                    changed.push(*id)
+                } else {
+                    missing.push(*id)
+                }
+            }
+            format!(
+                "deleted {} that `{tool}` created",
+                plural(changed.len(), "note", "notes")
+            )
+        }
+        UndoHandle::RestoreTags { notes } => {
+            for before in notes {
+                let restored = tx.execute(
+                    "UPDATE notes SET tags = ?1 WHERE id = ?2",
+                    params![before.tags, before.id],
+                )? > 0;
+                if restored {
+                    changed.push(before.id)
+                } else {
+                    missing.push(before.id)
+                }
+            }
+            format!(
+                "restored the previous tags of {}",
+                plural(changed.len(), "note", "notes")
+            )
+        }
+    };
+    tx.execute(
+        "INSERT INTO notes_undone (receipt_key, undone_at) VALUES (?1, ?2)",
+        params![key, now_unix()],
+    )?;
+    tx.commit()?;
+    let summary = if missing.is_empty() {
+        summary
+    } else {
+        format!(
+            "{summary}; {} already gone",
+            plural(missing.len(), "note was", "notes were")
+        )
+    };
+    Ok(Step::Undone(UndoneAction {
+        receipt_key: key,
+        tool,
+        written_at_unix: u64::try_from(created_at).unwrap_or(0),
+        summary,
+        note_ids: changed,
+        missing,
+    }))
+}
+
+/// Reverts the last `n` undoable writes, newest first, each in its own transaction; returns
+/// what was undone (fewer than `n` when fewer were left).
+pub fn undo_last(store: &NotesStore, n: usize) -> Result<Vec<UndoneAction>, UndoError> {
+    let mut undone = Vec::new();
+    for _ in 0..n {
+        let step = store.with_conn(undo_one).map_err(|_| UndoError::Poisoned)?;
+        match step {
+            Ok(Step::Nothing) => break,
+            Ok(Step::Undone(action)) => undone.push(action),
+            Ok(Step::Unreadable { key, tool, reason }) => {
+                return Err(UndoError::UnreadableHandle {
+                    key,
+                    tool,
+                    reason,
+                    undone,
+                });
+            }
+            Err(source) => return Err(UndoError::Sqlite { source, undone }),
+        }
+    }
+    Ok(undone)
+}
+
+/// How many writes [`undo_last`] could still revert.
+pub fn undoable_count(store: &NotesStore) -> Result<usize, UndoError> {
+    let counted = store
+        .with_conn(|conn| {
+            conn.query_row(
+                "SELECT count(*) FROM tool_receipts
+                 WHERE undo IS NOT NULL AND undo <> 'null'
+                   AND key NOT IN (SELECT receipt_key FROM notes_undone)",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+        })
+        .map_err(|_| UndoError::Poisoned)?;
+    counted
+        .map(|n| usize::try_from(n).unwrap_or(0))
+        .map_err(|source| UndoError::Sqlite {
+            source,
+            undone: Vec::new(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn handles_have_a_stable_wire_form() {
+        let cases = [
+            (
+                UndoHandle::DeleteNotes { note_ids: vec![4] },
+                json!({"action": "delete_notes", "note_ids": [4]}),
+            ),
+            (
+                UndoHandle::RestoreTags {
+                    notes: vec![TagsBefore {
+                        id: 2,
+                        tags: "a,b".into(),
+                    }],
+                },
+                json!({"action": "restore_tags", "notes": [{"id": 2, "tags": "a,b"}]}),
+            ),
+        ];
+        for (handle, wire) in cases {
+            assert_eq!(handle.to_value(), wire);
+            assert_eq!(
+                serde_json::from_value::<UndoHandle>(wire).ok(),
+                Some(handle)
+            );
+        }
+    }
+}

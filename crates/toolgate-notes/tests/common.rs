@@ -1,0 +1,108 @@
+//! Shared setup for the notes tests: a fresh sample database file, a manual clock, and the real
+//! dispatcher over the notes tools.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use toolgate_core::{
+    Approver, CallOutcome, CallRequest, Dispatcher, ManualClock, Principal, Registry,
+};
+use toolgate_notes::NotesStore;
+
+/// The tests' today: three days after the last design-team meeting.
+pub const TODAY: &str = "2025-12-05";
+/// 2025-12-05 10:00 UTC.
+pub const NOW_UNIX: u64 = 20_427 * 86_400 + 10 * 3_600;
+
+pub struct Fixture {
+    pub _dir: tempfile::TempDir,
+    pub store: NotesStore,
+    pub clock: Arc<ManualClock>,
+    pub registry: Arc<Registry>,
+    pub dispatcher: Dispatcher,
+}
+
+pub fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = NotesStore::init_sample(&dir.path().join("notes.sqlite")).unwrap();
+    let registry = Arc::new(Registry::new(toolgate_notes::tools(&store).unwrap()).unwrap());
+    let clock = Arc::new(ManualClock::at_unix(NOW_UNIX));
+    let dispatcher = Dispatcher::new(Arc::clone(&registry)).with_clock(clock.clone());
+    Fixture {
+        _dir: dir,
+        store,
+        clock,
+        registry,
+        dispatcher,
+    }
+}
+
+impl Fixture {
+    /// A dispatcher like the fixture's, with `approver` attached.
+    pub fn dispatcher_with(&self, approver: Arc<dyn Approver>) -> Dispatcher {
+        Dispatcher::new(Arc::clone(&self.registry))
+            .with_clock(self.clock.clone())
+            .with_approver(approver)
+    }
+
+    pub async fn call(&self, tool: &str, args: Value) -> CallOutcome {
+        self.call_in_run("run-1", tool, args).await
+    }
+
+    pub async fn call_in_run(&self, run: &str, tool: &str, args: Value) -> CallOutcome {
+        self.dispatcher
+            .call(CallRequest::new(Principal::local("tester", &[]), tool, args).with_run(run))
+            .await
+    }
+
+    pub fn sql_i64(&self, sql: &str) -> i64 {
+        self.store
+            .with_conn(|c| c.query_row(sql, [], |r| r.get(0)).unwrap())
+            .unwrap()
+    }
+
+    pub fn sql_text(&self, sql: &str) -> String {
+        self.store
+            .with_conn(|c| c.query_row(sql, [], |r| r.get(0)).unwrap())
+            .unwrap()
+    }
+
+    pub fn id_of(&self, title_prefix: &str) -> i64 {
+        self.store
+            .with_conn(|c| {
+                c.query_row(
+                    "SELECT id FROM notes WHERE title LIKE ?1 || '%' ORDER BY id LIMIT 1",
+                    [title_prefix],
+                    |r| r.get(0),
+                )
+                .unwrap()
+            })
+            .unwrap()
+    }
+
+    pub fn count_notes(&self) -> i64 {
+        self.sql_i64("SELECT count(*) FROM notes")
+    }
+
+    /// FTS5's own check that the index matches the notes table.
+    pub fn fts_in_sync(&self) -> bool {
+        self.store
+            .with_conn(|c| {
+                c.execute(
+                    "INSERT INTO notes_fts (notes_fts, rank) VALUES ('integrity-check', 1)",
+                    [],
+                )
+                .is_ok()
+            })
+            .unwrap()
+    }
+}
+
+pub fn content(outcome: &CallOutcome) -> &Value {
+    &outcome
+        .result
+        .as_ref()
+        .unwrap_or_else(|e| panic!("call failed: {e}"))
+        .content
+}

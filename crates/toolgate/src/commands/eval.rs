@@ -1,0 +1,168 @@
+//! `toolgate eval`, `toolgate eval report DIR`, `toolgate eval trace-pair DIR`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use toolgate_books::Toolset;
+use toolgate_eval::output::write_report;
+use toolgate_eval::runner::{PLAN_FILE, Plan, ProgressUpdate, RUNS_FILE, Runner, load_records};
+use toolgate_eval::suite::{Split, Suite};
+use toolgate_eval::trace_pair;
+
+use super::ask::{choose_model, load_model};
+use super::{CommandError, runtime};
+use crate::cli::{EvalAction, EvalCommand, EvalRunArgs, SplitName, ToolsetName};
+use crate::config::Config;
+
+pub fn run(_config: &Config, command: EvalCommand) -> Result<(), CommandError> {
+    match command.action {
+        Some(EvalAction::Report { run_dir }) => report(&run_dir),
+        Some(EvalAction::TracePair { run_dir }) => pair(&run_dir),
+        None => run_suite(&command.run),
+    }
+}
+
+fn run_suite(args: &EvalRunArgs) -> Result<(), CommandError> {
+    let suite_text = std::fs::read_to_string(&args.suite).map_err(|source| {
+        toolgate_eval::suite::SuiteError::Read {
+            path: args.suite.display().to_string(),
+            source,
+        }
+    })?;
+    let suite = Suite::parse(&suite_text, &args.suite.display().to_string())?;
+    let toolsets: Vec<Toolset> = args
+        .toolsets
+        .iter()
+        .map(|t| match t {
+            ToolsetName::BooksV1 => Toolset::V1,
+            ToolsetName::BooksV2 => Toolset::V2,
+        })
+        .collect();
+    let out = args.out.clone().unwrap_or_else(|| {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        PathBuf::from(format!("evals/runs/{}-{secs}", suite.suite.name))
+    });
+    let spec = choose_model(args.model.as_deref())?;
+    let model = load_model(&spec, args.ctx, true)?;
+    let runner = Runner {
+        suite,
+        suite_text,
+        toolsets,
+        runs: args.runs as usize,
+        split: match args.split {
+            SplitName::Dev => Some(Split::Dev),
+            SplitName::Heldout => Some(Split::Heldout),
+            SplitName::All => None,
+        },
+        task_ids: args.tasks.clone(),
+        max_rounds: args.max_rounds,
+        temperature: args.temperature,
+        out_dir: out.clone(),
+        resume: args.resume,
+        stop: Arc::new(AtomicBool::new(false)),
+    };
+    eprintln!(
+        "toolgate: eval of {} with {}; runs are saved in {} as they finish",
+        runner.suite.suite.name,
+        model.name(),
+        out.display()
+    );
+    let rt = runtime()?;
+    rt.block_on(runner.run(model, Some(Box::new(progress_bar))))?;
+    eprintln!();
+    report(&out)
+}
+
+/// One line per finished run; on a terminal, a bar with an ETA redrawn in place.
+fn progress_bar(p: &ProgressUpdate<'_>) {
+    let per_run = p.elapsed_seconds / p.finished_here.max(1) as f64;
+    let eta = per_run * (p.total - p.done) as f64;
+    let width = 30;
+    let filled = (p.done * width) / p.total.max(1);
+    let bar = format!("{}{}", "#".repeat(filled), "-".repeat(width - filled));
+    let outcome = match p.record.failure {
+        None => "pass".to_string(),
+        Some(kind) => kind.as_str().to_string(),
+    };
+    let line = format!(
+        "[{bar}] {}/{} runs  ETA {}  last: {} {} #{} {outcome} ({:.0} s, {} tokens)",
+        p.done,
+        p.total,
+        duration(eta),
+        p.record.toolset,
+        p.record.task,
+        p.record.index + 1,
+        p.record.seconds,
+        p.record.tokens()
+    );
+    if std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[2K{line}");
+    } else {
+        eprintln!("{line}");
+    }
+}
+
+fn duration(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+fn report(dir: &std::path::Path) -> Result<(), CommandError> {
+    let (report, files) = write_report(dir)?;
+    print!(
+        "{}",
+        toolgate_eval::report::markdown(&report)
+            .split("\n## Runs")
+            .next()
+            .unwrap_or_default()
+    );
+    println!();
+    for f in files {
+        println!("wrote {}", f.display());
+    }
+    Ok(())
+}
+
+fn pair(dir: &std::path::Path) -> Result<(), CommandError> {
+    let plan_text = std::fs::read_to_string(dir.join(PLAN_FILE))?;
+    let plan: Plan = serde_json::from_str(&plan_text)
+        .map_err(|e| CommandError::RunFailed(format!("{}: {e}", dir.join(PLAN_FILE).display())))?;
+    let runs = load_records(&dir.join(RUNS_FILE))?;
+    let first = plan
+        .toolsets
+        .first()
+        .map(String::as_str)
+        .unwrap_or_default();
+    let second = plan.toolsets.get(1).map(String::as_str).unwrap_or(first);
+    match trace_pair::find(&runs, first, second) {
+        Some((before, after)) => {
+            match before {
+                Some(b) => println!(
+                    "BEFORE (the error did not teach the fix)\n{}",
+                    trace_pair::render(b)
+                ),
+                None => println!(
+                    "BEFORE: no run in this eval stayed stuck on an argument error for the same task."
+                ),
+            }
+            println!(
+                "AFTER (the model read the error and fixed its own arguments)\n{}",
+                trace_pair::render(after)
+            );
+            Ok(())
+        }
+        None => Err(CommandError::RunFailed(format!(
+            "no run in {} fixed its own arguments after an argument error; run more tasks or runs",
+            dir.display()
+        ))),
+    }
+}
