@@ -22,31 +22,42 @@ pub fn approval_prompt(request: &ApprovalRequest) -> String {
         request.effect.as_str(),
         request.reason
     );
-    const MESSAGE_FIELDS: [&str; 5] = ["to", "cc", "bcc", "subject", "body"];
-    if let Value::Object(args) = &request.arguments {
-        for field in MESSAGE_FIELDS {
-            if let Some(v) = args.get(field) {
-                let shown = match v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                if field == "body" {
-                    text.push_str(&format!("  {field}:\n{}\n", indent(&shown)));
-                } else {
-                    text.push_str(&format!("  {field}: {shown}\n"));
-                }
-            }
-        }
-        for (k, v) in args {
-            if !MESSAGE_FIELDS.contains(&k.as_str()) {
-                text.push_str(&format!("  {k}: {v}\n"));
-            }
-        }
-    } else {
-        text.push_str(&format!("  arguments: {}\n", request.arguments));
+    // What will happen comes first and whole: the preview (read from the store) and then the
+    // message fields of the arguments; everything else follows.
+    if let Some(Value::Object(preview)) = &request.preview {
+        text.push_str("What will happen:\n");
+        push_fields(&mut text, preview);
+        text.push_str("Arguments:\n");
+    }
+    match &request.arguments {
+        Value::Object(args) => push_fields(&mut text, args),
+        other => text.push_str(&format!("  arguments: {other}\n")),
     }
     text.push_str("Approve this exact call? [y/N] ");
     text
+}
+
+const MESSAGE_FIELDS: [&str; 5] = ["to", "cc", "bcc", "subject", "body"];
+
+fn push_fields(text: &mut String, fields: &serde_json::Map<String, Value>) {
+    for field in MESSAGE_FIELDS {
+        if let Some(v) = fields.get(field) {
+            let shown = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            if field == "body" {
+                text.push_str(&format!("  {field}:\n{}\n", indent(&shown)));
+            } else {
+                text.push_str(&format!("  {field}: {shown}\n"));
+            }
+        }
+    }
+    for (k, v) in fields {
+        if !MESSAGE_FIELDS.contains(&k.as_str()) {
+            text.push_str(&format!("  {k}: {v}\n"));
+        }
+    }
 }
 
 fn indent(body: &str) -> String {
@@ -144,7 +155,8 @@ mod tests {
             risk: Risk::High,
             reason: "It sends mail to other people and cannot be undone.".into(),
             effect: Effect::Irreversible,
-            arguments: json!({"draft_id": 7, "to": "ann@example.org", "subject": "Budget", "body": "line one\nline two"}),
+            arguments: json!({"draft_id": 7}),
+            preview: Some(json!({"to": "ann@example.org", "subject": "Budget", "body": "line one\nline two"})),
             principal: "me".into(),
         };
         let prompt = approval_prompt(&request);

@@ -38,6 +38,14 @@ pub fn approval_needed(risk: Risk, mode: Mode) -> bool {
     }
 }
 
+/// What an approval covers: the arguments, and the preview when the tool has one.
+pub fn bound_value(arguments: &Value, preview: Option<&Value>) -> Value {
+    match preview {
+        Some(p) => serde_json::json!({"arguments": arguments, "preview": p}),
+        None => arguments.clone(),
+    }
+}
+
 /// The hash an approval is bound to.
 pub fn binding_hash(tool: &str, version: u32, arguments: &Value, principal: &str) -> String {
     digest_parts(&[
@@ -59,6 +67,10 @@ pub struct ApprovalRequest {
     pub reason: String,
     pub effect: Effect,
     pub arguments: Value,
+    /// What the call will do, read from the store (e.g. the email a draft id stands for);
+    /// bound into the approval with the arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<Value>,
     pub principal: String,
 }
 

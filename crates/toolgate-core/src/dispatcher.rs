@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 
 use crate::approval::{
     ApprovalAnswer, ApprovalLedger, ApprovalRequest, Approver, Mode, approval_needed, binding_hash,
+    bound_value,
 };
 use crate::cancel::CancelToken;
 use crate::canonical::{canonical_json, digest_parts};
@@ -268,11 +269,12 @@ impl Dispatcher {
         tool: &str,
         arguments: &Value,
     ) -> Option<String> {
-        let spec = &self.registry.get(tool)?.spec;
+        let tool = self.registry.get(tool)?;
+        let preview = tool.handler.preview(arguments).ok()?;
         Some(binding_hash(
-            &spec.name,
-            spec.version,
-            arguments,
+            &tool.spec.name,
+            tool.spec.version,
+            &bound_value(arguments, preview.as_ref()),
             &principal.id,
         ))
     }
@@ -409,7 +411,8 @@ impl Dispatcher {
         // 5. Approval.
         record.stage = Stage::Approval;
         if approval_needed(spec.policy.risk, self.mode) {
-            record.approval = self.seek_approval(spec, request).await;
+            let preview = catch_panic(|| tool.handler.preview(&request.arguments))?;
+            record.approval = self.seek_approval(spec, request, preview).await;
             if let ApprovalRecord::Denied { reason } = &record.approval {
                 return Err(ToolError::new(
                     ErrorCode::ApprovalDenied,
@@ -505,11 +508,16 @@ impl Dispatcher {
         })
     }
 
-    async fn seek_approval(&self, spec: &ToolSpec, request: &CallRequest) -> ApprovalRecord {
+    async fn seek_approval(
+        &self,
+        spec: &ToolSpec,
+        request: &CallRequest,
+        preview: Option<Value>,
+    ) -> ApprovalRecord {
         let binding = binding_hash(
             &spec.name,
             spec.version,
-            &request.arguments,
+            &bound_value(&request.arguments, preview.as_ref()),
             &request.principal.id,
         );
         if let Some(token) = &request.approval_token {
@@ -535,6 +543,7 @@ impl Dispatcher {
             reason: spec.policy.reason.clone(),
             effect: spec.policy.effect,
             arguments: request.arguments.clone(),
+            preview,
             principal: request.principal.id.clone(),
         };
         match tokio::time::timeout(self.approval_timeout, approver.decide(&ask)).await {

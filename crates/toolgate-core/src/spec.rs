@@ -106,6 +106,10 @@ pub struct PolicyView {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutorView {
     pub deadline: Duration,
+    /// Whether a call changes state (and so gets an idempotency key). Declared by how the tool
+    /// is finished (`read` or `write`), not by its effect: an outbound fetch that stores what
+    /// it fetched writes.
+    pub writes: bool,
     /// Whether calls to this tool may run concurrently with other calls in the same turn.
     pub parallel_safe: bool,
 }
@@ -162,6 +166,6 @@ impl ToolSpec {
     }
 
     pub fn writes(&self) -> bool {
-        self.policy.effect.writes()
+        self.executor.writes
     }
 }

@@ -92,6 +92,8 @@ impl ExecContext {
 /// A type-erased handler: only the dispatcher calls it.
 pub(crate) trait ErasedHandler: Send + Sync {
     fn check(&self, arguments: &Value, facts: &CheckFacts) -> Result<(), ToolError>;
+    /// What a human must see to approve the call, beyond its arguments (`None`: nothing).
+    fn preview(&self, arguments: &Value) -> Result<Option<Value>, ToolError>;
     fn call(
         &self,
         ctx: ExecContext,
@@ -100,11 +102,13 @@ pub(crate) trait ErasedHandler: Send + Sync {
 }
 
 type CheckFn<A> = Arc<dyn Fn(&A, &CheckFacts) -> Result<(), ToolError> + Send + Sync>;
+type PreviewFn<A> = Arc<dyn Fn(&A) -> Result<Value, ToolError> + Send + Sync>;
 type CallFn<A> =
     Arc<dyn Fn(ExecContext, A) -> BoxFuture<'static, Result<Output, ToolError>> + Send + Sync>;
 
 struct TypedHandler<A> {
     check: Option<CheckFn<A>>,
+    preview: Option<PreviewFn<A>>,
     call: CallFn<A>,
 }
 
@@ -120,6 +124,13 @@ impl<A: DeserializeOwned + Send + 'static> ErasedHandler for TypedHandler<A> {
         match &self.check {
             Some(check) => check(&args, facts),
             None => Ok(()),
+        }
+    }
+
+    fn preview(&self, arguments: &Value) -> Result<Option<Value>, ToolError> {
+        match &self.preview {
+            Some(preview) => preview(&parse::<A>(arguments)?).map(Some),
+            None => Ok(None),
         }
     }
 
@@ -183,6 +194,7 @@ pub struct ToolBuilder<A> {
     parallel_safe: bool,
     observation: ObservationView,
     check: Option<CheckFn<A>>,
+    preview: Option<PreviewFn<A>>,
     _args: PhantomData<fn() -> A>,
 }
 
@@ -208,6 +220,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
                 more_hint: "narrow the request".into(),
             },
             check: None,
+            preview: None,
             _args: PhantomData,
         }
     }
@@ -291,6 +304,18 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
         self
     }
 
+    /// What the approver must see besides the arguments, read from the tool's own store (the
+    /// recipient, subject and body of the draft an `email_send {draft_id}` would send). The
+    /// preview is bound into the approval with the arguments, so an approval never covers
+    /// content that changed after the human saw it.
+    pub fn approval_preview(
+        mut self,
+        preview: impl Fn(&A) -> Result<Value, ToolError> + Send + Sync + 'static,
+    ) -> Self {
+        self.preview = Some(Arc::new(preview));
+        self
+    }
+
     /// Finishes a tool that does not change state.
     pub fn read<F, Fut>(self, handler: F) -> Result<Tool, DeclarationError>
     where
@@ -309,7 +334,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
             let fut = handler(ctx, args);
             Box::pin(async move { fut.await.map(Output::Read) })
         });
-        self.finish(call)
+        self.finish(call, false)
     }
 
     /// Finishes a tool that changes state. The handler must record its effect through the
@@ -319,8 +344,9 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
         F: Fn(ExecContext, A) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Receipt, ToolError>> + Send + 'static,
     {
+        // A writing tool cannot claim to only read; an outbound effect stays as declared.
         if let Some(policy) = &mut self.policy
-            && !policy.effect.writes()
+            && policy.effect == Effect::Read
         {
             policy.effect = Effect::UndoableWrite;
         }
@@ -328,10 +354,10 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
             let fut = handler(ctx, args);
             Box::pin(async move { fut.await.map(Output::Write) })
         });
-        self.finish(call)
+        self.finish(call, true)
     }
 
-    fn finish(self, call: CallFn<A>) -> Result<Tool, DeclarationError> {
+    fn finish(self, call: CallFn<A>, writes: bool) -> Result<Tool, DeclarationError> {
         let tool = self.name.clone();
         if !valid_tool_name(&tool) {
             return Err(DeclarationError::BadName(tool));
@@ -385,6 +411,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
         }
         let handler = TypedHandler {
             check: self.check,
+            preview: self.preview,
             call,
         };
         Ok(Tool {
@@ -398,6 +425,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
                 policy,
                 executor: ExecutorView {
                     deadline: self.deadline,
+                    writes,
                     parallel_safe: self.parallel_safe,
                 },
                 observation: self.observation,
