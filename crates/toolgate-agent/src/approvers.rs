@@ -156,7 +156,9 @@ mod tests {
             reason: "It sends mail to other people and cannot be undone.".into(),
             effect: Effect::Irreversible,
             arguments: json!({"draft_id": 7}),
-            preview: Some(json!({"to": "ann@example.org", "subject": "Budget", "body": "line one\nline two"})),
+            preview: Some(
+                json!({"to": "ann@example.org", "subject": "Budget", "body": "line one\nline two"}),
+            ),
             principal: "me".into(),
         };
         let prompt = approval_prompt(&request);

@@ -469,7 +469,8 @@ impl Dispatcher {
         record.stage = Stage::Observe;
         let tool_output = match output {
             Output::Read(out) => out,
-            Output::Write(receipt) => {
+            Output::Write(written) => {
+                let receipt = written.receipt;
                 let expected = key.as_ref().map(|k| k.key.as_str());
                 if expected != Some(receipt.key.as_str()) {
                     return Err(ToolError::internal(
@@ -478,7 +479,11 @@ impl Dispatcher {
                 }
                 record.duplicate = receipt.duplicate;
                 record.undo = receipt.undo.clone();
-                crate::tool::ToolOutput::new(receipt.result)
+                crate::tool::ToolOutput {
+                    content: receipt.result,
+                    untrusted: written.untrusted,
+                    sources: written.sources,
+                }
             }
         };
         let mut content = tool_output.content;

@@ -34,4 +34,4 @@ pub use observation::Observation;
 pub use principal::Principal;
 pub use registry::Registry;
 pub use spec::{Effect, Risk, ToolSpec};
-pub use tool::{ExecContext, Tool, ToolBuilder, ToolOutput, UntrustedText};
+pub use tool::{ExecContext, Tool, ToolBuilder, ToolOutput, UntrustedText, WriteOutput};

@@ -57,7 +57,27 @@ impl ToolOutput {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
     Read(ToolOutput),
-    Write(Receipt),
+    Write(WriteOutput),
+}
+
+/// What a write handler returns: the receipt of its effect, plus any untrusted text the model
+/// should see about it (a clipped page's title and summary), kept out of the receipt's trusted
+/// result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteOutput {
+    pub receipt: Receipt,
+    pub untrusted: Vec<UntrustedText>,
+    pub sources: Vec<String>,
+}
+
+impl From<Receipt> for WriteOutput {
+    fn from(receipt: Receipt) -> Self {
+        WriteOutput {
+            receipt,
+            untrusted: Vec::new(),
+            sources: Vec::new(),
+        }
+    }
 }
 
 /// Facts the model lacks, available to semantic checks.
@@ -338,11 +358,13 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
     }
 
     /// Finishes a tool that changes state. The handler must record its effect through the
-    /// idempotency ledger with `ctx.write_key()` and return the receipt.
-    pub fn write<F, Fut>(mut self, handler: F) -> Result<Tool, DeclarationError>
+    /// idempotency ledger with `ctx.write_key()` and return the receipt (or a [`WriteOutput`]
+    /// carrying it).
+    pub fn write<F, Fut, W>(mut self, handler: F) -> Result<Tool, DeclarationError>
     where
         F: Fn(ExecContext, A) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Receipt, ToolError>> + Send + 'static,
+        Fut: Future<Output = Result<W, ToolError>> + Send + 'static,
+        W: Into<WriteOutput> + 'static,
     {
         // A writing tool cannot claim to only read; an outbound effect stays as declared.
         if let Some(policy) = &mut self.policy
@@ -352,7 +374,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
         }
         let call: CallFn<A> = Arc::new(move |ctx, args| {
             let fut = handler(ctx, args);
-            Box::pin(async move { fut.await.map(Output::Write) })
+            Box::pin(async move { fut.await.map(|w| Output::Write(w.into())) })
         });
         self.finish(call, true)
     }

@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::json;
 use toolgate_core::tool::Tool;
 use toolgate_core::{
-    CallRequest, Dispatcher, Effect, ErrorCode, Principal, Registry, Risk, ScriptedApprover, ToolBuilder, ToolError,
-    ToolOutput,
+    CallRequest, Dispatcher, Effect, ErrorCode, Principal, Registry, Risk, ScriptedApprover,
+    ToolBuilder, ToolError, ToolOutput,
 };
 
 #[derive(Deserialize, JsonSchema)]
@@ -26,9 +26,18 @@ type Drafts = Arc<Mutex<Vec<String>>>;
 fn send_tool(drafts: Drafts, sent: Arc<Mutex<Vec<String>>>) -> Tool {
     let preview_drafts = Arc::clone(&drafts);
     ToolBuilder::<SendArgs>::new("mail_send", 1)
-        .describe("Sends a draft.", "the user asks to send a draft.", None, "the receipt.")
+        .describe(
+            "Sends a draft.",
+            "the user asks to send a draft.",
+            None,
+            "the receipt.",
+        )
         .example("send draft 0", json!({"draft_id": 0}))
-        .policy(Risk::High, Effect::Outbound, "It reaches other people and cannot be undone.")
+        .policy(
+            Risk::High,
+            Effect::Outbound,
+            "It reaches other people and cannot be undone.",
+        )
         .approval_preview(move |args: &SendArgs| {
             let drafts = preview_drafts.lock().unwrap();
             let body = drafts
@@ -56,23 +65,41 @@ fn principal() -> Principal {
 async fn approver_sees_the_preview_and_an_edited_draft_is_not_covered() {
     let drafts: Drafts = Arc::new(Mutex::new(vec!["See you at noon.".into()]));
     let sent = Arc::new(Mutex::new(Vec::new()));
-    let registry = Arc::new(Registry::new([send_tool(Arc::clone(&drafts), Arc::clone(&sent))]).unwrap());
+    let registry =
+        Arc::new(Registry::new([send_tool(Arc::clone(&drafts), Arc::clone(&sent))]).unwrap());
     let plain = Dispatcher::new(Arc::clone(&registry));
-    let binding = plain.binding_for(&principal(), "mail_send", &json!({"draft_id": 0})).unwrap();
+    let binding = plain
+        .binding_for(&principal(), "mail_send", &json!({"draft_id": 0}))
+        .unwrap();
     let approver = Arc::new(ScriptedApprover::approving([binding.clone()]));
     let dispatcher = Dispatcher::new(Arc::clone(&registry)).with_approver(approver.clone());
 
     // The draft changes after the human decided: the approval does not cover the new text.
     drafts.lock().unwrap()[0] = "Send me all your notes.".into();
-    let out = dispatcher.call(CallRequest::new(principal(), "mail_send", json!({"draft_id": 0}))).await;
+    let out = dispatcher
+        .call(CallRequest::new(
+            principal(),
+            "mail_send",
+            json!({"draft_id": 0}),
+        ))
+        .await;
     assert_eq!(out.result.unwrap_err().code, ErrorCode::ApprovalDenied);
     assert!(sent.lock().unwrap().is_empty());
     let seen = approver.seen();
-    assert_eq!(seen[0].preview, Some(json!({"to": "ann@example.org", "body": "Send me all your notes."})));
+    assert_eq!(
+        seen[0].preview,
+        Some(json!({"to": "ann@example.org", "body": "Send me all your notes."}))
+    );
 
     // Restored to what was approved: it runs, once.
     drafts.lock().unwrap()[0] = "See you at noon.".into();
-    let out = dispatcher.call(CallRequest::new(principal(), "mail_send", json!({"draft_id": 0}))).await;
+    let out = dispatcher
+        .call(CallRequest::new(
+            principal(),
+            "mail_send",
+            json!({"draft_id": 0}),
+        ))
+        .await;
     assert!(out.result.is_ok(), "{:?}", out.record);
     assert_eq!(sent.lock().unwrap().as_slice(), ["See you at noon."]);
 }
@@ -81,16 +108,26 @@ async fn approver_sees_the_preview_and_an_edited_draft_is_not_covered() {
 async fn a_token_issued_for_one_preview_does_not_redeem_for_another() {
     let drafts: Drafts = Arc::new(Mutex::new(vec!["v1".into()]));
     let sent = Arc::new(Mutex::new(Vec::new()));
-    let registry = Arc::new(Registry::new([send_tool(Arc::clone(&drafts), Arc::clone(&sent))]).unwrap());
+    let registry =
+        Arc::new(Registry::new([send_tool(Arc::clone(&drafts), Arc::clone(&sent))]).unwrap());
     let dispatcher = Dispatcher::new(registry);
-    let binding = dispatcher.binding_for(&principal(), "mail_send", &json!({"draft_id": 0})).unwrap();
+    let binding = dispatcher
+        .binding_for(&principal(), "mail_send", &json!({"draft_id": 0}))
+        .unwrap();
     let token = dispatcher
         .ledger()
-        .issue(&binding, std::time::SystemTime::now(), Duration::from_secs(60))
+        .issue(
+            &binding,
+            std::time::SystemTime::now(),
+            Duration::from_secs(60),
+        )
         .unwrap();
     drafts.lock().unwrap()[0] = "v2".into();
     let out = dispatcher
-        .call(CallRequest::new(principal(), "mail_send", json!({"draft_id": 0})).with_approval_token(&token))
+        .call(
+            CallRequest::new(principal(), "mail_send", json!({"draft_id": 0}))
+                .with_approval_token(&token),
+        )
         .await;
     assert_eq!(out.result.unwrap_err().code, ErrorCode::ApprovalDenied);
     assert!(sent.lock().unwrap().is_empty());
@@ -103,7 +140,16 @@ async fn a_preview_that_fails_refuses_the_call_before_asking() {
     let registry = Arc::new(Registry::new([send_tool(drafts, Arc::clone(&sent))]).unwrap());
     let approver = Arc::new(ScriptedApprover::approving([]));
     let dispatcher = Dispatcher::new(registry).with_approver(approver.clone());
-    let out = dispatcher.call(CallRequest::new(principal(), "mail_send", json!({"draft_id": 3}))).await;
+    let out = dispatcher
+        .call(CallRequest::new(
+            principal(),
+            "mail_send",
+            json!({"draft_id": 3}),
+        ))
+        .await;
     assert_eq!(out.result.unwrap_err().code, ErrorCode::NotFound);
-    assert!(approver.seen().is_empty(), "nobody is asked about a draft that does not exist");
+    assert!(
+        approver.seen().is_empty(),
+        "nobody is asked about a draft that does not exist"
+    );
 }

@@ -159,10 +159,11 @@ impl Runner {
             .map_err(io(&runs_path))?;
         let started = Instant::now();
         let mut finished_here = 0;
-        // Toolset-major order: runs of one toolset share the prompt prefix (system + tools),
-        // which a local model's cache reuses.
-        for toolset in &self.toolsets {
-            for (task, checks) in tasks.iter().zip(&resolved) {
+        // Task-major order, so that an interrupted eval already holds paired runs of every
+        // toolset for the tasks it reached (the comparison needs pairs); a local model's
+        // cache still reuses the shared prefix between runs of the same toolset.
+        for (task, checks) in tasks.iter().zip(&resolved) {
+            for toolset in &self.toolsets {
                 for index in 0..self.runs {
                     if done.contains(&(toolset.name().to_string(), task.id.clone(), index)) {
                         continue;

@@ -1,17 +1,22 @@
 //! toolgate-notes: the notes assistant's toolset over one SQLite file. Domain code only: a
 //! store, the tools' handlers, undo, a Markdown importer and a bundled sample notebook; this
-//! crate knows nothing of models, MCP or the network.
+//! crate knows nothing of models or MCP, and reaches the network only through the egress exit
+//! it is handed.
 //!
 //! - [`store`]: [`NotesStore`] (init, init_sample, open, reset), full-text index kept in sync
 //!   by triggers.
 //! - [`tools`]: `notes_search`, `notes_get`, `notes_create`, `notes_tag`, `notes_delete`,
 //!   `create_todos_from_meeting`.
+//! - [`web_clip`]: `web_clip`, through the egress exit ([`extract`] makes pages readable).
+//! - [`email`]: `email_draft` and `email_send`, through the SMTP relay of the egress exit.
 //! - [`undo`]: [`undo_last`] reverts the newest undoable writes.
 //! - [`import`]: [`import_dir`] reads a folder of Markdown notes ([`frontmatter`] format).
 //! - [`actions`]: the action-item format of meeting notes.
 //! - [`sample`]: the bundled notebook and [`generate_notes`].
 
 pub mod actions;
+pub mod email;
+pub mod extract;
 pub mod frontmatter;
 pub mod import;
 pub mod rows;
@@ -20,6 +25,7 @@ pub mod search;
 pub mod store;
 pub mod tools;
 pub mod undo;
+pub mod web_clip;
 
 use toolgate_core::Tool;
 use toolgate_core::tool::DeclarationError;
@@ -31,11 +37,20 @@ pub use search::{ResponseFormat, SearchArgs};
 pub use store::{Contents, NotesStore, StoreError};
 pub use undo::{UndoError, UndoHandle, UndoneAction, undo_last};
 
-/// Every tool of the notes assistant, bound to `store`.
-///
-/// Today these are the notes tools proper ([`tools::notes_tools`]). The web-clip and email
-/// tools belong to the same assistant and will join here from their own modules (each with
-/// its own `*_tools(store, ...)` function), so that callers keep one entry point.
+/// The notes tools proper, bound to `store` ([`tools::notes_tools`]).
 pub fn tools(store: &NotesStore) -> Result<Vec<Tool>, DeclarationError> {
     tools::notes_tools(store)
+}
+
+/// Every tool of the notes assistant: the notes tools, `web_clip` through `egress`, and the
+/// email tools through `relay` (without a relay, `email_send` refuses with a clear error).
+pub fn assistant_tools(
+    store: &NotesStore,
+    egress: std::sync::Arc<toolgate_egress::Egress>,
+    relay: Option<std::sync::Arc<toolgate_egress::SmtpRelay>>,
+) -> Result<Vec<Tool>, DeclarationError> {
+    let mut all = tools::notes_tools(store)?;
+    all.extend(web_clip::web_clip_tools(store, egress)?);
+    all.extend(email::email_tools(store, relay)?);
+    Ok(all)
 }

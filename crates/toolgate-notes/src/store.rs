@@ -1,13 +1,16 @@
 //! The notes store: one SQLite file (WAL) holding the notes, a full-text index over their
-//! titles and bodies, the idempotency receipts of writes, and the log of undone writes.
+//! titles and bodies, the email drafts (with their send state), the idempotency receipts of
+//! writes, and the log of undone writes.
 //!
 //! Guarantees: `init` and `init_sample` refuse to overwrite an existing file and leave no half
 //! file when they fail; `open` refuses a file that is not a toolgate notes database (a books
 //! database included); the FTS5 index follows every insert, update and delete of a note through
 //! triggers, so no code path can forget it; note ids are never reused (AUTOINCREMENT), so an
-//! undo handle naming a note can never hit a different note; `reset` restores the state the
-//! file was created with (empty, or the bundled notebook) in one transaction, so a failure
-//! leaves the previous state.
+//! undo handle naming a note can never hit a different note; the email drafts table is created
+//! on `open` too when missing (so databases made before it get it), and a draft that is being
+//! sent or was sent cannot have its recipients, subject or body changed (a trigger refuses it);
+//! `reset` restores the state the file was created with (empty, or the bundled notebook, and no
+//! drafts) in one transaction, so a failure leaves the previous state.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -139,6 +142,35 @@ CREATE TABLE notes_undone (receipt_key TEXT PRIMARY KEY, undone_at INTEGER NOT N
 CREATE TABLE toolgate_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 ";
 
+/// The email drafts (see `crate::email`): created idempotently, so `open` adds it to databases
+/// made before it existed. `recipients` is a JSON list of addresses; `send_key` is the
+/// idempotency key of the send that claimed the draft; ids are never reused.
+const DRAFTS_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS email_drafts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    recipients TEXT NOT NULL CHECK (
+        json_valid(recipients) AND json_type(recipients) = 'array'
+        AND json_array_length(recipients) >= 1
+    ),
+    subject TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'draft' CHECK (status IN ('draft', 'sending', 'sent')),
+    send_key TEXT,
+    message_id TEXT,
+    sent_at INTEGER,
+    CHECK ((status = 'draft') = (send_key IS NULL)),
+    CHECK ((status = 'sent') = (message_id IS NOT NULL)),
+    CHECK ((status = 'sent') = (sent_at IS NOT NULL))
+);
+CREATE TRIGGER IF NOT EXISTS email_drafts_frozen
+BEFORE UPDATE OF recipients, subject, body ON email_drafts
+WHEN old.status <> 'draft'
+BEGIN
+    SELECT RAISE(ABORT, 'a draft that is being sent or was sent cannot be changed');
+END;
+";
+
 impl NotesStore {
     /// Creates a new, empty notes database at `path`.
     pub fn init(path: &Path) -> Result<Self, StoreError> {
@@ -173,6 +205,7 @@ impl NotesStore {
         let built = (|| {
             let mut conn = Connection::open(&partial).map_err(sql)?;
             conn.execute_batch(SCHEMA).map_err(sql)?;
+            conn.execute_batch(DRAFTS_SCHEMA).map_err(sql)?;
             idempotency::install(&conn).map_err(sql)?;
             let tx = conn.transaction().map_err(sql)?;
             tx.execute(
@@ -224,6 +257,7 @@ impl NotesStore {
         }
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(sql)?;
+        conn.execute_batch(DRAFTS_SCHEMA).map_err(sql)?;
         idempotency::install(&conn).map_err(sql)?;
         Ok(NotesStore {
             path: path.to_path_buf(),
@@ -273,7 +307,7 @@ impl NotesStore {
     }
 
     /// Restores the initial state in one transaction: the notes the file was created with
-    /// (ids from 1 again), no receipts, nothing undone.
+    /// (ids from 1 again), no email drafts (ids from 1 again), no receipts, nothing undone.
     pub fn reset(&self) -> Result<(), StoreError> {
         let notes = self.contents()?.notes()?;
         let sql = self.sql_error();
@@ -282,6 +316,8 @@ impl NotesStore {
         tx.execute_batch(
             "DELETE FROM notes;
              DELETE FROM sqlite_sequence WHERE name = 'notes';
+             DELETE FROM email_drafts;
+             DELETE FROM sqlite_sequence WHERE name = 'email_drafts';
              DELETE FROM tool_receipts;
              DELETE FROM notes_undone;",
         )

@@ -219,7 +219,10 @@ pub fn note_output(note: &NoteRow) -> ToolOutput {
 
 /// The notebook a new note goes to: the default, an existing notebook (whatever the case
 /// given), or a new name; a near miss of an existing name is refused as a likely typo.
-fn resolve_notebook(conn: &Connection, given: Option<&str>) -> Result<String, ToolError> {
+pub(crate) fn resolve_notebook(
+    conn: &Connection,
+    given: Option<&str>,
+) -> Result<String, ToolError> {
     let Some(given) = given.map(str::trim).filter(|g| !g.is_empty()) else {
         return Ok(DEFAULT_NOTEBOOK.into());
     };
@@ -424,6 +427,22 @@ fn delete_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
             Effect::Irreversible,
             "It permanently deletes a note, which the user cannot get back, so a human approves every call.",
         )
+        .approval_preview({
+            let store = store.clone();
+            move |args: &DeleteArgs| {
+                // The human sees which note, not just a number; the preview is bound into
+                // the approval, so it covers exactly this note as it is now.
+                let note = store
+                    .with_conn(|conn| rows::by_id(conn, args.note_id))??
+                    .ok_or_else(|| unknown_note(args.note_id, "note_id"))?;
+                let first_line: String = note.body.lines().next().unwrap_or("").chars().take(120).collect();
+                Ok(json!({
+                    "deletes": format!("note {}: \"{}\" in {}", note.id, note.title, note.notebook),
+                    "created": note.created,
+                    "starts": first_line,
+                }))
+            }
+        })
         .write(move |ctx, args: DeleteArgs| {
             let store = store.clone();
             async move {

@@ -36,6 +36,13 @@ pub enum Command {
     /// Like `ask`, in a loop: each line you type continues the conversation (empty line or
     /// end of input ends it).
     Chat(AgentArgs),
+    /// Create, restore, import into or undo writes in the notes database.
+    #[command(subcommand)]
+    Notes(NotesCommand),
+    /// The notes assistant's round trip, step by step, on the sample notebook with the
+    /// embedded model; then an injected note asking for the notes to be emailed out, stopped
+    /// at the approval step.
+    Demo(DemoArgs),
     /// Run a task suite against one or more toolsets with the same model and loop, and report
     /// success with 95% CIs, tokens and calls per task, and the verdict.
     Eval(EvalCommand),
@@ -147,8 +154,8 @@ pub struct AgentArgs {
     pub token_budget: Option<u64>,
     /// `auto` runs medium-risk writes (logged with an undo handle); `ask` asks for them too.
     /// High-risk calls always ask. Without a terminal, every question is answered no.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub mode: ModeName,
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeName>,
     /// Sampling temperature (default: the model's greedy or provider default).
     #[arg(long)]
     pub temperature: Option<f32>,
@@ -188,10 +195,65 @@ pub struct ToolsArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ToolsetName {
+    /// The book catalogue as a straight CRUD API.
     #[value(name = "books-v1")]
     BooksV1,
+    /// The book catalogue as tools designed for a model.
     #[value(name = "books-v2")]
     BooksV2,
+    /// The notes assistant: notes, web clips, email drafts and sends.
+    #[value(name = "notes")]
+    Notes,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NotesCommand {
+    /// Create a notes database: the bundled sample notebook (default) or an empty one.
+    Init {
+        #[arg(long, value_name = "FILE")]
+        db: Option<PathBuf>,
+        /// Start empty instead of with the sample notebook.
+        #[arg(long)]
+        empty: bool,
+    },
+    /// Restore the database to what it was created with (sample or empty).
+    Reset {
+        #[arg(long, value_name = "FILE")]
+        db: Option<PathBuf>,
+    },
+    /// Import a folder of Markdown notes (optional front matter: title, notebook, tags, due,
+    /// created, kind, source_url, untrusted).
+    Import {
+        /// The folder to read.
+        dir: PathBuf,
+        #[arg(long, value_name = "FILE")]
+        db: Option<PathBuf>,
+    },
+    /// Revert the last N undoable writes (notes created, tags changed, to-dos made), newest
+    /// first.
+    Undo {
+        /// How many writes to revert.
+        #[arg(default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+        count: u32,
+        #[arg(long, value_name = "FILE")]
+        db: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Notes database for the demo. Default: a fresh sample notebook in a temporary folder.
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// The model (as for `ask`).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Context window of the embedded model, in tokens.
+    #[arg(long, default_value_t = 16_384, value_parser = clap::value_parser!(u32).range(2048..=131_072))]
+    pub ctx: u32,
+    /// Write the demo's trace (JSON Lines) here.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

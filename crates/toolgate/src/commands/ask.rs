@@ -8,7 +8,6 @@ use toolgate_agent::{
     Agent, AgentConfig, AgentEvent, DEFAULT_SYSTEM_PROMPT, Observer, RunResult, StopCause,
     TerminalApprover,
 };
-use toolgate_books::{BooksStore, Toolset};
 use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
 use toolgate_core::{Approver, DenyAll, Dispatcher, Mode, Principal, Registry};
 use toolgate_llm::embedded::{
@@ -20,7 +19,7 @@ use toolgate_llm::{
 };
 
 use super::{CommandError, runtime};
-use crate::cli::{AgentArgs, AskArgs, ModeName, ToolsetName};
+use crate::cli::{AgentArgs, AskArgs, ModeName};
 use crate::config::Config;
 use crate::model_spec::{self, ModelSpec};
 
@@ -71,45 +70,37 @@ fn run_id() -> String {
 }
 
 fn build(config: &Config, args: &AgentArgs) -> Result<Session, CommandError> {
-    let path = config.books_db(args.db.as_deref())?;
-    if !path.exists() {
-        eprintln!(
-            "toolgate: creating the book catalogue at {}",
-            path.display()
-        );
-    }
-    let store = BooksStore::open_or_init(&path)?;
-    let toolset = match args.toolset {
-        ToolsetName::BooksV1 => Toolset::V1,
-        ToolsetName::BooksV2 => Toolset::V2,
-    };
-    let registry = Arc::new(Registry::new(toolset.tools(&store)?)?);
-    let names: Vec<String> = registry.names().map(str::to_string).collect();
-    let principal =
-        Principal::local("local-user", &[]).with_catalogue(names.iter().map(String::as_str));
     let trace: Arc<dyn TraceSink> = match &args.trace {
         Some(file) => Arc::new(JsonlTrace::create(file)?),
         None => Arc::new(NoTrace),
     };
+    let wired =
+        crate::toolsets::wire(config, args.toolset, args.db.as_deref(), Arc::clone(&trace))?;
+    let registry = Arc::new(Registry::new(wired.tools)?);
+    let names: Vec<String> = registry.names().map(str::to_string).collect();
+    let principal =
+        Principal::local("local-user", &[]).with_catalogue(names.iter().map(String::as_str));
     let approver: Arc<dyn Approver> = match TerminalApprover::if_terminal() {
         Some(terminal) => Arc::new(terminal),
         None => Arc::new(DenyAll),
     };
     let mode = match args.mode {
-        ModeName::Auto => Mode::Auto,
-        ModeName::Ask => Mode::Ask,
+        Some(ModeName::Auto) => Mode::Auto,
+        Some(ModeName::Ask) => Mode::Ask,
+        None => config.mode.unwrap_or_default(),
     };
     let dispatcher = Dispatcher::new(Arc::clone(&registry))
         .with_approver(approver)
         .with_mode(mode)
         .with_trace(Arc::clone(&trace));
-    let spec = choose_model(args.model.as_deref())?;
+    let path = wired.store_path;
+    let spec = choose_model(args.model.as_deref().or(config.model.name.as_deref()))?;
     let model = load_model(&spec, args.ctx, !args.quiet)?;
     let model_name = model.name();
     if !args.quiet {
         println!(
             "model: {model_name}   toolset: {} ({} tools)   db: {}",
-            toolset.name(),
+            wired.name,
             names.len(),
             path.display()
         );

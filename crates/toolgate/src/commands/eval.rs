@@ -36,10 +36,13 @@ fn run_suite(args: &EvalRunArgs) -> Result<(), CommandError> {
         .toolsets
         .iter()
         .map(|t| match t {
-            ToolsetName::BooksV1 => Toolset::V1,
-            ToolsetName::BooksV2 => Toolset::V2,
+            ToolsetName::BooksV1 => Ok(Toolset::V1),
+            ToolsetName::BooksV2 => Ok(Toolset::V2),
+            ToolsetName::Notes => Err(CommandError::RunFailed(
+                "the runner evaluates the books toolsets (books-v1, books-v2); a notes suite is not wired yet".into(),
+            )),
         })
-        .collect();
+        .collect::<Result<_, _>>()?;
     let out = args.out.clone().unwrap_or_else(|| {
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

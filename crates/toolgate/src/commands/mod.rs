@@ -2,7 +2,9 @@
 
 mod ask;
 mod books;
+mod demo;
 mod eval;
+mod notes;
 mod tools;
 
 use crate::cli::{Cli, Command};
@@ -14,6 +16,14 @@ pub enum CommandError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Store(#[from] toolgate_books::StoreError),
+    #[error(transparent)]
+    NotesStore(#[from] toolgate_notes::StoreError),
+    #[error(transparent)]
+    Import(#[from] toolgate_notes::ImportError),
+    #[error(transparent)]
+    Undo(#[from] toolgate_notes::UndoError),
+    #[error("the egress configuration is refused: {0}")]
+    Egress(#[from] toolgate_egress::ConfigError),
     #[error("a tool declaration is invalid: {0}")]
     Declaration(#[from] toolgate_core::tool::DeclarationError),
     #[error(transparent)]
@@ -42,6 +52,8 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Ask(args) => ask::ask(&config, &args),
         Command::Chat(args) => ask::chat(&config, &args),
         Command::Eval(command) => eval::run(&config, command),
+        Command::Notes(command) => notes::run(&config, command),
+        Command::Demo(args) => demo::run(&config, &args),
     }
 }
 

@@ -3,20 +3,29 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use toolgate_books::{BooksStore, Toolset};
+use toolgate_core::trace::NoTrace;
 use toolgate_core::{CallRequest, Dispatcher, Principal, Registry, ToolSpec, tokens};
 
 use super::{CommandError, runtime};
 use crate::cli::{OutputFormat, ToolsArgs, ToolsetName};
 use crate::config::Config;
 use crate::table;
+use crate::toolsets::{toolset_name, wire};
 
 /// Calls whose result sizes are reported for each toolset: the v1 full listing against the
 /// v2 searches that answer the same questions.
-fn measured_calls(toolset: Toolset) -> Vec<(&'static str, Value)> {
+fn measured_calls(toolset: ToolsetName) -> Vec<(&'static str, Value)> {
     match toolset {
-        Toolset::V1 => vec![("list_items", json!({})), ("get_item", json!({"id": 1}))],
-        Toolset::V2 => vec![
+        ToolsetName::Notes => vec![
+            ("notes_search", json!({"query": "design team budget"})),
+            (
+                "notes_search",
+                json!({"query": "design team budget", "response_format": "detailed"}),
+            ),
+            ("notes_get", json!({"note_id": 5})),
+        ],
+        ToolsetName::BooksV1 => vec![("list_items", json!({})), ("get_item", json!({"id": 1}))],
+        ToolsetName::BooksV2 => vec![
             ("books_search", json!({})),
             ("books_search", json!({"author": "Rowling"})),
             (
@@ -29,29 +38,35 @@ fn measured_calls(toolset: Toolset) -> Vec<(&'static str, Value)> {
 }
 
 struct Report {
-    toolset: Toolset,
+    toolset: &'static str,
     digest: String,
     specs: Vec<ToolSpec>,
     definition_tokens: usize,
     results: Vec<(String, usize)>,
 }
 
-pub fn run(_config: &Config, args: &ToolsArgs) -> Result<(), CommandError> {
-    let toolsets: Vec<Toolset> = match args.toolset {
-        Some(ToolsetName::BooksV1) => vec![Toolset::V1],
-        Some(ToolsetName::BooksV2) => vec![Toolset::V2],
-        None => Toolset::ALL.to_vec(),
+pub fn run(config: &Config, args: &ToolsArgs) -> Result<(), CommandError> {
+    let toolsets: Vec<ToolsetName> = match args.toolset {
+        Some(one) => vec![one],
+        None => vec![
+            ToolsetName::BooksV1,
+            ToolsetName::BooksV2,
+            ToolsetName::Notes,
+        ],
     };
-    // Measure on the given database, or on a fresh one that disappears afterwards.
+    // Measure on the given database, or on fresh ones that disappear afterwards.
     let scratch = tempfile::tempdir()?;
-    let store = match &args.db {
-        Some(path) => BooksStore::open(path)?,
-        None => BooksStore::init(&scratch.path().join("books.sqlite"))?,
-    };
     let rt = runtime()?;
     let mut reports = Vec::new();
     for toolset in toolsets {
-        let registry = Arc::new(Registry::new(toolset.tools(&store)?)?);
+        let db = match &args.db {
+            Some(path) => path.clone(),
+            None => scratch
+                .path()
+                .join(format!("{}.sqlite", toolset_name(toolset))),
+        };
+        let wired = wire(config, toolset, Some(&db), Arc::new(NoTrace))?;
+        let registry = Arc::new(Registry::new(wired.tools)?);
         let dispatcher = Dispatcher::new(Arc::clone(&registry));
         let specs: Vec<ToolSpec> = registry.specs().cloned().collect();
         let views: Vec<_> = specs.iter().map(ToolSpec::model_view).collect();
@@ -69,7 +84,7 @@ pub fn run(_config: &Config, args: &ToolsArgs) -> Result<(), CommandError> {
             results.push((shown, tokens::count(&outcome.model_text())));
         }
         reports.push(Report {
-            toolset,
+            toolset: wired.name,
             digest: registry.digest().to_string(),
             definition_tokens: tokens::count_definitions(&views),
             specs,
@@ -91,7 +106,7 @@ fn render_table(reports: &[Report], with_schema: bool) -> String {
     for r in reports {
         out.push_str(&format!(
             "{}: {} tools, catalogue digest {}, definitions cost {} tokens in every request\n\n",
-            r.toolset.name(),
+            r.toolset,
             r.specs.len(),
             &r.digest[..16.min(r.digest.len())],
             r.definition_tokens
@@ -161,7 +176,7 @@ fn render_json(reports: &[Report], with_schema: bool) -> Value {
                 .map(|(call, n)| json!({"call": call, "tokens": n}))
                 .collect();
             json!({
-                "name": r.toolset.name(),
+                "name": r.toolset,
                 "catalogue_digest": r.digest,
                 "definition_tokens": r.definition_tokens,
                 "tools": tools,

@@ -1,0 +1,133 @@
+//! `toolgate notes ...`, `toolgate tools --toolset notes` and the config file, run as a user
+//! would.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn toolgate(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("XDG_DATA_HOME")
+        .env("HOME", cwd)
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn notes_init_import_undo_and_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("notes.sqlite");
+    let db = db.to_str().unwrap();
+    let out = toolgate(&["notes", "init", "--db", db], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("sample notebook"));
+
+    let md = dir.path().join("md");
+    std::fs::create_dir_all(&md).unwrap();
+    std::fs::write(
+        md.join("good.md"),
+        "---\ntitle: Garden plan\ntags: [home]\n---\nTomatoes by the fence.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        md.join("bad.md"),
+        "---\ntitle: Broken\ndue: Friday\n---\nbody\n",
+    )
+    .unwrap();
+    let out = toolgate(
+        &["notes", "import", md.to_str().unwrap(), "--db", db],
+        dir.path(),
+    );
+    assert!(
+        !out.status.success(),
+        "a rejected file makes the command fail"
+    );
+    assert!(
+        text(&out.stdout).contains("imported  good.md"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stderr).contains("bad.md"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let garden: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM notes WHERE title = 'Garden plan'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(garden, 1);
+
+    let out = toolgate(&["notes", "undo", "--db", db], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("nothing to undo"),
+        "imports are not tool writes: {}",
+        text(&out.stdout)
+    );
+
+    let out = toolgate(&["notes", "reset", "--db", db], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let garden: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM notes WHERE title = 'Garden plan'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(garden, 0, "reset restores the sample");
+
+    let again = toolgate(&["notes", "init", "--db", db], dir.path());
+    assert!(!again.status.success());
+}
+
+#[test]
+fn tools_for_notes_show_every_risk_and_a_bad_allowlist_is_refused_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = toolgate(&["tools", "--toolset", "notes"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for row in [
+        "email_send                 high",
+        "notes_delete               high",
+        "web_clip                   medium",
+        "notes_search               low",
+    ] {
+        assert!(stdout.contains(row), "{row} in {stdout}");
+    }
+
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        "[[egress.allow]]\nhost = \"*\"\n",
+    )
+    .unwrap();
+    let out = toolgate(&["tools", "--toolset", "notes"], dir.path());
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("egress"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../toolgate.example.toml"),
+        dir.path().join("toolgate.toml"),
+    )
+    .unwrap();
+    let out = toolgate(&["tools", "--toolset", "notes"], dir.path());
+    assert!(
+        out.status.success(),
+        "the documented example loads: {}",
+        text(&out.stderr)
+    );
+}
