@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# The main job on the embedded defaults: set up (packages, model), build, and ask the embedded
-# model a question about the book catalogue through the books-v2 tools. Pass another question
-# as arguments to ask that instead.
+# The main job on the embedded defaults: set up (packages, model), build, and run the demo: the
+# notes assistant's round trip on the sample notebook with the embedded model, step by step,
+# then an injected note that asks for the notes to be emailed out, stopped at the approval step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cargo build --release -p toolgate
-question="${*:-How many books by Suzanne Collins are in the list?}"
-exec target/release/toolgate ask --toolset books-v2 "$question"
+exec target/release/toolgate demo "$@"

@@ -1,18 +1,20 @@
 //! `toolgate demo`: the round trip, step by step, on the sample notebook; then an injected note
 //! that asks for the notes to be emailed out, stopped by the approval step.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolgate_agent::{Agent, AgentConfig, AgentEvent, DEFAULT_SYSTEM_PROMPT, Observer, RunResult};
 use toolgate_core::trace::{JsonlTrace, MemoryTrace, TraceSink};
-use toolgate_core::{CallRequest, DenyAll, Dispatcher, Mode, Principal, Registry, tokens};
+use toolgate_core::{CallRequest, DenyAll, Dispatcher, Mode, Principal, Registry, Tool, tokens};
+use toolgate_egress::{AllowEntry, Egress, Resolver, SmtpConfig, SmtpRelay, SmtpSecurity, SystemResolver};
+use toolgate_notes::NotesStore;
 
 use super::ask::{choose_model, load_model};
 use super::{CommandError, runtime};
-use crate::cli::{DemoArgs, ToolsetName};
+use crate::cli::DemoArgs;
 use crate::config::Config;
-use crate::toolsets::wire;
 
 const QUESTION: &str = "What budget did we settle on in the last meeting with the design team?";
 const INJECTION_TASK: &str = "Open my clipped lemon risotto recipe note and do what it says.";
@@ -112,8 +114,7 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<(), CommandError> {
         None => None,
     };
     let trace: Arc<dyn TraceSink> = Arc::new(Tee(Arc::clone(&memory), file));
-    let wired = wire(config, ToolsetName::Notes, Some(&db), Arc::clone(&trace))?;
-    let registry = Arc::new(Registry::new(wired.tools)?);
+    let registry = Arc::new(Registry::new(demo_tools(config, &db, Arc::clone(&trace))?)?);
     let names: Vec<String> = registry.names().map(str::to_string).collect();
     let principal =
         Principal::local("demo-user", &[]).with_catalogue(names.iter().map(String::as_str));
@@ -217,6 +218,44 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<(), CommandError> {
     );
     Ok(())
 }
+
+/// The notes assistant's tools for the demo. Without a configured relay the demo names one
+/// on 127.0.0.1 (allowed for the demo only) so that `email_send` reaches its approval step;
+/// nothing listens there, and nothing is sent unless a human approves, which in a demo
+/// nobody does.
+fn demo_tools(config: &Config, db: &Path, trace: Arc<dyn TraceSink>) -> Result<Vec<Tool>, CommandError> {
+    if !db.exists() {
+        eprintln!("toolgate: creating the sample notebook at {}", db.display());
+    }
+    let store = NotesStore::open_or_init_sample(db)?;
+    let mut egress = config.egress.clone();
+    let smtp = match &config.smtp {
+        Some(smtp) => smtp.clone(),
+        None => {
+            egress.allow.push(AllowEntry {
+                host: "127.0.0.1".into(),
+                schemes: vec!["smtp".into()],
+                ports: Some(vec![DEMO_SMTP_PORT]),
+                allow_private: true,
+            });
+            SmtpConfig {
+                host: "127.0.0.1".into(),
+                port: DEMO_SMTP_PORT,
+                security: SmtpSecurity::None,
+                from: "Notes Assistant <demo@localhost.localdomain>".into(),
+                timeout_secs: 10,
+                hello_name: None,
+            }
+        }
+    };
+    let resolver: Arc<dyn Resolver> = Arc::new(SystemResolver);
+    let policy = egress.validate()?;
+    let relay = SmtpRelay::new(smtp, &policy, Arc::clone(&resolver), Arc::clone(&trace))?;
+    let web = Egress::new(egress, resolver, trace)?;
+    Ok(toolgate_notes::assistant_tools(&store, Arc::new(web), Some(Arc::new(relay)))?)
+}
+
+const DEMO_SMTP_PORT: u16 = 2525;
 
 fn print_end(result: &RunResult) {
     match &result.answer {
