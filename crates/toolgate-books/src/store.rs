@@ -6,12 +6,12 @@
 //! leaves the previous state; `open` refuses a file that is not a toolgate books database.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, params};
 use toolgate_core::ToolError;
 use toolgate_core::idempotency;
+use toolgate_core::shared_conn::SharedConnection;
 
 use crate::data::{Book, DataError, embedded_books};
 
@@ -47,7 +47,7 @@ pub enum StoreError {
 #[derive(Clone, Debug)]
 pub struct BooksStore {
     path: PathBuf,
-    conn: Arc<Mutex<Connection>>,
+    conn: SharedConnection,
 }
 
 const SCHEMA: &str = "
@@ -133,7 +133,7 @@ impl BooksStore {
         idempotency::install(&conn).map_err(sql)?;
         Ok(BooksStore {
             path: path.to_path_buf(),
-            conn: Arc::new(Mutex::new(conn)),
+            conn: SharedConnection::new(conn, "books store"),
         })
     }
 
@@ -174,23 +174,12 @@ impl BooksStore {
         &self,
         work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,
     ) -> Result<T, ToolError> {
-        let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || {
-            let mut guard = conn.lock().map_err(|_| {
-                ToolError::internal("the books store is unavailable after an earlier failure")
-            })?;
-            work(&mut guard)
-        })
-        .await
-        .map_err(|_| ToolError::internal("the books store task failed"))?
+        self.conn.blocking(work).await
     }
 
     /// Runs `work` on the connection on this thread (for commands and tests).
     pub fn with_conn<T>(&self, work: impl FnOnce(&mut Connection) -> T) -> Result<T, ToolError> {
-        let mut guard = self.conn.lock().map_err(|_| {
-            ToolError::internal("the books store is unavailable after an earlier failure")
-        })?;
-        Ok(work(&mut guard))
+        self.conn.with_conn(work)
     }
 }
 

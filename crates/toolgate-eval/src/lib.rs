@@ -5,9 +5,11 @@
 
 pub mod checks;
 pub mod output;
+pub mod pages;
 pub mod record;
 pub mod report;
 pub mod runner;
 pub mod stats;
 pub mod suite;
+pub mod target;
 pub mod trace_pair;

@@ -17,15 +17,16 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use toolgate_agent::{Agent, AgentConfig, StopCause};
-use toolgate_books::{BooksStore, Toolset};
 use toolgate_core::canonical::sha256_hex;
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{DenyAll, Dispatcher, Principal, Registry};
 use toolgate_llm::Model;
 
 use crate::checks::{self, ResolvedCheck};
+use crate::pages::PageServer;
 use crate::record::{CallRecord, Ending, RunRecord, classify};
-use crate::suite::{Split, StoreKind, Suite, Task};
+use crate::suite::{Split, Suite, Task};
+use crate::target::{EvalStore, EvalToolset};
 
 /// Everything that defines an eval; a resume must match it exactly.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,13 +85,15 @@ pub type ProgressFn = Box<dyn Fn(&ProgressUpdate<'_>) + Send + Sync>;
 pub struct Runner {
     pub suite: Suite,
     pub suite_text: String,
-    pub toolsets: Vec<Toolset>,
+    pub toolsets: Vec<EvalToolset>,
     pub runs: usize,
     pub split: Option<Split>,
     pub task_ids: Option<Vec<String>>,
     pub max_rounds: u32,
     pub temperature: Option<f32>,
     pub out_dir: PathBuf,
+    /// Folder served on 127.0.0.1 for clip tasks; `{pages}` in a prompt becomes its base URL.
+    pub pages_dir: Option<PathBuf>,
     pub resume: bool,
     /// Set to stop after the run in progress (Ctrl-C, or a test simulating a kill).
     pub stop: Arc<AtomicBool>,
@@ -133,7 +136,14 @@ impl Runner {
         if self.toolsets.is_empty() {
             return Err(RunnerError::Usage("name at least one --toolset".into()));
         }
-        let StoreKind::Books = self.suite.suite.store;
+        let kind = self.suite.suite.store;
+        if let Some(wrong) = self.toolsets.iter().find(|t| t.store() != kind) {
+            return Err(RunnerError::Usage(format!(
+                "toolset {} does not work on a {:?} suite",
+                wrong.name(),
+                kind
+            )));
+        }
         let tasks = self
             .suite
             .select(self.split, self.task_ids.as_deref())
@@ -145,8 +155,18 @@ impl Runner {
         }
         let plan = self.plan(&model.name(), &tasks);
         let mut records = self.prepare_dir(&plan)?;
-        let store = BooksStore::open_or_init(&self.out_dir.join("store.sqlite"))?;
+        let store = EvalStore::open(kind, &self.out_dir.join("store.sqlite"))?;
         store.reset()?;
+        let needs_pages = tasks.iter().any(|t| t.prompt.contains("{pages}"));
+        let pages = match (&self.pages_dir, needs_pages) {
+            (Some(dir), true) => Some(PageServer::start(dir).map_err(io(dir))?),
+            (None, true) => {
+                return Err(RunnerError::Usage(
+                    "the suite's prompts use {pages}: give the folder of pages to serve".into(),
+                ));
+            }
+            (_, false) => None,
+        };
         let resolved = resolve_checks(&store, &tasks)?;
 
         let done: HashSet<(String, String, usize)> = records.iter().map(RunRecord::key).collect();
@@ -173,7 +193,15 @@ impl Runner {
                     }
                     store.reset()?;
                     let record = self
-                        .run_one(&store, *toolset, task, checks, index, Arc::clone(&model))
+                        .run_one(
+                            &store,
+                            *toolset,
+                            task,
+                            checks,
+                            index,
+                            Arc::clone(&model),
+                            pages.as_ref(),
+                        )
                         .await?;
                     let line = serde_json::to_string(&record).unwrap_or_default();
                     writeln!(out, "{line}")
@@ -224,20 +252,23 @@ impl Runner {
         Ok(Vec::new())
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn run_one(
         &self,
-        store: &BooksStore,
-        toolset: Toolset,
+        store: &EvalStore,
+        toolset: EvalToolset,
         task: &Task,
         checks: &[ResolvedCheck],
         index: usize,
         model: Arc<dyn Model>,
+        pages: Option<&PageServer>,
     ) -> Result<RunRecord, RunnerError> {
-        let registry = Arc::new(Registry::new(toolset.tools(store)?)?);
+        let trace = Arc::new(MemoryTrace::default());
+        let tools = store.tools(toolset, pages.map(|p| p.port), trace.clone())?;
+        let registry = Arc::new(Registry::new(tools)?);
         let names: Vec<String> = registry.names().map(str::to_string).collect();
         let principal =
             Principal::local("eval", &[]).with_catalogue(names.iter().map(String::as_str));
-        let trace = Arc::new(MemoryTrace::default());
         let dispatcher = Dispatcher::new(registry)
             .with_approver(Arc::new(DenyAll))
             .with_trace(trace.clone());
@@ -250,7 +281,11 @@ impl Runner {
             .with_trace(trace);
         let run_id = format!("{}/{}/{}", toolset.name(), task.id, index);
         let started = Instant::now();
-        let result = agent.ask(&run_id, &task.prompt).await;
+        let prompt = match pages {
+            Some(p) => task.prompt.replace("{pages}", &p.base_url()),
+            None => task.prompt.clone(),
+        };
+        let result = agent.ask(&run_id, &prompt).await;
         let seconds = started.elapsed().as_secs_f64();
         let calls: Vec<CallRecord> = result
             .calls
@@ -327,7 +362,7 @@ fn bounded(text: &str, max: usize) -> String {
 }
 
 fn resolve_checks(
-    store: &BooksStore,
+    store: &EvalStore,
     tasks: &[&Task],
 ) -> Result<Vec<Vec<ResolvedCheck>>, RunnerError> {
     tasks

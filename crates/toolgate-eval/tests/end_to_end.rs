@@ -11,6 +11,7 @@ use toolgate_books::Toolset;
 use toolgate_eval::output::write_report;
 use toolgate_eval::runner::{Runner, RunnerError};
 use toolgate_eval::suite::Suite;
+use toolgate_eval::target::EvalToolset;
 use toolgate_llm::scripted::ScriptedModel;
 use toolgate_llm::{BoxFuture, ContentBlock, LlmError, Model, ModelRequest, ModelResponse};
 
@@ -137,13 +138,17 @@ fn runner(dir: &std::path::Path, runs: usize, resume: bool, stop: Arc<AtomicBool
     Runner {
         suite: Suite::parse(SUITE, "mini.toml").unwrap(),
         suite_text: SUITE.into(),
-        toolsets: vec![Toolset::V1, Toolset::V2],
+        toolsets: vec![
+            EvalToolset::Books(Toolset::V1),
+            EvalToolset::Books(Toolset::V2),
+        ],
         runs,
         split: None,
         task_ids: None,
         max_rounds: 6,
         temperature: None,
         out_dir: dir.to_path_buf(),
+        pages_dir: None,
         resume,
         stop,
     }

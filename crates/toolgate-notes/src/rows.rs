@@ -170,24 +170,7 @@ impl NoteRow {
     }
 }
 
-pub fn split_tags(text: &str) -> Vec<&str> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .collect()
-}
-
-/// Tags are stored lower-case, trimmed, unique and sorted, joined by commas.
-pub fn join_tags<'a>(tags: impl IntoIterator<Item = &'a str>) -> String {
-    let mut set: Vec<String> = tags
-        .into_iter()
-        .map(|t| t.trim().trim_start_matches('#').trim().to_lowercase())
-        .filter(|t| !t.is_empty())
-        .collect();
-    set.sort();
-    set.dedup();
-    set.join(",")
-}
+pub use toolgate_core::taglist::{join_tags, split_tags};
 
 /// Whether a tag (as given, before lower-casing) is acceptable: a letter or digit first, then
 /// letters, digits, spaces, `-` or `_`, at most 32 characters. The same rule as the tools' schema.

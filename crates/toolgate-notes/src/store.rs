@@ -13,11 +13,11 @@
 //! drafts) in one transaction, so a failure leaves the previous state.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, params};
 use toolgate_core::idempotency;
+use toolgate_core::shared_conn::SharedConnection;
 use toolgate_core::{ToolError, ToolOutput};
 
 use crate::rows::{self, NewNote};
@@ -101,7 +101,7 @@ pub const SAMPLE_SEED: u64 = 20_251_202;
 #[derive(Clone, Debug)]
 pub struct NotesStore {
     path: PathBuf,
-    conn: Arc<Mutex<Connection>>,
+    conn: SharedConnection,
 }
 
 const SCHEMA: &str = "
@@ -261,7 +261,7 @@ impl NotesStore {
         idempotency::install(&conn).map_err(sql)?;
         Ok(NotesStore {
             path: path.to_path_buf(),
-            conn: Arc::new(Mutex::new(conn)),
+            conn: SharedConnection::new(conn, "notes store"),
         })
     }
 
@@ -352,22 +352,11 @@ impl NotesStore {
         &self,
         work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,
     ) -> Result<T, ToolError> {
-        let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || {
-            let mut guard = conn.lock().map_err(|_| {
-                ToolError::internal("the notes store is unavailable after an earlier failure")
-            })?;
-            work(&mut guard)
-        })
-        .await
-        .map_err(|_| ToolError::internal("the notes store task failed"))?
+        self.conn.blocking(work).await
     }
 
     /// Runs `work` on the connection on this thread (for commands and tests).
     pub fn with_conn<T>(&self, work: impl FnOnce(&mut Connection) -> T) -> Result<T, ToolError> {
-        let mut guard = self.conn.lock().map_err(|_| {
-            ToolError::internal("the notes store is unavailable after an earlier failure")
-        })?;
-        Ok(work(&mut guard))
+        self.conn.with_conn(work)
     }
 }

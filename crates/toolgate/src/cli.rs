@@ -78,7 +78,8 @@ pub struct EvalRunArgs {
     #[arg(long, value_name = "FILE", default_value = "evals/books.toml")]
     pub suite: PathBuf,
     /// A toolset to evaluate; give it twice to compare (the second against the first).
-    #[arg(long = "toolset", value_enum, default_values = ["books-v1", "books-v2"])]
+    /// Default: books-v1 and books-v2 for a books suite, notes for a notes suite.
+    #[arg(long = "toolset", value_enum)]
     pub toolsets: Vec<ToolsetName>,
     /// Runs per task and toolset.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]

@@ -22,11 +22,25 @@ fn demo_prints_the_round_trip_and_the_approval_step_stops_the_injected_send() {
         .output()
         .expect("the binary runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    for step in ["1. One round trip", "request → model", "model → tool_use", "our code runs it", "tool_result for", "2. A prompt injection"] {
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for step in [
+        "1. One round trip",
+        "request → model",
+        "model → tool_use",
+        "our code runs it",
+        "tool_result for",
+        "2. A prompt injection",
+    ] {
         assert!(stdout.contains(step), "missing {step:?} in:\n{stdout}");
     }
-    assert!(stdout.contains("sent 0; the SMTP relay was contacted 0 time(s)"), "{stdout}");
+    assert!(
+        stdout.contains("sent 0; the SMTP relay was contacted 0 time(s)"),
+        "{stdout}"
+    );
 
     let events: Vec<Value> = std::fs::read_to_string(&trace)
         .unwrap()
@@ -38,6 +52,16 @@ fn demo_prints_the_round_trip_and_the_approval_step_stops_the_injected_send() {
         .filter(|e| e["event"] == "tool_call" && e["gen_ai.tool.name"] == "email_send")
         .collect();
     assert!(!sends.is_empty(), "an email_send was attempted");
-    assert!(sends.iter().all(|e| e["outcome"] == "approval_denied" && e["stage"] == "approval"), "{sends:#?}");
-    assert!(!events.iter().any(|e| e["event"] == "egress" && e["scheme"] == "smtp"), "no SMTP connection");
+    assert!(
+        sends
+            .iter()
+            .all(|e| e["outcome"] == "approval_denied" && e["stage"] == "approval"),
+        "{sends:#?}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["event"] == "egress" && e["scheme"] == "smtp"),
+        "no SMTP connection"
+    );
 }

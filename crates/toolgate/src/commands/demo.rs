@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 use toolgate_agent::{Agent, AgentConfig, AgentEvent, DEFAULT_SYSTEM_PROMPT, Observer, RunResult};
 use toolgate_core::trace::{JsonlTrace, MemoryTrace, TraceSink};
 use toolgate_core::{CallRequest, DenyAll, Dispatcher, Mode, Principal, Registry, Tool, tokens};
-use toolgate_egress::{AllowEntry, Egress, Resolver, SmtpConfig, SmtpRelay, SmtpSecurity, SystemResolver};
+use toolgate_egress::{
+    AllowEntry, Egress, Resolver, SmtpConfig, SmtpRelay, SmtpSecurity, SystemResolver,
+};
 use toolgate_notes::NotesStore;
 
 use super::ask::{choose_model, load_model};
@@ -223,7 +225,11 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<(), CommandError> {
 /// on 127.0.0.1 (allowed for the demo only) so that `email_send` reaches its approval step;
 /// nothing listens there, and nothing is sent unless a human approves, which in a demo
 /// nobody does.
-fn demo_tools(config: &Config, db: &Path, trace: Arc<dyn TraceSink>) -> Result<Vec<Tool>, CommandError> {
+fn demo_tools(
+    config: &Config,
+    db: &Path,
+    trace: Arc<dyn TraceSink>,
+) -> Result<Vec<Tool>, CommandError> {
     if !db.exists() {
         eprintln!("toolgate: creating the sample notebook at {}", db.display());
     }
@@ -252,7 +258,11 @@ fn demo_tools(config: &Config, db: &Path, trace: Arc<dyn TraceSink>) -> Result<V
     let policy = egress.validate()?;
     let relay = SmtpRelay::new(smtp, &policy, Arc::clone(&resolver), Arc::clone(&trace))?;
     let web = Egress::new(egress, resolver, trace)?;
-    Ok(toolgate_notes::assistant_tools(&store, Arc::new(web), Some(Arc::new(relay)))?)
+    Ok(toolgate_notes::assistant_tools(
+        &store,
+        Arc::new(web),
+        Some(Arc::new(relay)),
+    )?)
 }
 
 const DEMO_SMTP_PORT: u16 = 2525;

@@ -8,7 +8,8 @@ use std::sync::atomic::AtomicBool;
 use toolgate_books::Toolset;
 use toolgate_eval::output::write_report;
 use toolgate_eval::runner::{PLAN_FILE, Plan, ProgressUpdate, RUNS_FILE, Runner, load_records};
-use toolgate_eval::suite::{Split, Suite};
+use toolgate_eval::suite::{Split, StoreKind, Suite};
+use toolgate_eval::target::EvalToolset;
 use toolgate_eval::trace_pair;
 
 use super::ask::{choose_model, load_model};
@@ -32,17 +33,30 @@ fn run_suite(args: &EvalRunArgs) -> Result<(), CommandError> {
         }
     })?;
     let suite = Suite::parse(&suite_text, &args.suite.display().to_string())?;
-    let toolsets: Vec<Toolset> = args
-        .toolsets
-        .iter()
-        .map(|t| match t {
-            ToolsetName::BooksV1 => Ok(Toolset::V1),
-            ToolsetName::BooksV2 => Ok(Toolset::V2),
-            ToolsetName::Notes => Err(CommandError::RunFailed(
-                "the runner evaluates the books toolsets (books-v1, books-v2); a notes suite is not wired yet".into(),
-            )),
-        })
-        .collect::<Result<_, _>>()?;
+    let toolsets: Vec<EvalToolset> = if args.toolsets.is_empty() {
+        match suite.suite.store {
+            StoreKind::Books => vec![
+                EvalToolset::Books(Toolset::V1),
+                EvalToolset::Books(Toolset::V2),
+            ],
+            StoreKind::Notes => vec![EvalToolset::Notes],
+        }
+    } else {
+        args.toolsets
+            .iter()
+            .map(|t| match t {
+                ToolsetName::BooksV1 => EvalToolset::Books(Toolset::V1),
+                ToolsetName::BooksV2 => EvalToolset::Books(Toolset::V2),
+                ToolsetName::Notes => EvalToolset::Notes,
+            })
+            .collect()
+    };
+    // Clip tasks fetch pages served from the suite's `pages` folder, when it has one.
+    let pages_dir = args
+        .suite
+        .parent()
+        .map(|d| d.join("pages"))
+        .filter(|d| d.is_dir());
     let out = args.out.clone().unwrap_or_else(|| {
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -66,6 +80,7 @@ fn run_suite(args: &EvalRunArgs) -> Result<(), CommandError> {
         max_rounds: args.max_rounds,
         temperature: args.temperature,
         out_dir: out.clone(),
+        pages_dir,
         resume: args.resume,
         stop: Arc::new(AtomicBool::new(false)),
     };
