@@ -192,17 +192,12 @@ impl Runner {
                         return Ok(records);
                     }
                     store.reset()?;
-                    let record = self
-                        .run_one(
-                            &store,
-                            *toolset,
-                            task,
-                            checks,
-                            index,
-                            Arc::clone(&model),
-                            pages.as_ref(),
-                        )
-                        .await?;
+                    let target = RunTarget {
+                        store: &store,
+                        pages: pages.as_ref(),
+                        model: Arc::clone(&model),
+                    };
+                    let record = self.run_one(&target, *toolset, task, checks, index).await?;
                     let line = serde_json::to_string(&record).unwrap_or_default();
                     writeln!(out, "{line}")
                         .and_then(|()| out.flush())
@@ -252,17 +247,15 @@ impl Runner {
         Ok(Vec::new())
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn run_one(
         &self,
-        store: &EvalStore,
+        target: &RunTarget<'_>,
         toolset: EvalToolset,
         task: &Task,
         checks: &[ResolvedCheck],
         index: usize,
-        model: Arc<dyn Model>,
-        pages: Option<&PageServer>,
     ) -> Result<RunRecord, RunnerError> {
+        let (store, pages, model) = (target.store, target.pages, Arc::clone(&target.model));
         let trace = Arc::new(MemoryTrace::default());
         let tools = store.tools(toolset, pages.map(|p| p.port), trace.clone())?;
         let registry = Arc::new(Registry::new(tools)?);
@@ -335,6 +328,13 @@ impl Runner {
             seconds,
         })
     }
+}
+
+/// What every run of an eval shares: the store, the page server and the model.
+struct RunTarget<'a> {
+    store: &'a EvalStore,
+    pages: Option<&'a PageServer>,
+    model: Arc<dyn Model>,
 }
 
 /// The tool results of a transcript, in call order.

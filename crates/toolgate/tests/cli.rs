@@ -1,23 +1,11 @@
 //! The real binary, run as a user would.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
+use std::process::Command;
+
+use common::{text, toolgate};
 use serde_json::Value;
-
-fn toolgate(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("XDG_DATA_HOME")
-        .env("HOME", cwd)
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 #[test]
 fn books_init_then_reset_and_refusals_are_clear() {

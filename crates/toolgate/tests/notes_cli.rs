@@ -1,22 +1,9 @@
 //! `toolgate notes ...`, `toolgate tools --toolset notes` and the config file, run as a user
 //! would.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn toolgate(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("XDG_DATA_HOME")
-        .env("HOME", cwd)
-        .output()
-        .expect("the binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use common::{text, toolgate};
 
 #[test]
 fn notes_init_import_undo_and_reset() {

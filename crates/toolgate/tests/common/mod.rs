@@ -1,0 +1,20 @@
+//! Running the real binary as a user would: in a folder of its own, with HOME pointing there
+//! so default paths stay inside the test.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+pub fn toolgate(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("XDG_DATA_HOME")
+        .env("HOME", cwd)
+        .output()
+        .expect("the binary runs")
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
