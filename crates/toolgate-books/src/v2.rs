@@ -99,7 +99,8 @@ pub struct SearchArgs {
     /// Highest average rating, inclusive.
     #[schemars(range(min = 0, max = 5))]
     pub rating_max: Option<f64>,
-    /// Language code exactly as stored, e.g. "eng", "en-US", "spa".
+    /// Language code exactly as stored, e.g. "eng", "en-US", "spa"; "none" finds books with no
+    /// language code.
     #[schemars(length(min = 2, max = 10))]
     pub language: Option<String>,
     /// The user's reading status; "none" means no status set.
@@ -163,6 +164,8 @@ pub struct TagArgs {
 }
 
 const DEFAULT_LIMIT: u32 = 10;
+/// The `language` value that finds books whose language code is empty.
+const NO_LANGUAGE: &str = "none";
 const SEARCH_MAX_BYTES: usize = 16 * 1024;
 
 pub fn tools(store: &BooksStore) -> Result<Vec<Tool>, DeclarationError> {
@@ -256,19 +259,26 @@ fn run_search(conn: &rusqlite::Connection, args: &SearchArgs) -> Result<Value, T
         clauses.push("average_rating <= ?");
         params.push(SqlValue::Real(r));
     }
-    if let Some(language) = &args.language {
-        let codes = rows::language_codes(conn)?;
-        if !codes.iter().any(|c| c == language.trim()) {
-            return Err(ToolError::invalid(
-                "language",
-                format!("no book has language code \"{language}\""),
-            )
-            .with_expected(format!("one of {}", codes.join(", ")))
-            .with_received(json!(language))
-            .with_example(json!({"language": "eng"})));
+    if let Some(language) = args.language.as_deref().map(str::trim) {
+        if language.eq_ignore_ascii_case(NO_LANGUAGE) {
+            clauses.push("language_code IS NULL");
+        } else {
+            let codes = rows::language_codes(conn)?;
+            if !codes.iter().any(|c| c == language) {
+                return Err(ToolError::invalid(
+                    "language",
+                    format!("no book has language code \"{language}\""),
+                )
+                .with_expected(format!(
+                    "one of {}, or \"{NO_LANGUAGE}\" for books with no language code",
+                    codes.join(", ")
+                ))
+                .with_received(json!(language))
+                .with_example(json!({"language": "eng"})));
+            }
+            clauses.push("language_code = ?");
+            params.push(SqlValue::Text(language.into()));
         }
-        clauses.push("language_code = ?");
-        params.push(SqlValue::Text(language.trim().into()));
     }
     match args.status {
         Some(StatusFilter::None) => clauses.push("my_status IS NULL"),

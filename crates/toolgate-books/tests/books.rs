@@ -122,6 +122,10 @@ async fn filters_and_sort_match_sql_including_ties_by_id() {
             "SELECT book_id FROM books WHERE language_code = 'en-US' ORDER BY ratings_count DESC, book_id LIMIT 50",
         ),
         (
+            json!({"language": "none", "limit": 50}),
+            "SELECT book_id FROM books WHERE language_code IS NULL ORDER BY ratings_count DESC, book_id",
+        ),
+        (
             json!({"title": "harry potter", "sort": "title"}),
             "SELECT book_id FROM books WHERE title LIKE '%harry potter%' ORDER BY title COLLATE NOCASE, book_id LIMIT 10",
         ),
