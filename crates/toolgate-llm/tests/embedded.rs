@@ -9,6 +9,10 @@ use toolgate_llm::{
     Message, Model, ModelRequest, StopReason, ToolChoice, ToolDefinition, ToolResult,
 };
 
+/// The engine keeps one KV cache; tests that interleave their turns would evict each other's
+/// prefix, so each test holds this for its whole conversation.
+static ONE_CONVERSATION: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn model() -> &'static EmbeddedModel {
     static MODEL: OnceLock<EmbeddedModel> = OnceLock::new();
     MODEL.get_or_init(|| {
@@ -45,6 +49,7 @@ fn search_tool() -> ToolDefinition {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_call_is_well_formed_and_the_next_round_reuses_the_cache() {
+    let _alone = ONE_CONVERSATION.lock().await;
     let model = model();
     let question = Message::user_text("How many books by Suzanne Collins are in the list?");
     let mut request = ModelRequest::new(vec![question.clone()], vec![search_tool()]);
@@ -89,6 +94,7 @@ async fn tool_call_is_well_formed_and_the_next_round_reuses_the_cache() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_tools_the_model_answers_in_prose() {
+    let _alone = ONE_CONVERSATION.lock().await;
     let model: Arc<&EmbeddedModel> = Arc::new(model());
     let mut request = ModelRequest::new(
         vec![Message::user_text("Say hello in one word.")],
@@ -107,6 +113,7 @@ async fn without_tools_the_model_answers_in_prose() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_too_long_for_the_context_is_refused_clearly() {
+    let _alone = ONE_CONVERSATION.lock().await;
     let long = "word ".repeat(5000);
     let mut request = ModelRequest::new(vec![Message::user_text(&long)], vec![]);
     request.max_tokens = 16;
