@@ -177,6 +177,18 @@ impl BooksStore {
         self.conn.blocking(work).await
     }
 
+    /// Runs a write's effect at most once for the call's idempotency key (see
+    /// [`SharedConnection::write_once`]).
+    pub async fn write_once(
+        &self,
+        ctx: &toolgate_core::ExecContext,
+        effect: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<toolgate_core::WriteEffect, ToolError>
+        + Send
+        + 'static,
+    ) -> Result<toolgate_core::Receipt, ToolError> {
+        self.conn.write_once(ctx, effect).await
+    }
+
     /// Runs `work` on the connection on this thread (for commands and tests).
     pub fn with_conn<T>(&self, work: impl FnOnce(&mut Connection) -> T) -> Result<T, ToolError> {
         self.conn.with_conn(work)

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolgate_core::idempotency::{WriteEffect, run_once};
+use toolgate_core::idempotency::WriteEffect;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, ErrorStyle, Risk, Tool, ToolBuilder, ToolError, ToolOutput};
 
@@ -129,11 +129,8 @@ fn update_item(store: &BooksStore) -> Result<Tool, DeclarationError> {
         .write(move |ctx, args: UpdateItemArgs| {
             let store = store.clone();
             async move {
-                let key = ctx.write_key()?.clone();
                 store
-                    .blocking(move |conn| {
-                        run_once(conn, &key, ctx.now_unix, |tx| apply_update(tx, &args))
-                    })
+                    .write_once(&ctx, move |tx| apply_update(tx, &args))
                     .await
             }
         })

@@ -6,7 +6,7 @@ use rusqlite::types::Value as SqlValue;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolgate_core::idempotency::{WriteEffect, run_once};
+use toolgate_core::idempotency::WriteEffect;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError, ToolOutput};
 
@@ -403,12 +403,7 @@ fn set_status(store: &BooksStore) -> Result<Tool, DeclarationError> {
         )
         .write(move |ctx, args: SetStatusArgs| {
             let store = store.clone();
-            async move {
-                let key = ctx.write_key()?.clone();
-                store
-                    .blocking(move |conn| run_once(conn, &key, ctx.now_unix, |tx| apply_status(tx, &args)))
-                    .await
-            }
+            async move { store.write_once(&ctx, move |tx| apply_status(tx, &args)).await }
         })
 }
 
@@ -459,12 +454,7 @@ fn tag(store: &BooksStore) -> Result<Tool, DeclarationError> {
         })
         .write(move |ctx, args: TagArgs| {
             let store = store.clone();
-            async move {
-                let key = ctx.write_key()?.clone();
-                store
-                    .blocking(move |conn| run_once(conn, &key, ctx.now_unix, |tx| apply_tags(tx, &args)))
-                    .await
-            }
+            async move { store.write_once(&ctx, move |tx| apply_tags(tx, &args)).await }
         })
 }
 

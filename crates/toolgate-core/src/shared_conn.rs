@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rusqlite::Connection;
 
 use crate::error::ToolError;
+use crate::idempotency::{Receipt, WriteEffect, run_once};
+use crate::tool::ExecContext;
 
 #[derive(Clone, Debug)]
 pub struct SharedConnection {
@@ -40,6 +42,21 @@ impl SharedConnection {
         })
         .await
         .map_err(|_| ToolError::internal(format!("the {name} task failed")))?
+    }
+
+    /// Runs a write handler's effect at most once for the call's idempotency key, on a
+    /// blocking thread, recording the receipt in the same transaction.
+    pub async fn write_once(
+        &self,
+        ctx: &ExecContext,
+        effect: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<WriteEffect, ToolError>
+        + Send
+        + 'static,
+    ) -> Result<Receipt, ToolError> {
+        let key = ctx.write_key()?.clone();
+        let now = ctx.now_unix;
+        self.blocking(move |conn| run_once(conn, &key, now, effect))
+            .await
     }
 
     /// Runs `work` on the connection on this thread (for commands and tests).

@@ -21,7 +21,7 @@ use rusqlite::Connection;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolgate_core::idempotency::{WriteEffect, run_once, store_error};
+use toolgate_core::idempotency::{WriteEffect, store_error};
 use toolgate_core::schema::edit_distance;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError, ToolOutput, UntrustedText};
@@ -282,13 +282,8 @@ fn create_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
         .write(move |ctx, args: CreateArgs| {
             let store = store.clone();
             async move {
-                let key = ctx.write_key()?.clone();
                 let today = ctx.today.clone();
-                store
-                    .blocking(move |conn| {
-                        run_once(conn, &key, ctx.now_unix, |tx| apply_create(tx, &args, &today))
-                    })
-                    .await
+                store.write_once(&ctx, move |tx| apply_create(tx, &args, &today)).await
             }
         })
 }
@@ -370,12 +365,7 @@ fn tag_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
         })
         .write(move |ctx, args: TagArgs| {
             let store = store.clone();
-            async move {
-                let key = ctx.write_key()?.clone();
-                store
-                    .blocking(move |conn| run_once(conn, &key, ctx.now_unix, |tx| apply_tags(tx, &args)))
-                    .await
-            }
+            async move { store.write_once(&ctx, move |tx| apply_tags(tx, &args)).await }
         })
 }
 
@@ -445,12 +435,7 @@ fn delete_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
         })
         .write(move |ctx, args: DeleteArgs| {
             let store = store.clone();
-            async move {
-                let key = ctx.write_key()?.clone();
-                store
-                    .blocking(move |conn| run_once(conn, &key, ctx.now_unix, |tx| apply_delete(tx, args.note_id)))
-                    .await
-            }
+            async move { store.write_once(&ctx, move |tx| apply_delete(tx, args.note_id)).await }
         })
 }
 
@@ -484,14 +469,9 @@ fn todos_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
         .write(move |ctx, args: TodosArgs| {
             let store = store.clone();
             async move {
-                let key = ctx.write_key()?.clone();
                 let today = ctx.today.clone();
                 store
-                    .blocking(move |conn| {
-                        run_once(conn, &key, ctx.now_unix, |tx| {
-                            apply_todos(tx, args.meeting_note_id, &today)
-                        })
-                    })
+                    .write_once(&ctx, move |tx| apply_todos(tx, args.meeting_note_id, &today))
                     .await
             }
         })
