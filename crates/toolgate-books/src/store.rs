@@ -189,6 +189,11 @@ impl BooksStore {
         self.conn.write_once(ctx, effect).await
     }
 
+    /// Where write tools record their receipts, for the dispatcher to replay retries from.
+    pub fn receipt_log(&self) -> impl toolgate_core::idempotency::ReceiptLog + 'static {
+        self.conn.clone()
+    }
+
     /// Runs `work` on the connection on this thread (for commands and tests).
     pub fn with_conn<T>(&self, work: impl FnOnce(&mut Connection) -> T) -> Result<T, ToolError> {
         self.conn.with_conn(work)

@@ -126,6 +126,7 @@ fn update_item(store: &BooksStore) -> Result<Tool, DeclarationError> {
             "It changes the user's own tags or status, and the previous values are kept for undo.",
         )
         .error_style(ErrorStyle::Terse)
+        .receipts(store.receipt_log())
         .write(move |ctx, args: UpdateItemArgs| {
             let store = store.clone();
             async move {

@@ -401,6 +401,7 @@ fn set_status(store: &BooksStore) -> Result<Tool, DeclarationError> {
             Effect::UndoableWrite,
             "It changes only the user's own reading status, and the previous values are kept for undo.",
         )
+        .receipts(store.receipt_log())
         .write(move |ctx, args: SetStatusArgs| {
             let store = store.clone();
             async move { store.write_once(&ctx, move |tx| apply_status(tx, &args)).await }
@@ -452,6 +453,7 @@ fn tag(store: &BooksStore) -> Result<Tool, DeclarationError> {
             }
             Ok(())
         })
+        .receipts(store.receipt_log())
         .write(move |ctx, args: TagArgs| {
             let store = store.clone();
             async move { store.write_once(&ctx, move |tx| apply_tags(tx, &args)).await }

@@ -6,7 +6,10 @@
 //!    `forbidden`, even when named;
 //! 3. validate against the closed schema, then the tool's semantic check;
 //! 4. authorize scopes;
-//! 5. approval by risk and mode, bound to (tool, version, canonical arguments, principal);
+//! 5. approval by risk and mode, bound to (tool, version, canonical arguments, principal); a
+//!    write whose receipt is already recorded under its idempotency key (and whose tool lets
+//!    the dispatcher read its receipts) replays that receipt instead: its handler is not called
+//!    and no human is asked, because nothing will happen again;
 //! 6. idempotency key for writes;
 //! 7. execute under the deadline, cancellable;
 //! 8. observation: redacted, bounded, provenance attached.
@@ -35,7 +38,7 @@ use crate::cancel::CancelToken;
 use crate::canonical::{canonical_json, digest_parts};
 use crate::clock::{Clock, SystemClock, unix_secs};
 use crate::error::{ErrorCode, ErrorStyle, ToolError};
-use crate::idempotency::IdempotencyKey;
+use crate::idempotency::{IdempotencyKey, Receipt, ReceiptLog};
 use crate::observation::{self, Observation, Provenance};
 use crate::principal::Principal;
 use crate::registry::Registry;
@@ -122,8 +125,15 @@ pub enum Stage {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum ApprovalRecord {
     NotNeeded,
-    Approved { via: &'static str },
-    Denied { reason: String },
+    /// The same call already happened (its receipt is recorded): it replays, nothing runs, and
+    /// no human is asked about an effect that will not happen again.
+    Replayed,
+    Approved {
+        via: &'static str,
+    },
+    Denied {
+        reason: String,
+    },
 }
 
 /// One record per call: what was asked, what was decided, what happened.
@@ -408,11 +418,29 @@ impl Dispatcher {
             ));
         }
 
+        // The key is derived before approval (it is pure) so that a call whose receipt already
+        // exists replays instead of asking a human about an effect that will not happen again.
+        let canonical = canonical_json(&request.arguments);
+        let key = spec.writes().then(|| match &request.idempotency_key {
+            Some(given) => {
+                IdempotencyKey::given(given, &request.principal.id, &spec.name, &canonical)
+            }
+            None => IdempotencyKey::derived(&request.run_id, &spec.name, &canonical),
+        });
+
         // 5. Approval.
         record.stage = Stage::Approval;
+        let replay = match (&tool.receipts, &key) {
+            (Some(log), Some(key)) => recorded_receipt(Arc::clone(log), key.clone()).await?,
+            _ => None,
+        };
         if approval_needed(spec.policy.risk, self.mode) {
-            let preview = catch_panic(|| tool.handler.preview(&request.arguments))?;
-            record.approval = self.seek_approval(spec, request, preview).await;
+            if replay.is_some() {
+                record.approval = ApprovalRecord::Replayed;
+            } else {
+                let preview = catch_panic(|| tool.handler.preview(&request.arguments))?;
+                record.approval = self.seek_approval(spec, request, preview).await;
+            }
             if let ApprovalRecord::Denied { reason } = &record.approval {
                 return Err(ToolError::new(
                     ErrorCode::ApprovalDenied,
@@ -426,13 +454,6 @@ impl Dispatcher {
 
         // 6. Idempotency.
         record.stage = Stage::Idempotency;
-        let canonical = canonical_json(&request.arguments);
-        let key = spec.writes().then(|| match &request.idempotency_key {
-            Some(given) => {
-                IdempotencyKey::given(given, &request.principal.id, &spec.name, &canonical)
-            }
-            None => IdempotencyKey::derived(&request.run_id, &spec.name, &canonical),
-        });
         record.idempotency_key = key.as_ref().map(|k| k.key.clone());
 
         // 7. Execute.
@@ -451,18 +472,9 @@ impl Dispatcher {
             today,
             now_unix: unix_secs(self.clock.now()),
         };
-        let arguments = request.arguments.clone();
-        let handler_future = CatchPanic(catch_panic(|| Ok(tool.handler.call(ctx, arguments)))?);
-        let output = tokio::select! {
-            out = handler_future => out?,
-            () = tokio::time::sleep(spec.executor.deadline) => {
-                request.cancel.cancel();
-                return Err(ToolError::new(
-                    ErrorCode::DeadlineExceeded,
-                    format!("`{}` did not finish within {} ms", spec.name, spec.executor.deadline.as_millis()),
-                ));
-            }
-            () = request.cancel.canceled() => return Err(canceled()),
+        let output = match replay {
+            Some(receipt) => Output::Write(receipt.into()),
+            None => self.execute(spec, tool, ctx, request).await?,
         };
 
         // 8. Observation.
@@ -511,6 +523,29 @@ impl Dispatcher {
             truncated,
             redactions,
         })
+    }
+
+    /// Step 7 proper: the handler, under its deadline and the caller's cancellation.
+    async fn execute(
+        &self,
+        spec: &ToolSpec,
+        tool: &Tool,
+        ctx: ExecContext,
+        request: &CallRequest,
+    ) -> Result<Output, ToolError> {
+        let arguments = request.arguments.clone();
+        let handler_future = CatchPanic(catch_panic(|| Ok(tool.handler.call(ctx, arguments)))?);
+        tokio::select! {
+            out = handler_future => out,
+            () = tokio::time::sleep(spec.executor.deadline) => {
+                request.cancel.cancel();
+                Err(ToolError::new(
+                    ErrorCode::DeadlineExceeded,
+                    format!("`{}` did not finish within {} ms", spec.name, spec.executor.deadline.as_millis()),
+                ))
+            }
+            () = request.cancel.canceled() => Err(canceled()),
+        }
     }
 
     async fn seek_approval(
@@ -585,6 +620,16 @@ impl Dispatcher {
             .with_received(Value::String(name.into()))
             .with_hint(hint)
     }
+}
+
+/// Reads a write's receipt log off the async threads (SQLite blocks).
+async fn recorded_receipt(
+    log: Arc<dyn ReceiptLog>,
+    key: IdempotencyKey,
+) -> Result<Option<Receipt>, ToolError> {
+    tokio::task::spawn_blocking(move || log.recorded(&key))
+        .await
+        .map_err(|_| ToolError::internal("reading the receipt log failed"))?
 }
 
 fn canceled() -> ToolError {

@@ -80,18 +80,18 @@ pub fn install(conn: &Connection) -> rusqlite::Result<()> {
     )
 }
 
-/// Runs `effect` at most once for `key`: in one immediate transaction, a recorded key returns
-/// its receipt; otherwise the effect runs and its receipt is stored before commit.
-pub fn run_once(
-    conn: &mut Connection,
-    key: &IdempotencyKey,
-    now_unix: u64,
-    effect: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<WriteEffect, ToolError>,
-) -> Result<Receipt, ToolError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(store_error)?;
-    let existing = tx
+/// Where a write tool's receipts are recorded, readable by the dispatcher: a call whose
+/// receipt exists already happened, so it replays without running (or asking a human) again.
+pub trait ReceiptLog: Send + Sync {
+    /// The receipt recorded under `key` (marked `duplicate`), or `None`; a key recorded for
+    /// other arguments is a `conflict`.
+    fn recorded(&self, key: &IdempotencyKey) -> Result<Option<Receipt>, ToolError>;
+}
+
+/// The receipt recorded under `key`, as a duplicate; a key used for other arguments is a
+/// `conflict`.
+pub fn recorded(conn: &Connection, key: &IdempotencyKey) -> Result<Option<Receipt>, ToolError> {
+    let existing = conn
         .query_row(
             "SELECT tool, args_hash, result, undo, created_at FROM tool_receipts WHERE key = ?1",
             params![key.key],
@@ -107,22 +107,39 @@ pub fn run_once(
         )
         .optional()
         .map_err(store_error)?;
-    if let Some((tool, args_hash, result, undo, created_at)) = existing {
-        if tool != key.tool || args_hash != key.args_hash {
-            return Err(ToolError::new(
-                ErrorCode::Conflict,
-                "this idempotency key was already used for a different call",
-            )
-            .with_hint("use a new idempotency key for different arguments"));
-        }
-        return Ok(Receipt {
-            key: key.key.clone(),
-            tool,
-            result: serde_json::from_str(&result).unwrap_or(Value::Null),
-            undo: undo.and_then(|u| serde_json::from_str(&u).ok()),
-            created_at_unix: u64::try_from(created_at).unwrap_or(0),
-            duplicate: true,
-        });
+    let Some((tool, args_hash, result, undo, created_at)) = existing else {
+        return Ok(None);
+    };
+    if tool != key.tool || args_hash != key.args_hash {
+        return Err(ToolError::new(
+            ErrorCode::Conflict,
+            "this idempotency key was already used for a different call",
+        )
+        .with_hint("use a new idempotency key for different arguments"));
+    }
+    Ok(Some(Receipt {
+        key: key.key.clone(),
+        tool,
+        result: serde_json::from_str(&result).unwrap_or(Value::Null),
+        undo: undo.and_then(|u| serde_json::from_str(&u).ok()),
+        created_at_unix: u64::try_from(created_at).unwrap_or(0),
+        duplicate: true,
+    }))
+}
+
+/// Runs `effect` at most once for `key`: in one immediate transaction, a recorded key returns
+/// its receipt; otherwise the effect runs and its receipt is stored before commit.
+pub fn run_once(
+    conn: &mut Connection,
+    key: &IdempotencyKey,
+    now_unix: u64,
+    effect: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<WriteEffect, ToolError>,
+) -> Result<Receipt, ToolError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(store_error)?;
+    if let Some(receipt) = recorded(&tx, key)? {
+        return Ok(receipt);
     }
     let done = effect(&tx)?;
     let undo_text = done.undo.as_ref().map(Value::to_string);

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::canonical::{canonical_json, sha256_hex};
 use crate::principal::Principal;
 use crate::schema;
-use crate::spec::{ModelView, ToolSpec};
+use crate::spec::{ModelView, Risk, ToolSpec};
 use crate::tool::Tool;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -132,6 +132,11 @@ pub fn contract_problems<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> V
                     "{name}: description must say when not to use it, naming the sibling tool to use instead"
                 ));
             }
+        }
+        if spec.policy.risk == Risk::High && spec.writes() && !spec.executor.receipts_visible {
+            problems.push(format!(
+                "{name}: a high-risk write must declare its receipt log, or every retry of a call that already happened asks a human again"
+            ));
         }
         if spec.examples.is_empty()
             && !spec.input_schema["properties"]

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rusqlite::Connection;
 
 use crate::error::ToolError;
-use crate::idempotency::{Receipt, WriteEffect, run_once};
+use crate::idempotency::{IdempotencyKey, Receipt, ReceiptLog, WriteEffect, recorded, run_once};
 use crate::tool::ExecContext;
 
 #[derive(Clone, Debug)]
@@ -63,6 +63,13 @@ impl SharedConnection {
     pub fn with_conn<T>(&self, work: impl FnOnce(&mut Connection) -> T) -> Result<T, ToolError> {
         let mut guard = self.lock()?;
         Ok(work(&mut guard))
+    }
+}
+
+impl ReceiptLog for SharedConnection {
+    fn recorded(&self, key: &IdempotencyKey) -> Result<Option<Receipt>, ToolError> {
+        let conn = self.lock()?;
+        recorded(&conn, key)
     }
 }
 

@@ -112,6 +112,9 @@ pub struct ExecutorView {
     pub writes: bool,
     /// Whether calls to this tool may run concurrently with other calls in the same turn.
     pub parallel_safe: bool,
+    /// Whether the dispatcher can read this write tool's receipts: a retry of a call that
+    /// already happened then replays its receipt instead of asking a human again.
+    pub receipts_visible: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::cancel::CancelToken;
 use crate::error::{ErrorStyle, ToolError};
-use crate::idempotency::{IdempotencyKey, Receipt};
+use crate::idempotency::{IdempotencyKey, Receipt, ReceiptLog};
 use crate::principal::Principal;
 use crate::schema::{self, SchemaError};
 use crate::spec::{
@@ -171,6 +171,8 @@ impl<A: DeserializeOwned + Send + 'static> ErasedHandler for TypedHandler<A> {
 pub struct Tool {
     pub spec: ToolSpec,
     pub(crate) handler: Arc<dyn ErasedHandler>,
+    /// Where a write records its receipts, when the dispatcher may read them.
+    pub(crate) receipts: Option<Arc<dyn ReceiptLog>>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -198,6 +200,8 @@ pub enum DeclarationError {
     BadName(String),
     #[error("tool `{tool}`: effect `{effect}` writes, declare it with `write`, not `read`")]
     EffectMismatch { tool: String, effect: &'static str },
+    #[error("tool `{0}` only reads: a receipt log belongs to a `write` tool")]
+    ReceiptsOnRead(String),
 }
 
 /// Builds a [`Tool`] whose arguments deserialize into `A`.
@@ -215,6 +219,7 @@ pub struct ToolBuilder<A> {
     observation: ObservationView,
     check: Option<CheckFn<A>>,
     preview: Option<PreviewFn<A>>,
+    receipts: Option<Arc<dyn ReceiptLog>>,
     _args: PhantomData<fn() -> A>,
 }
 
@@ -241,6 +246,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
             },
             check: None,
             preview: None,
+            receipts: None,
             _args: PhantomData,
         }
     }
@@ -337,6 +343,13 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
     }
 
     /// Finishes a tool that does not change state.
+    /// Where the write handler records its receipts (the log `run_once` writes to), so that a
+    /// retry of a call that already happened replays its receipt without asking a human again.
+    pub fn receipts(mut self, log: impl ReceiptLog + 'static) -> Self {
+        self.receipts = Some(Arc::new(log));
+        self
+    }
+
     pub fn read<F, Fut>(self, handler: F) -> Result<Tool, DeclarationError>
     where
         F: Fn(ExecContext, A) -> Fut + Send + Sync + 'static,
@@ -383,6 +396,9 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
         let tool = self.name.clone();
         if !valid_tool_name(&tool) {
             return Err(DeclarationError::BadName(tool));
+        }
+        if !writes && self.receipts.is_some() {
+            return Err(DeclarationError::ReceiptsOnRead(tool));
         }
         let description = self.description.ok_or(DeclarationError::Missing {
             tool: tool.clone(),
@@ -449,10 +465,12 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
                     deadline: self.deadline,
                     writes,
                     parallel_safe: self.parallel_safe,
+                    receipts_visible: self.receipts.is_some(),
                 },
                 observation: self.observation,
             },
             handler: Arc::new(handler),
+            receipts: self.receipts,
         })
     }
 }
@@ -495,6 +513,13 @@ mod tests {
 
     #[test]
     fn declaration_table() {
+        struct NoReceipts;
+        impl ReceiptLog for NoReceipts {
+            fn recorded(&self, _key: &IdempotencyKey) -> Result<Option<Receipt>, ToolError> {
+                Ok(None)
+            }
+        }
+
         let cases: Vec<(&str, Result<Tool, DeclarationError>, Option<&str>)> = vec![
             (
                 "a complete declaration is accepted",
@@ -533,6 +558,11 @@ mod tests {
                 "a writing effect declared as read is refused",
                 read_echo(echo().policy(Risk::Medium, Effect::UndoableWrite, "r")),
                 Some("declare it with `write`"),
+            ),
+            (
+                "a receipt log on a tool that only reads is refused",
+                read_echo(echo().receipts(NoReceipts)),
+                Some("receipt log belongs to a `write` tool"),
             ),
         ];
         for (name, result, want_error) in cases {

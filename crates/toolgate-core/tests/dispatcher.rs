@@ -12,7 +12,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::approval::{ApprovalAnswer, ApprovalRequest, Approver, ApproverError};
 use toolgate_core::dispatcher::ApprovalRecord;
-use toolgate_core::idempotency::{self, WriteEffect, run_once, store_error};
+use toolgate_core::idempotency::{
+    self, IdempotencyKey, Receipt, ReceiptLog, WriteEffect, run_once, store_error,
+};
 use toolgate_core::tool::{BoxFuture, Tool};
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
@@ -211,6 +213,16 @@ fn note_add_tool(db: PathBuf, runs: Arc<Runs>) -> Tool {
         .unwrap()
 }
 
+/// The demo database's receipts, read the way the dispatcher reads a toolset's.
+struct DemoReceipts(PathBuf);
+
+impl ReceiptLog for DemoReceipts {
+    fn recorded(&self, key: &IdempotencyKey) -> Result<Option<Receipt>, ToolError> {
+        let conn = open_db(&self.0).map_err(store_error)?;
+        idempotency::recorded(&conn, key)
+    }
+}
+
 fn email_send_tool(db: PathBuf, runs: Arc<Runs>) -> Tool {
     ToolBuilder::<EmailSendArgs>::new("demo_email_send", 1)
         .describe(
@@ -228,6 +240,7 @@ fn email_send_tool(db: PathBuf, runs: Arc<Runs>) -> Tool {
             Effect::Irreversible,
             "A sent email cannot be taken back and other people read it.",
         )
+        .receipts(DemoReceipts(db.clone()))
         .write(move |ctx, args: EmailSendArgs| {
             runs.email_send.fetch_add(1, Ordering::SeqCst);
             let db = db.clone();
@@ -855,6 +868,66 @@ async fn approval_token_cannot_be_used_twice() {
     assert!(denial_reason(&second).contains("already used"));
     assert_eq!(fx.rows("outbox"), 1);
     assert_eq!(fx.runs.email_send.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn retry_of_an_approved_send_replays_without_asking_or_sending_again() {
+    let fx = Fixture::new();
+    let args = email_to("bob@example.org");
+    let binding = fx
+        .dispatcher()
+        .binding_for(&alice(), "demo_email_send", &args)
+        .unwrap();
+    // One approval only: a second question would be denied.
+    let approver = Arc::new(ScriptedApprover::approving([binding]));
+    let d = fx.dispatcher().with_approver(approver.clone());
+    let send = || CallRequest::new(alice(), "demo_email_send", args.clone()).with_run("run-1");
+
+    let first = d.call(send()).await;
+    let retry = d.call(send()).await;
+    assert_eq!(
+        first.record.approval,
+        ApprovalRecord::Approved { via: "approver" }
+    );
+    assert_eq!(retry.record.approval, ApprovalRecord::Replayed);
+    assert_eq!(content_of(&retry), content_of(&first), "the first receipt");
+    assert!(retry.record.duplicate && !first.record.duplicate);
+    assert_eq!(approver.seen().len(), 1, "the human was asked once");
+    assert_eq!(fx.runs.email_send.load(Ordering::SeqCst), 1);
+    assert_eq!(fx.rows("outbox"), 1);
+
+    // The same email in another run is a new send: it is asked about (and denied here).
+    let other_run = CallRequest::new(alice(), "demo_email_send", args.clone()).with_run("run-2");
+    let out = d.call(other_run).await;
+    assert_eq!(error_of(&out).code, ErrorCode::ApprovalDenied);
+    assert_eq!(approver.seen().len(), 2);
+    assert_eq!(fx.rows("outbox"), 1);
+}
+
+#[tokio::test]
+async fn reused_key_with_other_arguments_is_a_conflict_before_any_human_is_asked() {
+    let fx = Fixture::new();
+    let to_bob = email_to("bob@example.org");
+    let binding = fx
+        .dispatcher()
+        .binding_for(&alice(), "demo_email_send", &to_bob)
+        .unwrap();
+    let approver = Arc::new(ScriptedApprover::approving([binding]));
+    let d = fx.dispatcher().with_approver(approver.clone());
+    let first = CallRequest::new(alice(), "demo_email_send", to_bob).with_idempotency_key("k-1");
+    assert!(!d.call(first).await.is_error());
+
+    let other = CallRequest::new(alice(), "demo_email_send", email_to("mallory@evil.example"))
+        .with_idempotency_key("k-1");
+    let out = d.call(other).await;
+    assert_eq!(error_of(&out).code, ErrorCode::Conflict);
+    assert_eq!(out.record.stage, Stage::Approval);
+    assert_eq!(
+        approver.seen().len(),
+        1,
+        "the conflict was not put to a human"
+    );
+    assert_eq!(fx.rows("outbox"), 1);
 }
 
 #[tokio::test]

@@ -18,7 +18,9 @@
 //!   `undo_last` for every older write.
 //! - `email_send {draft_id}` asks a human in every mode; the approver is shown
 //!   `{"to", "subject", "body"}` read from the draft, exactly as it will be sent, and that
-//!   preview is bound into the approval, so a draft edited after approval is not covered.
+//!   preview is bound into the approval, so a draft edited after approval is not covered. A
+//!   retry of a send that already happened (its receipt recorded under the same key) replays
+//!   the receipt without asking: the dispatcher reads this store's receipts before approval.
 //! - A draft is sent at most once, whatever the retries, races and crashes (an outbox):
 //!   1. one immediate transaction claims the draft (`draft` -> `sending`, recording the call's
 //!      idempotency key). A key that already has a receipt returns that receipt (or a
@@ -51,7 +53,9 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolgate_core::idempotency::{IdempotencyKey, Receipt, WriteEffect, run_once, store_error};
+use toolgate_core::idempotency::{
+    IdempotencyKey, Receipt, WriteEffect, recorded, run_once, store_error,
+};
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{CancelToken, Effect, ErrorCode, Risk, Tool, ToolBuilder, ToolError};
 use toolgate_egress::{OutgoingEmail, SmtpRelay};
@@ -357,6 +361,7 @@ fn draft_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
         )
         .max_output_bytes(DRAFT_MAX_OUTPUT_BYTES)
         .check(|args: &DraftArgs, _| check_draft(args))
+        .receipts(store.receipt_log())
         .write(move |ctx, args: DraftArgs| {
             let store = store.clone();
             async move {
@@ -434,6 +439,7 @@ fn send_tool(store: &NotesStore, relay: Option<Arc<SmtpRelay>>) -> Result<Tool, 
             let draft = preview_store.with_conn(|conn| draft_by_id(conn, id))??;
             draft.map(|d| d.preview()).ok_or_else(|| unknown_draft(id))
         })
+        .receipts(store.receipt_log())
         .write(move |ctx, args: SendArgs| {
             let store = store.clone();
             let relay = relay.clone();
@@ -477,10 +483,10 @@ enum Claim {
 
 impl Outbox {
     async fn run(self) -> Result<Receipt, ToolError> {
-        let (id, key, now) = (self.draft_id, self.key.clone(), self.now_unix);
+        let (id, key) = (self.draft_id, self.key.clone());
         let claim = self
             .store
-            .blocking(move |conn| claim(conn, id, &key, now))
+            .blocking(move |conn| claim(conn, id, &key))
             .await?;
         let draft = match claim {
             Claim::Answered(answer) => return answer,
@@ -547,33 +553,16 @@ impl Outbox {
 }
 
 /// Step 1 of a send, in one immediate transaction; see the module documentation.
-fn claim(
-    conn: &mut Connection,
-    id: i64,
-    key: &IdempotencyKey,
-    now_unix: u64,
-) -> Result<Claim, ToolError> {
+fn claim(conn: &mut Connection, id: i64, key: &IdempotencyKey) -> Result<Claim, ToolError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(store_error)?;
-    let answered = tx
-        .query_row(
-            "SELECT 1 FROM tool_receipts WHERE key = ?1",
-            params![key.key],
-            |_| Ok(()),
-        )
-        .optional()
-        .map_err(store_error)?
-        .is_some();
-    if answered {
-        drop(tx);
-        // The receipt is there: `run_once` returns it, or refuses a key reused for other
-        // arguments. It never runs the effect.
-        return Ok(Claim::Answered(run_once(conn, key, now_unix, |_| {
-            Err(ToolError::internal(
-                "a recorded send was asked to run again",
-            ))
-        })));
+    // A recorded key answers with its first receipt (or refuses a key reused for other
+    // arguments); the send never runs again.
+    match recorded(&tx, key) {
+        Ok(None) => {}
+        Ok(Some(receipt)) => return Ok(Claim::Answered(Ok(receipt))),
+        Err(refused) => return Ok(Claim::Answered(Err(refused))),
     }
     let draft = draft_by_id(&tx, id)?.ok_or_else(|| unknown_draft(id))?;
     match draft.status {

@@ -279,6 +279,7 @@ fn create_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
             }
             Ok(())
         })
+        .receipts(store.receipt_log())
         .write(move |ctx, args: CreateArgs| {
             let store = store.clone();
             async move {
@@ -363,6 +364,7 @@ fn tag_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
             }
             Ok(())
         })
+        .receipts(store.receipt_log())
         .write(move |ctx, args: TagArgs| {
             let store = store.clone();
             async move { store.write_once(&ctx, move |tx| apply_tags(tx, &args)).await }
@@ -433,6 +435,7 @@ fn delete_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
                 }))
             }
         })
+        .receipts(store.receipt_log())
         .write(move |ctx, args: DeleteArgs| {
             let store = store.clone();
             async move { store.write_once(&ctx, move |tx| apply_delete(tx, args.note_id)).await }
@@ -466,6 +469,7 @@ fn todos_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
             Effect::UndoableWrite,
             "It adds to-do notes to the user's own notebook, and undo deletes exactly the ones it created.",
         )
+        .receipts(store.receipt_log())
         .write(move |ctx, args: TodosArgs| {
             let store = store.clone();
             async move {

@@ -70,6 +70,7 @@ pub fn web_clip_tools(
             "It makes an outbound request whose URL could carry data out, so it goes only to allowlisted hosts and is logged.",
         )
         .deadline(std::time::Duration::from_secs(30))
+        .receipts(store.receipt_log())
         .write(move |ctx, args: ClipArgs| {
             let store = store.clone();
             let egress = Arc::clone(&egress);

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use mail_sink::{MailSink, closed_port};
 use serde_json::{Value, json};
+use toolgate_core::dispatcher::ApprovalRecord;
 use toolgate_core::registry::contract_problems;
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
@@ -302,11 +303,10 @@ async fn email_send_with_an_approval_for_that_exact_draft_sends_once_and_a_retry
             .binding_for(&principal(), "email_send", &json!({"draft_id": id}))
             .unwrap()
     };
-    // Each call asks again (high risk asks in every mode), so each approval is scripted.
+    // One approval per send: a retry of a send that happened replays its receipt without
+    // asking (nothing will be sent again); the first draft in another run is a new send.
     let approver = Arc::new(ScriptedApprover::approving([
         binding(first_id),
-        binding(first_id),
-        binding(second_id),
         binding(second_id),
         binding(first_id),
     ]));
@@ -325,6 +325,8 @@ async fn email_send_with_an_approval_for_that_exact_draft_sends_once_and_a_retry
     assert_eq!(content(&retry), &receipt);
     assert!(retry.record.duplicate);
     assert_eq!(retry.record.idempotency_key, out.record.idempotency_key);
+    assert_eq!(retry.record.approval, ApprovalRecord::Replayed);
+    assert_eq!(approver.seen().len(), 1, "the retry asked nobody");
 
     let got = sink.received();
     assert_eq!(got.len(), 1, "{got:#?}");
@@ -366,6 +368,7 @@ async fn email_send_with_an_approval_for_that_exact_draft_sends_once_and_a_retry
     let retry = d.call(given()).await;
     assert_eq!(content(&retry), &lunch);
     assert!(retry.record.duplicate);
+    assert_eq!(approver.seen().len(), 2);
     assert_eq!(sink.received().len(), 2);
     assert_eq!(sink.received()[1].rcpt_tos, ["carol@example.org"]);
 
