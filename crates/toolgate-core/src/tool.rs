@@ -511,15 +511,39 @@ mod tests {
         b.read(|_ctx, args: Echo| async move { Ok(ToolOutput::new(json!(args.text))) })
     }
 
+    struct NoReceipts;
+
+    impl ReceiptLog for NoReceipts {
+        fn recorded(&self, _key: &IdempotencyKey) -> Result<Option<Receipt>, ToolError> {
+            Ok(None)
+        }
+    }
+
+    #[test]
+    fn high_risk_write_without_a_receipt_log_is_a_contract_problem() {
+        let send = |with_log: bool| {
+            let builder = echo().policy(Risk::High, Effect::Irreversible, "It sends text away.");
+            let builder = if with_log {
+                builder.receipts(NoReceipts)
+            } else {
+                builder
+            };
+            builder
+                .write(|_ctx, _args: Echo| async move {
+                    Err::<Receipt, _>(ToolError::internal("never called"))
+                })
+                .unwrap()
+        };
+        for (with_log, flagged) in [(false, true), (true, false)] {
+            let tool = send(with_log);
+            let problems = crate::registry::contract_problems([&tool.spec]);
+            let about_receipts = problems.iter().any(|p| p.contains("receipt log"));
+            assert_eq!(about_receipts, flagged, "with_log {with_log}: {problems:?}");
+        }
+    }
+
     #[test]
     fn declaration_table() {
-        struct NoReceipts;
-        impl ReceiptLog for NoReceipts {
-            fn recorded(&self, _key: &IdempotencyKey) -> Result<Option<Receipt>, ToolError> {
-                Ok(None)
-            }
-        }
-
         let cases: Vec<(&str, Result<Tool, DeclarationError>, Option<&str>)> = vec![
             (
                 "a complete declaration is accepted",

@@ -4,7 +4,7 @@
 //!
 //! | tool | risk | effect | undo handle |
 //! |---|---|---|---|
-//! | `email_draft` | medium | undoable write | none (see below) |
+//! | `email_draft` | medium | undoable write | delete the draft while it is unsent |
 //! | `email_send` | high | irreversible | none |
 //!
 //! Contract:
@@ -13,9 +13,8 @@
 //!   returns its id with exactly the message `email_send` would send. Recipients are bare
 //!   addresses (`ann@example.org`, no display names), 1 to [`MAX_RECIPIENTS`], no duplicates;
 //!   the subject is one line of at most [`SUBJECT_MAX_CHARS`] characters; the body is plain
-//!   text of at most [`BODY_MAX_CHARS`] characters. Drafts carry no undo handle: the crate's
-//!   [`crate::undo::UndoHandle`] has no variant for them, and an unknown handle would stop
-//!   `undo_last` for every older write.
+//!   text of at most [`BODY_MAX_CHARS`] characters. Its undo handle deletes the draft while it
+//!   is still unsent ([`UndoHandle::DeleteDraft`]).
 //! - `email_send {draft_id}` asks a human in every mode; the approver is shown
 //!   `{"to", "subject", "body"}` read from the draft, exactly as it will be sent, and that
 //!   preview is bound into the approval, so a draft edited after approval is not covered. A
@@ -61,6 +60,7 @@ use toolgate_core::{CancelToken, Effect, ErrorCode, Risk, Tool, ToolBuilder, Too
 use toolgate_egress::{OutgoingEmail, SmtpRelay};
 
 use crate::store::NotesStore;
+use crate::undo::UndoHandle;
 
 /// The most recipients one email may have.
 pub const MAX_RECIPIENTS: usize = 20;
@@ -401,7 +401,7 @@ fn apply_draft(
             "email": {"to": to, "subject": args.subject, "body": args.body},
             "note": "nothing was sent; only if the user asked to send it, call email_send with this draft_id",
         }),
-        undo: None,
+        undo: Some(UndoHandle::DeleteDraft { draft_id: id }.to_value()),
     })
 }
 

@@ -3,7 +3,8 @@
 //! Every undoable write records an [`UndoHandle`] in its idempotency receipt (the
 //! `WriteEffect.undo` the dispatcher also puts in its decision record). [`undo_last`] walks the
 //! receipts newest first, skipping those without a handle (reads never have receipts; an
-//! irreversible write such as `notes_delete` has no handle) and those already undone.
+//! irreversible write such as `notes_delete` or `email_send` has no handle) and those already
+//! undone. Undoing `email_draft` deletes the draft only while it is still a draft.
 //!
 //! Guarantees: each undo runs in one immediate transaction that both reverts the effect and
 //! records the receipt as undone, so an undo is applied at most once however many processes
@@ -26,6 +27,9 @@ pub enum UndoHandle {
     DeleteNotes { note_ids: Vec<i64> },
     /// Put back the tags the notes had before the write.
     RestoreTags { notes: Vec<TagsBefore> },
+    /// Delete the email draft the write saved, unless it is being sent or was sent (a sent
+    /// email cannot be taken back, so its draft stays as the record of what went out).
+    DeleteDraft { draft_id: i64 },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,6 +185,28 @@ fn undo_one(conn: &mut Connection) -> rusqlite::Result<Step> {
                 plural(changed.len(), "note", "notes")
             )
         }
+        UndoHandle::DeleteDraft { draft_id } => {
+            let status = tx
+                .query_row(
+                    "SELECT status FROM email_drafts WHERE id = ?1",
+                    params![draft_id],
+                    |r| r.get::<_, String>(0),
+                )
+                .optional()?;
+            match status.as_deref() {
+                None => format!("draft {draft_id} that `{tool}` saved was already gone"),
+                Some("draft") => {
+                    tx.execute(
+                        "DELETE FROM email_drafts WHERE id = ?1 AND status = 'draft'",
+                        params![draft_id],
+                    )?;
+                    format!("deleted draft {draft_id} that `{tool}` saved")
+                }
+                Some(sent_or_sending) => format!(
+                    "left draft {draft_id} as it is: it is {sent_or_sending}, and a sent email cannot be taken back"
+                ),
+            }
+        }
     };
     tx.execute(
         "INSERT INTO notes_undone (receipt_key, undone_at) VALUES (?1, ?2)",
@@ -269,6 +295,10 @@ mod tests {
                     }],
                 },
                 json!({"action": "restore_tags", "notes": [{"id": 2, "tags": "a,b"}]}),
+            ),
+            (
+                UndoHandle::DeleteDraft { draft_id: 3 },
+                json!({"action": "delete_draft", "draft_id": 3}),
             ),
         ];
         for (handle, wire) in cases {

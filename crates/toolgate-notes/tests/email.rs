@@ -21,6 +21,7 @@ use toolgate_egress::{
 use toolgate_notes::NotesStore;
 use toolgate_notes::email::email_tools;
 use toolgate_notes::tools::notes_tools;
+use toolgate_notes::undo::undo_last;
 
 /// 2025-12-05 10:00 UTC.
 const NOW_UNIX: u64 = 20_427 * 86_400 + 10 * 3_600;
@@ -259,9 +260,12 @@ async fn email_draft_shows_exactly_what_would_be_sent_and_a_retry_stores_it_once
         c["email"],
         json!({"to": ["ann@example.org", "bob@example.org"], "subject": SUBJECT, "body": BODY})
     );
-    assert!(first.record.undo.is_none(), "drafts offer no undo handle");
     assert_eq!(f.count("SELECT count(*) FROM email_drafts"), 1);
     let id = c["draft_id"].as_i64().unwrap();
+    assert_eq!(
+        first.record.undo,
+        Some(json!({"action": "delete_draft", "draft_id": id}))
+    );
     assert_eq!(f.status(id), "draft");
     assert_eq!(
         f.text(&format!(
@@ -587,4 +591,48 @@ async fn a_database_made_before_drafts_gets_the_table_and_reset_clears_drafts() 
         })
         .unwrap();
     assert_eq!(drafts, 1);
+}
+
+#[tokio::test]
+async fn undo_deletes_an_unsent_draft_and_leaves_a_sent_one_as_the_record_of_what_went_out() {
+    let sink = MailSink::start();
+    let f = fixture();
+    let registry = f.registry(Some(relay_to(sink.port())));
+    let plain = f.dispatcher(&registry);
+    let sent_id = f.draft(&plain, ann_draft()).await;
+    let binding = plain
+        .binding_for(&principal(), "email_send", &json!({"draft_id": sent_id}))
+        .unwrap();
+    let d = f
+        .dispatcher(&registry)
+        .with_approver(Arc::new(ScriptedApprover::approving([binding])));
+    assert!(!d.call(send(sent_id)).await.is_error());
+    let unsent_id = f
+        .draft(
+            &plain,
+            json!({"to": "carol@example.org", "subject": "Lunch", "body": "Thursday?"}),
+        )
+        .await;
+
+    // Newest first: the unsent draft, then the draft that was sent (the send itself has no
+    // undo handle).
+    let undone = undo_last(&f.store, 5).unwrap();
+    let summaries: Vec<&str> = undone.iter().map(|u| u.summary.as_str()).collect();
+    assert_eq!(summaries.len(), 2, "{summaries:?}");
+    assert_eq!(
+        summaries[0],
+        format!("deleted draft {unsent_id} that `email_draft` saved")
+    );
+    assert!(
+        summaries[1].starts_with(&format!("left draft {sent_id} as it is: it is sent")),
+        "{summaries:?}"
+    );
+    assert_eq!(
+        f.count(&format!(
+            "SELECT count(*) FROM email_drafts WHERE id = {unsent_id}"
+        )),
+        0
+    );
+    assert_eq!(f.status(sent_id), "sent");
+    assert_eq!(sink.received().len(), 1);
 }
