@@ -124,12 +124,10 @@ impl Runner {
         }
     }
 
-    /// Runs what is not done yet; returns every record of the eval (resumed ones included).
-    pub async fn run(
-        &self,
-        model: Arc<dyn Model>,
-        progress: Option<ProgressFn>,
-    ) -> Result<Vec<RunRecord>, RunnerError> {
+    /// The tasks this eval runs, after checking the settings that need no model (runs,
+    /// toolsets against the suite's store, split and task ids), so that a command can refuse
+    /// bad input before it loads a model.
+    pub fn selected_tasks(&self) -> Result<Vec<&Task>, RunnerError> {
         if self.runs == 0 {
             return Err(RunnerError::Usage("--runs must be at least 1".into()));
         }
@@ -153,6 +151,17 @@ impl Runner {
                 "no task matches the split and task filters".into(),
             ));
         }
+        Ok(tasks)
+    }
+
+    /// Runs what is not done yet; returns every record of the eval (resumed ones included).
+    pub async fn run(
+        &self,
+        model: Arc<dyn Model>,
+        progress: Option<ProgressFn>,
+    ) -> Result<Vec<RunRecord>, RunnerError> {
+        let tasks = self.selected_tasks()?;
+        let kind = self.suite.suite.store;
         let plan = self.plan(&model.name(), &tasks);
         let mut records = self.prepare_dir(&plan)?;
         let store = EvalStore::open(kind, &self.out_dir.join("store.sqlite"))?;

@@ -168,3 +168,88 @@ fn ask_with_a_bad_model_or_missing_key_says_what_to_do() {
         text(&missing_model.stderr)
     );
 }
+
+/// The repository's `evals` folder (suites and committed real runs).
+fn repo_evals() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../evals")
+}
+
+#[test]
+fn eval_report_re_renders_the_committed_real_eval_byte_for_byte() {
+    let committed = repo_evals().join("runs/books-dev-embedded");
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("books-dev");
+    std::fs::create_dir(&run_dir).unwrap();
+    for file in ["plan.json", "runs.jsonl"] {
+        std::fs::copy(committed.join(file), run_dir.join(file)).unwrap();
+    }
+    let out = toolgate(&["eval", "report", run_dir.to_str().unwrap()], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("books-v2 is better than books-v1"),
+        "{}",
+        text(&out.stdout)
+    );
+    for file in ["report.md", "report.json", "chart.svg"] {
+        assert_eq!(
+            std::fs::read_to_string(run_dir.join(file)).unwrap(),
+            std::fs::read_to_string(committed.join(file)).unwrap(),
+            "{file} differs from the committed one"
+        );
+    }
+
+    // The embedded model's calls are grammar-constrained: this eval has no trace pair, and
+    // the command says why instead of printing nothing.
+    let pair = toolgate(
+        &["eval", "trace-pair", run_dir.to_str().unwrap()],
+        dir.path(),
+    );
+    assert!(!pair.status.success());
+    assert!(
+        text(&pair.stderr).contains("grammar-constrained"),
+        "{}",
+        text(&pair.stderr)
+    );
+}
+
+#[test]
+fn eval_refuses_bad_settings_before_loading_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = repo_evals().join("books.toml");
+    let suite = suite.to_str().unwrap();
+    let out_dir = dir.path().join("never-made");
+    let out_arg = out_dir.to_str().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["eval", "--suite", "missing.toml", "--out", out_arg],
+            "cannot read the suite missing.toml",
+        ),
+        (
+            &[
+                "eval", "--suite", suite, "--tasks", "nope", "--out", out_arg,
+            ],
+            "no task with id `nope`",
+        ),
+        (
+            &[
+                "eval",
+                "--suite",
+                suite,
+                "--toolset",
+                "notes",
+                "--out",
+                out_arg,
+            ],
+            "toolset notes does not work on a Books suite",
+        ),
+        (&["eval", "report", out_arg], "never-made"),
+    ];
+    for (args, expected) in cases {
+        let out = toolgate(args, dir.path());
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("loading"), "{args:?}: {stderr}");
+        assert!(!out_dir.exists(), "{args:?} made the output folder");
+    }
+}

@@ -64,8 +64,6 @@ fn run_suite(args: &EvalRunArgs) -> Result<(), CommandError> {
             .unwrap_or(0);
         PathBuf::from(format!("evals/runs/{}-{secs}", suite.suite.name))
     });
-    let spec = choose_model(args.model.as_deref())?;
-    let model = load_model(&spec, args.ctx, true)?;
     let runner = Runner {
         suite,
         suite_text,
@@ -84,6 +82,10 @@ fn run_suite(args: &EvalRunArgs) -> Result<(), CommandError> {
         resume: args.resume,
         stop: Arc::new(AtomicBool::new(false)),
     };
+    // Bad settings are refused before the (slow) model load.
+    runner.selected_tasks()?;
+    let spec = choose_model(args.model.as_deref())?;
+    let model = load_model(&spec, args.ctx, true)?;
     eprintln!(
         "toolgate: eval of {} with {}; runs are saved in {} as they finish",
         runner.suite.suite.name,
@@ -178,9 +180,8 @@ fn pair(dir: &std::path::Path) -> Result<(), CommandError> {
             );
             Ok(())
         }
-        None => Err(CommandError::RunFailed(format!(
-            "no run in {} fixed its own arguments after an argument error; run more tasks or runs",
-            dir.display()
-        ))),
+        None => Err(CommandError::NoTracePair {
+            dir: dir.display().to_string(),
+        }),
     }
 }

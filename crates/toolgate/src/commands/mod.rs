@@ -40,6 +40,10 @@ pub enum CommandError {
     Suite(#[from] toolgate_eval::suite::SuiteError),
     #[error("the run did not finish: {0}")]
     RunFailed(String),
+    #[error(
+        "no run in {dir} met an invalid_argument error and then fixed its own call, so there is no trace pair to show. The embedded model's calls are grammar-constrained to each tool's schema, so only the tools' own checks (a relative date, an empty tag list) can produce one; run more tasks or runs, or a remote model (--model)"
+    )]
+    NoTracePair { dir: String },
     #[error("measuring `{call}` failed: {message}")]
     Measurement { call: String, message: String },
 }
