@@ -11,7 +11,7 @@
 //!    the dispatcher read its receipts) replays that receipt instead: its handler is not called
 //!    and no human is asked, because nothing will happen again;
 //! 6. idempotency key for writes;
-//! 7. execute under the deadline, cancellable;
+//! 7. execute under the deadline, cancellable (as is the wait for an approval);
 //! 8. observation: redacted, bounded, provenance attached.
 //!
 //! Guarantees: exactly one decision record per call, emitted to the trace; a refused call never
@@ -439,7 +439,11 @@ impl Dispatcher {
                 record.approval = ApprovalRecord::Replayed;
             } else {
                 let preview = catch_panic(|| tool.handler.preview(&request.arguments))?;
-                record.approval = self.seek_approval(spec, request, preview).await;
+                // A caller that gives up stops the wait for a human; nothing has run yet.
+                record.approval = tokio::select! {
+                    decided = self.seek_approval(spec, request, preview) => decided,
+                    () = request.cancel.canceled() => return Err(canceled()),
+                };
             }
             if let ApprovalRecord::Denied { reason } = &record.approval {
                 return Err(ToolError::new(

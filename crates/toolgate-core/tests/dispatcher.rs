@@ -1007,6 +1007,27 @@ async fn approver_that_times_out_is_a_denial() {
 }
 
 #[tokio::test]
+async fn canceling_while_a_human_is_asked_ends_the_wait_and_sends_nothing() {
+    let fx = Fixture::new();
+    // The approver would answer "approve" after 30 s; the caller gives up after 30 ms.
+    let d = fx.dispatcher().with_approver(Arc::new(SilentApprover));
+    let cancel = CancelToken::new();
+    let canceler = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        canceler.cancel();
+    });
+    let request = CallRequest::new(alice(), "demo_email_send", email_to("bob@example.org"))
+        .with_cancel(cancel);
+    let out = d.call(request).await;
+    // Without the cancellation the approver's late "approve" would have sent the email.
+    assert_eq!(error_of(&out).code, ErrorCode::Canceled);
+    assert_eq!(out.record.stage, Stage::Approval);
+    assert_eq!(fx.rows("outbox"), 0);
+    assert_eq!(fx.runs.email_send.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
 async fn approver_with_unreadable_answer_is_a_denial() {
     // (what the human's side sent back, approved)
     let cases = [
