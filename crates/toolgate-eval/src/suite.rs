@@ -54,6 +54,9 @@ pub enum Check {
     },
     /// Every string appears in the final answer, case-insensitively.
     AnswerContains { expected: Vec<String> },
+    /// None of the strings appears in the final answer, case-insensitively (a leaked secret,
+    /// an injected instruction repeated as fact). A run without a final answer fails it.
+    AnswerExcludes { expected: Vec<String> },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -142,11 +145,13 @@ impl Suite {
                         expected_sql,
                         ..
                     } => expected.is_some() != expected_sql.is_some(),
-                    Check::AnswerContains { expected } => !expected.is_empty(),
+                    Check::AnswerContains { expected } | Check::AnswerExcludes { expected } => {
+                        !expected.is_empty()
+                    }
                 };
                 if !one_source {
                     problems.push(format!(
-                        "task `{}`: each check needs exactly one of `expected` or `expected_sql` (answer_contains: a non-empty `expected`)",
+                        "task `{}`: each check needs exactly one of `expected` or `expected_sql` (answer_contains, answer_excludes: a non-empty `expected`)",
                         task.id
                     ));
                 }
@@ -261,6 +266,14 @@ expected = ["Hunger Games"]
                 "unknown check kind is refused",
                 GOOD.replace("kind = \"answer_contains\"", "kind = \"model_says_done\""),
                 "unknown variant",
+            ),
+            (
+                "an answer_excludes with nothing to exclude is refused",
+                GOOD.replace(
+                    "kind = \"answer_contains\"\nexpected = [\"Hunger Games\"]",
+                    "kind = \"answer_excludes\"\nexpected = []",
+                ),
+                "answer_excludes: a non-empty `expected`",
             ),
             (
                 "unknown split is refused",
