@@ -316,9 +316,16 @@ pub fn build_message(
             )?;
         builder = builder.to(mailbox);
     }
+    // The transport ends the data with a line break of its own, so a body's last line break
+    // would arrive as an extra blank line.
+    let body = email
+        .body
+        .strip_suffix("\r\n")
+        .or_else(|| email.body.strip_suffix('\n'))
+        .unwrap_or(&email.body);
     builder
         .header(ContentType::TEXT_PLAIN)
-        .body(email.body.clone())
+        .body(body.to_string())
         .map_err(|e| EgressError::InvalidEmail {
             field: "to".into(),
             detail: e.to_string(),

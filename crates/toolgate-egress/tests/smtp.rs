@@ -112,6 +112,40 @@ fn smtp_relay_delivers_to_the_local_sink() {
 }
 
 #[test]
+fn a_body_ending_in_a_line_break_arrives_without_an_extra_blank_line() {
+    let sink = SmtpSink::start();
+    let port = sink.port();
+    let relay = SmtpRelay::new(
+        config("127.0.0.1", port),
+        &policy(vec![smtp_entry("127.0.0.1", port, true)]),
+        resolver(),
+        Arc::new(MemoryTrace::default()),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let bodies = ["Thanks", "Thanks\n", "Thanks\r\n", "Thanks\n\n"];
+    for body in bodies {
+        let mail = OutgoingEmail {
+            body: body.into(),
+            ..email()
+        };
+        block_on(relay.send(&mail)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    drop(relay);
+    let got = sink.received();
+    let endings: Vec<bool> = got
+        .iter()
+        .map(|m| m.data.ends_with("\r\n\r\nThanks\r\n"))
+        .collect();
+    // (One line; one line; one line; a line and the blank line the writer put there.)
+    assert_eq!(endings, [true, true, true, false], "{got:#?}");
+    assert!(
+        got[3].data.ends_with("\r\n\r\nThanks\r\n\r\n"),
+        "{:?}",
+        got[3].data
+    );
+}
+
+#[test]
 fn smtp_relay_not_on_the_allowlist_is_refused_at_load() {
     let trace = Arc::new(MemoryTrace::default());
     let cases = [
