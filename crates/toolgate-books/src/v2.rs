@@ -391,8 +391,8 @@ fn set_status(store: &BooksStore) -> Result<Tool, DeclarationError> {
     ToolBuilder::<SetStatusArgs>::new("books_set_status", 1)
         .describe(
             "Sets the user's reading status (want_to_read, reading, read, or none to clear) on one or more books at once.",
-            "the user asks to mark books and you have their ids from books_search or books_get results in this conversation; pass every id in one call.",
-            Some("you do not have the ids yet: call books_search first (with the user's author, title, year or rating filters) and never guess ids. To label books with words such as \"fav\", use books_tag."),
+            "the user asks to mark books; pass every id in one call.",
+            Some("you want to label books with words such as \"fav\": use books_tag. To find the ids first, use books_search."),
             "each changed book's id, title, new status and previous status.",
         )
         .example("mark books 1 and 3 as read", json!({"ids": [1, 3], "status": "read"}))
@@ -435,8 +435,8 @@ fn tag(store: &BooksStore) -> Result<Tool, DeclarationError> {
     ToolBuilder::<TagArgs>::new("books_tag", 1)
         .describe(
             "Adds and/or removes the user's own tags (e.g. \"fav\") on one or more books at once.",
-            "the user asks to tag or untag books and you have their ids from books_search or books_get results in this conversation; pass every id in one call.",
-            Some("you do not have the ids yet: call books_search first (with the user's author, title, year or rating filters) and never guess ids. To mark reading progress, use books_set_status."),
+            "the user asks to tag or untag books; pass every id in one call.",
+            Some("you want to mark reading progress: use books_set_status. To find the ids first, use books_search."),
             "each book's id, title and tags after the change.",
         )
         .example("tag books 2 and 25 as fav", json!({"ids": [2, 25], "add": ["fav"]}))
