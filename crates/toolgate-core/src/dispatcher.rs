@@ -44,7 +44,7 @@ use crate::principal::Principal;
 use crate::registry::Registry;
 use crate::schema::{self, Violation, ViolationKind};
 use crate::spec::{Effect, Risk, ToolSpec};
-use crate::tool::{CheckFacts, ExecContext, Output, Tool};
+use crate::tool::{BoxFuture, CheckFacts, ExecContext, Output, Tool, WriteOutput};
 use crate::trace::{NoTrace, TraceSink};
 
 /// One call, as the caller presents it.
@@ -476,9 +476,18 @@ impl Dispatcher {
             today,
             now_unix: unix_secs(self.clock.now()),
         };
-        let output = match replay {
-            Some(receipt) => Output::Write(receipt.into()),
-            None => self.execute(spec, tool, ctx, request).await?,
+        let output = match (replay, &tool.replay) {
+            (Some(receipt), None) => Output::Write(receipt.into()),
+            (Some(receipt), Some(view)) => {
+                let key = receipt.key.clone();
+                let shown = catch_panic(|| Ok(view(receipt)))?;
+                let mut shown = bounded(spec, shown).await?;
+                // The receipt is the recorded one whatever the view did with it.
+                shown.receipt.key = key;
+                shown.receipt.duplicate = true;
+                Output::Write(shown)
+            }
+            (None, _) => self.execute(spec, tool, ctx, request).await?,
         };
 
         // 8. Observation.
@@ -624,6 +633,25 @@ impl Dispatcher {
             .with_received(Value::String(name.into()))
             .with_hint(hint)
     }
+}
+
+/// A replay view, under the tool's deadline.
+async fn bounded(
+    spec: &ToolSpec,
+    view: BoxFuture<'static, Result<WriteOutput, ToolError>>,
+) -> Result<WriteOutput, ToolError> {
+    tokio::time::timeout(spec.executor.deadline, CatchPanic(view))
+        .await
+        .map_err(|_| {
+            ToolError::new(
+                ErrorCode::DeadlineExceeded,
+                format!(
+                    "replaying `{}` did not finish within {} ms",
+                    spec.name,
+                    spec.executor.deadline.as_millis()
+                ),
+            )
+        })?
 }
 
 /// Reads a write's receipt log off the async threads (SQLite blocks).

@@ -125,6 +125,9 @@ type CheckFn<A> = Arc<dyn Fn(&A, &CheckFacts) -> Result<(), ToolError> + Send + 
 type PreviewFn<A> = Arc<dyn Fn(&A) -> Result<Value, ToolError> + Send + Sync>;
 type CallFn<A> =
     Arc<dyn Fn(ExecContext, A) -> BoxFuture<'static, Result<Output, ToolError>> + Send + Sync>;
+/// Rebuilds what a replayed write shows beside its receipt (untrusted text, sources).
+pub(crate) type ReplayFn =
+    Arc<dyn Fn(Receipt) -> BoxFuture<'static, Result<WriteOutput, ToolError>> + Send + Sync>;
 
 struct TypedHandler<A> {
     check: Option<CheckFn<A>>,
@@ -173,6 +176,8 @@ pub struct Tool {
     pub(crate) handler: Arc<dyn ErasedHandler>,
     /// Where a write records its receipts, when the dispatcher may read them.
     pub(crate) receipts: Option<Arc<dyn ReceiptLog>>,
+    /// What a replayed call shows beside its receipt; the bare receipt when `None`.
+    pub(crate) replay: Option<ReplayFn>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -200,7 +205,7 @@ pub enum DeclarationError {
     BadName(String),
     #[error("tool `{tool}`: effect `{effect}` writes, declare it with `write`, not `read`")]
     EffectMismatch { tool: String, effect: &'static str },
-    #[error("tool `{0}` only reads: a receipt log belongs to a `write` tool")]
+    #[error("tool `{0}` only reads: a receipt log or replay view belongs to a `write` tool")]
     ReceiptsOnRead(String),
 }
 
@@ -220,6 +225,7 @@ pub struct ToolBuilder<A> {
     check: Option<CheckFn<A>>,
     preview: Option<PreviewFn<A>>,
     receipts: Option<Arc<dyn ReceiptLog>>,
+    replay: Option<ReplayFn>,
     _args: PhantomData<fn() -> A>,
 }
 
@@ -247,6 +253,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
             check: None,
             preview: None,
             receipts: None,
+            replay: None,
             _args: PhantomData,
         }
     }
@@ -350,6 +357,17 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
         self
     }
 
+    /// What a replayed call shows beside its receipt, rebuilt from the store (a clip's
+    /// untrusted summary, say): a replay never runs the handler, so it cannot produce it.
+    pub fn replay_view<F, Fut>(mut self, view: F) -> Self
+    where
+        F: Fn(Receipt) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<WriteOutput, ToolError>> + Send + 'static,
+    {
+        self.replay = Some(Arc::new(move |receipt| Box::pin(view(receipt))));
+        self
+    }
+
     pub fn read<F, Fut>(self, handler: F) -> Result<Tool, DeclarationError>
     where
         F: Fn(ExecContext, A) -> Fut + Send + Sync + 'static,
@@ -397,7 +415,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
         if !valid_tool_name(&tool) {
             return Err(DeclarationError::BadName(tool));
         }
-        if !writes && self.receipts.is_some() {
+        if !writes && (self.receipts.is_some() || self.replay.is_some()) {
             return Err(DeclarationError::ReceiptsOnRead(tool));
         }
         let description = self.description.ok_or(DeclarationError::Missing {
@@ -471,6 +489,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
             },
             handler: Arc::new(handler),
             receipts: self.receipts,
+            replay: self.replay,
         })
     }
 }

@@ -4,15 +4,15 @@
 //! Guarantees: the handler never opens a connection itself (the [`Egress`] does, with every
 //! allowlist and address check on every hop); the clipped title and text reach the model only
 //! in the typed untrusted field of the result, never in its trusted content, and the note is
-//! stored with `untrusted = 1`; the note is stored once per idempotency key (a retried call may
-//! fetch again, since a GET changes nothing, but it stores nothing new).
+//! stored with `untrusted = 1`; the note is stored once per idempotency key: a retried call
+//! replays its receipt and the same summary, read from the stored note, without fetching again.
 
 use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use toolgate_core::idempotency::{WriteEffect, run_once, store_error};
+use toolgate_core::idempotency::{Receipt, WriteEffect, run_once, store_error};
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError, UntrustedText, WriteOutput};
 use toolgate_egress::Egress;
@@ -71,6 +71,13 @@ pub fn web_clip_tools(
         )
         .deadline(std::time::Duration::from_secs(30))
         .receipts(store.receipt_log())
+        .replay_view({
+            let store = store.clone();
+            move |receipt| {
+                let store = store.clone();
+                async move { clip_output(&store, receipt).await }
+            }
+        })
         .write(move |ctx, args: ClipArgs| {
             let store = store.clone();
             let egress = Arc::clone(&egress);
@@ -126,26 +133,36 @@ pub fn web_clip_tools(
                         })
                     })
                     .await?;
-                // Built from the stored note, so a replayed call shows the same summary.
-                let note_id = receipt.result["note_id"].as_i64().unwrap_or_default();
-                let note = store.blocking(move |conn| rows::by_id(conn, note_id)).await?;
-                let untrusted = note
-                    .map(|n| {
-                        let (summary, more) = cut(&n.body, SUMMARY_CHARS);
-                        let ellipsis = if more { "…" } else { "" };
-                        vec![UntrustedText {
-                            source: n.source_url.clone().unwrap_or_default(),
-                            text: format!("{}\n\n{summary}{ellipsis}", n.title),
-                        }]
-                    })
-                    .unwrap_or_default();
-                let sources = vec![format!("note:{note_id}"), page.final_url];
-                Ok(WriteOutput {
-                    receipt,
-                    untrusted,
-                    sources,
-                })
+                clip_output(&store, receipt).await
             }
         })?;
     Ok(vec![tool])
+}
+
+/// The result of a clip, built from the stored note, so that a replayed call (whose handler
+/// does not run) shows the same summary as the first.
+async fn clip_output(store: &NotesStore, receipt: Receipt) -> Result<WriteOutput, ToolError> {
+    let note_id = receipt.result["note_id"].as_i64().unwrap_or_default();
+    let note = store
+        .blocking(move |conn| rows::by_id(conn, note_id))
+        .await?;
+    let mut sources = vec![format!("note:{note_id}")];
+    let untrusted = match note {
+        Some(n) => {
+            let (summary, more) = cut(&n.body, SUMMARY_CHARS);
+            let ellipsis = if more { "…" } else { "" };
+            let source = n.source_url.clone().unwrap_or_default();
+            sources.push(source.clone());
+            vec![UntrustedText {
+                source,
+                text: format!("{}\n\n{summary}{ellipsis}", n.title),
+            }]
+        }
+        None => Vec::new(),
+    };
+    Ok(WriteOutput {
+        receipt,
+        untrusted,
+        sources,
+    })
 }

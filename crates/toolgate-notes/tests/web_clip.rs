@@ -183,7 +183,8 @@ async fn allowlisted_page_is_clipped_untrusted_and_its_text_stays_out_of_trusted
     assert_eq!(egress.len(), 1);
     assert_eq!(egress[0]["decision"], "allowed");
 
-    // The same call again in the same run stores nothing new.
+    // The same call again in the same run stores nothing new, fetches nothing, and shows the
+    // same summary (rebuilt from the stored note).
     let again = w
         .dispatcher
         .call(
@@ -194,6 +195,7 @@ async fn allowlisted_page_is_clipped_untrusted_and_its_text_stays_out_of_trusted
     assert!(again.record.duplicate);
     assert_eq!(again.result.unwrap().untrusted, obs.untrusted);
     assert_eq!(clips(&w.store), 1);
+    assert_eq!(w.trace.of_kind("egress").len(), 1, "the replay fetched again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
