@@ -195,7 +195,11 @@ async fn allowlisted_page_is_clipped_untrusted_and_its_text_stays_out_of_trusted
     assert!(again.record.duplicate);
     assert_eq!(again.result.unwrap().untrusted, obs.untrusted);
     assert_eq!(clips(&w.store), 1);
-    assert_eq!(w.trace.of_kind("egress").len(), 1, "the replay fetched again");
+    assert_eq!(
+        w.trace.of_kind("egress").len(),
+        1,
+        "the replay fetched again"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
