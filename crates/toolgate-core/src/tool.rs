@@ -605,7 +605,7 @@ mod tests {
             (
                 "a receipt log on a tool that only reads is refused",
                 read_echo(echo().receipts(NoReceipts)),
-                Some("receipt log belongs to a `write` tool"),
+                Some("belongs to a `write` tool"),
             ),
         ];
         for (name, result, want_error) in cases {
