@@ -54,6 +54,17 @@ fn resolver() -> Arc<StaticResolver> {
     Arc::new(StaticResolver::new().with("relay.test", &[lo]))
 }
 
+/// A relay to `host:port`, the only entry on the allowlist.
+fn relay_to(host: &str, port: u16, allow_private: bool, trace: Arc<MemoryTrace>) -> SmtpRelay {
+    SmtpRelay::new(
+        config(host, port),
+        &policy(vec![smtp_entry(host, port, allow_private)]),
+        resolver(),
+        trace,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn email() -> OutgoingEmail {
     OutgoingEmail {
         to: vec!["Bob <bob@example.org>".into(), "carol@example.org".into()],
@@ -67,13 +78,7 @@ fn smtp_relay_delivers_to_the_local_sink() {
     let sink = SmtpSink::start();
     let port = sink.port();
     let trace = Arc::new(MemoryTrace::default());
-    let relay = SmtpRelay::new(
-        config("127.0.0.1", port),
-        &policy(vec![smtp_entry("127.0.0.1", port, true)]),
-        resolver(),
-        trace.clone(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let relay = relay_to("127.0.0.1", port, true, trace.clone());
 
     let id = block_on(relay.send(&email())).unwrap_or_else(|e| panic!("{e}"));
     assert!(id.ends_with("@example.org>"), "{id}");
@@ -115,13 +120,7 @@ fn smtp_relay_delivers_to_the_local_sink() {
 fn a_body_ending_in_a_line_break_arrives_without_an_extra_blank_line() {
     let sink = SmtpSink::start();
     let port = sink.port();
-    let relay = SmtpRelay::new(
-        config("127.0.0.1", port),
-        &policy(vec![smtp_entry("127.0.0.1", port, true)]),
-        resolver(),
-        Arc::new(MemoryTrace::default()),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let relay = relay_to("127.0.0.1", port, true, Arc::new(MemoryTrace::default()));
     let bodies = ["Thanks", "Thanks\n", "Thanks\r\n", "Thanks\n\n"];
     for body in bodies {
         let mail = OutgoingEmail {
@@ -189,13 +188,7 @@ fn smtp_relay_resolving_to_loopback_without_allow_private_sends_nothing() {
     let sink = SmtpSink::start();
     let port = sink.port();
     let trace = Arc::new(MemoryTrace::default());
-    let relay = SmtpRelay::new(
-        config("relay.test", port),
-        &policy(vec![smtp_entry("relay.test", port, false)]),
-        resolver(),
-        trace.clone(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let relay = relay_to("relay.test", port, false, trace.clone());
     let result = block_on(relay.send(&email()));
     assert_eq!(
         result,
@@ -216,13 +209,7 @@ fn smtp_relay_resolving_to_loopback_without_allow_private_sends_nothing() {
 fn bad_recipient_is_refused_before_connecting() {
     let sink = SmtpSink::start();
     let port = sink.port();
-    let relay = SmtpRelay::new(
-        config("127.0.0.1", port),
-        &policy(vec![smtp_entry("127.0.0.1", port, true)]),
-        resolver(),
-        Arc::new(MemoryTrace::default()),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let relay = relay_to("127.0.0.1", port, true, Arc::new(MemoryTrace::default()));
     let result = block_on(relay.send(&OutgoingEmail {
         to: vec!["bob@example.org\r\nRCPT TO:<mallory@evil.test>".into()],
         subject: "x".into(),

@@ -126,6 +126,13 @@ fn send(id: i64) -> CallRequest {
     CallRequest::new(principal(), "email_send", json!({"draft_id": id})).with_run("run-1")
 }
 
+/// What an approval of `email_send` for draft `id` is bound to.
+fn send_binding(dispatcher: &Dispatcher, id: i64) -> String {
+    dispatcher
+        .binding_for(&principal(), "email_send", &json!({"draft_id": id}))
+        .unwrap()
+}
+
 fn ann_draft() -> Value {
     json!({"to": ["ann@example.org", "bob@example.org"], "subject": SUBJECT, "body": BODY})
 }
@@ -302,11 +309,7 @@ async fn email_send_with_an_approval_for_that_exact_draft_sends_once_and_a_retry
             json!({"to": "carol@example.org", "subject": "Lunch", "body": "Thursday?"}),
         )
         .await;
-    let binding = |id: i64| {
-        plain
-            .binding_for(&principal(), "email_send", &json!({"draft_id": id}))
-            .unwrap()
-    };
+    let binding = |id: i64| send_binding(&plain, id);
     // One approval per send: a retry of a send that happened replays its receipt without
     // asking (nothing will be sent again); the first draft in another run is a new send.
     let approver = Arc::new(ScriptedApprover::approving([
@@ -391,9 +394,7 @@ async fn an_approval_does_not_cover_an_edited_draft() {
     let registry = f.registry(Some(relay_to(sink.port())));
     let plain = f.dispatcher(&registry);
     let id = f.draft(&plain, ann_draft()).await;
-    let binding = plain
-        .binding_for(&principal(), "email_send", &json!({"draft_id": id}))
-        .unwrap();
+    let binding = send_binding(&plain, id);
     let approver = Arc::new(ScriptedApprover::approving([binding]));
     let d = f.dispatcher(&registry).with_approver(approver.clone());
 
@@ -447,9 +448,7 @@ async fn relay_failure_leaves_the_draft_sendable() {
     let dead = f.registry(Some(relay_to(closed_port())));
     let plain = f.dispatcher(&dead);
     let id = f.draft(&plain, ann_draft()).await;
-    let binding = plain
-        .binding_for(&principal(), "email_send", &json!({"draft_id": id}))
-        .unwrap();
+    let binding = send_binding(&plain, id);
     let d = f
         .dispatcher(&dead)
         .with_approver(Arc::new(ScriptedApprover::approving([binding.clone()])));
@@ -497,9 +496,7 @@ async fn an_interrupted_send_is_refused_rather_than_risk_a_second_message() {
             .unwrap()
         })
         .unwrap();
-    let binding = plain
-        .binding_for(&principal(), "email_send", &json!({"draft_id": id}))
-        .unwrap();
+    let binding = send_binding(&plain, id);
     let d = f
         .dispatcher(&registry)
         .with_approver(Arc::new(ScriptedApprover::approving([binding])));
@@ -600,9 +597,7 @@ async fn undo_deletes_an_unsent_draft_and_leaves_a_sent_one_as_the_record_of_wha
     let registry = f.registry(Some(relay_to(sink.port())));
     let plain = f.dispatcher(&registry);
     let sent_id = f.draft(&plain, ann_draft()).await;
-    let binding = plain
-        .binding_for(&principal(), "email_send", &json!({"draft_id": sent_id}))
-        .unwrap();
+    let binding = send_binding(&plain, sent_id);
     let d = f
         .dispatcher(&registry)
         .with_approver(Arc::new(ScriptedApprover::approving([binding])));
