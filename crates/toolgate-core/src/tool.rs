@@ -3,8 +3,9 @@
 //!
 //! Guarantees: `ToolBuilder::read`/`write` refuse a declaration whose schema is open, whose
 //! examples do not validate, whose risk reason or description is missing, or whose name is not
-//! a namespaced snake_case identifier. Write handlers must return a [`Receipt`], which only the
-//! idempotency ledger can make, so a write cannot skip idempotency.
+//! a namespaced snake_case identifier; `read` also refuses a receipt log or replay view (they
+//! belong to writes). Write handlers must return a [`Receipt`], which only the idempotency ledger can make,
+//! so a write cannot skip idempotency.
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -349,7 +350,6 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
         self
     }
 
-    /// Finishes a tool that does not change state.
     /// Where the write handler records its receipts (the log `run_once` writes to), so that a
     /// retry of a call that already happened replays its receipt without asking a human again.
     pub fn receipts(mut self, log: impl ReceiptLog + 'static) -> Self {
@@ -368,6 +368,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
         self
     }
 
+    /// Finishes a tool that does not change state.
     pub fn read<F, Fut>(self, handler: F) -> Result<Tool, DeclarationError>
     where
         F: Fn(ExecContext, A) -> Fut + Send + Sync + 'static,
