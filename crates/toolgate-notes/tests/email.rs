@@ -86,6 +86,21 @@ impl Fixture {
         Dispatcher::new(Arc::clone(registry)).with_clock(self.clock.clone())
     }
 
+    /// A dispatcher over `registry` whose approver approves sending exactly these drafts.
+    fn approving_sends(
+        &self,
+        registry: &Arc<Registry>,
+        draft_ids: &[i64],
+    ) -> (Dispatcher, Arc<ScriptedApprover>) {
+        let plain = self.dispatcher(registry);
+        let bindings: Vec<String> = draft_ids
+            .iter()
+            .map(|id| send_binding(&plain, *id))
+            .collect();
+        let approver = Arc::new(ScriptedApprover::approving(bindings));
+        (plain.with_approver(approver.clone()), approver)
+    }
+
     async fn draft(&self, dispatcher: &Dispatcher, args: Value) -> i64 {
         let out = dispatcher
             .call(CallRequest::new(principal(), "email_draft", args).with_run("run-draft"))
@@ -394,9 +409,7 @@ async fn an_approval_does_not_cover_an_edited_draft() {
     let registry = f.registry(Some(relay_to(sink.port())));
     let plain = f.dispatcher(&registry);
     let id = f.draft(&plain, ann_draft()).await;
-    let binding = send_binding(&plain, id);
-    let approver = Arc::new(ScriptedApprover::approving([binding]));
-    let d = f.dispatcher(&registry).with_approver(approver.clone());
+    let (d, approver) = f.approving_sends(&registry, &[id]);
 
     f.store
         .with_conn(|c| {
@@ -496,10 +509,7 @@ async fn an_interrupted_send_is_refused_rather_than_risk_a_second_message() {
             .unwrap()
         })
         .unwrap();
-    let binding = send_binding(&plain, id);
-    let d = f
-        .dispatcher(&registry)
-        .with_approver(Arc::new(ScriptedApprover::approving([binding])));
+    let (d, _) = f.approving_sends(&registry, &[id]);
     let error = d.call(send(id)).await.result.unwrap_err();
     assert_eq!(error.code, ErrorCode::Conflict);
     assert!(!error.retryable());
@@ -597,10 +607,7 @@ async fn undo_deletes_an_unsent_draft_and_leaves_a_sent_one_as_the_record_of_wha
     let registry = f.registry(Some(relay_to(sink.port())));
     let plain = f.dispatcher(&registry);
     let sent_id = f.draft(&plain, ann_draft()).await;
-    let binding = send_binding(&plain, sent_id);
-    let d = f
-        .dispatcher(&registry)
-        .with_approver(Arc::new(ScriptedApprover::approving([binding])));
+    let (d, _) = f.approving_sends(&registry, &[sent_id]);
     assert!(!d.call(send(sent_id)).await.is_error());
     let unsent_id = f
         .draft(
