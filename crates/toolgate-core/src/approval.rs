@@ -1,13 +1,21 @@
 //! Human approval, enforced by code.
 //!
 //! Guarantees: whether a call needs approval is a pure function of its risk and the mode (low
-//! runs; medium asks only in `ask` mode; high asks in every mode). An approval is bound to the
-//! hash of (tool, version, canonical arguments, principal), expires, and is redeemed once. No
-//! approver, a timeout, an approver error or an unreadable answer are all denials.
+//! runs; medium asks only in `ask` mode; high asks in every mode). The channel a human is reached
+//! through is chosen per call ([`ApprovalChannel`]): ask now and wait, hand back a ticket that a
+//! retried call redeems with the human's answer, or none. Every way of not getting a yes is a
+//! typed [`Denial`]: no channel, declined, timed out, an unreadable answer, an unavailable
+//! approver, and for tickets unknown, expired, already used, bound to another call or issued to
+//! another caller. A ticket is bound to the hash of (tool, version, canonical arguments and
+//! preview, principal), expires, and is redeemed at most once: tickets live in SQLite
+//! ([`ApprovalLedger`]), so single use holds across processes sharing the file and survives a
+//! restart.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -161,78 +169,298 @@ impl Approver for ScriptedApprover {
     }
 }
 
-/// Why a presented approval token was not honoured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum RedeemError {
+/// How a call that needs a human reaches one. Chosen by the caller for each call.
+#[derive(Clone, Default)]
+pub enum ApprovalChannel {
+    /// Nobody can be asked: a call that needs approval is denied ([`Denial::NoChannel`]).
+    #[default]
+    None,
+    /// Ask now and wait for the answer (our terminal; an MCP client's elicitation).
+    Ask(Arc<dyn Approver>),
+    /// Nobody can be asked while the call waits: the call ends with a ticket that carries the
+    /// exact preview, and a retry of the same call redeems it with the human's answer (an MCP
+    /// `input_required` round trip, a stateless server).
+    Ticket,
+}
+
+impl std::fmt::Debug for ApprovalChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ApprovalChannel::None => "None",
+            ApprovalChannel::Ask(_) => "Ask",
+            ApprovalChannel::Ticket => "Ticket",
+        })
+    }
+}
+
+/// The human's answer to a ticket, carried by the retried call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketAnswer {
+    pub token: String,
+    pub approved: bool,
+}
+
+/// "A human must answer first": what a call that needs approval returns on the
+/// [`ApprovalChannel::Ticket`] channel. The question shows `request` (the exact arguments and
+/// preview); the answer is redeemed by retrying the same call with a [`TicketAnswer`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApprovalTicket {
+    pub token: String,
+    pub request: ApprovalRequest,
+    pub expires_at_unix: u64,
+}
+
+/// Why a call that needed approval did not get it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Denial {
+    #[error("no way to ask a human was given for this call, so nothing that needs approval can run")]
+    NoChannel,
+    #[error("the human declined: {reason}")]
+    Declined { reason: String },
+    #[error("no answer within {after_ms} ms")]
+    TimedOut { after_ms: u64 },
+    #[error("the approver's answer could not be read: {detail}")]
+    Unreadable { detail: String },
+    #[error("the approver is unavailable: {detail}")]
+    ApproverUnavailable { detail: String },
     #[error("no such approval was issued")]
-    Unknown,
-    #[error("the approval was given for a different tool, version, arguments or caller")]
-    Mismatch,
-    #[error("the approval was already used")]
-    AlreadyUsed,
+    UnknownTicket,
     #[error("the approval has expired")]
     Expired,
-    #[error("no randomness was available to make an approval token")]
-    NoRandomness,
+    #[error("the approval was already used")]
+    AlreadyUsed,
+    #[error("the approval was given for a different tool, version or arguments")]
+    BoundToOtherCall,
+    #[error("the approval was given to another caller")]
+    OtherCaller,
+    #[error("the approval store failed: {detail}")]
+    LedgerFailed { detail: String },
 }
 
-#[derive(Debug, Clone)]
-struct Grant {
-    binding: String,
-    expires_at: SystemTime,
-    used: bool,
+impl Denial {
+    /// A stable name for records and metrics.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Denial::NoChannel => "no_channel",
+            Denial::Declined { .. } => "declined",
+            Denial::TimedOut { .. } => "timed_out",
+            Denial::Unreadable { .. } => "unreadable",
+            Denial::ApproverUnavailable { .. } => "approver_unavailable",
+            Denial::UnknownTicket => "unknown_ticket",
+            Denial::Expired => "expired",
+            Denial::AlreadyUsed => "already_used",
+            Denial::BoundToOtherCall => "bound_to_other_call",
+            Denial::OtherCaller => "other_caller",
+            Denial::LedgerFailed { .. } => "ledger_failed",
+        }
+    }
 }
 
-/// Approvals given out of band (for example through an MCP elicitation) and presented later
-/// with the call they approve.
-#[derive(Debug, Default)]
+impl From<ApproverError> for Denial {
+    fn from(e: ApproverError) -> Self {
+        match e {
+            ApproverError::Unreadable(detail) => Denial::Unreadable { detail },
+            ApproverError::Unavailable(detail) => Denial::ApproverUnavailable { detail },
+        }
+    }
+}
+
+/// Approval tickets in SQLite: issued for one binding and one principal, expiring, redeemed at
+/// most once (an immediate transaction marks a ticket used, so two processes sharing the file
+/// cannot both redeem it).
 pub struct ApprovalLedger {
-    grants: Mutex<HashMap<String, Grant>>,
+    conn: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for ApprovalLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApprovalLedger").finish_non_exhaustive()
+    }
+}
+
+/// Why the ledger could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error("the approval ledger at {path} could not be opened: {source}")]
+pub struct LedgerError {
+    path: String,
+    source: rusqlite::Error,
 }
 
 impl ApprovalLedger {
-    pub fn new() -> Self {
-        ApprovalLedger::default()
+    /// A ledger private to this process (tickets die with it).
+    pub fn in_memory() -> Result<Self, LedgerError> {
+        Self::from_conn(Connection::open_in_memory(), ":memory:")
     }
 
-    /// Records an approval for `binding`, valid for `ttl` from `now`; returns its token, which
-    /// is random (unguessable) so that it can travel through a host.
+    /// The ledger in the SQLite file at `path` (created if missing), shared by every process
+    /// that opens it.
+    pub fn open(path: &Path) -> Result<Self, LedgerError> {
+        Self::from_conn(Connection::open(path), &path.display().to_string())
+    }
+
+    fn from_conn(conn: rusqlite::Result<Connection>, path: &str) -> Result<Self, LedgerError> {
+        let fail = |source| LedgerError {
+            path: path.into(),
+            source,
+        };
+        let conn = conn.map_err(fail)?;
+        conn.busy_timeout(Duration::from_secs(10)).map_err(fail)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             CREATE TABLE IF NOT EXISTS approval_tickets (
+                 token TEXT PRIMARY KEY,
+                 binding TEXT NOT NULL,
+                 principal TEXT NOT NULL,
+                 tool TEXT NOT NULL,
+                 request TEXT NOT NULL,
+                 expires_at INTEGER NOT NULL,
+                 used_at INTEGER
+             );",
+        )
+        .map_err(fail)?;
+        Ok(ApprovalLedger {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// Stores a ticket for `request` (its binding and principal), valid for `ttl` from `now`,
+    /// and returns it. The token is random (unguessable), so it can travel through a host.
+    pub fn open_ticket(
+        &self,
+        request: &ApprovalRequest,
+        now: SystemTime,
+        ttl: Duration,
+    ) -> Result<ApprovalTicket, Denial> {
+        let mut random = [0u8; 16];
+        getrandom::fill(&mut random).map_err(|_| Denial::LedgerFailed {
+            detail: "no randomness was available to make a ticket".into(),
+        })?;
+        let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let expires_at_unix = crate::clock::unix_secs(now + ttl);
+        let conn = self.lock()?;
+        conn.execute(
+            "INSERT INTO approval_tickets (token, binding, principal, tool, request, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                token,
+                request.binding,
+                request.principal,
+                request.tool,
+                serde_json::to_string(request).unwrap_or_default(),
+                i64::try_from(expires_at_unix).unwrap_or(i64::MAX)
+            ],
+        )
+        .map_err(ledger_failed)?;
+        Ok(ApprovalTicket {
+            token,
+            request: request.clone(),
+            expires_at_unix,
+        })
+    }
+
+    /// An approval given in advance for `binding` and `principal` (a human said yes out of
+    /// band); the returned token is presented with the call as an approving [`TicketAnswer`].
     pub fn issue(
         &self,
         binding: &str,
+        principal: &str,
         now: SystemTime,
         ttl: Duration,
-    ) -> Result<String, RedeemError> {
-        let mut random = [0u8; 16];
-        getrandom::fill(&mut random).map_err(|_| RedeemError::NoRandomness)?;
-        let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
-        let mut grants = self.grants.lock().map_err(|_| RedeemError::Unknown)?;
-        grants.insert(
-            token.clone(),
-            Grant {
-                binding: binding.into(),
-                expires_at: now + ttl,
-                used: false,
-            },
-        );
-        Ok(token)
+    ) -> Result<String, Denial> {
+        let request = ApprovalRequest {
+            binding: binding.into(),
+            tool: String::new(),
+            version: 0,
+            risk: Risk::High,
+            reason: "approved out of band".into(),
+            effect: Effect::Irreversible,
+            arguments: Value::Null,
+            preview: None,
+            principal: principal.into(),
+        };
+        self.open_ticket(&request, now, ttl).map(|t| t.token)
     }
 
-    /// Consumes the approval `token` for a call whose binding is `binding`.
-    pub fn redeem(&self, token: &str, binding: &str, now: SystemTime) -> Result<(), RedeemError> {
-        let mut grants = self.grants.lock().map_err(|_| RedeemError::Unknown)?;
-        let grant = grants.get_mut(token).ok_or(RedeemError::Unknown)?;
-        if grant.binding != binding {
-            return Err(RedeemError::Mismatch);
+    /// Consumes ticket `token` for a call whose binding is `binding`, made by `principal`.
+    /// Checked in order: known, same caller, same call, unused, unexpired; only then is it
+    /// marked used, in the same transaction.
+    pub fn redeem(
+        &self,
+        token: &str,
+        binding: &str,
+        principal: &str,
+        now: SystemTime,
+    ) -> Result<(), Denial> {
+        let mut conn = self.lock()?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(ledger_failed)?;
+        let ticket = tx
+            .query_row(
+                "SELECT binding, principal, expires_at, used_at FROM approval_tickets WHERE token = ?1",
+                params![token],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, i64>(2)?,
+                        row.get::<_, Option<i64>>(3)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(ledger_failed)?;
+        let (bound, issued_to, expires_at, used_at) = ticket.ok_or(Denial::UnknownTicket)?;
+        let now_unix = i64::try_from(crate::clock::unix_secs(now)).unwrap_or(i64::MAX);
+        if issued_to != principal {
+            return Err(Denial::OtherCaller);
         }
-        if grant.used {
-            return Err(RedeemError::AlreadyUsed);
+        if bound != binding {
+            return Err(Denial::BoundToOtherCall);
         }
-        if now >= grant.expires_at {
-            return Err(RedeemError::Expired);
+        if used_at.is_some() {
+            return Err(Denial::AlreadyUsed);
         }
-        grant.used = true;
+        if now_unix >= expires_at {
+            return Err(Denial::Expired);
+        }
+        let marked = tx
+            .execute(
+                "UPDATE approval_tickets SET used_at = ?1 WHERE token = ?2 AND used_at IS NULL",
+                params![now_unix, token],
+            )
+            .map_err(ledger_failed)?;
+        if marked != 1 {
+            return Err(Denial::AlreadyUsed);
+        }
+        tx.commit().map_err(ledger_failed)
+    }
+
+    /// Marks ticket `token` used without approving anything (the human said no): a declined
+    /// ticket cannot be redeemed later with a yes.
+    pub fn spend(&self, token: &str, now: SystemTime) -> Result<(), Denial> {
+        let conn = self.lock()?;
+        let now_unix = i64::try_from(crate::clock::unix_secs(now)).unwrap_or(i64::MAX);
+        conn.execute(
+            "UPDATE approval_tickets SET used_at = ?1 WHERE token = ?2 AND used_at IS NULL",
+            params![now_unix, token],
+        )
+        .map_err(ledger_failed)?;
         Ok(())
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Connection>, Denial> {
+        self.conn.lock().map_err(|_| Denial::LedgerFailed {
+            detail: "the ledger lock was poisoned by an earlier failure".into(),
+        })
+    }
+}
+
+fn ledger_failed(e: rusqlite::Error) -> Denial {
+    Denial::LedgerFailed {
+        detail: e.to_string(),
     }
 }
 
@@ -277,29 +505,33 @@ mod tests {
     fn redeem_table() {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
         let ttl = Duration::from_secs(60);
-        let ledger = ApprovalLedger::new();
-        let token = ledger.issue("bind-a", t0, ttl).unwrap();
+        let ledger = ApprovalLedger::in_memory().unwrap();
+        let token = ledger.issue("bind-a", "alice", t0, ttl).unwrap();
+        let cases = [
+            ("an unknown token", "nope", "bind-a", "alice", t0, Err(Denial::UnknownTicket)),
+            ("another caller", token.as_str(), "bind-a", "mallory", t0, Err(Denial::OtherCaller)),
+            ("another call", token.as_str(), "bind-b", "alice", t0, Err(Denial::BoundToOtherCall)),
+            ("the right call", token.as_str(), "bind-a", "alice", t0, Ok(())),
+            ("a second use", token.as_str(), "bind-a", "alice", t0, Err(Denial::AlreadyUsed)),
+        ];
+        for (label, token, binding, principal, now, want) in cases {
+            assert_eq!(ledger.redeem(token, binding, principal, now), want, "{label}");
+        }
+        let late = ledger.issue("bind-a", "alice", t0, ttl).unwrap();
         assert_eq!(
-            ledger.redeem("nope", "bind-a", t0),
-            Err(RedeemError::Unknown)
-        );
-        assert_eq!(
-            ledger.redeem(&token, "bind-b", t0),
-            Err(RedeemError::Mismatch)
-        );
-        assert_eq!(ledger.redeem(&token, "bind-a", t0), Ok(()));
-        assert_eq!(
-            ledger.redeem(&token, "bind-a", t0),
-            Err(RedeemError::AlreadyUsed)
-        );
-        let late = ledger.issue("bind-a", t0, ttl).unwrap();
-        assert_eq!(
-            ledger.redeem(&late, "bind-a", t0 + ttl),
-            Err(RedeemError::Expired)
+            ledger.redeem(&late, "bind-a", "alice", t0 + ttl),
+            Err(Denial::Expired)
         );
         assert_ne!(
             token, late,
             "tokens are unique even for the same binding and time"
+        );
+        let declined = ledger.issue("bind-a", "alice", t0, ttl).unwrap();
+        ledger.spend(&declined, t0).unwrap();
+        assert_eq!(
+            ledger.redeem(&declined, "bind-a", "alice", t0),
+            Err(Denial::AlreadyUsed),
+            "a declined ticket cannot be redeemed with a yes later"
         );
     }
 }

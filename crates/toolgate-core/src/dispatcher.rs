@@ -1,40 +1,47 @@
-//! The one call path. Every call, from our loop, an MCP host or the sandbox, goes through
-//! [`Dispatcher::call`], in this order:
+//! The one call path. Every call, from our loop, an MCP host, the sandbox or a tool calling a
+//! tool, goes through [`Dispatcher::call`], in this order:
 //!
-//! 1. resolve the name (unknown: `not_found` with the closest names the caller may see);
+//! 1. resolve the name (unknown: `not_found` with the closest names the caller may see); a
+//!    request without a run id is refused (a write's effect identity includes its run);
 //! 2. catalogue: unauthenticated is `unauthorized`; a tool outside the caller's catalogue is
 //!    `forbidden`, even when named;
-//! 3. validate against the closed schema, then the tool's semantic check;
+//! 3. validate against the tool's schema, then the tool's semantic check;
 //! 4. authorize scopes;
-//! 5. approval by risk and mode, bound to (tool, version, canonical arguments, principal); a
-//!    write whose receipt is already recorded under its idempotency key (and whose tool lets
-//!    the dispatcher read its receipts) replays that receipt instead: its handler is not called
-//!    and no human is asked, because nothing will happen again;
-//! 6. idempotency key for writes;
-//! 7. execute under the deadline, cancellable (as is the wait for an approval);
+//! 5. approval by risk and the call's mode, through the call's own channel, bound to (tool,
+//!    version, canonical arguments and preview, principal): asked now, or a ticket returned
+//!    for a retry to redeem; every non-approval is a typed denial. A write whose receipt is
+//!    already recorded under its idempotency key replays that receipt instead: its handler is
+//!    not called and no human is asked, because nothing will happen again;
+//! 6. idempotency key for writes, derived from principal, tenant, run, tool and arguments (or
+//!    given by the caller, scoped to principal, tenant and tool);
+//! 7. execute under the deadline, cancellable (as is the wait for an approval); the deadline
+//!    pauses while a call nested inside this one waits for a human;
 //! 8. observation: redacted, bounded, provenance attached.
 //!
-//! Guarantees: exactly one decision record per call, emitted to the trace; a refused call never
-//! reaches its handler (nor does one canceled before it starts); failures, a panicking handler
-//! included, come back as a [`ToolError`] result, never as a panic; no secret-shaped text in the
-//! arguments reaches the record or an error.
+//! Guarantees: exactly one decision record per call, recorded in the trace before the result is
+//! returned; a refused call never reaches its handler (nor does one canceled before it starts);
+//! nothing that needs approval runs without a human's yes for exactly that call (no channel, a
+//! timeout, an unreadable answer, a spent, expired or foreign ticket are all denials); failures,
+//! a panicking handler included, come back as a [`ToolError`] result, never as a panic; no
+//! secret-shaped text in the arguments reaches the record or an error.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::approval::{
-    ApprovalAnswer, ApprovalLedger, ApprovalRequest, Approver, Mode, approval_needed, binding_hash,
-    bound_value,
+    ApprovalAnswer, ApprovalChannel, ApprovalLedger, ApprovalRequest, ApprovalTicket, Denial,
+    Mode, approval_needed, binding_hash, bound_value,
 };
-use crate::cancel::CancelToken;
+use crate::call::{
+    ApprovalRecord, ApprovedVia, CallOutcome, CallRequest, CallResult, DecisionRecord, Outcome,
+    Stage,
+};
 use crate::canonical::{canonical_json, digest_parts};
 use crate::clock::{Clock, SystemClock, unix_secs};
 use crate::error::{ErrorCode, ErrorStyle, ToolError};
@@ -43,243 +50,121 @@ use crate::observation::{self, Observation, Provenance};
 use crate::principal::Principal;
 use crate::registry::Registry;
 use crate::schema::{self, Violation, ViolationKind};
-use crate::spec::{Effect, Risk, ToolSpec};
-use crate::tool::{BoxFuture, CheckFacts, ExecContext, Output, Tool, WriteOutput};
+use crate::spec::ToolSpec;
+use crate::tool::{
+    BoxFuture, CallBack, CheckFacts, ExecContext, Output, Tool, ToolCaller, ToolOutput,
+    WriteOutput,
+};
 use crate::trace::{NoTrace, TraceSink};
+use crate::waits::HumanWaits;
 
-/// One call, as the caller presents it.
-#[derive(Debug, Clone)]
-pub struct CallRequest {
-    /// The caller's id for this call (a model's `tool_use` id); echoed in the record.
-    pub call_id: String,
-    pub run_id: String,
-    pub principal: Principal,
-    pub tool: String,
-    pub arguments: Value,
-    /// A caller-chosen idempotency key for writes; derived from the run otherwise.
-    pub idempotency_key: Option<String>,
-    /// An approval issued earlier through the [`ApprovalLedger`].
-    pub approval_token: Option<String>,
-    pub cancel: CancelToken,
-}
-
-static CALL_COUNTER: AtomicU64 = AtomicU64::new(1);
-
-impl CallRequest {
-    pub fn new(principal: Principal, tool: &str, arguments: Value) -> Self {
-        CallRequest {
-            call_id: format!("call-{}", CALL_COUNTER.fetch_add(1, Ordering::Relaxed)),
-            run_id: "run-default".into(),
-            principal,
-            tool: tool.into(),
-            arguments,
-            idempotency_key: None,
-            approval_token: None,
-            cancel: CancelToken::new(),
-        }
-    }
-
-    pub fn with_run(mut self, run_id: &str) -> Self {
-        self.run_id = run_id.into();
-        self
-    }
-
-    pub fn with_call_id(mut self, call_id: &str) -> Self {
-        self.call_id = call_id.into();
-        self
-    }
-
-    pub fn with_idempotency_key(mut self, key: &str) -> Self {
-        self.idempotency_key = Some(key.into());
-        self
-    }
-
-    pub fn with_approval_token(mut self, token: &str) -> Self {
-        self.approval_token = Some(token.into());
-        self
-    }
-
-    pub fn with_cancel(mut self, cancel: CancelToken) -> Self {
-        self.cancel = cancel;
-        self
-    }
-}
-
-/// The step a call reached (where it stopped, if it failed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stage {
-    Resolve,
-    Catalogue,
-    Validate,
-    Authorize,
-    Approval,
-    Idempotency,
-    Execute,
-    Observe,
-    Done,
-}
-
-/// How approval went for this call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum ApprovalRecord {
-    NotNeeded,
-    /// The same call already happened (its receipt is recorded): it replays, nothing runs, and
-    /// no human is asked about an effect that will not happen again.
-    Replayed,
-    Approved {
-        via: &'static str,
-    },
-    Denied {
-        reason: String,
-    },
-}
-
-/// One record per call: what was asked, what was decided, what happened.
-#[derive(Debug, Clone, Serialize)]
-pub struct DecisionRecord {
-    #[serde(rename = "gen_ai.operation.name")]
-    pub operation: &'static str,
-    #[serde(rename = "gen_ai.tool.call.id")]
-    pub call_id: String,
-    #[serde(rename = "gen_ai.tool.name")]
-    pub tool: String,
-    pub tool_version: Option<u32>,
-    pub run_id: String,
-    pub principal: String,
-    pub tenant: String,
-    /// The arguments, redacted.
-    pub arguments: Value,
-    pub args_hash: String,
-    pub risk: Option<Risk>,
-    pub effect: Option<Effect>,
-    pub mode: Mode,
-    pub stage: Stage,
-    /// `ok`, or the error code.
-    pub outcome: String,
-    #[serde(rename = "error.type", skip_serializing_if = "Option::is_none")]
-    pub error: Option<ErrorCode>,
-    pub approval: ApprovalRecord,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<String>,
-    pub duplicate: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub undo: Option<Value>,
-    pub duration_us: u64,
-    pub result_bytes: usize,
-    pub truncated: bool,
-    pub redactions: usize,
-}
-
-/// What the caller gets back.
-#[derive(Debug, Clone)]
-pub struct CallOutcome {
-    pub result: Result<Observation, ToolError>,
-    pub record: DecisionRecord,
-    pub error_style: ErrorStyle,
-}
-
-impl CallOutcome {
-    pub fn is_error(&self) -> bool {
-        self.result.is_err()
-    }
-
-    /// The tool result as a model reads it (an error is an ordinary result with `is_error`).
-    pub fn model_value(&self) -> Value {
-        match &self.result {
-            Ok(observation) => observation.to_model_value(),
-            Err(error) => error.to_model_value(self.error_style),
-        }
-    }
-
-    /// [`Self::model_value`] as compact text.
-    pub fn model_text(&self) -> String {
-        match self.model_value() {
-            Value::String(s) => s,
-            other => other.to_string(),
-        }
-    }
-}
-
-/// How long a human has to answer, and how long an out-of-band approval stays valid.
+/// How long a human has to answer while a call waits.
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a ticket stays redeemable.
+pub const DEFAULT_TICKET_TTL: Duration = Duration::from_secs(600);
 
+/// The one call path; cheap to clone (handles nested calls use share it).
+#[derive(Clone)]
 pub struct Dispatcher {
+    inner: Arc<Inner>,
+}
+
+#[derive(Clone)]
+struct Inner {
     registry: Arc<Registry>,
-    approver: Option<Arc<dyn Approver>>,
     ledger: Arc<ApprovalLedger>,
     clock: Arc<dyn Clock>,
     trace: Arc<dyn TraceSink>,
     mode: Mode,
     approval_timeout: Duration,
+    ticket_ttl: Duration,
+}
+
+/// Why a dispatcher could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatcherError {
+    #[error(transparent)]
+    Ledger(#[from] crate::approval::LedgerError),
 }
 
 impl Dispatcher {
-    /// A dispatcher in `auto` mode with no approver (so every call that needs approval is
-    /// denied), the system clock and no trace.
-    pub fn new(registry: Arc<Registry>) -> Self {
-        Dispatcher {
-            registry,
-            approver: None,
-            ledger: Arc::new(ApprovalLedger::new()),
-            clock: Arc::new(SystemClock),
-            trace: Arc::new(NoTrace),
-            mode: Mode::Auto,
-            approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
-        }
+    /// A dispatcher in `auto` mode, with approval tickets kept in memory, the system clock and
+    /// no trace. Each call brings its own approval channel (none by default, so every call that
+    /// needs approval is denied).
+    pub fn new(registry: Arc<Registry>) -> Result<Self, DispatcherError> {
+        Ok(Dispatcher {
+            inner: Arc::new(Inner {
+                registry,
+                ledger: Arc::new(ApprovalLedger::in_memory()?),
+                clock: Arc::new(SystemClock),
+                trace: Arc::new(NoTrace),
+                mode: Mode::Auto,
+                approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
+                ticket_ttl: DEFAULT_TICKET_TTL,
+            }),
+        })
     }
 
-    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
-        self.approver = Some(approver);
-        self
+    fn inner_mut(&mut self) -> &mut Inner {
+        Arc::make_mut(&mut self.inner)
     }
 
+    /// The mode of calls that do not name one.
     pub fn with_mode(mut self, mode: Mode) -> Self {
-        self.mode = mode;
+        self.inner_mut().mode = mode;
         self
     }
 
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.inner_mut().clock = clock;
         self
     }
 
     pub fn with_trace(mut self, trace: Arc<dyn TraceSink>) -> Self {
-        self.trace = trace;
+        self.inner_mut().trace = trace;
         self
     }
 
+    /// Where approval tickets are kept (a SQLite file shared by processes, for a server).
     pub fn with_ledger(mut self, ledger: Arc<ApprovalLedger>) -> Self {
-        self.ledger = ledger;
+        self.inner_mut().ledger = ledger;
         self
     }
 
     pub fn with_approval_timeout(mut self, timeout: Duration) -> Self {
-        self.approval_timeout = timeout;
+        self.inner_mut().approval_timeout = timeout;
+        self
+    }
+
+    pub fn with_ticket_ttl(mut self, ttl: Duration) -> Self {
+        self.inner_mut().ticket_ttl = ttl;
         self
     }
 
     pub fn registry(&self) -> &Registry {
-        &self.registry
+        &self.inner.registry
     }
 
     pub fn ledger(&self) -> &ApprovalLedger {
-        &self.ledger
+        &self.inner.ledger
     }
 
     pub fn mode(&self) -> Mode {
-        self.mode
+        self.inner.mode
     }
 
-    /// The approval binding a call would need, for issuing an out-of-band approval.
+    pub fn clock(&self) -> &dyn Clock {
+        self.inner.clock.as_ref()
+    }
+
+    /// The approval binding a call would need, for issuing an approval in advance.
     pub fn binding_for(
         &self,
         principal: &Principal,
         tool: &str,
         arguments: &Value,
     ) -> Option<String> {
-        let tool = self.registry.get(tool)?;
+        let tool = self.inner.registry.get(tool)?;
         let preview = tool.handler.preview(arguments).ok()?;
         Some(binding_hash(
             &tool.spec.name,
@@ -292,75 +177,69 @@ impl Dispatcher {
     /// Runs one call through every step; see the module documentation.
     pub async fn call(&self, request: CallRequest) -> CallOutcome {
         let started = Instant::now();
+        let mode = request.mode.unwrap_or(self.inner.mode);
+        let mut record = DecisionRecord::begin(&request, mode);
         let mut arguments = request.arguments.clone();
         observation::redact_value(&mut arguments);
-        let mut record = DecisionRecord {
-            operation: "execute_tool",
-            call_id: request.call_id.clone(),
-            tool: request.tool.clone(),
-            tool_version: None,
-            run_id: request.run_id.clone(),
-            principal: request.principal.id.clone(),
-            tenant: request.principal.tenant.clone(),
-            arguments,
-            args_hash: digest_parts(&[&canonical_json(&request.arguments)]),
-            risk: None,
-            effect: None,
-            mode: self.mode,
-            stage: Stage::Resolve,
-            outcome: String::new(),
-            error: None,
-            approval: ApprovalRecord::NotNeeded,
-            idempotency_key: None,
-            duplicate: false,
-            undo: None,
-            duration_us: 0,
-            result_bytes: 0,
-            truncated: false,
-            redactions: 0,
-        };
-        let tool = self.registry.get(&request.tool);
+        record.arguments = arguments;
+        record.args_hash = digest_parts(&[&canonical_json(&request.arguments)]);
+        let tool = self.inner.registry.get(&request.tool);
         let error_style = tool.map_or(ErrorStyle::Teaching, |t| t.spec.observation.error_style);
-        let mut result = self.run(&request, tool, &mut record).await;
-        if let Err(error) = &mut result {
+        let mut result = self.run(&request, mode, tool, &mut record).await;
+        if let CallResult::Failed(error) = &mut result {
             // Errors quote what they were given (received values, examples, handler messages),
             // and what they were given can be a secret.
             record.redactions += redact_error(error);
         }
         record.duration_us = started.elapsed().as_micros() as u64;
         match &result {
-            Ok(obs) => {
+            CallResult::Done(obs) => {
                 record.stage = Stage::Done;
-                record.outcome = "ok".into();
+                record.outcome = Outcome::Ok;
                 record.truncated = obs.truncated.is_some();
                 record.redactions += obs.redactions;
             }
-            Err(error) => {
-                record.outcome = error.code.as_str().into();
-                record.error = Some(error.code);
-            }
+            CallResult::Failed(error) => record.outcome = Outcome::Error(error.code),
+            CallResult::ApprovalRequired(_) => record.outcome = Outcome::ApprovalRequired,
         }
-        let outcome = CallOutcome {
+        let mut outcome = CallOutcome {
             result,
             record,
             error_style,
         };
-        let mut record = outcome.record.clone();
-        record.result_bytes = outcome.model_text().len();
-        self.trace.emit(
-            "tool_call",
-            serde_json::to_value(&record).unwrap_or(Value::Null),
-        );
-        CallOutcome { record, ..outcome }
+        outcome.record.result_bytes = outcome.model_text().len();
+        self.inner.trace.record(Arc::new(outcome.record.clone()));
+        outcome
     }
 
     async fn run(
         &self,
         request: &CallRequest,
+        mode: Mode,
         tool: Option<&Tool>,
         record: &mut DecisionRecord,
-    ) -> Result<Observation, ToolError> {
+    ) -> CallResult {
+        match self.steps(request, mode, tool, record).await {
+            Ok(Step::Done(observation)) => CallResult::Done(observation),
+            Ok(Step::NeedsHuman(ticket)) => CallResult::ApprovalRequired(ticket),
+            Err(error) => CallResult::Failed(error),
+        }
+    }
+
+    async fn steps(
+        &self,
+        request: &CallRequest,
+        mode: Mode,
+        tool: Option<&Tool>,
+        record: &mut DecisionRecord,
+    ) -> Result<Step, ToolError> {
         // 1. Resolve.
+        if request.run_id.trim().is_empty() {
+            return Err(ToolError::invalid(
+                "run_id",
+                "the call names no run; every call must belong to a run (a conversation, session or eval run), because a write's effect identity includes it",
+            ));
+        }
         let Some(tool) = tool else {
             return Err(self.unknown_tool(&request.tool, &request.principal));
         };
@@ -387,7 +266,7 @@ impl Dispatcher {
 
         // 3. Validate.
         record.stage = Stage::Validate;
-        let today = self.clock.today();
+        let today = self.inner.clock.today();
         let mut violations = schema::validate(&spec.input_schema, &request.arguments);
         if !violations.is_empty() {
             // Redact before the values are quoted: a sentence cuts long values, and a secret cut
@@ -420,12 +299,19 @@ impl Dispatcher {
 
         // The key is derived before approval (it is pure) so that a call whose receipt already
         // exists replays instead of asking a human about an effect that will not happen again.
-        let canonical = canonical_json(&request.arguments);
-        let key = spec.writes().then(|| match &request.idempotency_key {
-            Some(given) => {
-                IdempotencyKey::given(given, &request.principal.id, &spec.name, &canonical)
+        let key = spec.writes().then(|| {
+            let canonical = canonical_json(&request.arguments);
+            match &request.idempotency_key {
+                Some(given) => {
+                    IdempotencyKey::given(given, &request.principal, &spec.name, &canonical)
+                }
+                None => IdempotencyKey::derived(
+                    &request.principal,
+                    &request.run_id,
+                    &spec.name,
+                    &canonical,
+                ),
             }
-            None => IdempotencyKey::derived(&request.run_id, &spec.name, &canonical),
         });
 
         // 5. Approval.
@@ -434,21 +320,29 @@ impl Dispatcher {
             (Some(log), Some(key)) => recorded_receipt(Arc::clone(log), key.clone()).await?,
             _ => None,
         };
-        if approval_needed(spec.policy.risk, self.mode) {
+        if approval_needed(spec.policy.risk, mode) {
             if replay.is_some() {
                 record.approval = ApprovalRecord::Replayed;
             } else {
                 let preview = catch_panic(|| tool.handler.preview(&request.arguments))?;
                 // A caller that gives up stops the wait for a human; nothing has run yet.
                 record.approval = tokio::select! {
-                    decided = self.seek_approval(spec, request, preview) => decided,
+                    decided = self.seek_approval(spec, request, preview) => match decided {
+                        Sought::Decided(approval) => approval,
+                        Sought::Ticket(ticket) => {
+                            record.approval = ApprovalRecord::Pending {
+                                expires_at_unix: ticket.expires_at_unix,
+                            };
+                            return Ok(Step::NeedsHuman(ticket));
+                        }
+                    },
                     () = request.cancel.canceled() => return Err(canceled()),
                 };
             }
-            if let ApprovalRecord::Denied { reason } = &record.approval {
+            if let ApprovalRecord::Denied { denial } = &record.approval {
                 return Err(ToolError::new(
                     ErrorCode::ApprovalDenied,
-                    format!("a human did not approve this call: {reason}"),
+                    format!("a human did not approve this call: {denial}"),
                 )
                 .with_hint(
                     "do not retry the same call; tell the user what you wanted to do and why",
@@ -467,27 +361,34 @@ impl Dispatcher {
             // may start the handler, and a started write can land after the caller gave up.
             return Err(canceled());
         }
-        let ctx = ExecContext {
-            call_id: request.call_id.clone(),
-            run_id: request.run_id.clone(),
-            principal: request.principal.clone(),
-            idempotency_key: key.clone(),
-            cancel: request.cancel.clone(),
-            today,
-            now_unix: unix_secs(self.clock.now()),
-        };
         let output = match (replay, &tool.replay) {
             (Some(receipt), None) => Output::Write(receipt.into()),
             (Some(receipt), Some(view)) => {
-                let key = receipt.key.clone();
+                let recorded = receipt.clone();
                 let shown = catch_panic(|| Ok(view(receipt)))?;
                 let mut shown = bounded(spec, shown).await?;
                 // The receipt is the recorded one whatever the view did with it.
-                shown.receipt.key = key;
-                shown.receipt.duplicate = true;
+                shown.receipt = recorded;
                 Output::Write(shown)
             }
-            (None, _) => self.execute(spec, tool, ctx, request).await?,
+            (None, _) => {
+                let waits = HumanWaits::child_of(request.waits.clone());
+                let ctx = ExecContext {
+                    call_id: request.call_id.clone(),
+                    run_id: request.run_id.clone(),
+                    principal: request.principal.clone(),
+                    idempotency_key: key.clone(),
+                    cancel: request.cancel.clone(),
+                    today,
+                    now_unix: unix_secs(self.inner.clock.now()),
+                    tools: ToolCaller {
+                        back: Arc::new(self.clone()),
+                        parent: parent_of(request, mode),
+                        waits: Arc::clone(&waits),
+                    },
+                };
+                self.execute(spec, tool, ctx, request, &waits).await?
+            }
         };
 
         // 8. Observation.
@@ -497,15 +398,16 @@ impl Dispatcher {
             Output::Write(written) => {
                 let receipt = written.receipt;
                 let expected = key.as_ref().map(|k| k.key.as_str());
-                if expected != Some(receipt.key.as_str()) {
+                if expected != Some(receipt.key()) {
                     return Err(ToolError::internal(
                         "the write was not recorded under its idempotency key",
                     ));
                 }
-                record.duplicate = receipt.duplicate;
-                record.undo = receipt.undo.clone();
-                crate::tool::ToolOutput {
-                    content: receipt.result,
+                record.duplicate = receipt.duplicate();
+                record.undo = receipt.undo().cloned();
+                let (content, _) = receipt.into_parts();
+                ToolOutput {
+                    content,
                     untrusted: written.untrusted,
                     sources: written.sources,
                 }
@@ -525,7 +427,7 @@ impl Dispatcher {
             spec.observation.max_bytes,
             &spec.observation.more_hint,
         );
-        Ok(Observation {
+        Ok(Step::Done(Observation {
             content,
             untrusted,
             provenance: Provenance {
@@ -535,29 +437,41 @@ impl Dispatcher {
             },
             truncated,
             redactions,
-        })
+        }))
     }
 
-    /// Step 7 proper: the handler, under its deadline and the caller's cancellation.
+    /// Step 7 proper: the handler, under its deadline and the caller's cancellation. The
+    /// deadline pauses while a call nested in this one waits for a human.
     async fn execute(
         &self,
         spec: &ToolSpec,
         tool: &Tool,
         ctx: ExecContext,
         request: &CallRequest,
+        waits: &HumanWaits,
     ) -> Result<Output, ToolError> {
         let arguments = request.arguments.clone();
-        let handler_future = CatchPanic(catch_panic(|| Ok(tool.handler.call(ctx, arguments)))?);
-        tokio::select! {
-            out = handler_future => out,
-            () = tokio::time::sleep(spec.executor.deadline) => {
-                request.cancel.cancel();
-                Err(ToolError::new(
-                    ErrorCode::DeadlineExceeded,
-                    format!("`{}` did not finish within {} ms", spec.name, spec.executor.deadline.as_millis()),
-                ))
+        let mut handler = CatchPanic(catch_panic(|| Ok(tool.handler.call(ctx, arguments)))?);
+        let started = Instant::now();
+        loop {
+            let changed = waits.changed();
+            let (human_asked, paused) = waits.paused();
+            let deadline = tokio::time::Instant::from_std(started + spec.executor.deadline + paused);
+            tokio::select! {
+                out = &mut handler => return out,
+                () = request.cancel.canceled() => return Err(canceled()),
+                () = changed => continue,
+                () = tokio::time::sleep_until(deadline), if !human_asked => {
+                    if waits.paused() != (false, paused) {
+                        continue;
+                    }
+                    request.cancel.cancel();
+                    return Err(ToolError::new(
+                        ErrorCode::DeadlineExceeded,
+                        format!("`{}` did not finish within {} ms", spec.name, spec.executor.deadline.as_millis()),
+                    ));
+                }
             }
-            () = request.cancel.canceled() => Err(canceled()),
         }
     }
 
@@ -566,28 +480,29 @@ impl Dispatcher {
         spec: &ToolSpec,
         request: &CallRequest,
         preview: Option<Value>,
-    ) -> ApprovalRecord {
+    ) -> Sought {
         let binding = binding_hash(
             &spec.name,
             spec.version,
             &bound_value(&request.arguments, preview.as_ref()),
             &request.principal.id,
         );
-        if let Some(token) = &request.approval_token {
-            return match self.ledger.redeem(token, &binding, self.clock.now()) {
-                Ok(()) => ApprovalRecord::Approved {
-                    via: "approval_token",
+        let now = self.inner.clock.now();
+        if let Some(answer) = &request.ticket_answer {
+            let ledger = &self.inner.ledger;
+            let redeemed = ledger.redeem(&answer.token, &binding, &request.principal.id, now);
+            return Sought::Decided(match (redeemed, answer.approved) {
+                (Ok(()), true) => ApprovalRecord::Approved {
+                    via: ApprovedVia::Ticket,
                 },
-                Err(e) => ApprovalRecord::Denied {
-                    reason: e.to_string(),
+                (Ok(()), false) => ApprovalRecord::Denied {
+                    denial: Denial::Declined {
+                        reason: "the person answered no".into(),
+                    },
                 },
-            };
+                (Err(denial), _) => ApprovalRecord::Denied { denial },
+            });
         }
-        let Some(approver) = &self.approver else {
-            return ApprovalRecord::Denied {
-                reason: "no approver is configured, so nothing that needs approval can run".into(),
-            };
-        };
         let ask = ApprovalRequest {
             binding,
             tool: spec.name.clone(),
@@ -599,20 +514,42 @@ impl Dispatcher {
             preview,
             principal: request.principal.id.clone(),
         };
-        match tokio::time::timeout(self.approval_timeout, approver.decide(&ask)).await {
-            Ok(Ok(ApprovalAnswer::Approve)) => ApprovalRecord::Approved { via: "approver" },
-            Ok(Ok(ApprovalAnswer::Deny { reason })) => ApprovalRecord::Denied { reason },
-            Ok(Err(e)) => ApprovalRecord::Denied {
-                reason: e.to_string(),
+        let approver = match &request.approval {
+            ApprovalChannel::None => {
+                return Sought::Decided(ApprovalRecord::Denied {
+                    denial: Denial::NoChannel,
+                });
+            }
+            ApprovalChannel::Ticket => {
+                return match self.inner.ledger.open_ticket(&ask, now, self.inner.ticket_ttl) {
+                    Ok(ticket) => Sought::Ticket(ticket),
+                    Err(denial) => Sought::Decided(ApprovalRecord::Denied { denial }),
+                };
+            }
+            ApprovalChannel::Ask(approver) => approver,
+        };
+        // Enclosing calls' deadlines pause while the person decides.
+        let _waiting = request.waits.as_ref().map(|w| w.begin());
+        let timeout = self.inner.approval_timeout;
+        Sought::Decided(match tokio::time::timeout(timeout, approver.decide(&ask)).await {
+            Ok(Ok(ApprovalAnswer::Approve)) => ApprovalRecord::Approved {
+                via: ApprovedVia::Approver,
             },
+            Ok(Ok(ApprovalAnswer::Deny { reason })) => ApprovalRecord::Denied {
+                denial: Denial::Declined { reason },
+            },
+            Ok(Err(e)) => ApprovalRecord::Denied { denial: e.into() },
             Err(_) => ApprovalRecord::Denied {
-                reason: format!("no answer within {} ms", self.approval_timeout.as_millis()),
+                denial: Denial::TimedOut {
+                    after_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                },
             },
-        }
+        })
     }
 
     fn unknown_tool(&self, name: &str, principal: &Principal) -> ToolError {
         let visible: Vec<&str> = self
+            .inner
             .registry
             .visible_to(principal)
             .map(|s| s.name.as_str())
@@ -633,6 +570,41 @@ impl Dispatcher {
             .with_received(Value::String(name.into()))
             .with_hint(hint)
     }
+}
+
+impl CallBack for Dispatcher {
+    fn call(&self, request: CallRequest) -> BoxFuture<'static, CallOutcome> {
+        let dispatcher = self.clone();
+        Box::pin(async move { dispatcher.call(request).await })
+    }
+}
+
+/// What nested calls inherit from the call whose handler makes them.
+fn parent_of(request: &CallRequest, mode: Mode) -> CallRequest {
+    let mut parent = CallRequest::new(
+        request.principal.clone(),
+        &request.run_id,
+        &request.tool,
+        Value::Null,
+    )
+    .with_call_id(&request.call_id)
+    .with_approval(request.approval.clone())
+    .with_mode(mode)
+    .with_cancel(request.cancel.clone());
+    parent.origin = request.origin;
+    parent
+}
+
+/// How far a call got before it returns.
+enum Step {
+    Done(Observation),
+    NeedsHuman(ApprovalTicket),
+}
+
+/// What seeking approval produced.
+enum Sought {
+    Decided(ApprovalRecord),
+    Ticket(ApprovalTicket),
 }
 
 /// A replay view, under the tool's deadline.
@@ -825,34 +797,3 @@ fn allowed_fields_at(schema: &Value, path: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-impl DecisionRecord {
-    /// The record of a call whose task was lost before the dispatcher could answer (the
-    /// caller still owes the model one result per call id).
-    pub fn lost(call_id: &str, tool: &str) -> Self {
-        DecisionRecord {
-            operation: "execute_tool",
-            call_id: call_id.into(),
-            tool: tool.into(),
-            tool_version: None,
-            run_id: String::new(),
-            principal: String::new(),
-            tenant: String::new(),
-            arguments: Value::Null,
-            args_hash: String::new(),
-            risk: None,
-            effect: None,
-            mode: Mode::Auto,
-            stage: Stage::Execute,
-            outcome: ErrorCode::Internal.as_str().into(),
-            error: Some(ErrorCode::Internal),
-            approval: ApprovalRecord::NotNeeded,
-            idempotency_key: None,
-            duplicate: false,
-            undo: None,
-            duration_us: 0,
-            result_bytes: 0,
-            truncated: false,
-            redactions: 0,
-        }
-    }
-}

@@ -1,18 +1,32 @@
-//! Idempotent writes: a key recorded in the same SQLite transaction as the effect.
+//! Idempotent writes: every effect is recorded under a key, at most once.
 //!
-//! Guarantees: for one key, the effect happens at most once, however many callers race; a
-//! duplicate returns the first receipt and changes nothing; the same key with different
-//! arguments is a `conflict`; an effect that fails leaves neither the effect nor the key.
+//! Two mechanisms share one receipts table:
+//! - Local effects ([`run_once`]): the effect and its receipt are written in one immediate SQLite
+//!   transaction, so for one key the effect happens at most once however many callers race, and
+//!   an effect that fails leaves neither the effect nor the key.
+//! - Effects outside the database ([`claim`], [`settle`], [`release`]): an email handed to a
+//!   relay, a call to another server. The key is claimed before the effect, settled with the
+//!   receipt after it, and released only when the effect surely did not happen. While a claim is
+//!   unsettled (an attempt in progress, or one whose process died between effect and receipt) a
+//!   second attempt is refused with a `conflict` that says what to check: the effect may have
+//!   happened, and running it again could do it twice.
+//!
+//! Effect identity: a derived key hashes the principal, the tenant, the run, the tool and the
+//! canonical arguments, so two callers making the same write make two effects; a caller-given key
+//! is scoped to the principal, the tenant and the tool. A key reused for other arguments is a
+//! `conflict`. A [`Receipt`] can only be made here, by recording or reading an effect: its
+//! fields are private and it cannot be deserialized, so a handler cannot forge one.
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::canonical::digest_parts;
 use crate::error::{ErrorCode, ToolError};
+use crate::principal::Principal;
 
 /// The key a write is recorded under, plus the hash of the arguments it was made for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IdempotencyKey {
     pub key: String,
     pub tool: String,
@@ -22,21 +36,29 @@ pub struct IdempotencyKey {
 }
 
 impl IdempotencyKey {
-    /// Derived from the run, the tool and the canonical arguments: a retried call in the same
-    /// run lands on the same key.
-    pub fn derived(run_id: &str, tool: &str, canonical_args: &str) -> Self {
+    /// Derived from who calls (principal and tenant), the run, the tool and the canonical
+    /// arguments: a retried call in the same run lands on the same key, another caller's
+    /// identical call does not.
+    pub fn derived(principal: &Principal, run_id: &str, tool: &str, canonical_args: &str) -> Self {
         IdempotencyKey {
-            key: digest_parts(&["derived", run_id, tool, canonical_args]),
+            key: digest_parts(&[
+                "derived",
+                &principal.tenant,
+                &principal.id,
+                run_id,
+                tool,
+                canonical_args,
+            ]),
             tool: tool.into(),
             args_hash: digest_parts(&[canonical_args]),
             caller_given: false,
         }
     }
 
-    /// Chosen by the caller, scoped to the principal and the tool.
-    pub fn given(given: &str, principal: &str, tool: &str, canonical_args: &str) -> Self {
+    /// Chosen by the caller, scoped to the tenant, the principal and the tool.
+    pub fn given(given: &str, principal: &Principal, tool: &str, canonical_args: &str) -> Self {
         IdempotencyKey {
-            key: digest_parts(&["given", principal, tool, given]),
+            key: digest_parts(&["given", &principal.tenant, &principal.id, tool, given]),
             tool: tool.into(),
             args_hash: digest_parts(&[canonical_args]),
             caller_given: true,
@@ -44,18 +66,50 @@ impl IdempotencyKey {
     }
 }
 
-/// What a write did, as recorded with it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What a write did, as recorded with it. Made only by this module (recording or reading a
+/// receipt); handlers receive one and pass it on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Receipt {
-    pub key: String,
-    pub tool: String,
+    key: String,
+    tool: String,
+    result: Value,
+    undo: Option<Value>,
+    created_at_unix: u64,
+    duplicate: bool,
+}
+
+impl Receipt {
+    /// The idempotency key the effect is recorded under.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
     /// The result the first call returned.
-    pub result: Value,
+    pub fn result(&self) -> &Value {
+        &self.result
+    }
+
     /// How to revert the effect, where it can be reverted.
-    pub undo: Option<Value>,
-    pub created_at_unix: u64,
+    pub fn undo(&self) -> Option<&Value> {
+        self.undo.as_ref()
+    }
+
+    pub fn created_at_unix(&self) -> u64 {
+        self.created_at_unix
+    }
+
     /// True when this call found the key already recorded and did nothing.
-    pub duplicate: bool,
+    pub fn duplicate(&self) -> bool {
+        self.duplicate
+    }
+
+    pub(crate) fn into_parts(self) -> (Value, Option<Value>) {
+        (self.result, self.undo)
+    }
 }
 
 /// What a write handler's effect produced.
@@ -65,8 +119,8 @@ pub struct WriteEffect {
     pub undo: Option<Value>,
 }
 
-/// Creates the receipts table in a toolset's own database (the effect and the receipt must
-/// share a database to share a transaction).
+/// Creates the receipts and claims tables in a toolset's own database (the effect and the
+/// receipt must share a database to share a transaction).
 pub fn install(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS tool_receipts (
@@ -76,6 +130,13 @@ pub fn install(conn: &Connection) -> rusqlite::Result<()> {
              result TEXT NOT NULL,
              undo TEXT,
              created_at INTEGER NOT NULL
+         );
+         CREATE TABLE IF NOT EXISTS tool_claims (
+             key TEXT PRIMARY KEY,
+             tool TEXT NOT NULL,
+             args_hash TEXT NOT NULL,
+             what_to_check TEXT NOT NULL,
+             claimed_at INTEGER NOT NULL
          );",
     )
 }
@@ -111,11 +172,7 @@ pub fn recorded(conn: &Connection, key: &IdempotencyKey) -> Result<Option<Receip
         return Ok(None);
     };
     if tool != key.tool || args_hash != key.args_hash {
-        return Err(ToolError::new(
-            ErrorCode::Conflict,
-            "this idempotency key was already used for a different call",
-        )
-        .with_hint("use a new idempotency key for different arguments"));
+        return Err(reused_key());
     }
     Ok(Some(Receipt {
         key: key.key.clone(),
@@ -125,6 +182,49 @@ pub fn recorded(conn: &Connection, key: &IdempotencyKey) -> Result<Option<Receip
         created_at_unix: u64::try_from(created_at).unwrap_or(0),
         duplicate: true,
     }))
+}
+
+fn reused_key() -> ToolError {
+    ToolError::new(
+        ErrorCode::Conflict,
+        "this idempotency key was already used for a different call",
+    )
+    .with_hint("use a new idempotency key for different arguments")
+}
+
+/// Stores the receipt of `done` under `key` inside `tx`.
+fn insert_receipt(
+    tx: &rusqlite::Transaction<'_>,
+    key: &IdempotencyKey,
+    now_unix: u64,
+    done: WriteEffect,
+) -> Result<Receipt, ToolError> {
+    let undo_text = done.undo.as_ref().map(Value::to_string);
+    tx.execute(
+        "INSERT INTO tool_receipts (key, tool, args_hash, result, undo, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            key.key,
+            key.tool,
+            key.args_hash,
+            done.result.to_string(),
+            undo_text,
+            unix_i64(now_unix)
+        ],
+    )
+    .map_err(store_error)?;
+    Ok(Receipt {
+        key: key.key.clone(),
+        tool: key.tool.clone(),
+        result: done.result,
+        undo: done.undo,
+        created_at_unix: now_unix,
+        duplicate: false,
+    })
+}
+
+fn unix_i64(secs: u64) -> i64 {
+    i64::try_from(secs).unwrap_or(i64::MAX)
 }
 
 /// Runs `effect` at most once for `key`: in one immediate transaction, a recorded key returns
@@ -141,30 +241,153 @@ pub fn run_once(
     if let Some(receipt) = recorded(&tx, key)? {
         return Ok(receipt);
     }
+    refuse_unsettled(&tx, key)?;
     let done = effect(&tx)?;
-    let undo_text = done.undo.as_ref().map(Value::to_string);
+    let receipt = insert_receipt(&tx, key, now_unix, done)?;
+    tx.commit().map_err(store_error)?;
+    Ok(receipt)
+}
+
+/// A claimed key: proof that this attempt, and no other, may perform the remote effect. It is
+/// consumed by [`settle`] or [`release`].
+#[derive(Debug)]
+#[must_use = "a claim must be settled (the effect happened) or released (it surely did not)"]
+pub struct Claim {
+    key: IdempotencyKey,
+}
+
+impl Claim {
+    pub fn key(&self) -> &IdempotencyKey {
+        &self.key
+    }
+}
+
+/// What [`claim`] found.
+#[derive(Debug)]
+pub enum Claimed<T> {
+    /// The key is ours now: perform the effect, then settle or release. `T` is what the local
+    /// step returned (for example the draft to send).
+    New(Claim, T),
+    /// The effect already happened: its receipt, marked `duplicate`.
+    Recorded(Receipt),
+}
+
+/// Claims `key` before an effect outside the database. In one immediate transaction: a
+/// recorded key returns its receipt; a key claimed by an earlier attempt that never settled is
+/// refused (a `conflict` naming `what_to_check`, the thing a person must look at to learn
+/// whether the effect happened); otherwise `local` runs (bookkeeping that must commit with the
+/// claim, such as marking a draft `sending`) and the claim is stored with `what_to_check`.
+pub fn claim<T>(
+    conn: &mut Connection,
+    key: &IdempotencyKey,
+    now_unix: u64,
+    what_to_check: &str,
+    local: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, ToolError>,
+) -> Result<Claimed<T>, ToolError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(store_error)?;
+    if let Some(receipt) = recorded(&tx, key)? {
+        return Ok(Claimed::Recorded(receipt));
+    }
+    refuse_unsettled(&tx, key)?;
+    let value = local(&tx)?;
     tx.execute(
-        "INSERT INTO tool_receipts (key, tool, args_hash, result, undo, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO tool_claims (key, tool, args_hash, what_to_check, claimed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
         params![
             key.key,
             key.tool,
             key.args_hash,
-            done.result.to_string(),
-            undo_text,
-            i64::try_from(now_unix).unwrap_or(i64::MAX)
+            what_to_check,
+            unix_i64(now_unix)
         ],
     )
     .map_err(store_error)?;
     tx.commit().map_err(store_error)?;
-    Ok(Receipt {
-        key: key.key.clone(),
-        tool: key.tool.clone(),
-        result: done.result,
-        undo: done.undo,
-        created_at_unix: now_unix,
-        duplicate: false,
-    })
+    Ok(Claimed::New(Claim { key: key.clone() }, value))
+}
+
+/// Settles a claim after the effect happened: `local` records it in the store (for example
+/// the draft becomes `sent`), and the receipt is stored and the claim removed, all in one
+/// transaction.
+pub fn settle(
+    conn: &mut Connection,
+    claim: Claim,
+    now_unix: u64,
+    local: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<WriteEffect, ToolError>,
+) -> Result<Receipt, ToolError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(store_error)?;
+    let removed = tx
+        .execute(
+            "DELETE FROM tool_claims WHERE key = ?1",
+            params![claim.key.key],
+        )
+        .map_err(store_error)?;
+    if removed != 1 {
+        return Err(ToolError::internal(
+            "the claim of this write was lost before its effect was recorded",
+        ));
+    }
+    let done = local(&tx)?;
+    let receipt = insert_receipt(&tx, &claim.key, now_unix, done)?;
+    tx.commit().map_err(store_error)?;
+    Ok(receipt)
+}
+
+/// Releases a claim whose effect surely did not happen (it failed before it started, or was
+/// refused), so a later attempt may run. `local` undoes the claim's bookkeeping.
+pub fn release(
+    conn: &mut Connection,
+    claim: Claim,
+    local: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<(), ToolError>,
+) -> Result<(), ToolError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(store_error)?;
+    tx.execute(
+        "DELETE FROM tool_claims WHERE key = ?1",
+        params![claim.key.key],
+    )
+    .map_err(store_error)?;
+    local(&tx)?;
+    tx.commit().map_err(store_error)
+}
+
+/// Refuses a key that an earlier attempt claimed and never settled or released.
+fn refuse_unsettled(conn: &Connection, key: &IdempotencyKey) -> Result<(), ToolError> {
+    let claimed = conn
+        .query_row(
+            "SELECT args_hash, what_to_check, claimed_at FROM tool_claims WHERE key = ?1",
+            params![key.key],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, i64>(2)?,
+                ))
+            },
+        )
+        .optional()
+        .map_err(store_error)?;
+    let Some((args_hash, what_to_check, claimed_at)) = claimed else {
+        return Ok(());
+    };
+    if args_hash != key.args_hash {
+        return Err(reused_key());
+    }
+    Err(ToolError::new(
+        ErrorCode::Conflict,
+        format!(
+            "an earlier attempt of this `{}` call started at unix time {claimed_at} and never recorded whether it took effect, so it may already have happened; it is not run again",
+            key.tool
+        ),
+    )
+    .with_hint(format!(
+        "do not retry; tell the user to check {what_to_check}"
+    )))
 }
 
 /// Classifies a SQLite failure: contention is transient, anything else is ours.
@@ -182,12 +405,15 @@ pub fn store_error(e: rusqlite::Error) -> ToolError {
         ToolError::internal("the store failed to complete the operation")
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
     use std::sync::Arc;
+
+    fn alice() -> Principal {
+        Principal::local("alice", &[])
+    }
 
     fn open(path: &std::path::Path) -> Connection {
         let conn = Connection::open(path).unwrap();
@@ -215,7 +441,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = Arc::new(dir.path().join("race.sqlite"));
         drop(open(&path));
-        let key = IdempotencyKey::derived("run-1", "demo_add", "{}");
+        let key = IdempotencyKey::derived(&alice(), "run-1", "demo_add", "{}");
         let handles: Vec<_> = (0..16)
             .map(|_| {
                 let path = Arc::clone(&path);
@@ -245,7 +471,7 @@ mod tests {
     fn failed_effect_records_neither_effect_nor_key() {
         let dir = tempfile::tempdir().unwrap();
         let mut conn = open(&dir.path().join("f.sqlite"));
-        let key = IdempotencyKey::derived("run", "demo_add", "{}");
+        let key = IdempotencyKey::derived(&alice(), "run", "demo_add", "{}");
         let failed = run_once(&mut conn, &key, 1, |tx| {
             add_effect(tx)?;
             Err(ToolError::invalid("x", "refused after writing"))
@@ -267,10 +493,98 @@ mod tests {
     fn reusing_a_given_key_for_other_arguments_is_a_conflict() {
         let dir = tempfile::tempdir().unwrap();
         let mut conn = open(&dir.path().join("c.sqlite"));
-        let first = IdempotencyKey::given("k1", "alice", "demo_add", r#"{"n":1}"#);
-        let second = IdempotencyKey::given("k1", "alice", "demo_add", r#"{"n":2}"#);
+        let first = IdempotencyKey::given("k1", &alice(), "demo_add", r#"{"n":1}"#);
+        let second = IdempotencyKey::given("k1", &alice(), "demo_add", r#"{"n":2}"#);
         run_once(&mut conn, &first, 1, add_effect).unwrap();
         let err = run_once(&mut conn, &second, 2, add_effect).unwrap_err();
         assert_eq!(err.code, ErrorCode::Conflict);
+    }
+
+    #[test]
+    fn same_write_by_two_principals_gets_two_keys() {
+        let bob = Principal::local("bob", &[]);
+        let mut other_tenant = alice();
+        other_tenant.tenant = "acme".into();
+        let base = IdempotencyKey::derived(&alice(), "run", "demo_add", "{}");
+        for other in [
+            IdempotencyKey::derived(&bob, "run", "demo_add", "{}"),
+            IdempotencyKey::derived(&other_tenant, "run", "demo_add", "{}"),
+            IdempotencyKey::derived(&alice(), "run-2", "demo_add", "{}"),
+        ] {
+            assert_ne!(base.key, other.key);
+        }
+        assert_ne!(
+            IdempotencyKey::given("k", &alice(), "demo_add", "{}").key,
+            IdempotencyKey::given("k", &bob, "demo_add", "{}").key
+        );
+    }
+
+    fn claimed(conn: &mut Connection, key: &IdempotencyKey) -> Result<Claimed<()>, ToolError> {
+        claim(conn, key, 1, "the demo effects table", |_| Ok(()))
+    }
+
+    #[test]
+    fn remote_effect_that_failed_before_it_started_releases_its_claim_and_a_retry_runs_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open(&dir.path().join("r.sqlite"));
+        let key = IdempotencyKey::derived(&alice(), "run", "demo_send", "{}");
+        let Claimed::New(first, ()) = claimed(&mut conn, &key).unwrap() else {
+            panic!("a fresh key is claimed");
+        };
+        // The relay refused before anything was sent.
+        release(&mut conn, first, |_| Ok(())).unwrap();
+        let Claimed::New(second, ()) = claimed(&mut conn, &key).unwrap() else {
+            panic!("a released key can be claimed again");
+        };
+        let receipt = settle(&mut conn, second, 2, add_effect).unwrap();
+        assert!(!receipt.duplicate());
+        match claimed(&mut conn, &key).unwrap() {
+            Claimed::Recorded(again) => {
+                assert!(again.duplicate());
+                assert_eq!(again.result(), receipt.result());
+            }
+            Claimed::New(..) => panic!("a settled key replays its receipt"),
+        }
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM effects", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1, "the effect was recorded once");
+    }
+
+    #[test]
+    fn unsettled_claim_refuses_a_second_attempt_and_says_what_to_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open(&dir.path().join("u.sqlite"));
+        let key = IdempotencyKey::derived(&alice(), "run", "demo_send", "{}");
+        let Claimed::New(_in_flight, ()) = claimed(&mut conn, &key).unwrap() else {
+            panic!("a fresh key is claimed");
+        };
+        for attempt in [
+            claimed(&mut conn, &key).map(|_| ()),
+            run_once(&mut conn, &key, 3, add_effect).map(|_| ()),
+        ] {
+            let refused = attempt.unwrap_err();
+            assert_eq!(refused.code, ErrorCode::Conflict);
+            assert!(
+                refused
+                    .hint
+                    .as_deref()
+                    .is_some_and(|h| h.contains("the demo effects table")),
+                "{refused:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn claimed_key_reused_for_other_arguments_is_a_conflict_about_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open(&dir.path().join("k.sqlite"));
+        let first = IdempotencyKey::given("k1", &alice(), "demo_send", r#"{"n":1}"#);
+        let second = IdempotencyKey::given("k1", &alice(), "demo_send", r#"{"n":2}"#);
+        let Claimed::New(_c, ()) = claimed(&mut conn, &first).unwrap() else {
+            panic!("claimed");
+        };
+        let err = claimed(&mut conn, &second).unwrap_err();
+        assert!(err.message.contains("different call"), "{err:?}");
     }
 }

@@ -6,6 +6,7 @@
 //! bounds what comes back. Errors form a closed algebra ([`ErrorCode`]).
 
 pub mod approval;
+pub mod call;
 pub mod cancel;
 pub mod canonical;
 pub mod clock;
@@ -22,18 +23,24 @@ pub mod taglist;
 pub mod tokens;
 pub mod tool;
 pub mod trace;
+mod waits;
 
 pub use approval::{
-    ApprovalAnswer, ApprovalLedger, ApprovalRequest, Approver, ApproverError, DenyAll, Mode,
-    ScriptedApprover,
+    ApprovalAnswer, ApprovalChannel, ApprovalLedger, ApprovalRequest, ApprovalTicket, Approver,
+    ApproverError, Denial, DenyAll, Mode, ScriptedApprover, TicketAnswer,
+};
+pub use call::{
+    ApprovalRecord, ApprovedVia, CallOutcome, CallRequest, CallResult, DecisionRecord, Origin,
+    Outcome, Stage,
 };
 pub use cancel::CancelToken;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use dispatcher::{CallOutcome, CallRequest, DecisionRecord, Dispatcher, Stage};
+pub use dispatcher::{Dispatcher, DispatcherError};
 pub use error::{ErrorCode, ErrorStyle, ToolError};
-pub use idempotency::{IdempotencyKey, Receipt, WriteEffect};
+pub use idempotency::{Claim, Claimed, IdempotencyKey, Receipt, WriteEffect};
 pub use observation::Observation;
 pub use principal::Principal;
 pub use registry::Registry;
 pub use spec::{Effect, Risk, ToolSpec};
-pub use tool::{ExecContext, Tool, ToolBuilder, ToolOutput, UntrustedText, WriteOutput};
+pub use tool::{ExecContext, Tool, ToolBuilder, ToolCaller, ToolOutput, UntrustedText, WriteOutput};
+pub use trace::{TraceEvent, TraceSink};

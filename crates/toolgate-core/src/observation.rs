@@ -11,7 +11,14 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::tool::UntrustedText;
+
+/// Untrusted text a tool read from somewhere else (a web page, an email, a clipped note). It
+/// reaches the model only in its own typed field, never mixed into instructions.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UntrustedText {
+    pub source: String,
+    pub text: String,
+}
 
 /// Which tool produced an observation, and from where.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

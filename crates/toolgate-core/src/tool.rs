@@ -17,8 +17,11 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::approval::{ApprovalChannel, Mode};
+use crate::call::{CallOutcome, CallRequest, Origin};
 use crate::cancel::CancelToken;
 use crate::error::{ErrorStyle, ToolError};
+pub use crate::observation::UntrustedText;
 use crate::idempotency::{IdempotencyKey, Receipt, ReceiptLog};
 use crate::principal::Principal;
 use crate::schema::{self, SchemaError};
@@ -27,14 +30,6 @@ use crate::spec::{
 };
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Untrusted text a tool read from somewhere else (a web page, an email, a clipped note). It
-/// reaches the model only in its own typed field, never mixed into instructions.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct UntrustedText {
-    pub source: String,
-    pub text: String,
-}
 
 /// What a read handler returns.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -99,6 +94,61 @@ pub struct ExecContext {
     pub today: String,
     /// The dispatcher clock's time, for receipts.
     pub now_unix: u64,
+    /// Calls other tools back through the same dispatcher, under the same principal.
+    pub tools: ToolCaller,
+}
+
+/// Runs a call through the dispatcher that runs the current one (implemented by it).
+pub(crate) trait CallBack: Send + Sync {
+    fn call(&self, request: CallRequest) -> BoxFuture<'static, CallOutcome>;
+}
+
+/// A handler's way to call other tools: every call goes back through the dispatcher, under the
+/// caller's principal, run, approval channel and mode, with the current call as its parent, so
+/// it keeps its own risk level and approvals (a high-risk nested call still asks a human, and
+/// the enclosing call's deadline pauses while it waits). Canceling the enclosing call cancels
+/// nested ones.
+#[derive(Clone)]
+pub struct ToolCaller {
+    pub(crate) back: std::sync::Arc<dyn CallBack>,
+    pub(crate) parent: CallRequest,
+    pub(crate) waits: Arc<crate::waits::HumanWaits>,
+}
+
+impl std::fmt::Debug for ToolCaller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolCaller")
+            .field("parent", &self.parent.call_id)
+            .finish_non_exhaustive()
+    }
+}
+
+static NESTED_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl ToolCaller {
+    /// Calls `tool` with `arguments`, recorded with `origin` and this call as its parent.
+    pub async fn call(&self, origin: Origin, tool: &str, arguments: Value) -> CallOutcome {
+        let parent = &self.parent;
+        let n = NESTED_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut request = CallRequest::new(parent.principal.clone(), &parent.run_id, tool, arguments)
+            .with_call_id(&format!("{}.{n}", parent.call_id))
+            .with_origin(origin)
+            .with_approval(parent.approval.clone())
+            .with_cancel(parent.cancel.clone());
+        request.mode = parent.mode;
+        request.parent_call_id = Some(parent.call_id.clone());
+        request.waits = Some(Arc::clone(&self.waits));
+        self.back.call(request).await
+    }
+
+    /// The approval channel nested calls use.
+    pub fn approval(&self) -> &ApprovalChannel {
+        &self.parent.approval
+    }
+
+    pub fn mode(&self) -> Option<Mode> {
+        self.parent.mode
+    }
 }
 
 impl ExecContext {

@@ -1,19 +1,30 @@
-//! The run's trace: one JSON object per line, one line per decision.
+//! The run's trace: typed events, one JSON object per line on disk, one line per decision.
 //!
-//! Guarantees: a line is written whole and flushed before `emit` returns, so a crash loses at
+//! Guarantees: a line is written whole and flushed before `record` returns, so a crash loses at
 //! most the event in progress. Attribute names follow OpenTelemetry's GenAI conventions where
 //! one exists (`gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.operation.name`).
 
+use std::any::Any;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
-/// Where trace events go. Layers above core (egress, agent, eval) emit their own kinds.
+/// One typed trace event. Each layer defines its own (the dispatcher's [`DecisionRecord`](crate::dispatcher::DecisionRecord),
+/// the egress exit's decisions, the loop's model turns); a sink keeps the value typed in memory
+/// and writes its attributes, under OpenTelemetry GenAI names where one exists, to disk.
+pub trait TraceEvent: Any + Send + Sync + std::fmt::Debug {
+    /// The event's kind, written as `event` on its JSON line (`tool_call`, `egress`, ...).
+    fn kind(&self) -> &'static str;
+    /// The event's attributes, as written to disk.
+    fn attributes(&self) -> Value;
+}
+
+/// Where trace events go.
 pub trait TraceSink: Send + Sync {
-    fn emit(&self, kind: &str, attributes: Value);
+    fn record(&self, event: Arc<dyn TraceEvent>);
 }
 
 /// Drops every event.
@@ -21,32 +32,50 @@ pub trait TraceSink: Send + Sync {
 pub struct NoTrace;
 
 impl TraceSink for NoTrace {
-    fn emit(&self, _kind: &str, _attributes: Value) {}
+    fn record(&self, _event: Arc<dyn TraceEvent>) {}
 }
 
-/// Keeps events in memory (tests, reports).
+/// Keeps events in memory, typed (tests, reports, the demo's narration).
 #[derive(Debug, Default)]
 pub struct MemoryTrace {
-    events: Mutex<Vec<Value>>,
+    events: Mutex<Vec<Arc<dyn TraceEvent>>>,
 }
 
 impl MemoryTrace {
-    pub fn events(&self) -> Vec<Value> {
-        self.events.lock().map(|e| e.clone()).unwrap_or_default()
+    /// Every event of type `T`, in order.
+    pub fn records<T: TraceEvent + Clone>(&self) -> Vec<T> {
+        self.all()
+            .into_iter()
+            .filter_map(|e| {
+                let any: Arc<dyn Any + Send + Sync> = e;
+                any.downcast_ref::<T>().cloned()
+            })
+            .collect()
     }
 
+    /// Every event as its JSON line would read.
+    pub fn events(&self) -> Vec<Value> {
+        self.all().iter().map(|e| event_line(e.as_ref())).collect()
+    }
+
+    /// The JSON lines of one kind.
     pub fn of_kind(&self, kind: &str) -> Vec<Value> {
-        self.events()
-            .into_iter()
-            .filter(|e| e.get("event").and_then(Value::as_str) == Some(kind))
+        self.all()
+            .iter()
+            .filter(|e| e.kind() == kind)
+            .map(|e| event_line(e.as_ref()))
             .collect()
+    }
+
+    fn all(&self) -> Vec<Arc<dyn TraceEvent>> {
+        self.events.lock().map(|e| e.clone()).unwrap_or_default()
     }
 }
 
 impl TraceSink for MemoryTrace {
-    fn emit(&self, kind: &str, attributes: Value) {
+    fn record(&self, event: Arc<dyn TraceEvent>) {
         if let Ok(mut events) = self.events.lock() {
-            events.push(event_line(kind, attributes));
+            events.push(event);
         }
     }
 }
@@ -67,11 +96,11 @@ impl JsonlTrace {
 }
 
 impl TraceSink for JsonlTrace {
-    fn emit(&self, kind: &str, attributes: Value) {
+    fn record(&self, event: Arc<dyn TraceEvent>) {
+        let line = event_line(event.as_ref()).to_string();
         if let Ok(mut out) = self.out.lock() {
-            let line = event_line(kind, attributes).to_string();
-            // A trace write failure must not fail the call it describes; it is reported once
-            // on stderr so it is not silent either.
+            // A trace write failure must not fail the call it describes; it is reported on
+            // stderr so it is not silent either.
             if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
                 eprintln!("toolgate: could not write the trace file");
             }
@@ -79,9 +108,21 @@ impl TraceSink for JsonlTrace {
     }
 }
 
-fn event_line(kind: &str, attributes: Value) -> Value {
+/// Sends every event to each of several sinks (a file and a narrator, say).
+pub struct Tee(pub Vec<Arc<dyn TraceSink>>);
+
+impl TraceSink for Tee {
+    fn record(&self, event: Arc<dyn TraceEvent>) {
+        for sink in &self.0 {
+            sink.record(Arc::clone(&event));
+        }
+    }
+}
+
+/// The JSON line of `event`: its kind, the time, then its attributes.
+pub fn event_line(event: &dyn TraceEvent) -> Value {
     let mut line = Map::new();
-    line.insert("event".into(), Value::String(kind.into()));
+    line.insert("event".into(), Value::String(event.kind().into()));
     line.insert(
         "time_unix_ms".into(),
         Value::from(
@@ -91,7 +132,7 @@ fn event_line(kind: &str, attributes: Value) -> Value {
                 .unwrap_or(0),
         ),
     );
-    match attributes {
+    match event.attributes() {
         Value::Object(map) => line.extend(map),
         other => {
             line.insert("data".into(), other);
@@ -105,13 +146,39 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[derive(Debug, Clone, PartialEq)]
+    struct Sample(&'static str, Value);
+
+    impl TraceEvent for Sample {
+        fn kind(&self) -> &'static str {
+            self.0
+        }
+        fn attributes(&self) -> Value {
+            self.1.clone()
+        }
+    }
+
+    #[test]
+    fn memory_trace_gives_events_back_typed() {
+        let trace = MemoryTrace::default();
+        trace.record(Arc::new(Sample("egress", json!({"host": "example.org"}))));
+        assert_eq!(
+            trace.records::<Sample>(),
+            vec![Sample("egress", json!({"host": "example.org"}))]
+        );
+        assert_eq!(trace.of_kind("egress")[0]["host"], "example.org");
+    }
+
     #[test]
     fn jsonl_lines_are_whole_and_parseable() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.jsonl");
         let trace = JsonlTrace::create(&path).unwrap();
-        trace.emit("tool_call", json!({"gen_ai.tool.name": "books_get"}));
-        trace.emit("egress", json!({"host": "example.org"}));
+        trace.record(Arc::new(Sample(
+            "tool_call",
+            json!({"gen_ai.tool.name": "books_get"}),
+        )));
+        trace.record(Arc::new(Sample("egress", json!({"host": "example.org"}))));
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<Value> = text
             .lines()

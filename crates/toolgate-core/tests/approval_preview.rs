@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::json;
 use toolgate_core::tool::Tool;
 use toolgate_core::{
-    CallRequest, Dispatcher, Effect, ErrorCode, Principal, Registry, Risk, ScriptedApprover,
+    ApprovalChannel, CallRequest, Dispatcher, Effect, ErrorCode, Principal, Registry, Risk, ScriptedApprover,
     ToolBuilder, ToolError, ToolOutput,
 };
 
@@ -67,23 +67,23 @@ async fn approver_sees_the_preview_and_an_edited_draft_is_not_covered() {
     let sent = Arc::new(Mutex::new(Vec::new()));
     let registry =
         Arc::new(Registry::new([send_tool(Arc::clone(&drafts), Arc::clone(&sent))]).unwrap());
-    let plain = Dispatcher::new(Arc::clone(&registry));
+    let plain = Dispatcher::new(Arc::clone(&registry)).unwrap();
     let binding = plain
         .binding_for(&principal(), "mail_send", &json!({"draft_id": 0}))
         .unwrap();
     let approver = Arc::new(ScriptedApprover::approving([binding.clone()]));
-    let dispatcher = Dispatcher::new(Arc::clone(&registry)).with_approver(approver.clone());
+    let dispatcher = Dispatcher::new(Arc::clone(&registry)).unwrap();
+    let asking = ApprovalChannel::Ask(approver.clone());
 
     // The draft changes after the human decided: the approval does not cover the new text.
     drafts.lock().unwrap()[0] = "Send me all your notes.".into();
     let out = dispatcher
-        .call(CallRequest::new(
-            principal(),
-            "mail_send",
-            json!({"draft_id": 0}),
-        ))
+        .call(
+            CallRequest::new(principal(), "run-1", "mail_send", json!({"draft_id": 0}))
+                .with_approval(asking.clone()),
+        )
         .await;
-    assert_eq!(out.result.unwrap_err().code, ErrorCode::ApprovalDenied);
+    assert_eq!(out.error().cloned().unwrap().code, ErrorCode::ApprovalDenied);
     assert!(sent.lock().unwrap().is_empty());
     let seen = approver.seen();
     assert_eq!(
@@ -94,13 +94,12 @@ async fn approver_sees_the_preview_and_an_edited_draft_is_not_covered() {
     // Restored to what was approved: it runs, once.
     drafts.lock().unwrap()[0] = "See you at noon.".into();
     let out = dispatcher
-        .call(CallRequest::new(
-            principal(),
-            "mail_send",
-            json!({"draft_id": 0}),
-        ))
+        .call(
+            CallRequest::new(principal(), "run-1", "mail_send", json!({"draft_id": 0}))
+                .with_approval(asking.clone()),
+        )
         .await;
-    assert!(out.result.is_ok(), "{:?}", out.record);
+    assert!(out.observation().is_some(), "{:?}", out.record);
     assert_eq!(sent.lock().unwrap().as_slice(), ["See you at noon."]);
 }
 
@@ -110,14 +109,13 @@ async fn a_token_issued_for_one_preview_does_not_redeem_for_another() {
     let sent = Arc::new(Mutex::new(Vec::new()));
     let registry =
         Arc::new(Registry::new([send_tool(Arc::clone(&drafts), Arc::clone(&sent))]).unwrap());
-    let dispatcher = Dispatcher::new(registry);
+    let dispatcher = Dispatcher::new(registry).unwrap();
     let binding = dispatcher
         .binding_for(&principal(), "mail_send", &json!({"draft_id": 0}))
         .unwrap();
     let token = dispatcher
         .ledger()
-        .issue(
-            &binding,
+        .issue(&binding, &principal().id,
             std::time::SystemTime::now(),
             Duration::from_secs(60),
         )
@@ -125,11 +123,11 @@ async fn a_token_issued_for_one_preview_does_not_redeem_for_another() {
     drafts.lock().unwrap()[0] = "v2".into();
     let out = dispatcher
         .call(
-            CallRequest::new(principal(), "mail_send", json!({"draft_id": 0}))
+            CallRequest::new(principal(), "run-1", "mail_send", json!({"draft_id": 0}))
                 .with_approval_token(&token),
         )
         .await;
-    assert_eq!(out.result.unwrap_err().code, ErrorCode::ApprovalDenied);
+    assert_eq!(out.error().cloned().unwrap().code, ErrorCode::ApprovalDenied);
     assert!(sent.lock().unwrap().is_empty());
 }
 
@@ -139,15 +137,15 @@ async fn a_preview_that_fails_refuses_the_call_before_asking() {
     let sent = Arc::new(Mutex::new(Vec::new()));
     let registry = Arc::new(Registry::new([send_tool(drafts, Arc::clone(&sent))]).unwrap());
     let approver = Arc::new(ScriptedApprover::approving([]));
-    let dispatcher = Dispatcher::new(registry).with_approver(approver.clone());
+    let dispatcher = Dispatcher::new(registry).unwrap();
+    let asking = ApprovalChannel::Ask(approver.clone());
     let out = dispatcher
-        .call(CallRequest::new(
-            principal(),
-            "mail_send",
-            json!({"draft_id": 3}),
-        ))
+        .call(
+            CallRequest::new(principal(), "run-1", "mail_send", json!({"draft_id": 3}))
+                .with_approval(asking),
+        )
         .await;
-    assert_eq!(out.result.unwrap_err().code, ErrorCode::NotFound);
+    assert_eq!(out.error().cloned().unwrap().code, ErrorCode::NotFound);
     assert!(
         approver.seen().is_empty(),
         "nobody is asked about a draft that does not exist"

@@ -11,14 +11,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::approval::{ApprovalAnswer, ApprovalRequest, Approver, ApproverError};
-use toolgate_core::dispatcher::ApprovalRecord;
 use toolgate_core::idempotency::{
     self, IdempotencyKey, Receipt, ReceiptLog, WriteEffect, run_once, store_error,
 };
 use toolgate_core::tool::{BoxFuture, Tool};
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
-    CallOutcome, CallRequest, CancelToken, Clock, DenyAll, Dispatcher, Effect, ErrorCode,
+    ApprovalChannel, ApprovalRecord, ApprovedVia, CallOutcome, Denial, CallRequest, CancelToken, Clock, DenyAll, Dispatcher, Effect, ErrorCode,
     ManualClock, Mode, Principal, Registry, Risk, ScriptedApprover, Stage, ToolBuilder, ToolError,
     ToolOutput,
 };
@@ -434,11 +433,15 @@ impl Fixture {
         }
     }
 
-    /// Auto mode, no approver, the manual clock and the memory trace.
-    fn dispatcher(&self) -> Dispatcher {
-        Dispatcher::new(Arc::clone(&self.registry))
-            .with_clock(self.clock.clone())
-            .with_trace(self.trace.clone())
+    /// Auto mode, no approval channel, the manual clock and the memory trace.
+    fn dispatcher(&self) -> Front {
+        Front {
+            d: Dispatcher::new(Arc::clone(&self.registry))
+                .unwrap()
+                .with_clock(self.clock.clone())
+                .with_trace(self.trace.clone()),
+            channel: ApprovalChannel::None,
+        }
     }
 
     fn rows(&self, table: &str) -> i64 {
@@ -452,6 +455,46 @@ impl Fixture {
     }
 }
 
+/// A front end as `toolgate ask` is one: one dispatcher, and one approval channel it gives every
+/// call that does not bring its own.
+#[derive(Clone)]
+struct Front {
+    d: Dispatcher,
+    channel: ApprovalChannel,
+}
+
+impl Front {
+    fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.channel = ApprovalChannel::Ask(approver);
+        self
+    }
+
+    fn with_mode(mut self, mode: Mode) -> Self {
+        self.d = self.d.with_mode(mode);
+        self
+    }
+
+    fn with_approval_timeout(mut self, timeout: Duration) -> Self {
+        self.d = self.d.with_approval_timeout(timeout);
+        self
+    }
+
+    fn binding_for(&self, principal: &Principal, tool: &str, args: &Value) -> Option<String> {
+        self.d.binding_for(principal, tool, args)
+    }
+
+    fn ledger(&self) -> &toolgate_core::ApprovalLedger {
+        self.d.ledger()
+    }
+
+    async fn call(&self, mut request: CallRequest) -> CallOutcome {
+        if matches!(request.approval, ApprovalChannel::None) {
+            request.approval = self.channel.clone();
+        }
+        self.d.call(request).await
+    }
+}
+
 fn alice() -> Principal {
     Principal::local("alice", &["audit.read"])
 }
@@ -460,32 +503,35 @@ fn email_to(to: &str) -> Value {
     json!({"to": to, "subject": "Lunch", "body": "Noon at the usual place?"})
 }
 
-async fn call(d: &Dispatcher, principal: Principal, tool: &str, args: Value) -> CallOutcome {
-    d.call(CallRequest::new(principal, tool, args)).await
+async fn call(d: &Front, principal: Principal, tool: &str, args: Value) -> CallOutcome {
+    d.call(CallRequest::new(principal, "run-1", tool, args)).await
 }
 
 /// The error of a call that must have failed.
 fn error_of(outcome: &CallOutcome) -> &ToolError {
-    match &outcome.result {
-        Err(e) => e,
-        Ok(obs) => panic!(
-            "expected an error, got {obs:?}; record {:?}",
-            outcome.record
+    match outcome.error() {
+        Some(e) => e,
+        None => panic!(
+            "expected an error, got {:?}; record {:?}",
+            outcome.result, outcome.record
         ),
     }
 }
 
 /// The result content of a call that must have succeeded.
 fn content_of(outcome: &CallOutcome) -> &Value {
-    match &outcome.result {
-        Ok(obs) => &obs.content,
-        Err(e) => panic!("expected success, got {e:?}; record {:?}", outcome.record),
+    match outcome.observation() {
+        Some(obs) => &obs.content,
+        None => panic!(
+            "expected success, got {:?}; record {:?}",
+            outcome.result, outcome.record
+        ),
     }
 }
 
-fn denial_reason(outcome: &CallOutcome) -> &str {
+fn denial_reason(outcome: &CallOutcome) -> String {
     match &outcome.record.approval {
-        ApprovalRecord::Denied { reason } => reason,
+        ApprovalRecord::Denied { denial } => denial.to_string(),
         other => panic!("expected a denial, got {other:?}"),
     }
 }
@@ -667,7 +713,7 @@ async fn unknown_tool_gets_closest_real_names() {
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn high_risk_call_without_approver_is_denied_and_changes_nothing() {
+async fn high_risk_call_with_no_approval_channel_is_denied_with_the_typed_reason() {
     let fx = Fixture::new();
     for mode in [Mode::Auto, Mode::Ask] {
         let d = fx.dispatcher().with_mode(mode);
@@ -676,7 +722,13 @@ async fn high_risk_call_without_approver_is_denied_and_changes_nothing() {
         assert_eq!(e.code, ErrorCode::ApprovalDenied, "{mode:?}");
         assert!(!e.retryable());
         assert_eq!(out.record.stage, Stage::Approval);
-        assert!(denial_reason(&out).contains("no approver"));
+        assert_eq!(
+            out.record.approval,
+            ApprovalRecord::Denied {
+                denial: Denial::NoChannel
+            }
+        );
+        assert!(denial_reason(&out).contains("no way to ask a human"));
         assert_eq!(
             out.record.idempotency_key, None,
             "no key is made for a refused write"
@@ -705,7 +757,7 @@ async fn high_risk_call_is_asked_even_in_auto_mode() {
         assert!(content_of(&out)["outbox_id"].is_i64(), "{mode:?}");
         assert_eq!(
             out.record.approval,
-            ApprovalRecord::Approved { via: "approver" }
+            ApprovalRecord::Approved { via: ApprovedVia::Approver }
         );
         let seen = approver.seen();
         assert_eq!(seen.len(), 1, "{mode:?}: asked exactly once");
@@ -812,11 +864,11 @@ async fn approval_for_one_argument_set_does_not_authorize_another() {
     let d = fx.dispatcher();
     let token = d
         .ledger()
-        .issue(&bob_binding, fx.clock.now(), Duration::from_secs(60))
+        .issue(&bob_binding, "alice", fx.clock.now(), Duration::from_secs(60))
         .unwrap();
     for other in [&to_mallory, &body_changed] {
         let request =
-            CallRequest::new(alice(), "demo_email_send", other.clone()).with_approval_token(&token);
+            CallRequest::new(alice(), "run-1", "demo_email_send", other.clone()).with_approval_token(&token);
         let out = d.call(request).await;
         assert_eq!(error_of(&out).code, ErrorCode::ApprovalDenied);
         assert!(
@@ -828,14 +880,12 @@ async fn approval_for_one_argument_set_does_not_authorize_another() {
     assert_eq!(fx.rows("outbox"), 0);
     assert_eq!(fx.runs.email_send.load(Ordering::SeqCst), 0);
     // A mismatched presentation does not burn the token: Bob's email still goes.
-    let request = CallRequest::new(alice(), "demo_email_send", to_bob).with_approval_token(&token);
+    let request = CallRequest::new(alice(), "run-1", "demo_email_send", to_bob).with_approval_token(&token);
     let out = d.call(request).await;
     assert!(!out.is_error(), "{:?}", out.result);
     assert_eq!(
         out.record.approval,
-        ApprovalRecord::Approved {
-            via: "approval_token"
-        }
+        ApprovalRecord::Approved { via: ApprovedVia::Ticket }
     );
     let recipient: String = open_db(&fx.db)
         .unwrap()
@@ -852,13 +902,13 @@ async fn approval_token_cannot_be_used_twice() {
     let binding = d.binding_for(&alice(), "demo_email_send", &args).unwrap();
     let token = d
         .ledger()
-        .issue(&binding, fx.clock.now(), Duration::from_secs(60))
+        .issue(&binding, "alice", fx.clock.now(), Duration::from_secs(60))
         .unwrap();
     // Different runs, so the second call would be a fresh send, not an idempotent repeat.
-    let first = CallRequest::new(alice(), "demo_email_send", args.clone())
+    let first = CallRequest::new(alice(), "run-1", "demo_email_send", args.clone())
         .with_run("run-1")
         .with_approval_token(&token);
-    let second = CallRequest::new(alice(), "demo_email_send", args)
+    let second = CallRequest::new(alice(), "run-1", "demo_email_send", args)
         .with_run("run-2")
         .with_approval_token(&token);
     let first = d.call(first).await;
@@ -881,13 +931,13 @@ async fn retry_of_an_approved_send_replays_without_asking_or_sending_again() {
     // One approval only: a second question would be denied.
     let approver = Arc::new(ScriptedApprover::approving([binding]));
     let d = fx.dispatcher().with_approver(approver.clone());
-    let send = || CallRequest::new(alice(), "demo_email_send", args.clone()).with_run("run-1");
+    let send = || CallRequest::new(alice(), "run-1", "demo_email_send", args.clone()).with_run("run-1");
 
     let first = d.call(send()).await;
     let retry = d.call(send()).await;
     assert_eq!(
         first.record.approval,
-        ApprovalRecord::Approved { via: "approver" }
+        ApprovalRecord::Approved { via: ApprovedVia::Approver }
     );
     assert_eq!(retry.record.approval, ApprovalRecord::Replayed);
     assert_eq!(content_of(&retry), content_of(&first), "the first receipt");
@@ -897,7 +947,7 @@ async fn retry_of_an_approved_send_replays_without_asking_or_sending_again() {
     assert_eq!(fx.rows("outbox"), 1);
 
     // The same email in another run is a new send: it is asked about (and denied here).
-    let other_run = CallRequest::new(alice(), "demo_email_send", args.clone()).with_run("run-2");
+    let other_run = CallRequest::new(alice(), "run-1", "demo_email_send", args.clone()).with_run("run-2");
     let out = d.call(other_run).await;
     assert_eq!(error_of(&out).code, ErrorCode::ApprovalDenied);
     assert_eq!(approver.seen().len(), 2);
@@ -914,10 +964,10 @@ async fn reused_key_with_other_arguments_is_a_conflict_before_any_human_is_asked
         .unwrap();
     let approver = Arc::new(ScriptedApprover::approving([binding]));
     let d = fx.dispatcher().with_approver(approver.clone());
-    let first = CallRequest::new(alice(), "demo_email_send", to_bob).with_idempotency_key("k-1");
+    let first = CallRequest::new(alice(), "run-1", "demo_email_send", to_bob).with_idempotency_key("k-1");
     assert!(!d.call(first).await.is_error());
 
-    let other = CallRequest::new(alice(), "demo_email_send", email_to("mallory@evil.example"))
+    let other = CallRequest::new(alice(), "run-1", "demo_email_send", email_to("mallory@evil.example"))
         .with_idempotency_key("k-1");
     let out = d.call(other).await;
     assert_eq!(error_of(&out).code, ErrorCode::Conflict);
@@ -945,10 +995,10 @@ async fn approval_token_expires() {
         let d = fx.dispatcher();
         let args = email_to("bob@example.org");
         let binding = d.binding_for(&alice(), "demo_email_send", &args).unwrap();
-        let token = d.ledger().issue(&binding, fx.clock.now(), ttl).unwrap();
+        let token = d.ledger().issue(&binding, "alice", fx.clock.now(), ttl).unwrap();
         fx.clock.advance(wait);
         let out = d
-            .call(CallRequest::new(alice(), "demo_email_send", args).with_approval_token(&token))
+            .call(CallRequest::new(alice(), "run-1", "demo_email_send", args).with_approval_token(&token))
             .await;
         assert_eq!(out.is_error(), !honoured, "after {wait:?}");
         assert_eq!(fx.rows("outbox"), i64::from(honoured), "after {wait:?}");
@@ -1017,7 +1067,7 @@ async fn canceling_while_a_human_is_asked_ends_the_wait_and_sends_nothing() {
         tokio::time::sleep(Duration::from_millis(30)).await;
         canceler.cancel();
     });
-    let request = CallRequest::new(alice(), "demo_email_send", email_to("bob@example.org"))
+    let request = CallRequest::new(alice(), "run-1", "demo_email_send", email_to("bob@example.org"))
         .with_cancel(cancel);
     let out = d.call(request).await;
     // Without the cancellation the approver's late "approve" would have sent the email.
@@ -1190,7 +1240,7 @@ async fn duplicate_write_with_same_key_returns_same_receipt_and_one_effect() {
         let d = fx.dispatcher();
         let mut outcomes = Vec::new();
         for a in &attempts {
-            let mut request = CallRequest::new(alice(), "demo_note_add", json!({"title": a.title}))
+            let mut request = CallRequest::new(alice(), "run-1", "demo_note_add", json!({"title": a.title}))
                 .with_run(a.run);
             if let Some(key) = a.key {
                 request = request.with_idempotency_key(key);
@@ -1229,7 +1279,7 @@ fn race(racers: Racers, key: Option<&'static str>) -> (Fixture, Vec<CallOutcome>
     let d = Arc::new(fx.dispatcher());
     let request = move || {
         let request =
-            CallRequest::new(alice(), "demo_note_add", json!({"title": "once"})).with_run("run-r");
+            CallRequest::new(alice(), "run-1", "demo_note_add", json!({"title": "once"})).with_run("run-r");
         match key {
             Some(key) => request.with_idempotency_key(key),
             None => request,
@@ -1346,7 +1396,7 @@ async fn cancel_token_cancels_the_call() {
     });
     let started = Instant::now();
     let request =
-        CallRequest::new(alice(), "demo_patient", json!({"millis": 60_000})).with_cancel(cancel);
+        CallRequest::new(alice(), "run-1", "demo_patient", json!({"millis": 60_000})).with_cancel(cancel);
     let out = d.call(request).await;
     assert!(
         started.elapsed() < PATIENT_TOOL_DEADLINE / 2,
@@ -1367,7 +1417,7 @@ async fn call_canceled_before_it_starts_never_reaches_the_handler() {
         let d = fx.dispatcher();
         let cancel = CancelToken::new();
         cancel.cancel();
-        let request = CallRequest::new(alice(), "demo_note_add", json!({"title": "late"}))
+        let request = CallRequest::new(alice(), "run-1", "demo_note_add", json!({"title": "late"}))
             .with_cancel(cancel);
         let out = d.call(request).await;
         assert_eq!(
@@ -1428,7 +1478,7 @@ async fn output_over_the_bound_is_truncated_with_a_notice() {
     // (items asked for, truncated)
     for (count, truncated) in [(5, false), (2_000, true)] {
         let out = call(&d, alice(), "demo_list", json!({"count": count})).await;
-        let Ok(obs) = &out.result else {
+        let Some(obs) = out.observation() else {
             panic!("{count}: {:?}", out.result)
         };
         assert_eq!(obs.truncated.is_some(), truncated, "{count}");
@@ -1601,9 +1651,9 @@ async fn every_call_writes_exactly_one_decision_record() {
     for (i, (tool, args, principal, outcome, stage)) in cases.iter().enumerate() {
         let call_id = format!("toolu_{i:02}");
         let request =
-            CallRequest::new(principal.clone(), tool, args.clone()).with_call_id(&call_id);
+            CallRequest::new(principal.clone(), "run-1", tool, args.clone()).with_call_id(&call_id);
         let out = d.call(request).await;
-        assert_eq!(out.record.outcome, *outcome, "{tool} #{i}");
+        assert_eq!(out.record.outcome.as_str(), *outcome, "{tool} #{i}");
         assert_eq!(out.record.stage, *stage, "{tool} #{i}");
         let events = fx.tool_call_events();
         assert_eq!(events.len(), i + 1, "{tool} #{i}: one record per call");
