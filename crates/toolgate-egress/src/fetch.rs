@@ -25,12 +25,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION};
-use serde_json::{Value, json};
 use toolgate_core::trace::TraceSink;
 
 use crate::addr::check_addresses;
 use crate::canon::{Host, Target, canonicalize_url, cut, next_hop, url_for_trace};
 use crate::config::{ConfigError, EgressConfig, Policy};
+use crate::trace_event::{EgressDecision, Request};
 use crate::error::{BlockReason, EgressError};
 use crate::resolve::Resolver;
 
@@ -127,42 +127,21 @@ impl Record {
         self.status = None;
     }
 
-    fn into_event(self, result: &Result<FetchedPage, EgressError>) -> Value {
-        let mut event = json!({
-            "url": self.url,
-            "scheme": self.scheme,
-            "host": self.host,
-            "port": self.port,
-            "addresses": self.addresses,
-            "hops": self.hops,
-            "hop_rules": self.hop_rules,
-            "status": self.status,
-            "bytes": self.bytes,
-            "content_type": self.content_type,
-        });
-        let last_allow = self.hop_rules.last().cloned();
-        let (decision, rule, reason, error) = match result {
-            Ok(_) => ("allowed", last_allow, None, None),
-            Err(e) if e.is_block() => (
-                "blocked",
-                Some(e.rule().to_string()),
-                Some(e.to_string()),
-                None,
-            ),
-            Err(e) => (
-                "allowed",
-                last_allow,
-                None,
-                Some(json!({"kind": e.rule(), "detail": e.to_string()})),
-            ),
+    fn into_decision(self, result: &Result<FetchedPage, EgressError>) -> EgressDecision {
+        let allowed_by = self.hop_rules.last().cloned();
+        let request = Request::Http {
+            url: self.url,
+            scheme: self.scheme,
+            host: self.host,
+            port: self.port,
+            addresses: self.addresses,
+            hops: self.hops,
+            hop_rules: self.hop_rules,
+            status: self.status,
+            bytes: self.bytes,
+            content_type: self.content_type,
         };
-        if let Value::Object(map) = &mut event {
-            map.insert("decision".into(), json!(decision));
-            map.insert("rule".into(), json!(rule));
-            map.insert("reason".into(), json!(reason));
-            map.insert("error".into(), error.unwrap_or(Value::Null));
-        }
-        event
+        EgressDecision::of(request, result, allowed_by, |detail| detail)
     }
 }
 
@@ -242,7 +221,7 @@ impl Egress {
             Ok(result) => result,
             Err(_) => Err(EgressError::Timeout { after: timeout }),
         };
-        self.trace.emit("egress", record.into_event(&result));
+        self.trace.record(Arc::new(record.into_decision(&result)));
         result
     }
 

@@ -21,6 +21,7 @@ pub mod error;
 pub mod fetch;
 pub mod resolve;
 pub mod smtp;
+pub mod trace_event;
 
 pub use addr::{AddressClass, check_addresses, classify};
 pub use canon::{
@@ -30,4 +31,5 @@ pub use config::{AllowEntry, ConfigError, EgressConfig, HostPattern, Permit, Pol
 pub use error::{BlockReason, EgressError, NonCanonical};
 pub use fetch::{Egress, FetchedPage};
 pub use resolve::{ResolveFuture, Resolver, StaticResolver, SystemResolver};
+pub use trace_event::{Decision, EgressDecision, Failure, Request};
 pub use smtp::{OutgoingEmail, SmtpConfig, SmtpRelay, SmtpSecurity};

@@ -27,12 +27,12 @@ use lettre::transport::smtp::client::{Tls, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use serde::Deserialize;
-use serde_json::json;
 use toolgate_core::trace::TraceSink;
 
 use crate::addr::check_addresses;
 use crate::canon::{Host, Scheme, canonical_host, cut};
 use crate::config::{ConfigError, Permit, Policy};
+use crate::trace_event::{EgressDecision, Request};
 use crate::error::EgressError;
 use crate::fetch::ensure_crypto_provider;
 use crate::resolve::Resolver;
@@ -173,36 +173,16 @@ impl SmtpRelay {
             Ok(result) => result,
             Err(_) => Err(EgressError::Timeout { after: timeout }),
         };
-        let (decision, rule, reason, error) = match &result {
-            Ok(_) => ("allowed", rule, None, None),
-            Err(e) if e.is_block() => (
-                "blocked",
-                Some(e.rule().to_string()),
-                Some(e.to_string()),
-                None,
-            ),
-            Err(e) => (
-                "allowed",
-                rule,
-                None,
-                Some(json!({"kind": e.rule(), "detail": cut(&e.to_string(), 500)})),
-            ),
+        let request = Request::Smtp {
+            scheme: "smtp",
+            host: self.host.to_string(),
+            port: self.config.port,
+            addresses,
+            recipients,
+            message_id,
         };
-        self.trace.emit(
-            "egress",
-            json!({
-                "scheme": "smtp",
-                "host": self.host.to_string(),
-                "port": self.config.port,
-                "addresses": addresses,
-                "recipients": recipients,
-                "message_id": message_id,
-                "decision": decision,
-                "rule": rule,
-                "reason": reason,
-                "error": error,
-            }),
-        );
+        let decision = EgressDecision::of(request, &result, rule, |detail| cut(&detail, 500));
+        self.trace.record(Arc::new(decision));
         result
     }
 
