@@ -76,7 +76,7 @@ async fn author_search_finds_every_rowling_book_including_multi_author_fields() 
     let out = f
         .call("books_search", json!({"author": "rowling", "limit": 50}))
         .await;
-    let result = out.result.expect("search succeeds");
+    let result = out.observation().cloned().expect("search succeeds");
     let mut got: Vec<i64> = result.content["books"]
         .as_array()
         .unwrap()
@@ -98,7 +98,7 @@ async fn total_matches_answers_counts_without_listing_everything() {
             json!({"author": "Suzanne Collins", "limit": 1}),
         )
         .await;
-    let content = out.result.unwrap().content;
+    let content = out.observation().cloned().unwrap().content;
     assert_eq!(content["total_matches"], json!(collins));
     assert_eq!(content["books"].as_array().unwrap().len(), 1);
     assert_eq!(content["next_offset"], json!(1), "pagination is loud");
@@ -132,7 +132,7 @@ async fn filters_and_sort_match_sql_including_ties_by_id() {
     ];
     for (args, sql) in cases {
         let out = f.call("books_search", args.clone()).await;
-        let content = out.result.unwrap_or_else(|e| panic!("{args}: {e}")).content;
+        let content = out.observation().cloned().unwrap_or_else(|| panic!("{args}: {:?}", out.result)).content;
         let got: Vec<i64> = content["books"]
             .as_array()
             .unwrap()
@@ -180,7 +180,7 @@ async fn v2_errors_teach_the_fix() {
     ];
     for (args, code, field, teaches) in cases {
         let out = f.call("books_search", args.clone()).await;
-        let err = out.result.as_ref().expect_err("refused");
+        let err = out.error().expect("refused");
         assert_eq!(err.code, code, "{args}");
         assert_eq!(err.field.as_deref(), Some(field), "{args}");
         let text = out.model_text();
@@ -215,7 +215,7 @@ async fn set_status_with_an_unknown_id_changes_nothing() {
             json!({"ids": [1, 2, 999], "status": "read"}),
         )
         .await;
-    let err = out.result.unwrap_err();
+    let err = out.error().cloned().unwrap();
     assert_eq!(err.code, ErrorCode::NotFound);
     assert!(err.message.contains("999"));
     assert_eq!(
@@ -234,7 +234,7 @@ async fn multi_step_tag_top_two_rowling_books() {
             json!({"author": "Rowling", "sort": "rating_desc", "limit": 2}),
         )
         .await;
-    let ids: Vec<i64> = top.result.unwrap().content["books"]
+    let ids: Vec<i64> = top.observation().cloned().unwrap().content["books"]
         .as_array()
         .unwrap()
         .iter()
@@ -253,7 +253,7 @@ async fn multi_step_tag_top_two_rowling_books() {
     want.sort();
     assert_eq!(fav, want);
     let found = f.call("books_search", json!({"tag": "fav"})).await;
-    assert_eq!(found.result.unwrap().content["total_matches"], json!(2));
+    assert_eq!(found.observation().cloned().unwrap().content["total_matches"], json!(2));
     let untag = f
         .call("books_tag", json!({"ids": [want[0]], "remove": ["fav"]}))
         .await;
@@ -284,11 +284,13 @@ async fn reset_restores_the_initial_state() {
         json!({"ids": [1, 2, 3], "status": "reading"}),
     )
     .await
-    .result
+    .observation()
+    .cloned()
     .unwrap();
     f.call("books_tag", json!({"ids": [4], "add": ["x"]}))
         .await
-        .result
+        .observation()
+        .cloned()
         .unwrap();
     assert_eq!(
         f.sql_i64("SELECT count(*) FROM books WHERE my_status IS NOT NULL OR my_tags <> ''"),
@@ -340,7 +342,7 @@ fn init_refuses_to_overwrite_and_open_refuses_foreign_files() {
 async fn v1_list_items_returns_every_row_at_full_token_cost() {
     let f = fixture(Toolset::V1);
     let out = f.call("list_items", json!({})).await;
-    let obs = out.result.as_ref().unwrap();
+    let obs = out.observation().unwrap();
     assert!(obs.truncated.is_none(), "v1 returns everything");
     assert_eq!(obs.content.as_array().map(Vec::len), Some(300));
     let v1_tokens = tokens::count(&out.model_text());

@@ -19,15 +19,14 @@ pub fn fixture(toolset: Toolset) -> Fixture {
     Fixture {
         _dir: dir,
         store,
-        dispatcher: Dispatcher::new(Arc::new(registry)),
+        dispatcher: Dispatcher::new(Arc::new(registry)).unwrap(),
     }
 }
 
 impl Fixture {
     pub async fn call(&self, tool: &str, args: serde_json::Value) -> CallOutcome {
         self.dispatcher
-            .call(CallRequest::new(
-                Principal::local("tester", &[]),
+            .call(CallRequest::new(Principal::local("tester", &[]), "run-1",
                 tool,
                 args,
             ))

@@ -7,6 +7,7 @@
 
 pub mod approval;
 pub mod call;
+pub mod caller;
 pub mod cancel;
 pub mod canonical;
 pub mod clock;
@@ -33,6 +34,7 @@ pub use call::{
     ApprovalRecord, ApprovedVia, CallOutcome, CallRequest, CallResult, DecisionRecord, Origin,
     Outcome, Stage,
 };
+pub use caller::Caller;
 pub use cancel::CancelToken;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use dispatcher::{Dispatcher, DispatcherError};

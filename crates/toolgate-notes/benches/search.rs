@@ -97,13 +97,12 @@ fn main() {
 
         let registry = Registry::new(toolgate_notes::tools(&store).expect("declare the tools"))
             .expect("registry");
-        let dispatcher = Dispatcher::new(Arc::new(registry));
+        let dispatcher = Dispatcher::new(Arc::new(registry)).expect("dispatcher");
         let via_dispatcher = runtime.block_on(async {
             let mut samples = Vec::new();
             for _ in 0..rounds {
                 for query in QUERIES {
-                    let request = CallRequest::new(
-                        principal.clone(),
+                    let request = CallRequest::new(principal.clone(), "run-1",
                         "notes_search",
                         json!({"query": query}),
                     );

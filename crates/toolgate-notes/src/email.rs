@@ -20,20 +20,23 @@
 //!   preview is bound into the approval, so a draft edited after approval is not covered. A
 //!   retry of a send that already happened (its receipt recorded under the same key) replays
 //!   the receipt without asking: the dispatcher reads this store's receipts before approval.
-//! - A draft is sent at most once, whatever the retries, races and crashes (an outbox):
-//!   1. one immediate transaction claims the draft (`draft` -> `sending`, recording the call's
-//!      idempotency key). A key that already has a receipt returns that receipt (or a
-//!      `conflict` when it was used for other arguments) and sends nothing; a draft already
-//!      `sent` under another key is a `conflict` naming its Message-ID; a draft left `sending`
-//!      (an attempt in progress, or one interrupted after it may have delivered) is refused
-//!      with a `conflict` rather than risk a second message;
+//! - A draft is sent at most once, whatever the retries, races and crashes. The send is a remote
+//!   effect under core's claim protocol ([`toolgate_core::idempotency::claim`]):
+//!   1. claim the call's idempotency key, and in the same transaction move the draft `draft` ->
+//!      `sending` (recording the key). A key that already has a receipt returns that receipt (or
+//!      a `conflict` when it was used for other arguments) and sends nothing; a key claimed by
+//!      an attempt that never settled (its process died mid-send) is refused with a `conflict`
+//!      that says what to check; a draft already `sent` under another key is a `conflict`
+//!      naming its Message-ID; a draft `sending` under another key is refused rather than risk a
+//!      second message;
 //!   2. the message goes out through [`SmtpRelay::send`] (the handler never opens a socket);
-//!   3. `run_once` marks the draft `sent` with the Message-ID and records the receipt
-//!      `{sent: true, draft_id, message_id, to, subject}` in the same transaction. When the relay
-//!      fails, the draft goes back to `draft` (a later, newly approved call may send it) and the
-//!      relay's error is returned as [`toolgate_egress::EgressError::to_tool_error`] makes it.
+//!   3. settle: the draft becomes `sent` with the Message-ID and the receipt
+//!      `{sent: true, draft_id, message_id, to, subject}` is recorded, in one transaction. When
+//!      the relay fails, the claim is released and the draft goes back to `draft` (a later,
+//!      newly approved call may send it), and the relay's error is returned as
+//!      [`toolgate_egress::EgressError::to_tool_error`] makes it.
 //!
-//!   Claim, send and record run as one spawned task: a caller that stops waiting (deadline,
+//!   Claim, send and settle run as one spawned task: a caller that stops waiting (deadline,
 //!   cancellation) does not leave a claimed draft behind unsent or a sent one unrecorded. A
 //!   cancellation seen after the claim and before the send releases the draft unsent.
 //! - Limits: a relay that accepted the message but whose reply was lost (a timeout after the
@@ -48,12 +51,12 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::idempotency::{
-    IdempotencyKey, Receipt, WriteEffect, recorded, run_once, store_error,
+    self, Claim, Claimed, IdempotencyKey, Receipt, WriteEffect, run_once, store_error,
 };
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{CancelToken, Effect, ErrorCode, Risk, Tool, ToolBuilder, ToolError};
@@ -473,37 +476,34 @@ struct Outbox {
     cancel: CancelToken,
 }
 
-/// What the claim decided.
-enum Claim {
-    /// The draft is now `sending` under our key: send this.
-    Send(DraftRow),
-    /// Our key already has an answer (the first receipt, or a conflict).
-    Answered(Result<Receipt, ToolError>),
-}
-
 impl Outbox {
     async fn run(self) -> Result<Receipt, ToolError> {
-        let (id, key) = (self.draft_id, self.key.clone());
-        let claim = self
+        let (id, key, now) = (self.draft_id, self.key.clone(), self.now_unix);
+        let claimed = self
             .store
-            .blocking(move |conn| claim(conn, id, &key))
+            .blocking(move |conn| {
+                let check = format!(
+                    "whether the email of draft {id} was delivered (its recipients' inboxes or the relay's log)"
+                );
+                idempotency::claim(conn, &key, now, &check, |tx| mark_sending(tx, id, &key))
+            })
             .await?;
-        let draft = match claim {
-            Claim::Answered(answer) => return answer,
-            Claim::Send(draft) => draft,
+        let (claim, draft) = match claimed {
+            Claimed::Recorded(receipt) => return Ok(receipt),
+            Claimed::New(claim, draft) => (claim, draft),
         };
         if self.cancel.is_canceled() {
-            self.release().await?;
+            self.release(claim).await?;
             return Err(ToolError::new(
                 ErrorCode::Canceled,
                 "the call was canceled; nothing was sent",
             ));
         }
         match self.relay.send(&draft.email()).await {
-            Ok(message_id) => self.record_sent(draft, message_id).await,
+            Ok(message_id) => self.record_sent(claim, draft, message_id).await,
             Err(e) => {
                 let error = e.to_tool_error();
-                self.release().await?;
+                self.release(claim).await?;
                 Err(match error.hint {
                     Some(_) => error,
                     None => error.with_hint(format!(
@@ -514,20 +514,22 @@ impl Outbox {
         }
     }
 
-    /// Puts a claimed draft back to `draft` after a send that did not happen.
-    async fn release(&self) -> Result<(), ToolError> {
+    /// Releases the claim and puts the draft back to `draft` after a send that did not happen.
+    async fn release(&self, claim: Claim) -> Result<(), ToolError> {
         let (id, key) = (self.draft_id, self.key.key.clone());
         self.store
             .blocking(move |conn| {
-                conn.execute(
-                    "UPDATE email_drafts SET status = 'draft', send_key = NULL
-                     WHERE id = ?1 AND status = 'sending' AND send_key = ?2",
-                    params![id, key],
-                )
-                .map_err(store_error)
+                idempotency::release(conn, claim, |tx| {
+                    tx.execute(
+                        "UPDATE email_drafts SET status = 'draft', send_key = NULL
+                         WHERE id = ?1 AND status = 'sending' AND send_key = ?2",
+                        params![id, key],
+                    )
+                    .map(|_| ())
+                    .map_err(store_error)
+                })
             })
             .await
-            .map(|_| ())
             .map_err(|_| {
                 ToolError::internal(format!(
                     "nothing was sent, but draft {id} could not be put back and stays marked as being sent"
@@ -535,12 +537,19 @@ impl Outbox {
             })
     }
 
-    async fn record_sent(self, draft: DraftRow, message_id: String) -> Result<Receipt, ToolError> {
+    async fn record_sent(
+        self,
+        claim: Claim,
+        draft: DraftRow,
+        message_id: String,
+    ) -> Result<Receipt, ToolError> {
         let (key, now) = (self.key.clone(), self.now_unix);
         let shown_id = message_id.clone();
         self.store
             .blocking(move |conn| {
-                run_once(conn, &key, now, |tx| mark_sent(tx, &draft, &key, &message_id, now))
+                idempotency::settle(conn, claim, now, |tx| {
+                    mark_sent(tx, &draft, &key, &message_id, now)
+                })
             })
             .await
             .map_err(|_| {
@@ -552,29 +561,18 @@ impl Outbox {
     }
 }
 
-/// Step 1 of a send, in one immediate transaction; see the module documentation.
-fn claim(conn: &mut Connection, id: i64, key: &IdempotencyKey) -> Result<Claim, ToolError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(store_error)?;
-    // A recorded key answers with its first receipt (or refuses a key reused for other
-    // arguments); the send never runs again.
-    match recorded(&tx, key) {
-        Ok(None) => {}
-        Ok(Some(receipt)) => return Ok(Claim::Answered(Ok(receipt))),
-        Err(refused) => return Ok(Claim::Answered(Err(refused))),
-    }
-    let draft = draft_by_id(&tx, id)?.ok_or_else(|| unknown_draft(id))?;
+/// Step 1 of a send, inside the claim's transaction: the draft must be unsent and unclaimed.
+fn mark_sending(conn: &Connection, id: i64, key: &IdempotencyKey) -> Result<DraftRow, ToolError> {
+    let draft = draft_by_id(conn, id)?.ok_or_else(|| unknown_draft(id))?;
     match draft.status {
         DraftStatus::Draft => {
-            tx.execute(
+            conn.execute(
                 "UPDATE email_drafts SET status = 'sending', send_key = ?1
                  WHERE id = ?2 AND status = 'draft'",
                 params![key.key, id],
             )
             .map_err(store_error)?;
-            tx.commit().map_err(store_error)?;
-            Ok(Claim::Send(draft))
+            Ok(draft)
         }
         DraftStatus::Sent => Err(already_sent(&draft)),
         DraftStatus::Sending => Err(ToolError::new(

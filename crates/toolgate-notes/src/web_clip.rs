@@ -142,7 +142,7 @@ pub fn web_clip_tools(
 /// The result of a clip, built from the stored note, so that a replayed call (whose handler
 /// does not run) shows the same summary as the first.
 async fn clip_output(store: &NotesStore, receipt: Receipt) -> Result<WriteOutput, ToolError> {
-    let note_id = receipt.result["note_id"].as_i64().unwrap_or_default();
+    let note_id = receipt.result()["note_id"].as_i64().unwrap_or_default();
     let note = store
         .blocking(move |conn| rows::by_id(conn, note_id))
         .await?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use toolgate_core::{
-    Approver, CallOutcome, CallRequest, Dispatcher, ManualClock, Principal, Registry,
+    Approver, CallOutcome, CallRequest, Caller, Dispatcher, ManualClock, Principal, Registry,
 };
 use toolgate_notes::NotesStore;
 
@@ -20,7 +20,7 @@ pub struct Fixture {
     pub store: NotesStore,
     pub clock: Arc<ManualClock>,
     pub registry: Arc<Registry>,
-    pub dispatcher: Dispatcher,
+    pub dispatcher: Caller,
 }
 
 pub fn fixture() -> Fixture {
@@ -28,7 +28,11 @@ pub fn fixture() -> Fixture {
     let store = NotesStore::init_sample(&dir.path().join("notes.sqlite")).unwrap();
     let registry = Arc::new(Registry::new(toolgate_notes::tools(&store).unwrap()).unwrap());
     let clock = Arc::new(ManualClock::at_unix(NOW_UNIX));
-    let dispatcher = Dispatcher::new(Arc::clone(&registry)).with_clock(clock.clone());
+    let dispatcher = Caller::new(
+        Dispatcher::new(Arc::clone(&registry))
+            .unwrap()
+            .with_clock(clock.clone()),
+    );
     Fixture {
         _dir: dir,
         store,
@@ -40,10 +44,8 @@ pub fn fixture() -> Fixture {
 
 impl Fixture {
     /// A dispatcher like the fixture's, with `approver` attached.
-    pub fn dispatcher_with(&self, approver: Arc<dyn Approver>) -> Dispatcher {
-        Dispatcher::new(Arc::clone(&self.registry))
-            .with_clock(self.clock.clone())
-            .with_approver(approver)
+    pub fn dispatcher_with(&self, approver: Arc<dyn Approver>) -> Caller {
+        self.dispatcher.clone().with_approver(approver)
     }
 
     pub async fn call(&self, tool: &str, args: Value) -> CallOutcome {
@@ -52,7 +54,7 @@ impl Fixture {
 
     pub async fn call_in_run(&self, run: &str, tool: &str, args: Value) -> CallOutcome {
         self.dispatcher
-            .call(CallRequest::new(Principal::local("tester", &[]), tool, args).with_run(run))
+            .call(CallRequest::new(Principal::local("tester", &[]), "run-1", tool, args).with_run(run))
             .await
     }
 
@@ -101,8 +103,7 @@ impl Fixture {
 
 pub fn content(outcome: &CallOutcome) -> &Value {
     &outcome
-        .result
-        .as_ref()
-        .unwrap_or_else(|e| panic!("call failed: {e}"))
+        .observation()
+        .unwrap_or_else(|| panic!("call failed: {:?}", outcome.result))
         .content
 }

@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use mail_sink::{MailSink, closed_port};
 use serde_json::{Value, json};
-use toolgate_core::dispatcher::ApprovalRecord;
 use toolgate_core::registry::contract_problems;
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
-    CallOutcome, CallRequest, DenyAll, Dispatcher, Effect, ErrorCode, ManualClock, Principal,
+    ApprovalRecord,
+    CallOutcome, CallRequest, Caller, DenyAll, Dispatcher, Effect, ErrorCode, ManualClock, Principal,
     Registry, Risk, ScriptedApprover,
 };
 use toolgate_egress::{
@@ -82,8 +82,12 @@ impl Fixture {
         Arc::new(Registry::new(tools).unwrap())
     }
 
-    fn dispatcher(&self, registry: &Arc<Registry>) -> Dispatcher {
-        Dispatcher::new(Arc::clone(registry)).with_clock(self.clock.clone())
+    fn dispatcher(&self, registry: &Arc<Registry>) -> Caller {
+        Caller::new(
+            Dispatcher::new(Arc::clone(registry))
+                .unwrap()
+                .with_clock(self.clock.clone()),
+        )
     }
 
     /// A dispatcher over `registry` whose approver approves sending exactly these drafts.
@@ -91,7 +95,7 @@ impl Fixture {
         &self,
         registry: &Arc<Registry>,
         draft_ids: &[i64],
-    ) -> (Dispatcher, Arc<ScriptedApprover>) {
+    ) -> (Caller, Arc<ScriptedApprover>) {
         let plain = self.dispatcher(registry);
         let bindings: Vec<String> = draft_ids
             .iter()
@@ -101,9 +105,9 @@ impl Fixture {
         (plain.with_approver(approver.clone()), approver)
     }
 
-    async fn draft(&self, dispatcher: &Dispatcher, args: Value) -> i64 {
+    async fn draft(&self, dispatcher: &Caller, args: Value) -> i64 {
         let out = dispatcher
-            .call(CallRequest::new(principal(), "email_draft", args).with_run("run-draft"))
+            .call(CallRequest::new(principal(), "run-1", "email_draft", args).with_run("run-draft"))
             .await;
         content(&out)["draft_id"].as_i64().unwrap()
     }
@@ -131,14 +135,13 @@ impl Fixture {
 
 fn content(outcome: &CallOutcome) -> &Value {
     &outcome
-        .result
-        .as_ref()
-        .unwrap_or_else(|e| panic!("call failed: {e}"))
+        .observation()
+        .unwrap_or_else(|| panic!("call failed: {:?}", outcome.result))
         .content
 }
 
 fn send(id: i64) -> CallRequest {
-    CallRequest::new(principal(), "email_send", json!({"draft_id": id})).with_run("run-1")
+    CallRequest::new(principal(), "run-1", "email_send", json!({"draft_id": id})).with_run("run-1")
 }
 
 /// What an approval of `email_send` for draft `id` is bound to.
@@ -245,12 +248,12 @@ async fn email_draft_takes_one_address_or_a_list_and_refuses_names_and_header_tr
     for (args, want) in cases {
         let before = f.count("SELECT count(*) FROM email_drafts");
         let out = d
-            .call(CallRequest::new(principal(), "email_draft", args.clone()))
+            .call(CallRequest::new(principal(), "run-1", "email_draft", args.clone()))
             .await;
         match want {
-            None => assert!(out.result.is_ok(), "{args}: {:?}", out.result),
+            None => assert!(out.observation().is_some(), "{args}: {:?}", out.result),
             Some(field) => {
-                let error = out.result.unwrap_err();
+                let error = out.error().cloned().unwrap();
                 assert_eq!(error.code, ErrorCode::InvalidArgument, "{args}");
                 assert_eq!(error.field.as_deref(), Some(field), "{args}: {error:?}");
                 assert_eq!(
@@ -269,10 +272,10 @@ async fn email_draft_shows_exactly_what_would_be_sent_and_a_retry_stores_it_once
     let registry = f.registry(None);
     let d = f.dispatcher(&registry);
     let first = d
-        .call(CallRequest::new(principal(), "email_draft", ann_draft()))
+        .call(CallRequest::new(principal(), "run-1", "email_draft", ann_draft()))
         .await;
     let again = d
-        .call(CallRequest::new(principal(), "email_draft", ann_draft()))
+        .call(CallRequest::new(principal(), "run-1", "email_draft", ann_draft()))
         .await;
     let c = content(&first);
     assert_eq!(c, content(&again));
@@ -305,7 +308,7 @@ async fn email_send_with_deny_all_sends_nothing() {
     let id = f.draft(&f.dispatcher(&registry), ann_draft()).await;
     let d = f.dispatcher(&registry).with_approver(Arc::new(DenyAll));
     let out = d.call(send(id)).await;
-    assert_eq!(out.result.unwrap_err().code, ErrorCode::ApprovalDenied);
+    assert_eq!(out.error().cloned().unwrap().code, ErrorCode::ApprovalDenied);
     assert!(sink.received().is_empty());
     assert_eq!(f.status(id), "draft");
 }
@@ -396,7 +399,7 @@ async fn email_send_with_an_approval_for_that_exact_draft_sends_once_and_a_retry
 
     // The first draft again under another key (another run): refused, naming the first send.
     let other_run = send(first_id).with_run("run-2");
-    let error = d.call(other_run).await.result.unwrap_err();
+    let error = d.call(other_run).await.error().cloned().unwrap();
     assert_eq!(error.code, ErrorCode::Conflict);
     assert!(error.message.contains(&message_id), "{error:?}");
     assert_eq!(sink.received().len(), 2);
@@ -421,7 +424,7 @@ async fn an_approval_does_not_cover_an_edited_draft() {
         })
         .unwrap();
     let out = d.call(send(id)).await;
-    assert_eq!(out.result.unwrap_err().code, ErrorCode::ApprovalDenied);
+    assert_eq!(out.error().cloned().unwrap().code, ErrorCode::ApprovalDenied);
     assert!(sink.received().is_empty());
     assert_eq!(f.status(id), "draft");
     assert_eq!(
@@ -434,6 +437,7 @@ async fn an_approval_does_not_cover_an_edited_draft() {
         .ledger()
         .issue(
             &approver.seen()[0].binding,
+            &principal().id,
             std::time::SystemTime::now(),
             std::time::Duration::from_secs(60),
         )
@@ -451,7 +455,7 @@ async fn an_approval_does_not_cover_an_edited_draft() {
         .dispatcher(&registry)
         .call(send(id).with_approval_token(&token))
         .await;
-    assert_eq!(out.result.unwrap_err().code, ErrorCode::ApprovalDenied);
+    assert_eq!(out.error().cloned().unwrap().code, ErrorCode::ApprovalDenied);
     assert!(sink.received().is_empty());
 }
 
@@ -465,7 +469,7 @@ async fn relay_failure_leaves_the_draft_sendable() {
     let d = f
         .dispatcher(&dead)
         .with_approver(Arc::new(ScriptedApprover::approving([binding.clone()])));
-    let error = d.call(send(id)).await.result.unwrap_err();
+    let error = d.call(send(id)).await.error().cloned().unwrap();
     assert_eq!(error.code, ErrorCode::TransientDependency, "{error:?}");
     assert!(error.retryable());
     assert_eq!(f.status(id), "draft");
@@ -510,7 +514,7 @@ async fn an_interrupted_send_is_refused_rather_than_risk_a_second_message() {
         })
         .unwrap();
     let (d, _) = f.approving_sends(&registry, &[id]);
-    let error = d.call(send(id)).await.result.unwrap_err();
+    let error = d.call(send(id)).await.error().cloned().unwrap();
     assert_eq!(error.code, ErrorCode::Conflict);
     assert!(!error.retryable());
     assert!(
@@ -536,7 +540,7 @@ async fn no_relay_configured_is_a_clear_permanent_error() {
     let id = f.draft(&plain, ann_draft()).await;
     let approver = Arc::new(ScriptedApprover::approving([]));
     let d = f.dispatcher(&registry).with_approver(approver.clone());
-    let error = d.call(send(id)).await.result.unwrap_err();
+    let error = d.call(send(id)).await.error().cloned().unwrap();
     assert_eq!(error.code, ErrorCode::PermanentDependency);
     assert!(!error.retryable());
     let hint = error.hint.unwrap_or_default();
@@ -567,9 +571,9 @@ async fn a_database_made_before_drafts_gets_the_table_and_reset_clears_drafts() 
         tools.extend(email_tools(&reopened, None).unwrap());
         Arc::new(Registry::new(tools).unwrap())
     };
-    let d = Dispatcher::new(registry);
+    let d = Dispatcher::new(registry).unwrap();
     let out = d
-        .call(CallRequest::new(principal(), "email_draft", ann_draft()))
+        .call(CallRequest::new(principal(), "run-1", "email_draft", ann_draft()))
         .await;
     assert_eq!(content(&out)["draft_id"], 1);
     // Opening again changes nothing.
@@ -584,7 +588,7 @@ async fn a_database_made_before_drafts_gets_the_table_and_reset_clears_drafts() 
 
     again.reset().unwrap();
     let out = d
-        .call(CallRequest::new(principal(), "email_draft", ann_draft()).with_run("run-after-reset"))
+        .call(CallRequest::new(principal(), "run-1", "email_draft", ann_draft()).with_run("run-after-reset"))
         .await;
     assert_eq!(
         content(&out)["draft_id"],

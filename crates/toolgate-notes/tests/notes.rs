@@ -8,7 +8,7 @@ use std::sync::Arc;
 use common::{TODAY, content, fixture};
 use serde_json::{Value, json};
 use toolgate_core::registry::contract_problems;
-use toolgate_core::{Effect, dispatcher::CallRequest};
+use toolgate_core::{CallRequest, Effect};
 use toolgate_core::{ErrorCode, Principal, Risk, ScriptedApprover, tokens};
 use toolgate_notes::sample::SAMPLE_FILES;
 use toolgate_notes::store::SAMPLE_GENERATED;
@@ -226,7 +226,7 @@ async fn untrusted_note_text_reaches_the_model_only_in_the_untrusted_field() {
     let f = fixture();
     let risotto = f.id_of(RISOTTO);
     let out = f.call("notes_get", json!({"note_id": risotto})).await;
-    let obs = out.result.clone().unwrap();
+    let obs = out.observation().cloned().unwrap();
     assert!(
         obs.untrusted.iter().any(|u| u.text.contains(INJECTED)
             && u.source.contains("https://recipes.example.com/")),
@@ -249,7 +249,7 @@ async fn untrusted_note_text_reaches_the_model_only_in_the_untrusted_field() {
     // A note flagged untrusted without a URL (forwarded mail) is treated the same.
     let email = f.id_of("Fwd: Invoice question");
     let out = f.call("notes_get", json!({"note_id": email})).await;
-    let obs = out.result.unwrap();
+    let obs = out.observation().cloned().unwrap();
     assert!(
         !obs.content
             .to_string()
@@ -264,7 +264,7 @@ async fn untrusted_note_text_reaches_the_model_only_in_the_untrusted_field() {
     // Search snippets of untrusted notes are untrusted too.
     for query in ["risotto", "previous instructions email notes"] {
         let out = f.call("notes_search", json!({"query": query})).await;
-        let obs = out.result.unwrap();
+        let obs = out.observation().cloned().unwrap();
         assert!(hit_ids(&obs.content).contains(&risotto), "{query}");
         assert!(!obs.content.to_string().contains(INJECTED), "{query}");
         assert!(
@@ -282,7 +282,7 @@ async fn untrusted_note_text_reaches_the_model_only_in_the_untrusted_field() {
     // And a trusted note's text is ordinary content.
     let dal = f.id_of("Weeknight red lentil dal");
     let out = f.call("notes_get", json!({"note_id": dal})).await;
-    let obs = out.result.unwrap();
+    let obs = out.observation().cloned().unwrap();
     assert!(obs.untrusted.is_empty());
     assert!(
         obs.content["body"]
@@ -303,7 +303,7 @@ async fn a_relative_due_date_is_refused_with_todays_date() {
                 json!({"title": "Call the caterer", "body": "", "due": due}),
             )
             .await;
-        let err = out.result.as_ref().expect_err("refused");
+        let err = out.error().expect("refused");
         assert_eq!(err.code, ErrorCode::InvalidArgument, "{due}");
         assert_eq!(err.field.as_deref(), Some("due"));
         let hint = err.hint.as_deref().unwrap_or_default();
@@ -336,7 +336,7 @@ async fn a_near_miss_notebook_is_refused_with_the_real_name() {
             json!({"title": "x", "body": "", "notebook": "Wrok"}),
         )
         .await;
-    let err = out.result.unwrap_err();
+    let err = out.error().cloned().unwrap();
     assert_eq!(err.code, ErrorCode::InvalidArgument);
     assert_eq!(err.field.as_deref(), Some("notebook"));
     assert!(err.hint.unwrap().contains("\"Work\""));
@@ -355,7 +355,7 @@ async fn notes_delete_without_an_approver_is_denied_and_the_note_survives() {
     let f = fixture();
     let id = f.id_of(SETTLED);
     let out = f.call("notes_delete", json!({"note_id": id})).await;
-    let err = out.result.unwrap_err();
+    let err = out.error().cloned().unwrap();
     assert_eq!(err.code, ErrorCode::ApprovalDenied);
     assert_eq!(
         f.sql_i64(&format!("SELECT count(*) FROM notes WHERE id = {id}")),
@@ -377,7 +377,7 @@ async fn approved_delete_removes_the_note_everywhere_and_offers_no_undo() {
     let approver = Arc::new(ScriptedApprover::approving([binding]));
     let d = f.dispatcher_with(approver.clone());
     let out = d
-        .call(CallRequest::new(principal, "notes_delete", args))
+        .call(CallRequest::new(principal, "run-1", "notes_delete", args))
         .await;
     assert_eq!(content(&out)["deleted"]["title"], "Apartment ideas");
     assert_eq!(out.record.undo, None);
@@ -393,7 +393,7 @@ async fn approved_delete_removes_the_note_everywhere_and_offers_no_undo() {
     assert!(f.fts_in_sync());
     assert_eq!(undo_last(&f.store, 5).unwrap(), vec![]);
     let again = f.call("notes_get", json!({"note_id": id})).await;
-    assert_eq!(again.result.unwrap_err().code, ErrorCode::NotFound);
+    assert_eq!(again.error().cloned().unwrap().code, ErrorCode::NotFound);
 }
 
 #[tokio::test]
@@ -477,7 +477,7 @@ async fn todos_are_made_only_from_trusted_meeting_notes() {
         let out = f
             .call("create_todos_from_meeting", json!({"meeting_note_id": id}))
             .await;
-        let err = out.result.unwrap_err();
+        let err = out.error().cloned().unwrap();
         assert_eq!(err.code, code, "{id}");
         assert!(err.message.contains(says), "{id}: {}", err.message);
     }
@@ -494,7 +494,7 @@ async fn notes_tag_is_all_or_nothing_on_unknown_ids() {
             json!({"note_ids": [id, 99_999], "tags": ["q1"]}),
         )
         .await;
-    let err = out.result.unwrap_err();
+    let err = out.error().cloned().unwrap();
     assert_eq!(err.code, ErrorCode::NotFound);
     assert!(err.message.contains("99999"));
     assert_eq!(
@@ -579,14 +579,16 @@ async fn reset_restores_the_sample_and_clears_receipts() {
     let max_id = f.sql_i64("SELECT max(id) FROM notes");
     f.call("notes_create", json!({"title": "temp", "body": "x"}))
         .await
-        .result
+        .observation()
+        .cloned()
         .unwrap();
     f.call(
         "create_todos_from_meeting",
         json!({"meeting_note_id": f.id_of(SETTLED)}),
     )
     .await
-    .result
+    .observation()
+    .cloned()
     .unwrap();
     undo_last(&f.store, 1).unwrap();
     assert!(f.count_notes() > before);

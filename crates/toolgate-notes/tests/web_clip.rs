@@ -113,7 +113,9 @@ fn world() -> World {
     );
     let egress = Arc::new(Egress::new(config, resolver, trace.clone()).unwrap());
     let registry = Registry::new(web_clip_tools(&store, egress).unwrap()).unwrap();
-    let dispatcher = Dispatcher::new(Arc::new(registry)).with_trace(trace.clone());
+    let dispatcher = Dispatcher::new(Arc::new(registry))
+        .unwrap()
+        .with_trace(trace.clone());
     World {
         _dir: dir,
         store,
@@ -141,11 +143,11 @@ async fn allowlisted_page_is_clipped_untrusted_and_its_text_stays_out_of_trusted
     let out = w
         .dispatcher
         .call(
-            CallRequest::new(Principal::local("me", &[]), "web_clip", json!({"url": url}))
+            CallRequest::new(Principal::local("me", &[]), "run-1", "web_clip", json!({"url": url}))
                 .with_run("r1"),
         )
         .await;
-    let obs = out.result.as_ref().expect("clipped");
+    let obs = out.observation().expect("clipped");
     let content = obs.content.to_string();
     assert!(
         !content.contains("Ignore previous instructions"),
@@ -188,12 +190,12 @@ async fn allowlisted_page_is_clipped_untrusted_and_its_text_stays_out_of_trusted
     let again = w
         .dispatcher
         .call(
-            CallRequest::new(Principal::local("me", &[]), "web_clip", json!({"url": url}))
+            CallRequest::new(Principal::local("me", &[]), "run-1", "web_clip", json!({"url": url}))
                 .with_run("r1"),
         )
         .await;
     assert!(again.record.duplicate);
-    assert_eq!(again.result.unwrap().untrusted, obs.untrusted);
+    assert_eq!(again.observation().unwrap().untrusted, obs.untrusted);
     assert_eq!(clips(&w.store), 1);
     assert_eq!(
         w.trace.of_kind("egress").len(),
@@ -222,13 +224,12 @@ async fn blocked_urls_store_nothing_and_are_recorded() {
     for (name, url) in &cases {
         let out = w
             .dispatcher
-            .call(CallRequest::new(
-                Principal::local("me", &[]),
+            .call(CallRequest::new(Principal::local("me", &[]), "run-1",
                 "web_clip",
                 json!({"url": url}),
             ))
             .await;
-        let err = out.result.expect_err(name);
+        let err = out.error().cloned().expect(name);
         assert_eq!(err.code, ErrorCode::Forbidden, "{name}: {err:?}");
         assert!(
             !err.message.contains("budget"),
