@@ -388,7 +388,7 @@ impl Dispatcher {
         // 3. Validate.
         record.stage = Stage::Validate;
         let today = self.clock.today();
-        let mut violations = schema::validate(&spec.input_schema, &request.arguments);
+        let mut violations = tool.validator.validate(&request.arguments);
         if !violations.is_empty() {
             // Redact before the values are quoted: a sentence cuts long values, and a secret cut
             // in half no longer looks like a secret.
@@ -772,6 +772,11 @@ fn violation_sentence(v: &Violation) -> String {
         ViolationKind::PatternMismatch => "does not match the required pattern",
         ViolationKind::BadFormat => "is not in the required format",
         ViolationKind::DuplicateItems => "has duplicate items",
+        ViolationKind::NoAlternativeMatched => "matches none of the allowed shapes",
+        ViolationKind::SeveralAlternativesMatched => {
+            "matches more than one allowed shape; make it fit exactly one"
+        }
+        ViolationKind::NotAllowed => "is not allowed",
     };
     let received = v.received.as_ref().map(|r| {
         let text = r.to_string();
@@ -803,26 +808,7 @@ fn example_for(spec: &ToolSpec, path: &str) -> Option<Value> {
 }
 
 fn allowed_fields_at(schema: &Value, path: &str) -> Vec<String> {
-    let mut cursor = schema;
-    let parts: Vec<&str> = path.split('.').collect();
-    for part in &parts[..parts.len().saturating_sub(1)] {
-        let name = part.split('[').next().unwrap_or(part);
-        match cursor.get("properties").and_then(|p| p.get(name)) {
-            Some(next) => {
-                cursor = if part.contains('[') {
-                    next.get("items").unwrap_or(next)
-                } else {
-                    next
-                }
-            }
-            None => return Vec::new(),
-        }
-    }
-    cursor
-        .get("properties")
-        .and_then(Value::as_object)
-        .map(|p| p.keys().cloned().collect())
-        .unwrap_or_default()
+    schema::fields_at(schema, path)
 }
 
 impl DecisionRecord {
