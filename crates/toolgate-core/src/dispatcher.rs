@@ -739,9 +739,14 @@ pub fn violations_error(spec: &ToolSpec, violations: &[Violation], today: &str) 
         error = error.with_example(example);
     }
     let mut hints = Vec::new();
-    if first.kind == ViolationKind::UnknownField {
-        let field = first.path.rsplit('.').next().unwrap_or(&first.path);
-        let allowed = allowed_fields_at(&spec.input_schema, &first.path);
+    // The first unknown field, even behind a composition failure (`shape` fits no
+    // alternative because `shape.radus` is not a field).
+    if let Some(unknown) = violations
+        .iter()
+        .find(|v| v.kind == ViolationKind::UnknownField)
+    {
+        let field = unknown.path.rsplit('.').next().unwrap_or(&unknown.path);
+        let allowed = allowed_fields_at(&spec.input_schema, &unknown.path);
         let near = schema::closest(field, allowed.iter().map(String::as_str), 1);
         if let Some(n) = near.first() {
             hints.push(format!("did you mean `{n}`?"));

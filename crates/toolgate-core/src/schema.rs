@@ -477,12 +477,17 @@ fn check_schema_object(
         if !local {
             return Err(SchemaError::NonLocalRef {
                 path: path.into(),
-                reference: reference.as_str().map_or_else(|| reference.to_string(), Into::into),
+                reference: reference
+                    .as_str()
+                    .map_or_else(|| reference.to_string(), Into::into),
             });
         }
     }
     if let Some(meta) = map.get("$schema") {
-        let known = path == "#" && meta.as_str().is_some_and(|m| KNOWN_META_SCHEMAS.contains(&m));
+        let known = path == "#"
+            && meta
+                .as_str()
+                .is_some_and(|m| KNOWN_META_SCHEMAS.contains(&m));
         if !known {
             return Err(SchemaError::NonLocalRef {
                 path: path.into(),
@@ -536,40 +541,36 @@ fn subschemas(map: &Map<String, Value>) -> Vec<(String, &Value)> {
 /// forever. Iterative, memoized per JSON Pointer.
 fn check_expansion(root: &Value) -> Result<(), SchemaError> {
     use std::collections::HashMap;
-    // Expanded size of each finished pointer; pointers on the current path are `None`.
+    let target_of = |map: &Map<String, Value>| {
+        map.get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix('#'))
+            .map(str::to_string)
+    };
+    // Expanded size of each pointer; `None` while it is being expanded (a back reference
+    // counts once: recursion is bounded by the value, loops are caught below).
     let mut sizes: HashMap<String, Option<u64>> = HashMap::new();
-    // (pointer, whether the walk reached it without descending into the value, children done)
-    let mut stack: Vec<(String, bool, bool)> = vec![("".into(), true, false)];
-    // Pointers on the current path reached without descending: a reference back to one of
-    // them is a loop that consumes no input.
-    let mut non_descending: Vec<String> = Vec::new();
-    while let Some((pointer, flat, expanded)) = stack.pop() {
+    let mut stack: Vec<(String, bool)> = vec![(String::new(), false)];
+    while let Some((pointer, expanded)) = stack.pop() {
         let Some(Value::Object(map)) = root.pointer(&pointer) else {
             sizes.insert(pointer, Some(1));
             continue;
         };
         let children = subschemas(map);
-        let target = map
-            .get("$ref")
-            .and_then(Value::as_str)
-            .and_then(|r| r.strip_prefix('#'))
-            .map(str::to_string);
+        let target = target_of(map);
         if expanded {
             let mut total: u64 = 1;
+            let size_of = |p: &str| sizes.get(p).copied().flatten().unwrap_or(1);
             for (suffix, _) in &children {
-                let size = sizes.get(&format!("{pointer}{suffix}")).copied().flatten();
-                total = total.saturating_add(size.unwrap_or(1));
+                total = total.saturating_add(size_of(&format!("{pointer}{suffix}")));
             }
             if let Some(t) = &target {
-                total = total.saturating_add(sizes.get(t).copied().flatten().unwrap_or(1));
+                total = total.saturating_add(size_of(t));
             }
             if total > MAX_EXPANDED_SUBSCHEMAS {
                 return Err(SchemaError::TooManySubschemas {
                     limit: MAX_EXPANDED_SUBSCHEMAS,
                 });
-            }
-            if non_descending.last() == Some(&pointer) {
-                non_descending.pop();
             }
             sizes.insert(pointer, Some(total));
             continue;
@@ -578,10 +579,7 @@ fn check_expansion(root: &Value) -> Result<(), SchemaError> {
             continue;
         }
         sizes.insert(pointer.clone(), None);
-        if flat {
-            non_descending.push(pointer.clone());
-        }
-        stack.push((pointer.clone(), flat, true));
+        stack.push((pointer.clone(), true));
         if let Some(t) = target {
             if root.pointer(&t).is_none() {
                 return Err(SchemaError::Malformed {
@@ -589,25 +587,68 @@ fn check_expansion(root: &Value) -> Result<(), SchemaError> {
                     reason: format!("`$ref` target `#{t}` does not exist"),
                 });
             }
-            match sizes.get(&t) {
-                Some(Some(_)) => {}
-                Some(None) if flat && non_descending.contains(&t) => {
-                    return Err(SchemaError::RefLoop {
-                        path: format!("#{pointer}"),
-                    });
-                }
-                // A reference back up through a property or item: recursion bounded by the
-                // value's own depth.
-                Some(None) => {}
-                None => stack.push((t, flat, false)),
+            if !sizes.contains_key(&t) {
+                stack.push((t, false));
             }
         }
         for (suffix, _) in children {
-            let descends = !matches!(
+            stack.push((format!("{pointer}{suffix}"), false));
+        }
+    }
+    // Loops: a cycle through references and applicators that evaluate the same value.
+    let successors = |pointer: &str| -> Vec<String> {
+        let Some(Value::Object(map)) = root.pointer(pointer) else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = target_of(map).into_iter().collect();
+        for (suffix, _) in subschemas(map) {
+            let same_value = matches!(
                 suffix.split('/').nth(1),
-                Some("allOf" | "anyOf" | "oneOf" | "not" | "if" | "then" | "else")
+                Some(
+                    "allOf"
+                        | "anyOf"
+                        | "oneOf"
+                        | "not"
+                        | "if"
+                        | "then"
+                        | "else"
+                        | "dependentSchemas"
+                )
             );
-            stack.push((format!("{pointer}{suffix}"), flat && !descends, false));
+            if same_value {
+                out.push(format!("{pointer}{suffix}"));
+            }
+        }
+        out
+    };
+    // 1: on the current path, 2: done.
+    let mut state: HashMap<String, u8> = HashMap::new();
+    for start in sizes.into_keys() {
+        if state.contains_key(&start) {
+            continue;
+        }
+        state.insert(start.clone(), 1);
+        let next = successors(&start);
+        let mut path: Vec<(String, Vec<String>, usize)> = vec![(start, next, 0)];
+        while let Some((pointer, next, at)) = path.last_mut() {
+            if let Some(following) = next.get(*at).cloned() {
+                *at += 1;
+                match state.get(&following) {
+                    Some(1) => {
+                        return Err(SchemaError::RefLoop {
+                            path: format!("#{pointer}"),
+                        });
+                    }
+                    Some(_) => {}
+                    None => {
+                        state.insert(following.clone(), 1);
+                        let after = successors(&following);
+                        path.push((following, after, 0));
+                    }
+                }
+            } else if let Some((done, _, _)) = path.pop() {
+                state.insert(done, 2);
+            }
         }
     }
     Ok(())
@@ -683,7 +724,10 @@ impl jsonschema::Retrieve for RefuseRetrieval {
         &self,
         uri: &jsonschema::Uri<String>,
     ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
-        Err(format!("schemas are never fetched (`{uri}`): only local references are allowed").into())
+        Err(
+            format!("schemas are never fetched (`{uri}`): only local references are allowed")
+                .into(),
+        )
     }
 }
 
@@ -759,7 +803,14 @@ impl CompiledSchema {
             .filter(|v| v.kind == ViolationKind::WrongType)
             .map(|v| v.path.clone())
             .collect();
-        out.retain(|v| v.kind == ViolationKind::WrongType || !wrong_type.contains(&v.path));
+        out.retain(|v| {
+            matches!(
+                v.kind,
+                ViolationKind::WrongType
+                    | ViolationKind::NoAlternativeMatched
+                    | ViolationKind::SeveralAlternativesMatched
+            ) || !wrong_type.contains(&v.path)
+        });
         out
     }
 
@@ -827,7 +878,8 @@ impl CompiledSchema {
                         .and_then(|parent| parent.get("required"))
                         .and_then(Value::as_array)
                         .is_some_and(|r| {
-                            r.iter().any(|n| n.as_str() == segments.last().map(String::as_str))
+                            r.iter()
+                                .any(|n| n.as_str() == segments.last().map(String::as_str))
                         });
                 if required_null {
                     out.push(Violation {
@@ -864,16 +916,22 @@ impl CompiledSchema {
                 });
                 // Then why the closest alternative failed: the one that failed least, among
                 // those whose discriminating constants and types fit.
-                let closest = context.iter().min_by_key(|errors| {
-                    let wrong_branch = errors.iter().any(|e| {
+                let wrong_branch = |errors: &Vec<jsonschema::ValidationError<'static>>| {
+                    errors.iter().any(|e| {
                         matches!(e.kind(), K::Constant { .. } | K::Enum { .. })
                             || (matches!(e.kind(), K::Type { .. })
                                 && e.instance_path() == error.instance_path())
-                    });
-                    (wrong_branch, errors.len())
-                });
-                for sub_error in closest.into_iter().flatten() {
-                    self.push_violations(sub_error, out);
+                    })
+                };
+                let closest = context
+                    .iter()
+                    .min_by_key(|errors| (wrong_branch(errors), errors.len()));
+                // When no alternative even has the right type or constants, the list of
+                // alternatives is the lesson; otherwise also say why the nearest one failed.
+                if let Some(errors) = closest.filter(|errors| !wrong_branch(errors)) {
+                    for sub_error in errors {
+                        self.push_violations(sub_error, out);
+                    }
                 }
             }
             K::OneOfMultipleValid { .. } => out.push(Violation {
@@ -895,7 +953,12 @@ fn accept_null_for_optionals(schema: &mut Value) {
     let required: Vec<String> = map
         .get("required")
         .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).map(String::from).collect())
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
         .unwrap_or_default();
     if let Some(Value::Object(props)) = map.get_mut("properties") {
         for (name, sub) in props.iter_mut() {
@@ -963,7 +1026,11 @@ fn walk_schema<'a>(root: &'a Value, segments: &[String]) -> Option<&'a Value> {
 /// `schema` with its local references followed (a bounded number of hops).
 fn dereference<'a>(root: &'a Value, mut schema: &'a Value) -> &'a Value {
     for _ in 0..16 {
-        match schema.get("$ref").and_then(Value::as_str).and_then(|r| resolve_ref(root, r)) {
+        match schema
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| resolve_ref(root, r))
+        {
             Some(target) => schema = target,
             None => break,
         }
@@ -1005,7 +1072,11 @@ pub fn fields_at(schema: &Value, path: &str) -> Vec<String> {
         let holder = dereference(schema, cursor);
         let next = std::iter::once(holder)
             .chain(["allOf", "anyOf", "oneOf"].iter().flat_map(|k| {
-                holder.get(*k).and_then(Value::as_array).into_iter().flatten()
+                holder
+                    .get(*k)
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
             }))
             .map(|s| dereference(schema, s))
             .find_map(|s| s.get("properties").and_then(|p| p.get(name)));
@@ -1055,7 +1126,11 @@ fn describe_shape(root: &Value, schema: &Value, depth: usize) -> String {
         .iter()
         .map(|(name, field)| {
             let field = dereference(root, field);
-            let optional = if required.contains(&name.as_str()) { "" } else { "?" };
+            let optional = if required.contains(&name.as_str()) {
+                ""
+            } else {
+                "?"
+            };
             match field.get("const") {
                 Some(constant) => format!("{name}{optional}: {constant}"),
                 None => format!("{name}{optional}: {}", describe_at(root, field, depth + 1)),
@@ -1160,7 +1235,10 @@ fn describe_at(root: &Value, schema: &Value, depth: usize) -> String {
     if depth > DESCRIBE_DEPTH {
         return "a value".into();
     }
-    if s.get("oneOf").or_else(|| s.get("anyOf")).is_some_and(Value::is_array) {
+    if s.get("oneOf")
+        .or_else(|| s.get("anyOf"))
+        .is_some_and(Value::is_array)
+    {
         return alternatives_at(root, schema, depth + 1);
     }
     if let Some(Value::Array(members)) = s.get("allOf") {
