@@ -1,9 +1,28 @@
-//! Closed JSON Schemas: derivation from Rust types, normalization, and validation.
+//! Tool input schemas: derivation from Rust types, normalization, checks on declared
+//! (runtime) schemas, and validation with the `jsonschema` crate, compiled once per tool.
 //!
-//! Guarantees: a schema accepted by [`normalize`] uses only the keywords [`validate`] enforces,
-//! and every object in it is closed (`additionalProperties: false`); anything else is refused at
-//! registration, so no keyword is ever silently unenforced. [`validate`] is pure and reports every
-//! violation with its path, what was expected and what was received.
+//! Guarantees:
+//! - A derived schema accepted by [`normalize`] uses only the plain keywords small models and
+//!   providers handle, and every object in it is closed (`additionalProperties: false`).
+//! - A declared schema ([`check_declared`], used by `ToolBuilder::from_schema`) is refused,
+//!   before the validator sees it and without recursion, when it is larger than
+//!   [`MAX_SCHEMA_BYTES`], nests deeper than [`MAX_SCHEMA_DEPTH`], expands through its
+//!   references to more than [`MAX_EXPANDED_SUBSCHEMAS`] subschemas, loops through references
+//!   without descending into the value, refers outside itself (`$ref` other than `#` or
+//!   `#/...`, a `$schema` the validator does not bundle), or leaves an object open (unless the
+//!   tool opts in). Nothing is ever fetched: the validator's retriever refuses every URI.
+//! - Keyword allowlist: kept for declared schemas too. The validator enforces every standard
+//!   keyword, but it silently ignores keywords it does not know (a misspelled `minLenght`, a
+//!   vendor extension, `$dynamicRef` we do not support), and an ignored keyword is a constraint
+//!   the schema's author believes in that nobody checks; so anything outside the 2020-12
+//!   assertions, applicators, local references and annotations is refused, and an unknown
+//!   `format` is refused by the validator. `pattern`s use the linear-time `regex` engine.
+//! - [`CompiledSchema::validate`] is pure, costs one pass of the compiled validator for a valid
+//!   value, and reports every violation with its path (`filters.year`, `ids[2]`), what was
+//!   expected in words, and what was received; a `oneOf`/`anyOf` failure lists the
+//!   alternatives and why the nearest one failed. For derived schemas an optional field given
+//!   as `null` is absent (serde reads it as `None`); declared schemas keep JSON Schema's
+//!   meaning of `null`.
 
 use regex::Regex;
 use serde_json::{Map, Value};

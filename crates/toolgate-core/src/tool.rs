@@ -1,5 +1,9 @@
 //! Declaring a tool: one builder call per tool, typed arguments, a schema derived from the
-//! argument type and checked closed, and a handler that only the dispatcher can reach.
+//! argument type and checked closed, and a handler that only the dispatcher can reach. A tool
+//! can instead declare its schema as JSON (`ToolBuilder::<Value>::from_schema`, for imported
+//! tools and fixtures): its handler gets the arguments as JSON, and the declaration gets the
+//! same checks plus those of [`schema::check_declared`]. Either way the input schema is
+//! compiled once, here, and every call is validated against the compiled form.
 //!
 //! Guarantees: `ToolBuilder::read`/`write` refuse a declaration whose schema is open, whose
 //! examples do not validate, whose risk reason or description is missing, or whose name is not
