@@ -267,7 +267,7 @@ impl Dispatcher {
         // 3. Validate.
         record.stage = Stage::Validate;
         let today = self.inner.clock.today();
-        let mut violations = schema::validate(&spec.input_schema, &request.arguments);
+        let mut violations = tool.validator.validate(&request.arguments);
         if !violations.is_empty() {
             // Redact before the values are quoted: a sentence cuts long values, and a secret cut
             // in half no longer looks like a secret.
@@ -711,9 +711,14 @@ pub fn violations_error(spec: &ToolSpec, violations: &[Violation], today: &str) 
         error = error.with_example(example);
     }
     let mut hints = Vec::new();
-    if first.kind == ViolationKind::UnknownField {
-        let field = first.path.rsplit('.').next().unwrap_or(&first.path);
-        let allowed = allowed_fields_at(&spec.input_schema, &first.path);
+    // The first unknown field, even behind a composition failure (`shape` fits no
+    // alternative because `shape.radus` is not a field).
+    if let Some(unknown) = violations
+        .iter()
+        .find(|v| v.kind == ViolationKind::UnknownField)
+    {
+        let field = unknown.path.rsplit('.').next().unwrap_or(&unknown.path);
+        let allowed = allowed_fields_at(&spec.input_schema, &unknown.path);
         let near = schema::closest(field, allowed.iter().map(String::as_str), 1);
         if let Some(n) = near.first() {
             hints.push(format!("did you mean `{n}`?"));
@@ -744,6 +749,11 @@ fn violation_sentence(v: &Violation) -> String {
         ViolationKind::PatternMismatch => "does not match the required pattern",
         ViolationKind::BadFormat => "is not in the required format",
         ViolationKind::DuplicateItems => "has duplicate items",
+        ViolationKind::NoAlternativeMatched => "matches none of the allowed shapes",
+        ViolationKind::SeveralAlternativesMatched => {
+            "matches more than one allowed shape; make it fit exactly one"
+        }
+        ViolationKind::NotAllowed => "is not allowed",
     };
     let received = v.received.as_ref().map(|r| {
         let text = r.to_string();
@@ -775,25 +785,6 @@ fn example_for(spec: &ToolSpec, path: &str) -> Option<Value> {
 }
 
 fn allowed_fields_at(schema: &Value, path: &str) -> Vec<String> {
-    let mut cursor = schema;
-    let parts: Vec<&str> = path.split('.').collect();
-    for part in &parts[..parts.len().saturating_sub(1)] {
-        let name = part.split('[').next().unwrap_or(part);
-        match cursor.get("properties").and_then(|p| p.get(name)) {
-            Some(next) => {
-                cursor = if part.contains('[') {
-                    next.get("items").unwrap_or(next)
-                } else {
-                    next
-                }
-            }
-            None => return Vec::new(),
-        }
-    }
-    cursor
-        .get("properties")
-        .and_then(Value::as_object)
-        .map(|p| p.keys().cloned().collect())
-        .unwrap_or_default()
+    schema::fields_at(schema, path)
 }
 

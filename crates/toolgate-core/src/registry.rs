@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::canonical::{canonical_json, sha256_hex};
 use crate::principal::Principal;
 use crate::schema;
-use crate::spec::{ModelView, Risk, ToolSpec};
+use crate::spec::{InputOrigin, ModelView, Risk, ToolSpec};
 use crate::tool::Tool;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -92,16 +92,28 @@ pub fn contract_problems<'a>(specs: impl IntoIterator<Item = &'a ToolSpec>) -> V
     let mut problems = Vec::new();
     for spec in &specs {
         let name = &spec.name;
-        if !schema::is_closed(&spec.input_schema) {
+        if spec.input_origin == InputOrigin::DeclaredOpen || !schema::is_closed(&spec.input_schema)
+        {
             problems.push(format!("{name}: input schema is not closed"));
         }
-        for example in &spec.examples {
-            if !schema::validate(&spec.input_schema, &example.arguments).is_empty() {
-                problems.push(format!(
-                    "{name}: example `{}` does not validate",
-                    example.label
-                ));
+        let compiled = match spec.input_origin {
+            InputOrigin::Derived => schema::CompiledSchema::derived(&spec.input_schema),
+            InputOrigin::Declared | InputOrigin::DeclaredOpen => {
+                schema::CompiledSchema::declared(&spec.input_schema, true)
             }
+        };
+        match compiled {
+            Ok(compiled) => {
+                for example in &spec.examples {
+                    if !compiled.validate(&example.arguments).is_empty() {
+                        problems.push(format!(
+                            "{name}: example `{}` does not validate",
+                            example.label
+                        ));
+                    }
+                }
+            }
+            Err(e) => problems.push(format!("{name}: input schema is refused: {e}")),
         }
         if spec.policy.reason.trim().is_empty() {
             problems.push(format!("{name}: no risk reason"));

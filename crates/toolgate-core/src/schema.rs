@@ -1,9 +1,28 @@
-//! Closed JSON Schemas: derivation from Rust types, normalization, and validation.
+//! Tool input schemas: derivation from Rust types, normalization, checks on declared
+//! (runtime) schemas, and validation with the `jsonschema` crate, compiled once per tool.
 //!
-//! Guarantees: a schema accepted by [`normalize`] uses only the keywords [`validate`] enforces,
-//! and every object in it is closed (`additionalProperties: false`); anything else is refused at
-//! registration, so no keyword is ever silently unenforced. [`validate`] is pure and reports every
-//! violation with its path, what was expected and what was received.
+//! Guarantees:
+//! - A derived schema accepted by [`normalize`] uses only the plain keywords small models and
+//!   providers handle, and every object in it is closed (`additionalProperties: false`).
+//! - A declared schema ([`check_declared`], used by `ToolBuilder::from_schema`) is refused,
+//!   before the validator sees it and without recursion, when it is larger than
+//!   [`MAX_SCHEMA_BYTES`], nests deeper than [`MAX_SCHEMA_DEPTH`], expands through its
+//!   references to more than [`MAX_EXPANDED_SUBSCHEMAS`] subschemas, loops through references
+//!   without descending into the value, refers outside itself (`$ref` other than `#` or
+//!   `#/...`, a `$schema` the validator does not bundle), or leaves an object open (unless the
+//!   tool opts in). Nothing is ever fetched: the validator's retriever refuses every URI.
+//! - Keyword allowlist: kept for declared schemas too. The validator enforces every standard
+//!   keyword, but it silently ignores keywords it does not know (a misspelled `minLenght`, a
+//!   vendor extension, `$dynamicRef` we do not support), and an ignored keyword is a constraint
+//!   the schema's author believes in that nobody checks; so anything outside the 2020-12
+//!   assertions, applicators, local references and annotations is refused, and an unknown
+//!   `format` is refused by the validator. `pattern`s use the linear-time `regex` engine.
+//! - [`CompiledSchema::validate`] is pure, costs one pass of the compiled validator for a valid
+//!   value, and reports every violation with its path (`filters.year`, `ids[2]`), what was
+//!   expected in words, and what was received; a `oneOf`/`anyOf` failure lists the
+//!   alternatives and why the nearest one failed. For derived schemas an optional field given
+//!   as `null` is absent (serde reads it as `None`); declared schemas keep JSON Schema's
+//!   meaning of `null`.
 
 use regex::Regex;
 use serde_json::{Map, Value};
@@ -17,6 +36,18 @@ pub enum SchemaError {
     UnsupportedKeyword { path: String, keyword: String },
     #[error("schema at `{path}` is malformed: {reason}")]
     Malformed { path: String, reason: String },
+    #[error("schema is larger than {limit} bytes")]
+    TooLarge { limit: usize },
+    #[error("schema nests deeper than {limit} levels at `{path}`")]
+    TooDeep { path: String, limit: usize },
+    #[error("schema expands to more than {limit} subschemas through its references")]
+    TooManySubschemas { limit: u64 },
+    #[error(
+        "`$ref` or `$schema` at `{path}` points outside the schema (`{reference}`): only local references (`#` or `#/...`) are allowed, and nothing is fetched"
+    )]
+    NonLocalRef { path: String, reference: String },
+    #[error("schema at `{path}` refers back to itself without descending into the value")]
+    RefLoop { path: String },
 }
 
 /// The input schema of `T`, derived with schemars, normalized and checked closed.
@@ -219,23 +250,457 @@ fn consts_to_enum(map: &mut Map<String, Value>) {
 }
 
 fn is_object_schema(map: &Map<String, Value>) -> bool {
-    map.get("type").and_then(Value::as_str) == Some("object") || map.contains_key("properties")
+    let typed_object = match map.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(Value::Array(types)) => types.iter().any(|t| t.as_str() == Some("object")),
+        _ => false,
+    };
+    typed_object || map.contains_key("properties")
 }
 
-/// Whether every object anywhere in `schema` is closed.
-pub fn is_closed(schema: &Value) -> bool {
-    let Value::Object(map) = schema else {
-        return false;
+/// An object schema is closed when it refuses fields it does not name, directly or after its
+/// `allOf` members have named theirs.
+fn is_closed_object(map: &Map<String, Value>) -> bool {
+    map.get("additionalProperties") == Some(&Value::Bool(false))
+        || map.get("unevaluatedProperties") == Some(&Value::Bool(false))
+}
+
+/// Keywords whose value is one subschema.
+const SUBSCHEMA_KEYWORDS: [&str; 10] = [
+    "additionalProperties",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "items",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+];
+/// Keywords whose value maps names to subschemas.
+const SUBSCHEMA_MAP_KEYWORDS: [&str; 5] = [
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+];
+/// Keywords whose value is a list of subschemas.
+const SUBSCHEMA_LIST_KEYWORDS: [&str; 4] = ["allOf", "anyOf", "oneOf", "prefixItems"];
+
+/// Keywords a declared schema may use: the JSON Schema 2020-12 assertions and applicators the
+/// validator enforces, local references, and annotations. A keyword outside this list is refused
+/// rather than ignored: the validator ignores keywords it does not know (`requird`,
+/// `minLenght`, draft-04 leftovers), and an ignored keyword is a constraint the tool's author
+/// believes in and nobody enforces.
+const DECLARED_KEYWORDS: [&str; 50] = [
+    // assertions
+    "type",
+    "enum",
+    "const",
+    "multipleOf",
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "format",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "maxContains",
+    "minContains",
+    "maxProperties",
+    "minProperties",
+    "required",
+    "dependentRequired",
+    // applicators
+    "properties",
+    "patternProperties",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+    "items",
+    "prefixItems",
+    "unevaluatedItems",
+    "contains",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    // references and containers
+    "$ref",
+    "$defs",
+    "definitions",
+    "$schema",
+    "$comment",
+    // annotations
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+];
+
+/// Meta-schemas the validator bundles; any other `$schema` would have to be fetched.
+const KNOWN_META_SCHEMAS: [&str; 6] = [
+    "https://json-schema.org/draft/2020-12/schema",
+    "https://json-schema.org/draft/2019-09/schema",
+    "http://json-schema.org/draft-07/schema#",
+    "http://json-schema.org/draft-07/schema",
+    "http://json-schema.org/draft-06/schema#",
+    "http://json-schema.org/draft-04/schema#",
+];
+
+/// The largest declared schema accepted, in bytes of compact JSON.
+pub const MAX_SCHEMA_BYTES: usize = 256 * 1024;
+/// The deepest nesting of JSON objects and arrays a declared schema may have.
+pub const MAX_SCHEMA_DEPTH: usize = 64;
+/// The most subschemas a declared schema may stand for once its local references are
+/// expanded: what bounds `{"a2": {"allOf": [a1, a1]}, "a3": {"allOf": [a2, a2]}, ...}`,
+/// which is small to write and exponential to evaluate.
+pub const MAX_EXPANDED_SUBSCHEMAS: u64 = 100_000;
+
+/// What a position in a declared schema holds.
+#[derive(Clone, Copy)]
+enum Role {
+    Schema,
+    SchemaMap,
+    SchemaList,
+    Data,
+}
+
+/// Escapes a JSON Pointer segment.
+fn escape_segment(segment: &str) -> String {
+    segment.replace('~', "~0").replace('/', "~1")
+}
+
+/// The compact-JSON size a node adds besides its children.
+fn own_size(value: &Value) -> usize {
+    match value {
+        Value::Null => 4,
+        Value::Bool(_) => 5,
+        Value::Number(n) => n.to_string().len(),
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.len(),
+        Value::Object(map) => 2 + map.keys().map(|k| k.len() + 4).sum::<usize>(),
+    }
+}
+
+/// Refuses a declared schema that is too big, too deep, uses a keyword the validator would
+/// ignore, refers to anything outside itself, or (unless `allow_open`) leaves an object open.
+///
+/// Runs before the validator sees the schema, walks it with an explicit stack (so nesting
+/// cannot overflow ours) and stops at the first problem, so a hostile schema costs at most
+/// [`MAX_SCHEMA_BYTES`] of work.
+pub fn check_declared(schema: &Value, allow_open: bool) -> Result<(), SchemaError> {
+    let mut size = 0usize;
+    let mut stack: Vec<(&Value, String, usize, Role)> = vec![(schema, "#".into(), 1, Role::Schema)];
+    while let Some((value, path, depth, role)) = stack.pop() {
+        if depth > MAX_SCHEMA_DEPTH {
+            return Err(SchemaError::TooDeep {
+                path,
+                limit: MAX_SCHEMA_DEPTH,
+            });
+        }
+        size = size.saturating_add(own_size(value));
+        if size > MAX_SCHEMA_BYTES {
+            return Err(SchemaError::TooLarge {
+                limit: MAX_SCHEMA_BYTES,
+            });
+        }
+        let child = |key: &str| format!("{path}/{}", escape_segment(key));
+        match (role, value) {
+            (Role::Schema, Value::Bool(_)) => {}
+            (Role::Schema, Value::Object(map)) => {
+                check_schema_object(map, &path, allow_open)?;
+                for (key, sub) in map {
+                    let sub_role = if SUBSCHEMA_MAP_KEYWORDS.contains(&key.as_str()) {
+                        Role::SchemaMap
+                    } else if SUBSCHEMA_LIST_KEYWORDS.contains(&key.as_str())
+                        || (key == "items" && sub.is_array())
+                    {
+                        Role::SchemaList
+                    } else if SUBSCHEMA_KEYWORDS.contains(&key.as_str()) {
+                        Role::Schema
+                    } else {
+                        Role::Data
+                    };
+                    stack.push((sub, child(key), depth + 1, sub_role));
+                }
+            }
+            (Role::Schema, _) => {
+                return Err(SchemaError::Malformed {
+                    path,
+                    reason: "a schema must be an object or a boolean".into(),
+                });
+            }
+            (Role::SchemaMap, Value::Object(map)) => {
+                for (key, sub) in map {
+                    stack.push((sub, child(key), depth + 1, Role::Schema));
+                }
+            }
+            (Role::SchemaList, Value::Array(items)) => {
+                for (i, sub) in items.iter().enumerate() {
+                    stack.push((sub, format!("{path}/{i}"), depth + 1, Role::Schema));
+                }
+            }
+            (Role::SchemaMap | Role::SchemaList, _) => {
+                return Err(SchemaError::Malformed {
+                    path,
+                    reason: "this keyword takes an object or a list of schemas".into(),
+                });
+            }
+            (Role::Data, Value::Object(map)) => {
+                for (key, sub) in map {
+                    stack.push((sub, child(key), depth + 1, Role::Data));
+                }
+            }
+            (Role::Data, Value::Array(items)) => {
+                for (i, sub) in items.iter().enumerate() {
+                    stack.push((sub, format!("{path}/{i}"), depth + 1, Role::Data));
+                }
+            }
+            (Role::Data, _) => {}
+        }
+    }
+    check_expansion(schema)
+}
+
+fn check_schema_object(
+    map: &Map<String, Value>,
+    path: &str,
+    allow_open: bool,
+) -> Result<(), SchemaError> {
+    for keyword in map.keys() {
+        if !DECLARED_KEYWORDS.contains(&keyword.as_str()) {
+            return Err(SchemaError::UnsupportedKeyword {
+                path: path.into(),
+                keyword: keyword.clone(),
+            });
+        }
+    }
+    if let Some(reference) = map.get("$ref") {
+        let local = reference
+            .as_str()
+            .is_some_and(|r| r == "#" || r.starts_with("#/"));
+        if !local {
+            return Err(SchemaError::NonLocalRef {
+                path: path.into(),
+                reference: reference
+                    .as_str()
+                    .map_or_else(|| reference.to_string(), Into::into),
+            });
+        }
+    }
+    if let Some(meta) = map.get("$schema") {
+        let known = path == "#"
+            && meta
+                .as_str()
+                .is_some_and(|m| KNOWN_META_SCHEMAS.contains(&m));
+        if !known {
+            return Err(SchemaError::NonLocalRef {
+                path: path.into(),
+                reference: meta.as_str().map_or_else(|| meta.to_string(), Into::into),
+            });
+        }
+    }
+    if !allow_open && is_object_schema(map) && !is_closed_object(map) {
+        return Err(SchemaError::OpenObject(path.into()));
+    }
+    Ok(())
+}
+
+/// The target of a local `$ref` (`#` or `#/json/pointer`) in `root`.
+fn resolve_ref<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
+    match reference {
+        "#" => Some(root),
+        r => root.pointer(r.strip_prefix('#')?),
+    }
+}
+
+/// The subschemas directly inside a schema object, with their JSON Pointer suffixes.
+fn subschemas(map: &Map<String, Value>) -> Vec<(String, &Value)> {
+    let mut out = Vec::new();
+    for (key, value) in map {
+        let k = escape_segment(key);
+        if SUBSCHEMA_MAP_KEYWORDS.contains(&key.as_str()) {
+            if let Value::Object(children) = value {
+                for (name, sub) in children {
+                    out.push((format!("/{k}/{}", escape_segment(name)), sub));
+                }
+            }
+        } else if SUBSCHEMA_LIST_KEYWORDS.contains(&key.as_str())
+            || (key == "items" && value.is_array())
+        {
+            if let Value::Array(items) = value {
+                for (i, sub) in items.iter().enumerate() {
+                    out.push((format!("/{k}/{i}"), sub));
+                }
+            }
+        } else if SUBSCHEMA_KEYWORDS.contains(&key.as_str()) {
+            out.push((format!("/{k}"), value));
+        }
+    }
+    out
+}
+
+/// Refuses a schema whose local references expand to more than [`MAX_EXPANDED_SUBSCHEMAS`]
+/// subschemas, or that refers to itself without descending into the value (`{"$ref": "#"}`
+/// at the root, or two definitions whose `allOf`s name each other), which would evaluate
+/// forever. Iterative, memoized per JSON Pointer.
+fn check_expansion(root: &Value) -> Result<(), SchemaError> {
+    use std::collections::HashMap;
+    let target_of = |map: &Map<String, Value>| {
+        map.get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix('#'))
+            .map(str::to_string)
     };
-    if is_object_schema(map) && map.get("additionalProperties") != Some(&Value::Bool(false)) {
+    // Expanded size of each pointer; `None` while it is being expanded (a back reference
+    // counts once: recursion is bounded by the value, loops are caught below).
+    let mut sizes: HashMap<String, Option<u64>> = HashMap::new();
+    let mut stack: Vec<(String, bool)> = vec![(String::new(), false)];
+    while let Some((pointer, expanded)) = stack.pop() {
+        let Some(Value::Object(map)) = root.pointer(&pointer) else {
+            sizes.insert(pointer, Some(1));
+            continue;
+        };
+        let children = subschemas(map);
+        let target = target_of(map);
+        if expanded {
+            let mut total: u64 = 1;
+            let size_of = |p: &str| sizes.get(p).copied().flatten().unwrap_or(1);
+            for (suffix, _) in &children {
+                total = total.saturating_add(size_of(&format!("{pointer}{suffix}")));
+            }
+            if let Some(t) = &target {
+                total = total.saturating_add(size_of(t));
+            }
+            if total > MAX_EXPANDED_SUBSCHEMAS {
+                return Err(SchemaError::TooManySubschemas {
+                    limit: MAX_EXPANDED_SUBSCHEMAS,
+                });
+            }
+            sizes.insert(pointer, Some(total));
+            continue;
+        }
+        if sizes.contains_key(&pointer) {
+            continue;
+        }
+        sizes.insert(pointer.clone(), None);
+        stack.push((pointer.clone(), true));
+        if let Some(t) = target {
+            if root.pointer(&t).is_none() {
+                return Err(SchemaError::Malformed {
+                    path: format!("#{pointer}"),
+                    reason: format!("`$ref` target `#{t}` does not exist"),
+                });
+            }
+            if !sizes.contains_key(&t) {
+                stack.push((t, false));
+            }
+        }
+        for (suffix, _) in children {
+            stack.push((format!("{pointer}{suffix}"), false));
+        }
+    }
+    // Loops: a cycle through references and applicators that evaluate the same value.
+    let successors = |pointer: &str| -> Vec<String> {
+        let Some(Value::Object(map)) = root.pointer(pointer) else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = target_of(map).into_iter().collect();
+        for (suffix, _) in subschemas(map) {
+            let same_value = matches!(
+                suffix.split('/').nth(1),
+                Some(
+                    "allOf"
+                        | "anyOf"
+                        | "oneOf"
+                        | "not"
+                        | "if"
+                        | "then"
+                        | "else"
+                        | "dependentSchemas"
+                )
+            );
+            if same_value {
+                out.push(format!("{pointer}{suffix}"));
+            }
+        }
+        out
+    };
+    // 1: on the current path, 2: done.
+    let mut state: HashMap<String, u8> = HashMap::new();
+    for start in sizes.into_keys() {
+        if state.contains_key(&start) {
+            continue;
+        }
+        state.insert(start.clone(), 1);
+        let next = successors(&start);
+        let mut path: Vec<(String, Vec<String>, usize)> = vec![(start, next, 0)];
+        while let Some((pointer, next, at)) = path.last_mut() {
+            if let Some(following) = next.get(*at).cloned() {
+                *at += 1;
+                match state.get(&following) {
+                    Some(1) => {
+                        return Err(SchemaError::RefLoop {
+                            path: format!("#{pointer}"),
+                        });
+                    }
+                    Some(_) => {}
+                    None => {
+                        state.insert(following.clone(), 1);
+                        let after = successors(&following);
+                        path.push((following, after, 0));
+                    }
+                }
+            } else if let Some((done, _, _)) = path.pop() {
+                state.insert(done, 2);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether every object anywhere in `schema` is closed (says `additionalProperties: false`, or
+/// `unevaluatedProperties: false`).
+pub fn is_closed(schema: &Value) -> bool {
+    if !schema.is_object() {
         return false;
     }
-    let props_closed = match map.get("properties") {
-        Some(Value::Object(props)) => props.values().all(is_closed),
-        _ => true,
-    };
-    let items_closed = map.get("items").is_none_or(is_closed);
-    props_closed && items_closed
+    let mut stack = vec![schema];
+    while let Some(node) = stack.pop() {
+        let Value::Object(map) = node else { continue };
+        if is_object_schema(map) && !is_closed_object(map) {
+            return false;
+        }
+        stack.extend(subschemas(map).into_iter().map(|(_, sub)| sub));
+    }
+    true
+}
+
+/// Takes a value apart without recursion: dropping a deeply nested `Value` recurses once per
+/// level and can overflow the stack.
+pub fn drop_without_recursion(value: Value) {
+    let mut stack = vec![value];
+    while let Some(node) = stack.pop() {
+        match node {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.into_iter().map(|(_, v)| v)),
+            _ => {}
+        }
+    }
 }
 
 /// One way a value fails its schema.
@@ -261,188 +726,450 @@ pub enum ViolationKind {
     PatternMismatch,
     BadFormat,
     DuplicateItems,
+    /// `oneOf`/`anyOf`: the value fits none of the alternatives (`expected` lists them).
+    NoAlternativeMatched,
+    /// `oneOf`: the value fits more than one alternative.
+    SeveralAlternativesMatched,
+    /// Any other constraint (`not`, `false`, `contains`, dependencies...).
+    NotAllowed,
 }
 
-/// Checks `value` against a normalized schema; returns every violation found.
-pub fn validate(schema: &Value, value: &Value) -> Vec<Violation> {
-    let mut out = Vec::new();
-    validate_at(schema, value, "$", &mut out);
-    out
+/// Refuses every attempt to fetch a schema: references are local by contract
+/// ([`check_declared`]); this is the second lock.
+struct RefuseRetrieval;
+
+impl jsonschema::Retrieve for RefuseRetrieval {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        Err(
+            format!("schemas are never fetched (`{uri}`): only local references are allowed")
+                .into(),
+        )
+    }
 }
 
-fn validate_at(schema: &Value, value: &Value, path: &str, out: &mut Vec<Violation>) {
-    let Value::Object(s) = schema else { return };
-    if let Some(expected_type) = s.get("type")
-        && !type_matches(expected_type, value)
-    {
-        out.push(Violation {
-            path: path.into(),
-            kind: ViolationKind::WrongType,
-            expected: describe(schema),
-            received: Some(value.clone()),
+/// A tool's input schema compiled once, at declaration; validating a call walks the compiled
+/// form only.
+pub struct CompiledSchema {
+    /// The schema as the model sees it; error messages describe its subschemas.
+    model: Value,
+    validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for CompiledSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledSchema")
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CompiledSchema {
+    /// Compiles a schema [`normalize`] produced for a Rust type. An optional field given as
+    /// `null` is accepted as absent (serde reads it as `None`), as [`normalize`] promises.
+    pub fn derived(schema: &Value) -> Result<Self, SchemaError> {
+        let mut validating = schema.clone();
+        accept_null_for_optionals(&mut validating);
+        Self::build(schema.clone(), &validating)
+    }
+
+    /// Compiles a declared (runtime) schema after [`check_declared`]. JSON Schema's own
+    /// semantics apply: `null` is a value like any other.
+    pub fn declared(schema: &Value, allow_open: bool) -> Result<Self, SchemaError> {
+        check_declared(schema, allow_open)?;
+        Self::build(schema.clone(), schema)
+    }
+
+    fn build(model: Value, validating: &Value) -> Result<Self, SchemaError> {
+        let validator = jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .with_retriever(RefuseRetrieval)
+            .should_validate_formats(true)
+            .should_ignore_unknown_formats(false)
+            .with_format("date", is_iso_date)
+            .with_format("email", |text: &str| format_matches("email", text))
+            .with_format("uri", |text: &str| format_matches("uri", text))
+            // The linear-time engine: no pattern can backtrack for ever.
+            .with_pattern_options(jsonschema::PatternOptions::regex().size_limit(1 << 20))
+            .build(validating)
+            .map_err(|e| SchemaError::Malformed {
+                path: format!("#{}", e.instance_path().as_str()),
+                reason: e.to_string(),
+            })?;
+        Ok(CompiledSchema { model, validator })
+    }
+
+    /// The schema as the model sees it.
+    pub fn model_schema(&self) -> &Value {
+        &self.model
+    }
+
+    /// Every violation of `value`; empty when it is valid. A valid value costs one pass of the
+    /// compiled validator and no allocation.
+    pub fn validate(&self, value: &Value) -> Vec<Violation> {
+        if self.validator.is_valid(value) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for error in self.validator.iter_errors(value) {
+            self.push_violations(&error, &mut out);
+        }
+        // A value of the wrong type is reported once, not again for each rule it then breaks.
+        let wrong_type: Vec<String> = out
+            .iter()
+            .filter(|v| v.kind == ViolationKind::WrongType)
+            .map(|v| v.path.clone())
+            .collect();
+        out.retain(|v| {
+            matches!(
+                v.kind,
+                ViolationKind::WrongType
+                    | ViolationKind::NoAlternativeMatched
+                    | ViolationKind::SeveralAlternativesMatched
+            ) || !wrong_type.contains(&v.path)
         });
-        return;
+        out
     }
-    if let Some(Value::Array(allowed)) = s.get("enum")
-        && !allowed.contains(value)
-    {
-        out.push(violation(path, ViolationKind::NotInEnum, schema, value));
+
+    /// The subschema an error's keyword sits in, and the keyword's parent segments.
+    fn subschema_of(&self, error: &jsonschema::ValidationError<'_>) -> (Vec<String>, &Value) {
+        let keyword = error.kind().keyword();
+        let mut segments: Vec<String> = error
+            .schema_path()
+            .as_str()
+            .split('/')
+            .skip(1)
+            .map(|s| s.replace("~1", "/").replace("~0", "~"))
+            .collect();
+        if let Some(at) = segments.iter().rposition(|s| s == keyword) {
+            segments.truncate(at);
+        }
+        let sub = walk_schema(&self.model, &segments).unwrap_or(&Value::Null);
+        (segments, sub)
     }
-    if let Some(constant) = s.get("const")
-        && constant != value
-    {
-        out.push(violation(path, ViolationKind::NotInEnum, schema, value));
+
+    fn push_violations(&self, error: &jsonschema::ValidationError<'_>, out: &mut Vec<Violation>) {
+        use jsonschema::error::ValidationErrorKind as K;
+        let path = instance_path(error.instance_path());
+        let instance: &Value = error.instance();
+        let (segments, sub) = self.subschema_of(error);
+        let expected = describe_in(&self.model, sub);
+        let plain = |kind: ViolationKind| Violation {
+            path: path.clone(),
+            kind,
+            expected: expected.clone(),
+            received: Some(instance.clone()),
+        };
+        match error.kind() {
+            K::AdditionalProperties { unexpected } | K::UnevaluatedProperties { unexpected } => {
+                let mut allowed = fields_of(&self.model, sub);
+                allowed.sort_unstable();
+                for name in unexpected {
+                    out.push(Violation {
+                        path: join(&path, name),
+                        kind: ViolationKind::UnknownField,
+                        expected: format!("one of the fields: {}", allowed.join(", ")),
+                        received: instance.get(name).cloned(),
+                    });
+                }
+            }
+            K::Required { property } => {
+                let name = property.as_str().unwrap_or_default();
+                let field = sub
+                    .get("properties")
+                    .and_then(|p| p.get(name))
+                    .map(|f| describe_in(&self.model, f))
+                    .unwrap_or_default();
+                out.push(Violation {
+                    path: join(&path, name),
+                    kind: ViolationKind::MissingField,
+                    expected: field,
+                    received: None,
+                });
+            }
+            K::Type { .. } => {
+                let required_null = instance.is_null()
+                    && segments.len() >= 2
+                    && segments[segments.len() - 2] == "properties"
+                    && walk_schema(&self.model, &segments[..segments.len() - 2])
+                        .and_then(|parent| parent.get("required"))
+                        .and_then(Value::as_array)
+                        .is_some_and(|r| {
+                            r.iter()
+                                .any(|n| n.as_str() == segments.last().map(String::as_str))
+                        });
+                if required_null {
+                    out.push(Violation {
+                        path,
+                        kind: ViolationKind::MissingField,
+                        expected,
+                        received: None,
+                    });
+                } else {
+                    out.push(plain(ViolationKind::WrongType));
+                }
+            }
+            K::Enum { .. } | K::Constant { .. } => out.push(plain(ViolationKind::NotInEnum)),
+            K::Minimum { .. }
+            | K::Maximum { .. }
+            | K::ExclusiveMinimum { .. }
+            | K::ExclusiveMaximum { .. }
+            | K::MultipleOf { .. } => out.push(plain(ViolationKind::OutOfRange)),
+            K::MinLength { .. }
+            | K::MaxLength { .. }
+            | K::MinItems { .. }
+            | K::MaxItems { .. }
+            | K::MinProperties { .. }
+            | K::MaxProperties { .. } => out.push(plain(ViolationKind::BadLength)),
+            K::Pattern { .. } | K::BacktrackLimitExceeded { .. } | K::RegexEngineFailure { .. } => {
+                out.push(plain(ViolationKind::PatternMismatch))
+            }
+            K::Format { .. } => out.push(plain(ViolationKind::BadFormat)),
+            K::UniqueItems => out.push(plain(ViolationKind::DuplicateItems)),
+            K::OneOfNotValid { context } | K::AnyOf { context } => {
+                out.push(Violation {
+                    expected: alternatives(&self.model, sub),
+                    ..plain(ViolationKind::NoAlternativeMatched)
+                });
+                // Then why the closest alternative failed: the one that failed least, among
+                // those whose discriminating constants and types fit.
+                let wrong_branch = |errors: &Vec<jsonschema::ValidationError<'static>>| {
+                    errors.iter().any(|e| {
+                        matches!(e.kind(), K::Constant { .. } | K::Enum { .. })
+                            || (matches!(e.kind(), K::Type { .. })
+                                && e.instance_path() == error.instance_path())
+                    })
+                };
+                let closest = context
+                    .iter()
+                    .min_by_key(|errors| (wrong_branch(errors), errors.len()));
+                // When no alternative even has the right type or constants, the list of
+                // alternatives is the lesson; otherwise also say why the nearest one failed.
+                if let Some(errors) = closest.filter(|errors| !wrong_branch(errors)) {
+                    for sub_error in errors {
+                        self.push_violations(sub_error, out);
+                    }
+                }
+            }
+            K::OneOfMultipleValid { .. } => out.push(Violation {
+                expected: alternatives(&self.model, sub),
+                ..plain(ViolationKind::SeveralAlternativesMatched)
+            }),
+            _ => out.push(Violation {
+                expected: error.to_string(),
+                ..plain(ViolationKind::NotAllowed)
+            }),
+        }
     }
-    match value {
-        Value::Number(n) => {
-            if let Some(x) = n.as_f64()
-                && !in_range(s, x)
-            {
-                out.push(violation(path, ViolationKind::OutOfRange, schema, value));
+}
+
+/// Makes every optional property of a normalized schema accept `null` without changing the
+/// schema's shape (so JSON Pointers into it still point at the model's schema).
+fn accept_null_for_optionals(schema: &mut Value) {
+    let Value::Object(map) = schema else { return };
+    let required: Vec<String> = map
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(Value::Object(props)) = map.get_mut("properties") {
+        for (name, sub) in props.iter_mut() {
+            accept_null_for_optionals(sub);
+            if !required.contains(name) {
+                accept_null(sub);
             }
         }
-        Value::String(text) => check_string(s, schema, text, path, out),
-        Value::Array(items) => check_array(s, schema, items, path, out),
-        Value::Object(fields) => check_object(s, fields, path, out),
-        Value::Null | Value::Bool(_) => {}
+    }
+    if let Some(items) = map.get_mut("items") {
+        accept_null_for_optionals(items);
     }
 }
 
-fn violation(path: &str, kind: ViolationKind, schema: &Value, value: &Value) -> Violation {
-    Violation {
-        path: path.into(),
-        kind,
-        expected: describe(schema),
-        received: Some(value.clone()),
-    }
-}
-
-fn check_string(
-    s: &Map<String, Value>,
-    schema: &Value,
-    text: &str,
-    path: &str,
-    out: &mut Vec<Violation>,
-) {
-    let len = text.chars().count() as u64;
-    let too_short = s
-        .get("minLength")
-        .and_then(Value::as_u64)
-        .is_some_and(|m| len < m);
-    let too_long = s
-        .get("maxLength")
-        .and_then(Value::as_u64)
-        .is_some_and(|m| len > m);
-    let value = Value::String(text.into());
-    if too_short || too_long {
-        out.push(violation(path, ViolationKind::BadLength, schema, &value));
-    }
-    if let Some(pattern) = s.get("pattern").and_then(Value::as_str) {
-        // normalize() refused invalid patterns, so a failure here means a schema that skipped
-        // normalization: refuse the value rather than let it through unchecked.
-        let ok = Regex::new(pattern).is_ok_and(|re| re.is_match(text));
-        if !ok {
-            out.push(violation(
-                path,
-                ViolationKind::PatternMismatch,
-                schema,
-                &value,
-            ));
+fn accept_null(schema: &mut Value) {
+    let Value::Object(map) = schema else { return };
+    match map.get_mut("type") {
+        Some(Value::String(t)) => {
+            let t = std::mem::take(t);
+            map.insert("type".into(), Value::Array(vec![t.into(), "null".into()]));
         }
+        Some(Value::Array(types)) if !types.iter().any(|t| t == "null") => {
+            types.push("null".into());
+        }
+        _ => {}
     }
-    if let Some(format) = s.get("format").and_then(Value::as_str)
-        && !format_matches(format, text)
+    if let Some(Value::Array(values)) = map.get_mut("enum")
+        && !values.contains(&Value::Null)
     {
-        out.push(violation(path, ViolationKind::BadFormat, schema, &value));
+        values.push(Value::Null);
+    }
+    if let Some(constant) = map.remove("const") {
+        map.insert("enum".into(), Value::Array(vec![constant, Value::Null]));
     }
 }
 
-fn check_array(
-    s: &Map<String, Value>,
-    schema: &Value,
-    items: &[Value],
-    path: &str,
-    out: &mut Vec<Violation>,
-) {
-    let len = items.len() as u64;
-    let too_few = s
-        .get("minItems")
-        .and_then(Value::as_u64)
-        .is_some_and(|m| len < m);
-    let too_many = s
-        .get("maxItems")
-        .and_then(Value::as_u64)
-        .is_some_and(|m| len > m);
-    if too_few || too_many {
-        out.push(violation(
-            path,
-            ViolationKind::BadLength,
-            schema,
-            &Value::Array(items.to_vec()),
-        ));
-    }
-    if s.get("uniqueItems") == Some(&Value::Bool(true)) {
-        let mut seen = std::collections::HashSet::new();
-        if !items.iter().all(|item| seen.insert(item.to_string())) {
-            out.push(violation(
-                path,
-                ViolationKind::DuplicateItems,
-                schema,
-                &Value::Array(items.to_vec()),
-            ));
+/// Our path notation for a validator location: `filters.year`, `ids[2]`, `$` for the root.
+fn instance_path(location: &jsonschema::paths::Location) -> String {
+    let mut path = String::from("$");
+    for segment in location.segments() {
+        match segment {
+            jsonschema::paths::LocationSegment::Property(name) => path = join(&path, &name),
+            jsonschema::paths::LocationSegment::Index(i) => path = format!("{path}[{i}]"),
         }
     }
-    if let Some(item_schema) = s.get("items") {
-        for (i, item) in items.iter().enumerate() {
-            validate_at(item_schema, item, &format!("{path}[{i}]"), out);
-        }
-    }
+    path
 }
 
-fn check_object(
-    s: &Map<String, Value>,
-    fields: &Map<String, Value>,
-    path: &str,
-    out: &mut Vec<Violation>,
-) {
-    let empty = Map::new();
-    let props = s
-        .get("properties")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
-    let closed = s.get("additionalProperties") == Some(&Value::Bool(false));
-    let required: Vec<&str> = s
+/// Follows schema keyword segments from `root`, through local `$ref`s.
+fn walk_schema<'a>(root: &'a Value, segments: &[String]) -> Option<&'a Value> {
+    let mut cursor = root;
+    for segment in segments {
+        cursor = if segment == "$ref" {
+            resolve_ref(root, cursor.get("$ref")?.as_str()?)?
+        } else {
+            match cursor {
+                Value::Array(items) => items.get(segment.parse::<usize>().ok()?)?,
+                other => other.get(segment)?,
+            }
+        };
+    }
+    Some(cursor)
+}
+
+/// `schema` with its local references followed (a bounded number of hops).
+fn dereference<'a>(root: &'a Value, mut schema: &'a Value) -> &'a Value {
+    for _ in 0..16 {
+        match schema
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| resolve_ref(root, r))
+        {
+            Some(target) => schema = target,
+            None => break,
+        }
+    }
+    schema
+}
+
+/// The field names an object schema allows, through references and composition.
+fn fields_of(root: &Value, schema: &Value) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut stack = vec![(schema, 0)];
+    while let Some((node, depth)) = stack.pop() {
+        let node = dereference(root, node);
+        if let Some(Value::Object(props)) = node.get("properties") {
+            for name in props.keys() {
+                if !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
+        }
+        if depth < 8 {
+            for keyword in ["allOf", "anyOf", "oneOf"] {
+                if let Some(Value::Array(members)) = node.get(keyword) {
+                    stack.extend(members.iter().map(|m| (m, depth + 1)));
+                }
+            }
+        }
+    }
+    names
+}
+
+/// The fields allowed next to the field at `path` (`filters.yr` → the fields of `filters`),
+/// through references, composition and array items.
+pub fn fields_at(schema: &Value, path: &str) -> Vec<String> {
+    let mut cursor = schema;
+    let parts: Vec<&str> = path.split('.').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        let name = part.split('[').next().unwrap_or(part);
+        let holder = dereference(schema, cursor);
+        let next = std::iter::once(holder)
+            .chain(["allOf", "anyOf", "oneOf"].iter().flat_map(|k| {
+                holder
+                    .get(*k)
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+            }))
+            .map(|s| dereference(schema, s))
+            .find_map(|s| s.get("properties").and_then(|p| p.get(name)));
+        let Some(next) = next else { return Vec::new() };
+        cursor = dereference(schema, next);
+        for _ in 0..part.matches('[').count() {
+            cursor = dereference(schema, cursor.get("items").unwrap_or(cursor));
+        }
+    }
+    fields_of(schema, cursor)
+}
+
+/// The alternatives of a `oneOf`/`anyOf`, numbered, each in a short phrase.
+fn alternatives(root: &Value, schema: &Value) -> String {
+    alternatives_at(root, schema, 0)
+}
+
+fn alternatives_at(root: &Value, schema: &Value, depth: usize) -> String {
+    let members = schema
+        .get("oneOf")
+        .or_else(|| schema.get("anyOf"))
+        .and_then(Value::as_array);
+    let Some(members) = members else {
+        return describe_at(root, schema, depth);
+    };
+    let listed: Vec<String> = members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| format!("({}) {}", i + 1, describe_shape(root, m, depth + 1)))
+        .collect();
+    format!("one of: {}", listed.join("; "))
+}
+
+/// An alternative in a phrase: an object by its fields (constants shown), anything else as
+/// [`describe`] says it.
+fn describe_shape(root: &Value, schema: &Value, depth: usize) -> String {
+    let schema = dereference(root, schema);
+    let Some(Value::Object(props)) = schema.get("properties") else {
+        return describe_at(root, schema, depth);
+    };
+    let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    for name in &required {
-        if fields.get(*name).is_none_or(Value::is_null) {
-            out.push(Violation {
-                path: join(path, name),
-                kind: ViolationKind::MissingField,
-                expected: props.get(*name).map(describe).unwrap_or_default(),
-                received: None,
-            });
-        }
-    }
-    for (name, field_value) in fields {
-        match props.get(name) {
-            // A null field is absent: reported above when required, accepted when optional.
-            Some(_) if field_value.is_null() => {}
-            Some(sub) => validate_at(sub, field_value, &join(path, name), out),
-            None if closed || !s.contains_key("additionalProperties") => {
-                let mut allowed: Vec<&str> = props.keys().map(String::as_str).collect();
-                allowed.sort_unstable();
-                out.push(Violation {
-                    path: join(path, name),
-                    kind: ViolationKind::UnknownField,
-                    expected: format!("one of the fields: {}", allowed.join(", ")),
-                    received: Some(field_value.clone()),
-                });
+    let fields: Vec<String> = props
+        .iter()
+        .map(|(name, field)| {
+            let field = dereference(root, field);
+            let optional = if required.contains(&name.as_str()) {
+                ""
+            } else {
+                "?"
+            };
+            match field.get("const") {
+                Some(constant) => format!("{name}{optional}: {constant}"),
+                None => format!("{name}{optional}: {}", describe_at(root, field, depth + 1)),
             }
-            None => {}
-        }
+        })
+        .collect();
+    format!("an object {{{}}}", fields.join(", "))
+}
+
+/// Checks `value` against a normalized schema, compiling it first; returns every violation.
+/// Hot paths hold a [`CompiledSchema`] instead.
+pub fn validate(schema: &Value, value: &Value) -> Vec<Violation> {
+    match CompiledSchema::derived(schema) {
+        Ok(compiled) => compiled.validate(value),
+        Err(e) => vec![Violation {
+            path: "$".into(),
+            kind: ViolationKind::NotAllowed,
+            expected: format!("a value of a valid schema ({e})"),
+            received: Some(value.clone()),
+        }],
     }
 }
 
@@ -452,43 +1179,6 @@ fn join(path: &str, name: &str) -> String {
     } else {
         format!("{path}.{name}")
     }
-}
-
-fn type_matches(expected: &Value, value: &Value) -> bool {
-    match expected {
-        Value::String(t) => single_type_matches(t, value),
-        Value::Array(types) => types
-            .iter()
-            .filter_map(Value::as_str)
-            .any(|t| single_type_matches(t, value)),
-        _ => false,
-    }
-}
-
-fn single_type_matches(t: &str, value: &Value) -> bool {
-    match t {
-        "object" => value.is_object(),
-        "array" => value.is_array(),
-        "string" => value.is_string(),
-        "boolean" => value.is_boolean(),
-        "null" => value.is_null(),
-        "number" => value.is_number(),
-        "integer" => match value {
-            Value::Number(n) => {
-                n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
-            }
-            _ => false,
-        },
-        _ => false,
-    }
-}
-
-fn in_range(s: &Map<String, Value>, x: f64) -> bool {
-    let bound = |k: &str| s.get(k).and_then(Value::as_f64);
-    bound("minimum").is_none_or(|m| x >= m)
-        && bound("maximum").is_none_or(|m| x <= m)
-        && bound("exclusiveMinimum").is_none_or(|m| x > m)
-        && bound("exclusiveMaximum").is_none_or(|m| x < m)
 }
 
 /// Whether `text` is a calendar date written `YYYY-MM-DD`.
@@ -544,9 +1234,39 @@ fn format_matches(format: &str, text: &str) -> bool {
 
 /// What a schema accepts, in a short phrase for error messages.
 pub fn describe(schema: &Value) -> String {
+    describe_at(schema, schema, 0)
+}
+
+/// [`describe`] for a subschema of `root`, following local references and listing the
+/// alternatives of a `oneOf`/`anyOf`.
+pub fn describe_in(root: &Value, schema: &Value) -> String {
+    describe_at(root, schema, 0)
+}
+
+/// How deep descriptions nest before they say "a value" (references can be recursive).
+const DESCRIBE_DEPTH: usize = 4;
+
+fn describe_at(root: &Value, schema: &Value, depth: usize) -> String {
+    let schema = dereference(root, schema);
     let Value::Object(s) = schema else {
         return "a value".into();
     };
+    if depth > DESCRIBE_DEPTH {
+        return "a value".into();
+    }
+    if s.get("oneOf")
+        .or_else(|| s.get("anyOf"))
+        .is_some_and(Value::is_array)
+    {
+        return alternatives_at(root, schema, depth + 1);
+    }
+    if let Some(Value::Array(members)) = s.get("allOf") {
+        let all: Vec<String> = members
+            .iter()
+            .map(|m| describe_shape(root, m, depth + 1))
+            .collect();
+        return format!("all of: {}", all.join(" and "));
+    }
     if let Some(Value::Array(allowed)) = s.get("enum") {
         let names: Vec<String> = allowed.iter().map(Value::to_string).collect();
         return format!("one of {}", names.join(", "));
@@ -588,7 +1308,7 @@ pub fn describe(schema: &Value) -> String {
         facts.push("no duplicates".into());
     }
     if let Some(items) = s.get("items") {
-        facts.push(format!("each {}", describe(items)));
+        facts.push(format!("each {}", describe_at(root, items, depth + 1)));
     }
     if let Some(format) = s.get("format").and_then(Value::as_str) {
         facts.push(match format {

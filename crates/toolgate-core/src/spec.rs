@@ -126,6 +126,17 @@ pub struct ObservationView {
     pub more_hint: String,
 }
 
+/// Where a tool's input schema came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputOrigin {
+    /// Derived from the Rust argument type, normalized and closed.
+    Derived,
+    /// Declared as a JSON Schema value (an imported tool, a fixture), checked closed.
+    Declared,
+    /// Declared, and opened on purpose (`allow_open_schema`): the contract check reports it.
+    DeclaredOpen,
+}
+
 /// The complete declaration of a tool, minus its handler.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
@@ -134,6 +145,7 @@ pub struct ToolSpec {
     pub description: Description,
     pub examples: Vec<Example>,
     pub input_schema: Value,
+    pub input_origin: InputOrigin,
     pub output_schema: Option<Value>,
     pub policy: PolicyView,
     pub executor: ExecutorView,

@@ -1,5 +1,9 @@
 //! Declaring a tool: one builder call per tool, typed arguments, a schema derived from the
-//! argument type and checked closed, and a handler that only the dispatcher can reach.
+//! argument type and checked closed, and a handler that only the dispatcher can reach. A tool
+//! can instead declare its schema as JSON (`ToolBuilder::<Value>::from_schema`, for imported
+//! tools and fixtures): its handler gets the arguments as JSON, and the declaration gets the
+//! same checks plus those of [`schema::check_declared`]. Either way the input schema is
+//! compiled once, here, and every call is validated against the compiled form.
 //!
 //! Guarantees: `ToolBuilder::read`/`write` refuse a declaration whose schema is open, whose
 //! examples do not validate, whose risk reason or description is missing, or whose name is not
@@ -24,9 +28,10 @@ use crate::error::{ErrorStyle, ToolError};
 pub use crate::observation::UntrustedText;
 use crate::idempotency::{IdempotencyKey, Receipt, ReceiptLog};
 use crate::principal::Principal;
-use crate::schema::{self, SchemaError};
+use crate::schema::{self, CompiledSchema, SchemaError};
 use crate::spec::{
-    Description, Effect, Example, ExecutorView, ObservationView, PolicyView, Risk, ToolSpec,
+    Description, Effect, Example, ExecutorView, InputOrigin, ObservationView, PolicyView, Risk,
+    ToolSpec,
 };
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -224,6 +229,8 @@ impl<A: DeserializeOwned + Send + 'static> ErasedHandler for TypedHandler<A> {
 #[derive(Clone)]
 pub struct Tool {
     pub spec: ToolSpec,
+    /// `spec.input_schema`, compiled once at declaration; every call validates against it.
+    pub(crate) validator: Arc<CompiledSchema>,
     pub(crate) handler: Arc<dyn ErasedHandler>,
     /// Where a write records its receipts, when the dispatcher may read them.
     pub(crate) receipts: Option<Arc<dyn ReceiptLog>>,
@@ -277,6 +284,9 @@ pub struct ToolBuilder<A> {
     preview: Option<PreviewFn<A>>,
     receipts: Option<Arc<dyn ReceiptLog>>,
     replay: Option<ReplayFn>,
+    /// A schema declared as JSON ([`ToolBuilder::from_schema`]) instead of derived from `A`.
+    declared_schema: Option<Value>,
+    allow_open: bool,
     _args: PhantomData<fn() -> A>,
 }
 
@@ -305,6 +315,8 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
             preview: None,
             receipts: None,
             replay: None,
+            declared_schema: None,
+            allow_open: false,
             _args: PhantomData,
         }
     }
@@ -493,13 +505,41 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
                 what: "risk reason",
             });
         }
-        let input_schema =
-            schema::schema_for::<A>().map_err(|source| DeclarationError::Schema {
-                tool: tool.clone(),
-                source,
-            })?;
+        let schema_error = |source| DeclarationError::Schema {
+            tool: tool.clone(),
+            source,
+        };
+        let (input_schema, input_origin, validator) = match self.declared_schema {
+            Some(declared) => {
+                let origin = if self.allow_open {
+                    InputOrigin::DeclaredOpen
+                } else {
+                    InputOrigin::Declared
+                };
+                match CompiledSchema::declared(&declared, self.allow_open) {
+                    Ok(compiled) => (declared, origin, compiled),
+                    Err(source) => {
+                        // A refused schema can be 10,000 levels deep: dropping it the usual
+                        // way would recurse once per level.
+                        schema::drop_without_recursion(declared);
+                        return Err(schema_error(source));
+                    }
+                }
+            }
+            None => {
+                let derived = schema::schema_for::<A>().map_err(schema_error)?;
+                if derived.get("properties").is_none() && derived.get("type").is_none() {
+                    return Err(schema_error(SchemaError::Malformed {
+                        path: "$".into(),
+                        reason: "the argument type accepts any JSON; declare its schema with `ToolBuilder::from_schema`".into(),
+                    }));
+                }
+                let compiled = CompiledSchema::derived(&derived).map_err(schema_error)?;
+                (derived, InputOrigin::Derived, compiled)
+            }
+        };
         for example in &self.examples {
-            let problems = schema::validate(&input_schema, &example.arguments);
+            let problems = validator.validate(&example.arguments);
             let typed = serde_json::from_value::<A>(example.arguments.clone());
             if !problems.is_empty() || typed.is_err() {
                 let mut text: Vec<String> = problems
@@ -528,6 +568,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
                 description,
                 examples: self.examples,
                 input_schema,
+                input_origin,
                 output_schema: self.output_schema,
                 policy,
                 executor: ExecutorView {
@@ -538,10 +579,32 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
                 },
                 observation: self.observation,
             },
+            validator: Arc::new(validator),
             handler: Arc::new(handler),
             receipts: self.receipts,
             replay: self.replay,
         })
+    }
+}
+
+impl ToolBuilder<Value> {
+    /// A tool whose arguments are declared by a JSON Schema value (an imported tool, a test
+    /// fixture) rather than derived from a Rust type; its handler receives the arguments as
+    /// JSON. Every other builder method works as for a typed tool, and the declaration gets the
+    /// same checks, plus those of [`schema::check_declared`]: bounded size and depth, local
+    /// references only, keywords the validator enforces, and every object closed unless
+    /// [`Self::allow_open_schema`] says otherwise.
+    pub fn from_schema(name: impl Into<String>, version: u32, schema: Value) -> Self {
+        let mut builder = ToolBuilder::new(name, version);
+        builder.declared_schema = Some(schema);
+        builder
+    }
+
+    /// Accepts objects that allow fields they do not name. Recorded in the spec
+    /// ([`InputOrigin::DeclaredOpen`]), and reported by `contract_problems`.
+    pub fn allow_open_schema(mut self) -> Self {
+        self.allow_open = true;
+        self
     }
 }
 
