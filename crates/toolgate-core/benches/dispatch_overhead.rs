@@ -212,7 +212,7 @@ where
 /// Where one read call's time goes: each step the dispatcher performs, re-run on its own with
 /// the same values through the public API (the steps behind `pub(crate)` are reproduced with
 /// what they do: `parse` is `serde_json::from_value` of a clone, twice per call).
-async fn breakdown(registry: &Registry, sample: &CallOutcome, batches: usize, batch: usize) {
+async fn breakdown(registry: &Arc<Registry>, sample: &CallOutcome, batches: usize, batch: usize) {
     let Some(tool) = registry.get("bench_search") else {
         return;
     };
@@ -335,6 +335,35 @@ async fn breakdown(registry: &Registry, sample: &CallOutcome, batches: usize, ba
     });
     row("trace: JsonlTrace::emit (write + flush)", t, clone_only);
 
+    // Whole calls under the same estimator, so the ratio is comparable on a loaded machine; in
+    // short batches (a long one is always cut by the scheduler when others load the cores).
+    let (whole_batches, whole_batch) = (batches * 25, batch.div_ceil(25));
+    let direct = per_call_us_async(whole_batches, whole_batch, |i| async move {
+        let args = SearchArgs {
+            query: format!("milk {i}"),
+            limit: Some(5),
+        };
+        std::hint::black_box(search(args).await.ok());
+    })
+    .await;
+    let alice = Principal::local("alice", &[]);
+    let mut whole = Vec::new();
+    for (label, dispatcher) in [
+        ("NoTrace", Dispatcher::new(Arc::clone(registry))),
+        (
+            "MemoryTrace",
+            Dispatcher::new(Arc::clone(registry)).with_trace(Arc::new(MemoryTrace::default())),
+        ),
+    ] {
+        let (alice, dispatcher) = (&alice, &dispatcher);
+        let t = per_call_us_async(whole_batches, whole_batch, |i| async move {
+            let request = CallRequest::new(alice.clone(), "bench_search", args_of(i));
+            std::hint::black_box(dispatcher.call(request).await);
+        })
+        .await;
+        whole.push((label, t));
+    }
+
     println!(
         "\nread call breakdown (each step alone, fastest of {batches} batches of {batch}; inputs built outside the timing)"
     );
@@ -350,6 +379,18 @@ async fn breakdown(registry: &Registry, sample: &CallOutcome, batches: usize, ba
         "{:<48} {:>9.2}",
         "sum (MemoryTrace; without the bench: row)", total
     );
+    println!(
+        "{:<48} {:>9.2}",
+        "whole read: handler called directly", direct
+    );
+    for (label, t) in whole {
+        println!(
+            "{:<48} {t:>9.2}  (+{:.2} µs, {:.1}x direct)",
+            format!("whole read: dispatcher + {label}"),
+            t - direct,
+            t / direct
+        );
+    }
 }
 
 fn main() {
@@ -364,6 +405,7 @@ fn main() {
     let jsonl_path = dir.path().join("trace.jsonl");
     let jsonl_trace: Arc<dyn TraceSink> =
         Arc::new(JsonlTrace::create(&jsonl_path).expect("create the trace file"));
+    let with_no_trace = Dispatcher::new(Arc::clone(&registry));
     let with_memory = Dispatcher::new(Arc::clone(&registry)).with_trace(memory_trace.clone());
     let with_jsonl = Dispatcher::new(Arc::clone(&registry)).with_trace(Arc::clone(&jsonl_trace));
     let alice = Principal::local("alice", &[]);
@@ -390,6 +432,7 @@ fn main() {
         .await;
         let mut rows = vec![direct];
         for (label, dispatcher) in [
+            ("read: dispatcher + NoTrace", &with_no_trace),
             ("read: dispatcher + MemoryTrace", &with_memory),
             ("read: dispatcher + JsonlTrace (file)", &with_jsonl),
         ] {
