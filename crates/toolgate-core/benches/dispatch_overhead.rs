@@ -211,7 +211,8 @@ where
 
 /// Where one read call's time goes: each step the dispatcher performs, re-run on its own with
 /// the same values through the public API (the steps behind `pub(crate)` are reproduced with
-/// what they do: `parse` is `serde_json::from_value` of a clone, twice per call).
+/// what they do: `parse` is `serde_json::from_value` of a clone, twice per call). Rows marked
+/// `alt:` are cheaper ways to do a step, measured beside it; they are not in the sum.
 async fn breakdown(registry: &Arc<Registry>, sample: &CallOutcome, batches: usize, batch: usize) {
     let Some(tool) = registry.get("bench_search") else {
         return;
@@ -322,6 +323,34 @@ async fn breakdown(registry: &Arc<Registry>, sample: &CallOutcome, batches: usiz
         std::hint::black_box(serde_json::to_value(record).unwrap_or(Value::Null));
     });
     row("call: serde_json::to_value(record)", t, 0.0);
+    let observed = sample.result.as_ref().ok();
+    let t = per_call_us(batches, batch, |_| {
+        std::hint::black_box(observed.map(observation::Observation::model_text_len));
+    });
+    row("alt: Observation::model_text_len (no clone)", t, 0.0);
+    let mut line = Vec::with_capacity(1024);
+    let t = per_call_us(batches, batch, |_| {
+        line.clear();
+        let written = serde_json::to_writer(&mut line, record);
+        std::hint::black_box((written.is_ok(), line.len()));
+    });
+    row("alt: to_writer(record) into a reused buffer", t, 0.0);
+    let bare_select = per_call_us_async(batches, batch, |i| {
+        let cancel = cancel.clone();
+        async move {
+            let out = tokio::select! {
+                out = Box::pin(std::future::ready(i)) => out,
+                () = cancel.canceled() => 0,
+            };
+            std::hint::black_box(out);
+        }
+    })
+    .await;
+    row(
+        "alt: select! + cancel, no deadline sleep",
+        bare_select,
+        bare,
+    );
     let record_value = serde_json::to_value(record).unwrap_or(Value::Null);
     let t = per_call_us(batches, batch, |_| {
         memory.emit("tool_call", record_value.clone());
@@ -370,7 +399,10 @@ async fn breakdown(registry: &Arc<Registry>, sample: &CallOutcome, batches: usiz
     println!("{:<48} {:>9}", "step", "µs/call");
     let mut total = 0.0;
     for (label, us) in &rows {
-        if !label.starts_with("bench:") && !label.starts_with("trace: Jsonl") {
+        if !label.starts_with("bench:")
+            && !label.starts_with("alt:")
+            && !label.starts_with("trace: Jsonl")
+        {
             total += us;
         }
         println!("{label:<48} {us:>9.2}");
