@@ -294,6 +294,7 @@ impl Dispatcher {
         let started = Instant::now();
         let mut arguments = request.arguments.clone();
         observation::redact_value(&mut arguments);
+        let canonical = canonical_json(&request.arguments);
         let mut record = DecisionRecord {
             operation: "execute_tool",
             call_id: request.call_id.clone(),
@@ -303,7 +304,7 @@ impl Dispatcher {
             principal: request.principal.id.clone(),
             tenant: request.principal.tenant.clone(),
             arguments,
-            args_hash: digest_parts(&[&canonical_json(&request.arguments)]),
+            args_hash: digest_parts(&[&canonical]),
             risk: None,
             effect: None,
             mode: self.mode,
@@ -321,7 +322,7 @@ impl Dispatcher {
         };
         let tool = self.registry.get(&request.tool);
         let error_style = tool.map_or(ErrorStyle::Teaching, |t| t.spec.observation.error_style);
-        let mut result = self.run(&request, tool, &mut record).await;
+        let mut result = self.run(&request, tool, &canonical, &mut record).await;
         if let Err(error) = &mut result {
             // Errors quote what they were given (received values, examples, handler messages),
             // and what they were given can be a secret.
@@ -340,24 +341,29 @@ impl Dispatcher {
                 record.error = Some(error.code);
             }
         }
-        let outcome = CallOutcome {
-            result,
-            record,
-            error_style,
+        record.result_bytes = match &result {
+            Ok(observation) => observation.model_text_len(),
+            Err(error) => match error.to_model_value(error_style) {
+                Value::String(s) => s.len(),
+                other => observation::serialized_len(&other),
+            },
         };
-        let mut record = outcome.record.clone();
-        record.result_bytes = outcome.model_text().len();
         self.trace.emit(
             "tool_call",
             serde_json::to_value(&record).unwrap_or(Value::Null),
         );
-        CallOutcome { record, ..outcome }
+        CallOutcome {
+            result,
+            record,
+            error_style,
+        }
     }
 
     async fn run(
         &self,
         request: &CallRequest,
         tool: Option<&Tool>,
+        canonical: &str,
         record: &mut DecisionRecord,
     ) -> Result<Observation, ToolError> {
         // 1. Resolve.
@@ -420,12 +426,11 @@ impl Dispatcher {
 
         // The key is derived before approval (it is pure) so that a call whose receipt already
         // exists replays instead of asking a human about an effect that will not happen again.
-        let canonical = canonical_json(&request.arguments);
         let key = spec.writes().then(|| match &request.idempotency_key {
             Some(given) => {
-                IdempotencyKey::given(given, &request.principal.id, &spec.name, &canonical)
+                IdempotencyKey::given(given, &request.principal.id, &spec.name, canonical)
             }
-            None => IdempotencyKey::derived(&request.run_id, &spec.name, &canonical),
+            None => IdempotencyKey::derived(&request.run_id, &spec.name, canonical),
         });
 
         // 5. Approval.
