@@ -4,6 +4,10 @@
 //! are replaced in every string before anything leaves; the serialized result never exceeds
 //! the tool's bound, and when something was cut the result says so (how much, and how to get
 //! the rest); untrusted text stays in its own typed field, marked as data.
+//!
+//! Cost: a text is handed to the secret patterns only when it is long enough and contains a
+//! literal one of them needs (a necessary condition, so skipping never changes a result); sizes
+//! are computed ([`serialized_len`], [`Observation::model_text_len`]) rather than serialized.
 
 use std::fmt::Write as _;
 use std::sync::OnceLock;
