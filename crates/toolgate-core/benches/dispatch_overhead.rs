@@ -13,11 +13,14 @@ use rusqlite::Connection;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use toolgate_core::canonical::{canonical_json, digest_parts};
 use toolgate_core::idempotency::{self, IdempotencyKey, WriteEffect, run_once, store_error};
+use toolgate_core::observation;
+use toolgate_core::schema;
 use toolgate_core::trace::{JsonlTrace, MemoryTrace, TraceSink};
 use toolgate_core::{
-    CallRequest, Dispatcher, Effect, Principal, Receipt, Registry, Risk, ToolBuilder, ToolError,
-    ToolOutput,
+    CallOutcome, CallRequest, CancelToken, Clock, Dispatcher, Effect, Principal, Receipt, Registry,
+    Risk, SystemClock, ToolBuilder, ToolError, ToolOutput,
 };
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -149,20 +152,275 @@ where
 fn print_group(title: &str, rows: &[Row]) {
     println!("\n{title}");
     println!(
-        "{:<44} {:>7} {:>11} {:>11} {:>9} {:>9}",
-        "path", "calls", "median µs", "mean µs", "× median", "× mean"
+        "{:<44} {:>7} {:>11} {:>11} {:>11} {:>9} {:>9}",
+        "path", "calls", "median µs", "mean µs", "+µs median", "× median", "× mean"
     );
     let Some(base) = rows.first() else { return };
     let (base_median, base_mean) = (base.median_us(), base.mean_us());
     for row in rows {
         println!(
-            "{:<44} {:>7} {:>11.2} {:>11.2} {:>8.1}x {:>8.1}x",
+            "{:<44} {:>7} {:>11.2} {:>11.2} {:>11.2} {:>8.1}x {:>8.1}x",
             row.label,
             row.samples.len(),
             row.median_us(),
             row.mean_us(),
+            row.median_us() - base_median,
             row.median_us() / base_median,
             row.mean_us() / base_mean,
+        );
+    }
+}
+
+/// Cost in µs of one `step()`: the fastest of `batches` batches (the machine is shared, and
+/// other load only ever adds time), timed per batch so the clock read does not dominate.
+fn per_call_us(batches: usize, batch: usize, mut step: impl FnMut(usize)) -> f64 {
+    for i in 0..batch {
+        step(i);
+    }
+    let per_call: Vec<f64> = (0..batches)
+        .map(|b| {
+            let started = Instant::now();
+            for i in 0..batch {
+                step(b * batch + i);
+            }
+            started.elapsed().as_secs_f64() * 1e6 / batch as f64
+        })
+        .collect();
+    per_call.into_iter().reduce(f64::min).unwrap_or(0.0)
+}
+
+/// The async version of [`per_call_us`], for steps that await (same estimator).
+async fn per_call_us_async<F, Fut>(batches: usize, batch: usize, mut step: F) -> f64
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    for i in 0..batch {
+        step(i).await;
+    }
+    let mut per_call = Vec::with_capacity(batches);
+    for b in 0..batches {
+        let started = Instant::now();
+        for i in 0..batch {
+            step(b * batch + i).await;
+        }
+        per_call.push(started.elapsed().as_secs_f64() * 1e6 / batch as f64);
+    }
+    per_call.into_iter().reduce(f64::min).unwrap_or(0.0)
+}
+
+/// Where one read call's time goes: each step the dispatcher performs, re-run on its own with
+/// the same values through the public API (the steps behind `pub(crate)` are reproduced with
+/// what they do: `parse` is `serde_json::from_value` of a clone, twice per call). Rows marked
+/// `alt:` are cheaper ways to do a step, measured beside it; they are not in the sum.
+async fn breakdown(registry: &Arc<Registry>, sample: &CallOutcome, batches: usize, batch: usize) {
+    let Some(tool) = registry.get("bench_search") else {
+        return;
+    };
+    let schema_value = &tool.spec.input_schema;
+    let deadline = tool.spec.executor.deadline;
+    let args_of = |i: usize| json!({"query": format!("milk {i}"), "limit": 5});
+    let content_of = |i: usize| {
+        let hits: Vec<Value> = (0..5)
+            .map(|k| json!({"id": k, "title": format!("milk {i} result {k}")}))
+            .collect();
+        json!({"query": format!("milk {i}"), "hits": hits})
+    };
+    let record = &sample.record;
+    let memory = MemoryTrace::default();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let jsonl = JsonlTrace::create(&dir.path().join("breakdown.jsonl")).expect("trace file");
+    let clock = SystemClock;
+
+    let build_args = per_call_us(batches, batch, |i| {
+        std::hint::black_box(args_of(i));
+    });
+    let build_content = per_call_us(batches, batch, |i| {
+        std::hint::black_box(content_of(i));
+    });
+    let mut rows: Vec<(&str, f64)> = Vec::new();
+    let mut row = |label, with: f64, base: f64| rows.push((label, (with - base).max(0.0)));
+
+    let t = per_call_us(batches, batch, |i| {
+        let args = args_of(i);
+        let mut copy = args.clone();
+        std::hint::black_box(observation::redact_value(&mut copy));
+    });
+    row("call: clone + redact_value(arguments)", t, build_args);
+    let t = per_call_us(batches, batch, |i| {
+        let args = args_of(i);
+        std::hint::black_box(digest_parts(&[&canonical_json(&args)]));
+    });
+    row("call: args_hash = digest(canonical_json)", t, build_args);
+    let t = per_call_us(batches, batch, |i| {
+        let args = args_of(i);
+        std::hint::black_box(canonical_json(&args));
+    });
+    row("run: canonical_json again (unused by reads)", t, build_args);
+    let t = per_call_us(batches, batch, |i| {
+        let args = args_of(i);
+        std::hint::black_box(schema::validate(schema_value, &args));
+    });
+    row("run: schema::validate", t, build_args);
+    let t = per_call_us(batches, batch, |i| {
+        let args = args_of(i);
+        for _ in 0..2 {
+            let parsed: Result<SearchArgs, _> = serde_json::from_value(args.clone());
+            let _ = std::hint::black_box(parsed);
+        }
+    });
+    row("run: parse arguments x2 (check + call)", t, build_args);
+    let t = per_call_us(batches, batch, |_| {
+        std::hint::black_box(clock.today());
+        std::hint::black_box(clock.now());
+    });
+    row("run: clock.today() + clock.now()", t, 0.0);
+    let t = per_call_us(batches, batch, |i| {
+        let args = args_of(i);
+        let request = CallRequest::new(Principal::local("alice", &[]), "bench_search", args);
+        std::hint::black_box(request);
+    });
+    row("bench: CallRequest::new (caller side)", t, build_args);
+    let bare = per_call_us_async(batches, batch, |i| async move {
+        std::hint::black_box(std::future::ready(i).await);
+    })
+    .await;
+    let cancel = CancelToken::new();
+    let t = per_call_us_async(batches, batch, |i| {
+        let cancel = cancel.clone();
+        async move {
+            let out = tokio::select! {
+                out = Box::pin(std::future::ready(i)) => out,
+                () = tokio::time::sleep(deadline) => 0,
+                () = cancel.canceled() => 0,
+            };
+            std::hint::black_box(out);
+        }
+    })
+    .await;
+    row("execute: select! + deadline sleep + cancel", t, bare);
+    let t = per_call_us(batches, batch, |i| {
+        let mut content = content_of(i);
+        std::hint::black_box(observation::redact_value(&mut content));
+    });
+    row("observe: redact_value(result)", t, build_content);
+    let t = per_call_us(batches, batch, |i| {
+        let content = content_of(i);
+        std::hint::black_box(observation::bound(
+            content,
+            Vec::new(),
+            tool.spec.observation.max_bytes,
+            &tool.spec.observation.more_hint,
+        ));
+    });
+    row("observe: bound (serializes to measure)", t, build_content);
+    let t = per_call_us(batches, batch, |_| {
+        std::hint::black_box(sample.record.clone());
+        std::hint::black_box(sample.model_text().len());
+    });
+    row("call: record.clone + model_text().len()", t, 0.0);
+    let t = per_call_us(batches, batch, |_| {
+        std::hint::black_box(serde_json::to_value(record).unwrap_or(Value::Null));
+    });
+    row("call: serde_json::to_value(record)", t, 0.0);
+    let observed = sample.result.as_ref().ok();
+    let t = per_call_us(batches, batch, |_| {
+        std::hint::black_box(observed.map(observation::Observation::model_text_len));
+    });
+    row("alt: Observation::model_text_len (no clone)", t, 0.0);
+    let mut line = Vec::with_capacity(1024);
+    let t = per_call_us(batches, batch, |_| {
+        line.clear();
+        let written = serde_json::to_writer(&mut line, record);
+        std::hint::black_box((written.is_ok(), line.len()));
+    });
+    row("alt: to_writer(record) into a reused buffer", t, 0.0);
+    let bare_select = per_call_us_async(batches, batch, |i| {
+        let cancel = cancel.clone();
+        async move {
+            let out = tokio::select! {
+                out = Box::pin(std::future::ready(i)) => out,
+                () = cancel.canceled() => 0,
+            };
+            std::hint::black_box(out);
+        }
+    })
+    .await;
+    row(
+        "alt: select! + cancel, no deadline sleep",
+        bare_select,
+        bare,
+    );
+    let record_value = serde_json::to_value(record).unwrap_or(Value::Null);
+    let t = per_call_us(batches, batch, |_| {
+        memory.emit("tool_call", record_value.clone());
+    });
+    let clone_only = per_call_us(batches, batch, |_| {
+        std::hint::black_box(record_value.clone());
+    });
+    row("trace: MemoryTrace::emit", t, clone_only);
+    let t = per_call_us(batches, batch, |_| {
+        jsonl.emit("tool_call", record_value.clone());
+    });
+    row("trace: JsonlTrace::emit (write + flush)", t, clone_only);
+
+    // Whole calls under the same estimator, so the ratio is comparable on a loaded machine; in
+    // short batches (a long one is always cut by the scheduler when others load the cores).
+    let (whole_batches, whole_batch) = (batches * 25, batch.div_ceil(25));
+    let direct = per_call_us_async(whole_batches, whole_batch, |i| async move {
+        let args = SearchArgs {
+            query: format!("milk {i}"),
+            limit: Some(5),
+        };
+        std::hint::black_box(search(args).await.ok());
+    })
+    .await;
+    let alice = Principal::local("alice", &[]);
+    let mut whole = Vec::new();
+    for (label, dispatcher) in [
+        ("NoTrace", Dispatcher::new(Arc::clone(registry))),
+        (
+            "MemoryTrace",
+            Dispatcher::new(Arc::clone(registry)).with_trace(Arc::new(MemoryTrace::default())),
+        ),
+    ] {
+        let (alice, dispatcher) = (&alice, &dispatcher);
+        let t = per_call_us_async(whole_batches, whole_batch, |i| async move {
+            let request = CallRequest::new(alice.clone(), "bench_search", args_of(i));
+            std::hint::black_box(dispatcher.call(request).await);
+        })
+        .await;
+        whole.push((label, t));
+    }
+
+    println!(
+        "\nread call breakdown (each step alone, fastest of {batches} batches of {batch}; inputs built outside the timing)"
+    );
+    println!("{:<48} {:>9}", "step", "µs/call");
+    let mut total = 0.0;
+    for (label, us) in &rows {
+        if !label.starts_with("bench:")
+            && !label.starts_with("alt:")
+            && !label.starts_with("trace: Jsonl")
+        {
+            total += us;
+        }
+        println!("{label:<48} {us:>9.2}");
+    }
+    println!(
+        "{:<48} {:>9.2}",
+        "sum (MemoryTrace; without the bench: row)", total
+    );
+    println!(
+        "{:<48} {:>9.2}",
+        "whole read: handler called directly", direct
+    );
+    for (label, t) in whole {
+        println!(
+            "{:<48} {t:>9.2}  (+{:.2} µs, {:.1}x direct)",
+            format!("whole read: dispatcher + {label}"),
+            t - direct,
+            t / direct
         );
     }
 }
@@ -179,6 +437,7 @@ fn main() {
     let jsonl_path = dir.path().join("trace.jsonl");
     let jsonl_trace: Arc<dyn TraceSink> =
         Arc::new(JsonlTrace::create(&jsonl_path).expect("create the trace file"));
+    let with_no_trace = Dispatcher::new(Arc::clone(&registry));
     let with_memory = Dispatcher::new(Arc::clone(&registry)).with_trace(memory_trace.clone());
     let with_jsonl = Dispatcher::new(Arc::clone(&registry)).with_trace(Arc::clone(&jsonl_trace));
     let alice = Principal::local("alice", &[]);
@@ -205,6 +464,7 @@ fn main() {
         .await;
         let mut rows = vec![direct];
         for (label, dispatcher) in [
+            ("read: dispatcher + NoTrace", &with_no_trace),
             ("read: dispatcher + MemoryTrace", &with_memory),
             ("read: dispatcher + JsonlTrace (file)", &with_jsonl),
         ] {
@@ -298,6 +558,12 @@ fn main() {
         rows
     });
 
+    let sample = runtime.block_on(with_memory.call(CallRequest::new(
+        alice.clone(),
+        "bench_search",
+        json!({"query": "milk sample", "limit": 5}),
+    )));
+
     let writes_per_row = write_warmup + write_iterations;
     let notes: i64 = db
         .lock()
@@ -343,4 +609,6 @@ fn main() {
         memory_trace.events().len(),
         started.elapsed().as_secs_f64(),
     );
+    let (batches, batch) = if full { (40, 500) } else { (3, 20) };
+    runtime.block_on(breakdown(&registry, &sample, batches, batch));
 }

@@ -182,10 +182,11 @@ impl Dispatcher {
         let mut arguments = request.arguments.clone();
         observation::redact_value(&mut arguments);
         record.arguments = arguments;
-        record.args_hash = digest_parts(&[&canonical_json(&request.arguments)]);
+        let canonical = canonical_json(&request.arguments);
+        record.args_hash = digest_parts(&[&canonical]);
         let tool = self.inner.registry.get(&request.tool);
         let error_style = tool.map_or(ErrorStyle::Teaching, |t| t.spec.observation.error_style);
-        let mut result = self.run(&request, mode, tool, &mut record).await;
+        let mut result = self.run(&request, &canonical, mode, tool, &mut record).await;
         if let CallResult::Failed(error) = &mut result {
             // Errors quote what they were given (received values, examples, handler messages),
             // and what they were given can be a secret.
@@ -207,7 +208,11 @@ impl Dispatcher {
             record,
             error_style,
         };
-        outcome.record.result_bytes = outcome.model_text().len();
+        outcome.record.result_bytes = match &outcome.result {
+            // Measured, not serialized: the same number as `model_text().len()`.
+            CallResult::Done(observation) => observation.model_text_len(),
+            CallResult::Failed(_) | CallResult::ApprovalRequired(_) => outcome.model_text().len(),
+        };
         self.inner.trace.record(Arc::new(outcome.record.clone()));
         outcome
     }
@@ -215,11 +220,12 @@ impl Dispatcher {
     async fn run(
         &self,
         request: &CallRequest,
+        canonical: &str,
         mode: Mode,
         tool: Option<&Tool>,
         record: &mut DecisionRecord,
     ) -> CallResult {
-        match self.steps(request, mode, tool, record).await {
+        match self.steps(request, canonical, mode, tool, record).await {
             Ok(Step::Done(observation)) => CallResult::Done(observation),
             Ok(Step::NeedsHuman(ticket)) => CallResult::ApprovalRequired(ticket),
             Err(error) => CallResult::Failed(error),
@@ -229,6 +235,7 @@ impl Dispatcher {
     async fn steps(
         &self,
         request: &CallRequest,
+        canonical: &str,
         mode: Mode,
         tool: Option<&Tool>,
         record: &mut DecisionRecord,
@@ -299,18 +306,10 @@ impl Dispatcher {
 
         // The key is derived before approval (it is pure) so that a call whose receipt already
         // exists replays instead of asking a human about an effect that will not happen again.
-        let key = spec.writes().then(|| {
-            let canonical = canonical_json(&request.arguments);
-            match &request.idempotency_key {
-                Some(given) => {
-                    IdempotencyKey::given(given, &request.principal, &spec.name, &canonical)
-                }
-                None => IdempotencyKey::derived(
-                    &request.principal,
-                    &request.run_id,
-                    &spec.name,
-                    &canonical,
-                ),
+        let key = spec.writes().then(|| match &request.idempotency_key {
+            Some(given) => IdempotencyKey::given(given, &request.principal, &spec.name, canonical),
+            None => {
+                IdempotencyKey::derived(&request.principal, &request.run_id, &spec.name, canonical)
             }
         });
 
