@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::{Value, json};
-use toolgate_core::trace::{NoTrace, TraceSink};
-use toolgate_core::{CallOutcome, CallRequest, Dispatcher, Principal};
+use toolgate_core::trace::{NoTrace, TraceEvent, TraceSink};
+use toolgate_core::{CallOutcome, CallRequest, Caller, Origin, Principal};
 use toolgate_llm::{
     ContentBlock, LlmError, Message, Model, ModelRequest, ModelResponse, ToolCall, ToolChoice,
     ToolDefinition, ToolResult, Usage,
@@ -128,7 +128,7 @@ pub type Observer = Arc<dyn Fn(&AgentEvent<'_>) + Send + Sync>;
 
 pub struct Agent {
     model: Arc<dyn Model>,
-    dispatcher: Arc<Dispatcher>,
+    dispatcher: Caller,
     principal: Principal,
     config: AgentConfig,
     trace: Arc<dyn TraceSink>,
@@ -136,7 +136,9 @@ pub struct Agent {
 }
 
 impl Agent {
-    pub fn new(model: Arc<dyn Model>, dispatcher: Arc<Dispatcher>, principal: Principal) -> Self {
+    /// A loop whose calls go through `dispatcher` as `principal`, with the caller's approval
+    /// channel and mode (a terminal approver for `toolgate ask`, none for an eval).
+    pub fn new(model: Arc<dyn Model>, dispatcher: Caller, principal: Principal) -> Self {
         Agent {
             model,
             dispatcher,
@@ -265,19 +267,14 @@ impl Agent {
             calls,
             transcript: messages,
         };
-        self.trace.emit(
-            "run_end",
-            json!({
-                "run_id": run_id,
-                "gen_ai.request.model": self.model.name(),
-                "stop": result.stop,
-                "rounds": result.rounds,
-                "gen_ai.usage.input_tokens": result.usage.input_tokens,
-                "gen_ai.usage.output_tokens": result.usage.output_tokens,
-                "cached_input_tokens": result.usage.cached_input_tokens,
-                "tool_calls": result.calls.len(),
-            }),
-        );
+        self.trace.record(Arc::new(RunEnd {
+            run_id: run_id.into(),
+            model: self.model.name().into(),
+            stop: result.stop.clone(),
+            rounds: result.rounds,
+            usage: result.usage,
+            tool_calls: result.calls.len(),
+        }));
         self.notify(&AgentEvent::Finished { result: &result });
         result
     }
@@ -299,11 +296,15 @@ impl Agent {
             let mut set = tokio::task::JoinSet::new();
             for (i, call) in tool_calls.iter().enumerate().take(group_end).skip(index) {
                 self.notify(&AgentEvent::ToolCall { call });
-                let dispatcher = Arc::clone(&self.dispatcher);
-                let request =
-                    CallRequest::new(self.principal.clone(), &call.name, call.arguments.clone())
-                        .with_run(run_id)
-                        .with_call_id(&call.id);
+                let dispatcher = self.dispatcher.clone();
+                let request = CallRequest::new(
+                    self.principal.clone(),
+                    run_id,
+                    &call.name,
+                    call.arguments.clone(),
+                )
+                .with_call_id(&call.id)
+                .with_origin(Origin::Loop);
                 set.spawn(async move { (i, dispatcher.call(request).await) });
             }
             while let Some(joined) = set.join_next().await {
@@ -348,28 +349,107 @@ impl Agent {
         response: &Result<ModelResponse, LlmError>,
         started: Instant,
     ) {
+        let turn = match response {
+            Ok(r) => ModelTurn {
+                run_id: run_id.into(),
+                round,
+                model: self.model.name().into(),
+                duration_ms: started.elapsed().as_millis() as u64,
+                outcome: Ok(TurnSummary {
+                    response_model: r.model.clone(),
+                    usage: r.usage,
+                    finish_reason: r.stop_reason.clone(),
+                    tool_calls: r.tool_calls.iter().map(|c| c.name.clone()).collect(),
+                }),
+            },
+            Err(e) => ModelTurn {
+                run_id: run_id.into(),
+                round,
+                model: self.model.name().into(),
+                duration_ms: started.elapsed().as_millis() as u64,
+                outcome: Err(e.to_string()),
+            },
+        };
+        self.trace.record(Arc::new(turn));
+    }
+}
+
+/// One model turn, as traced: the request's model, its token usage and what it asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelTurn {
+    pub run_id: String,
+    pub round: u32,
+    pub model: String,
+    pub duration_ms: u64,
+    /// What the model answered, or why the turn failed.
+    pub outcome: Result<TurnSummary, String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnSummary {
+    pub response_model: String,
+    pub usage: Usage,
+    pub finish_reason: String,
+    pub tool_calls: Vec<String>,
+}
+
+impl TraceEvent for ModelTurn {
+    fn kind(&self) -> &'static str {
+        "model_turn"
+    }
+
+    fn attributes(&self) -> Value {
         let mut event = json!({
-            "run_id": run_id,
-            "round": round,
+            "run_id": self.run_id,
+            "round": self.round,
             "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": self.model.name(),
-            "duration_ms": started.elapsed().as_millis() as u64,
+            "gen_ai.request.model": self.model,
+            "duration_ms": self.duration_ms,
         });
-        match response {
+        match &self.outcome {
             Ok(r) => {
-                event["gen_ai.response.model"] = json!(r.model);
+                event["gen_ai.response.model"] = json!(r.response_model);
                 event["gen_ai.usage.input_tokens"] = json!(r.usage.input_tokens);
                 event["gen_ai.usage.output_tokens"] = json!(r.usage.output_tokens);
                 event["cached_input_tokens"] = json!(r.usage.cached_input_tokens);
-                event["gen_ai.response.finish_reasons"] = json!([r.stop_reason]);
-                event["tool_calls"] =
-                    json!(r.tool_calls.iter().map(|c| &c.name).collect::<Vec<_>>());
+                event["gen_ai.response.finish_reasons"] = json!([r.finish_reason]);
+                event["tool_calls"] = json!(r.tool_calls);
             }
             Err(e) => {
-                event["error.type"] = json!(e.to_string());
+                event["error.type"] = json!(e);
             }
         }
-        self.trace.emit("model_turn", event);
+        event
+    }
+}
+
+/// The end of a run, as traced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnd {
+    pub run_id: String,
+    pub model: String,
+    pub stop: StopCause,
+    pub rounds: u32,
+    pub usage: Usage,
+    pub tool_calls: usize,
+}
+
+impl TraceEvent for RunEnd {
+    fn kind(&self) -> &'static str {
+        "run_end"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({
+            "run_id": self.run_id,
+            "gen_ai.request.model": self.model,
+            "stop": self.stop,
+            "rounds": self.rounds,
+            "gen_ai.usage.input_tokens": self.usage.input_tokens,
+            "gen_ai.usage.output_tokens": self.usage.output_tokens,
+            "cached_input_tokens": self.usage.cached_input_tokens,
+            "tool_calls": self.tool_calls,
+        })
     }
 }
 

@@ -277,7 +277,7 @@ async fn breakdown(registry: &Arc<Registry>, sample: &CallOutcome, batches: usiz
     row("run: clock.today() + clock.now()", t, 0.0);
     let t = per_call_us(batches, batch, |i| {
         let args = args_of(i);
-        let request = CallRequest::new(Principal::local("alice", &[]), "bench_search", args);
+        let request = CallRequest::new(Principal::local("alice", &[]), "bench-run", "bench_search", args);
         std::hint::black_box(request);
     });
     row("bench: CallRequest::new (caller side)", t, build_args);
@@ -323,7 +323,7 @@ async fn breakdown(registry: &Arc<Registry>, sample: &CallOutcome, batches: usiz
         std::hint::black_box(serde_json::to_value(record).unwrap_or(Value::Null));
     });
     row("call: serde_json::to_value(record)", t, 0.0);
-    let observed = sample.result.as_ref().ok();
+    let observed = sample.observation();
     let t = per_call_us(batches, batch, |_| {
         std::hint::black_box(observed.map(observation::Observation::model_text_len));
     });
@@ -351,18 +351,17 @@ async fn breakdown(registry: &Arc<Registry>, sample: &CallOutcome, batches: usiz
         bare_select,
         bare,
     );
-    let record_value = serde_json::to_value(record).unwrap_or(Value::Null);
     let t = per_call_us(batches, batch, |_| {
-        memory.emit("tool_call", record_value.clone());
+        memory.record(Arc::new(record.clone()));
     });
     let clone_only = per_call_us(batches, batch, |_| {
-        std::hint::black_box(record_value.clone());
+        std::hint::black_box(Arc::new(record.clone()));
     });
-    row("trace: MemoryTrace::emit", t, clone_only);
+    row("trace: MemoryTrace::record (typed, kept as is)", t, clone_only);
     let t = per_call_us(batches, batch, |_| {
-        jsonl.emit("tool_call", record_value.clone());
+        jsonl.record(Arc::new(record.clone()));
     });
-    row("trace: JsonlTrace::emit (write + flush)", t, clone_only);
+    row("trace: JsonlTrace::record (serialize, write + flush)", t, clone_only);
 
     // Whole calls under the same estimator, so the ratio is comparable on a loaded machine; in
     // short batches (a long one is always cut by the scheduler when others load the cores).
@@ -378,15 +377,15 @@ async fn breakdown(registry: &Arc<Registry>, sample: &CallOutcome, batches: usiz
     let alice = Principal::local("alice", &[]);
     let mut whole = Vec::new();
     for (label, dispatcher) in [
-        ("NoTrace", Dispatcher::new(Arc::clone(registry))),
+        ("NoTrace", Dispatcher::new(Arc::clone(registry)).expect("dispatcher")),
         (
             "MemoryTrace",
-            Dispatcher::new(Arc::clone(registry)).with_trace(Arc::new(MemoryTrace::default())),
+            Dispatcher::new(Arc::clone(registry)).expect("dispatcher").with_trace(Arc::new(MemoryTrace::default())),
         ),
     ] {
         let (alice, dispatcher) = (&alice, &dispatcher);
         let t = per_call_us_async(whole_batches, whole_batch, |i| async move {
-            let request = CallRequest::new(alice.clone(), "bench_search", args_of(i));
+            let request = CallRequest::new(alice.clone(), "bench-run", "bench_search", args_of(i));
             std::hint::black_box(dispatcher.call(request).await);
         })
         .await;
@@ -437,9 +436,9 @@ fn main() {
     let jsonl_path = dir.path().join("trace.jsonl");
     let jsonl_trace: Arc<dyn TraceSink> =
         Arc::new(JsonlTrace::create(&jsonl_path).expect("create the trace file"));
-    let with_no_trace = Dispatcher::new(Arc::clone(&registry));
-    let with_memory = Dispatcher::new(Arc::clone(&registry)).with_trace(memory_trace.clone());
-    let with_jsonl = Dispatcher::new(Arc::clone(&registry)).with_trace(Arc::clone(&jsonl_trace));
+    let with_no_trace = Dispatcher::new(Arc::clone(&registry)).expect("dispatcher");
+    let with_memory = Dispatcher::new(Arc::clone(&registry)).expect("dispatcher").with_trace(memory_trace.clone());
+    let with_jsonl = Dispatcher::new(Arc::clone(&registry)).expect("dispatcher").with_trace(Arc::clone(&jsonl_trace));
     let alice = Principal::local("alice", &[]);
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -471,8 +470,7 @@ fn main() {
             let alice = &alice;
             rows.push(
                 measure(label, read_warmup, read_iterations, |i| async move {
-                    let request = CallRequest::new(
-                        alice.clone(),
+                    let request = CallRequest::new(alice.clone(), "bench-run",
                         "bench_search",
                         json!({"query": format!("milk {i}"), "limit": 5}),
                     );
@@ -517,6 +515,7 @@ fn main() {
                         let mut conn = db.lock().expect("lock");
                         let args = json!({"title": format!("receipt {i}")});
                         let key = IdempotencyKey::derived(
+                            &Principal::local("alice", &[]),
                             "bench-run",
                             "bench_note_add",
                             &args.to_string(),
@@ -525,7 +524,7 @@ fn main() {
                             insert_note(tx, &format!("receipt {i}"))
                         })
                         .expect("run_once");
-                        assert!(!receipt.duplicate);
+                        assert!(!receipt.duplicate());
                     }
                 },
             )
@@ -542,8 +541,7 @@ fn main() {
             let alice = &alice;
             rows.push(
                 measure(label, write_warmup, write_iterations, |i| async move {
-                    let request = CallRequest::new(
-                        alice.clone(),
+                    let request = CallRequest::new(alice.clone(), "bench-run",
                         "bench_note_add",
                         json!({"title": format!("{prefix} {i}")}),
                     )
@@ -558,8 +556,7 @@ fn main() {
         rows
     });
 
-    let sample = runtime.block_on(with_memory.call(CallRequest::new(
-        alice.clone(),
+    let sample = runtime.block_on(with_memory.call(CallRequest::new(alice.clone(), "bench-run",
         "bench_search",
         json!({"query": "milk sample", "limit": 5}),
     )));

@@ -10,6 +10,7 @@ use toolgate_core::registry::contract_problems;
 use toolgate_core::schema::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, SchemaError};
 use toolgate_core::tool::{DeclarationError, Tool};
 use toolgate_core::{
+    CallResult,
     CallRequest, Dispatcher, Effect, ErrorCode, Principal, Registry, Risk, Stage, ToolBuilder,
     ToolError, ToolOutput,
 };
@@ -104,7 +105,7 @@ enum Want {
 async fn one_of_with_ref_teaches_the_model_which_shape_to_use() {
     let calls = Arc::new(AtomicUsize::new(0));
     let registry = Arc::new(Registry::new([area_tool(Arc::clone(&calls))]).unwrap());
-    let d = Dispatcher::new(registry);
+    let d = Dispatcher::new(registry).unwrap();
     let alice = Principal::local("alice", &[]);
     let cases: Vec<(&str, Value, Want)> = vec![
         (
@@ -174,15 +175,15 @@ async fn one_of_with_ref_teaches_the_model_which_shape_to_use() {
     let mut accepted = 0;
     for (name, args, want) in cases {
         let out = d
-            .call(CallRequest::new(alice.clone(), "demo_area", args))
+            .call(CallRequest::new(alice.clone(), "run-1", "demo_area", args))
             .await;
         match (&out.result, want) {
-            (Ok(obs), Want::Area(expected)) => {
+            (CallResult::Done(obs), Want::Area(expected)) => {
                 accepted += 1;
                 let got = obs.content["area"].as_f64().unwrap();
                 assert!((got - expected).abs() < 1e-9, "{name}: {got}");
             }
-            (Err(e), Want::Invalid { field, says }) => {
+            (CallResult::Failed(e), Want::Invalid { field, says }) => {
                 assert_eq!(e.code, ErrorCode::InvalidArgument, "{name}");
                 assert_eq!(e.field.as_deref(), Some(field), "{name}");
                 assert_eq!(out.record.stage, Stage::Validate, "{name}");
@@ -213,16 +214,17 @@ async fn one_of_with_ref_teaches_the_model_which_shape_to_use() {
 #[tokio::test]
 async fn unknown_field_inside_a_referenced_shape_suggests_the_real_one() {
     let registry = Arc::new(Registry::new([area_tool(Arc::new(AtomicUsize::new(0)))]).unwrap());
-    let d = Dispatcher::new(registry);
+    let d = Dispatcher::new(registry).unwrap();
     let args = json!({"shape": {"kind": "circle", "radius": 1, "radus": 2}});
     let out = d
         .call(CallRequest::new(
             Principal::local("alice", &[]),
+            "run-1",
             "demo_area",
             args,
         ))
         .await;
-    let e = out.result.as_ref().unwrap_err();
+    let e = out.error().unwrap();
     let text = format!("{} {}", e.message, e.hint.as_deref().unwrap_or_default());
     assert!(
         text.contains("`shape.radus` is not a field of this tool"),
