@@ -12,9 +12,10 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::{Value, json};
 use toolgate_core::trace::{NoTrace, TraceEvent, TraceSink};
-use toolgate_core::{CallOutcome, CallRequest, Caller, Origin, Principal};
+use toolgate_core::{CallOutcome, CallRequest, CallResult, Caller, Origin, Principal};
 use toolgate_llm::{
-    ContentBlock, LlmError, Message, Model, ModelRequest, ModelResponse, ToolCall, ToolChoice,
+    ContentBlock, LlmError, Message, Model, ModelRequest, ModelResponse, StopReason, ToolCall,
+    ToolChoice,
     ToolDefinition, ToolResult, Usage,
 };
 
@@ -242,7 +243,7 @@ impl Agent {
                     tool: call.name.clone(),
                     arguments: call.arguments.clone(),
                     is_error: outcome.is_error(),
-                    error: outcome.record.error.map(|c| c.as_str().to_string()),
+                    error: outcome.record.error().map(|c| c.as_str().to_string()),
                     result_bytes: outcome.record.result_bytes,
                     duration_us: outcome.record.duration_us,
                 });
@@ -389,7 +390,7 @@ pub struct ModelTurn {
 pub struct TurnSummary {
     pub response_model: String,
     pub usage: Usage,
-    pub finish_reason: String,
+    pub finish_reason: StopReason,
     pub tool_calls: Vec<String>,
 }
 
@@ -467,7 +468,7 @@ fn lost_call(call: &ToolCall) -> CallOutcome {
         "the call was lost before it finished; it may not have run",
     );
     CallOutcome {
-        result: Err(error),
+        result: CallResult::Failed(error),
         record: toolgate_core::DecisionRecord::lost(&call.id, &call.name),
         error_style: toolgate_core::ErrorStyle::Teaching,
     }

@@ -11,7 +11,7 @@ use toolgate_agent::{Agent, AgentConfig, StopCause};
 use toolgate_core::idempotency::{self, WriteEffect, run_once, store_error};
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
-    DenyAll, Dispatcher, Effect, ManualClock, Principal, Registry, Risk, Tool, ToolBuilder,
+    Caller, DenyAll, Dispatcher, Effect, ManualClock, Principal, Registry, Risk, Tool, ToolBuilder,
     ToolOutput,
 };
 use toolgate_llm::scripted::ScriptedModel;
@@ -158,10 +158,11 @@ impl World {
     fn agent(&self, model: Arc<dyn Model>, config: AgentConfig, trace: Arc<MemoryTrace>) -> Agent {
         let registry = Arc::new(Registry::new(self.tools()).unwrap());
         let dispatcher = Dispatcher::new(registry)
-            .with_approver(Arc::new(DenyAll))
+            .unwrap()
             .with_clock(Arc::new(ManualClock::at_unix(20_786 * 86_400)))
             .with_trace(trace.clone());
-        Agent::new(model, Arc::new(dispatcher), Principal::local("tester", &[]))
+        let caller = Caller::new(dispatcher).with_approver(Arc::new(DenyAll));
+        Agent::new(model, caller, Principal::local("tester", &[]))
             .with_config(config)
             .with_trace(trace)
     }

@@ -277,7 +277,12 @@ async fn breakdown(registry: &Arc<Registry>, sample: &CallOutcome, batches: usiz
     row("run: clock.today() + clock.now()", t, 0.0);
     let t = per_call_us(batches, batch, |i| {
         let args = args_of(i);
-        let request = CallRequest::new(Principal::local("alice", &[]), "bench-run", "bench_search", args);
+        let request = CallRequest::new(
+            Principal::local("alice", &[]),
+            "bench-run",
+            "bench_search",
+            args,
+        );
         std::hint::black_box(request);
     });
     row("bench: CallRequest::new (caller side)", t, build_args);
@@ -357,11 +362,19 @@ async fn breakdown(registry: &Arc<Registry>, sample: &CallOutcome, batches: usiz
     let clone_only = per_call_us(batches, batch, |_| {
         std::hint::black_box(Arc::new(record.clone()));
     });
-    row("trace: MemoryTrace::record (typed, kept as is)", t, clone_only);
+    row(
+        "trace: MemoryTrace::record (typed, kept as is)",
+        t,
+        clone_only,
+    );
     let t = per_call_us(batches, batch, |_| {
         jsonl.record(Arc::new(record.clone()));
     });
-    row("trace: JsonlTrace::record (serialize, write + flush)", t, clone_only);
+    row(
+        "trace: JsonlTrace::record (serialize, write + flush)",
+        t,
+        clone_only,
+    );
 
     // Whole calls under the same estimator, so the ratio is comparable on a loaded machine; in
     // short batches (a long one is always cut by the scheduler when others load the cores).
@@ -377,10 +390,15 @@ async fn breakdown(registry: &Arc<Registry>, sample: &CallOutcome, batches: usiz
     let alice = Principal::local("alice", &[]);
     let mut whole = Vec::new();
     for (label, dispatcher) in [
-        ("NoTrace", Dispatcher::new(Arc::clone(registry)).expect("dispatcher")),
+        (
+            "NoTrace",
+            Dispatcher::new(Arc::clone(registry)).expect("dispatcher"),
+        ),
         (
             "MemoryTrace",
-            Dispatcher::new(Arc::clone(registry)).expect("dispatcher").with_trace(Arc::new(MemoryTrace::default())),
+            Dispatcher::new(Arc::clone(registry))
+                .expect("dispatcher")
+                .with_trace(Arc::new(MemoryTrace::default())),
         ),
     ] {
         let (alice, dispatcher) = (&alice, &dispatcher);
@@ -437,8 +455,12 @@ fn main() {
     let jsonl_trace: Arc<dyn TraceSink> =
         Arc::new(JsonlTrace::create(&jsonl_path).expect("create the trace file"));
     let with_no_trace = Dispatcher::new(Arc::clone(&registry)).expect("dispatcher");
-    let with_memory = Dispatcher::new(Arc::clone(&registry)).expect("dispatcher").with_trace(memory_trace.clone());
-    let with_jsonl = Dispatcher::new(Arc::clone(&registry)).expect("dispatcher").with_trace(Arc::clone(&jsonl_trace));
+    let with_memory = Dispatcher::new(Arc::clone(&registry))
+        .expect("dispatcher")
+        .with_trace(memory_trace.clone());
+    let with_jsonl = Dispatcher::new(Arc::clone(&registry))
+        .expect("dispatcher")
+        .with_trace(Arc::clone(&jsonl_trace));
     let alice = Principal::local("alice", &[]);
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -470,7 +492,9 @@ fn main() {
             let alice = &alice;
             rows.push(
                 measure(label, read_warmup, read_iterations, |i| async move {
-                    let request = CallRequest::new(alice.clone(), "bench-run",
+                    let request = CallRequest::new(
+                        alice.clone(),
+                        "bench-run",
                         "bench_search",
                         json!({"query": format!("milk {i}"), "limit": 5}),
                     );
@@ -541,7 +565,9 @@ fn main() {
             let alice = &alice;
             rows.push(
                 measure(label, write_warmup, write_iterations, |i| async move {
-                    let request = CallRequest::new(alice.clone(), "bench-run",
+                    let request = CallRequest::new(
+                        alice.clone(),
+                        "bench-run",
                         "bench_note_add",
                         json!({"title": format!("{prefix} {i}")}),
                     )
@@ -556,7 +582,9 @@ fn main() {
         rows
     });
 
-    let sample = runtime.block_on(with_memory.call(CallRequest::new(alice.clone(), "bench-run",
+    let sample = runtime.block_on(with_memory.call(CallRequest::new(
+        alice.clone(),
+        "bench-run",
         "bench_search",
         json!({"query": "milk sample", "limit": 5}),
     )));

@@ -215,7 +215,9 @@ pub struct ApprovalTicket {
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Denial {
-    #[error("no way to ask a human was given for this call, so nothing that needs approval can run")]
+    #[error(
+        "no way to ask a human was given for this call, so nothing that needs approval can run"
+    )]
     NoChannel,
     #[error("the human declined: {reason}")]
     Declined { reason: String },
@@ -508,14 +510,53 @@ mod tests {
         let ledger = ApprovalLedger::in_memory().unwrap();
         let token = ledger.issue("bind-a", "alice", t0, ttl).unwrap();
         let cases = [
-            ("an unknown token", "nope", "bind-a", "alice", t0, Err(Denial::UnknownTicket)),
-            ("another caller", token.as_str(), "bind-a", "mallory", t0, Err(Denial::OtherCaller)),
-            ("another call", token.as_str(), "bind-b", "alice", t0, Err(Denial::BoundToOtherCall)),
-            ("the right call", token.as_str(), "bind-a", "alice", t0, Ok(())),
-            ("a second use", token.as_str(), "bind-a", "alice", t0, Err(Denial::AlreadyUsed)),
+            (
+                "an unknown token",
+                "nope",
+                "bind-a",
+                "alice",
+                t0,
+                Err(Denial::UnknownTicket),
+            ),
+            (
+                "another caller",
+                token.as_str(),
+                "bind-a",
+                "mallory",
+                t0,
+                Err(Denial::OtherCaller),
+            ),
+            (
+                "another call",
+                token.as_str(),
+                "bind-b",
+                "alice",
+                t0,
+                Err(Denial::BoundToOtherCall),
+            ),
+            (
+                "the right call",
+                token.as_str(),
+                "bind-a",
+                "alice",
+                t0,
+                Ok(()),
+            ),
+            (
+                "a second use",
+                token.as_str(),
+                "bind-a",
+                "alice",
+                t0,
+                Err(Denial::AlreadyUsed),
+            ),
         ];
         for (label, token, binding, principal, now, want) in cases {
-            assert_eq!(ledger.redeem(token, binding, principal, now), want, "{label}");
+            assert_eq!(
+                ledger.redeem(token, binding, principal, now),
+                want,
+                "{label}"
+            );
         }
         let late = ledger.issue("bind-a", "alice", t0, ttl).unwrap();
         assert_eq!(

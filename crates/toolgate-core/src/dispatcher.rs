@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::approval::{
-    ApprovalAnswer, ApprovalChannel, ApprovalLedger, ApprovalRequest, ApprovalTicket, Denial,
-    Mode, approval_needed, binding_hash, bound_value,
+    ApprovalAnswer, ApprovalChannel, ApprovalLedger, ApprovalRequest, ApprovalTicket, Denial, Mode,
+    approval_needed, binding_hash, bound_value,
 };
 use crate::call::{
     ApprovalRecord, ApprovedVia, CallOutcome, CallRequest, CallResult, DecisionRecord, Outcome,
@@ -52,8 +52,7 @@ use crate::registry::Registry;
 use crate::schema::{self, Violation, ViolationKind};
 use crate::spec::ToolSpec;
 use crate::tool::{
-    BoxFuture, CallBack, CheckFacts, ExecContext, Output, Tool, ToolCaller, ToolOutput,
-    WriteOutput,
+    BoxFuture, CallBack, CheckFacts, ExecContext, Output, Tool, ToolCaller, ToolOutput, WriteOutput,
 };
 use crate::trace::{NoTrace, TraceSink};
 use crate::waits::HumanWaits;
@@ -186,7 +185,9 @@ impl Dispatcher {
         record.args_hash = digest_parts(&[&canonical]);
         let tool = self.inner.registry.get(&request.tool);
         let error_style = tool.map_or(ErrorStyle::Teaching, |t| t.spec.observation.error_style);
-        let mut result = self.run(&request, &canonical, mode, tool, &mut record).await;
+        let mut result = self
+            .run(&request, &canonical, mode, tool, &mut record)
+            .await;
         if let CallResult::Failed(error) = &mut result {
             // Errors quote what they were given (received values, examples, handler messages),
             // and what they were given can be a secret.
@@ -455,7 +456,8 @@ impl Dispatcher {
         loop {
             let changed = waits.changed();
             let (human_asked, paused) = waits.paused();
-            let deadline = tokio::time::Instant::from_std(started + spec.executor.deadline + paused);
+            let deadline =
+                tokio::time::Instant::from_std(started + spec.executor.deadline + paused);
             tokio::select! {
                 out = &mut handler => return out,
                 () = request.cancel.canceled() => return Err(canceled()),
@@ -520,7 +522,11 @@ impl Dispatcher {
                 });
             }
             ApprovalChannel::Ticket => {
-                return match self.inner.ledger.open_ticket(&ask, now, self.inner.ticket_ttl) {
+                return match self
+                    .inner
+                    .ledger
+                    .open_ticket(&ask, now, self.inner.ticket_ttl)
+                {
                     Ok(ticket) => Sought::Ticket(ticket),
                     Err(denial) => Sought::Decided(ApprovalRecord::Denied { denial }),
                 };
@@ -530,20 +536,22 @@ impl Dispatcher {
         // Enclosing calls' deadlines pause while the person decides.
         let _waiting = request.waits.as_ref().map(|w| w.begin());
         let timeout = self.inner.approval_timeout;
-        Sought::Decided(match tokio::time::timeout(timeout, approver.decide(&ask)).await {
-            Ok(Ok(ApprovalAnswer::Approve)) => ApprovalRecord::Approved {
-                via: ApprovedVia::Approver,
-            },
-            Ok(Ok(ApprovalAnswer::Deny { reason })) => ApprovalRecord::Denied {
-                denial: Denial::Declined { reason },
-            },
-            Ok(Err(e)) => ApprovalRecord::Denied { denial: e.into() },
-            Err(_) => ApprovalRecord::Denied {
-                denial: Denial::TimedOut {
-                    after_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        Sought::Decided(
+            match tokio::time::timeout(timeout, approver.decide(&ask)).await {
+                Ok(Ok(ApprovalAnswer::Approve)) => ApprovalRecord::Approved {
+                    via: ApprovedVia::Approver,
+                },
+                Ok(Ok(ApprovalAnswer::Deny { reason })) => ApprovalRecord::Denied {
+                    denial: Denial::Declined { reason },
+                },
+                Ok(Err(e)) => ApprovalRecord::Denied { denial: e.into() },
+                Err(_) => ApprovalRecord::Denied {
+                    denial: Denial::TimedOut {
+                        after_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                    },
                 },
             },
-        })
+        )
     }
 
     fn unknown_tool(&self, name: &str, principal: &Principal) -> ToolError {
@@ -786,4 +794,3 @@ fn example_for(spec: &ToolSpec, path: &str) -> Option<Value> {
 fn allowed_fields_at(schema: &Value, path: &str) -> Vec<String> {
     schema::fields_at(schema, path)
 }
-

@@ -68,6 +68,25 @@ impl IdempotencyKey {
 
 /// What a write did, as recorded with it. Made only by this module (recording or reading a
 /// receipt); handlers receive one and pass it on.
+///
+/// A receipt cannot be forged, neither from JSON nor by hand (both refused by the compiler):
+///
+/// ```compile_fail
+/// let forged: toolgate_core::Receipt = serde_json::from_str("{}").unwrap();
+/// ```
+///
+/// ```compile_fail
+/// let forged = toolgate_core::Receipt { key: String::new(), tool: String::new(),
+///     result: serde_json::Value::Null, undo: None, created_at_unix: 0, duplicate: false };
+/// ```
+///
+/// while a receipt can be read as JSON, for traces and reports:
+///
+/// ```
+/// fn shown(receipt: &toolgate_core::Receipt) -> String {
+///     serde_json::to_string(receipt).unwrap_or_default()
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Receipt {
     key: String,

@@ -44,5 +44,7 @@ pub use observation::Observation;
 pub use principal::Principal;
 pub use registry::Registry;
 pub use spec::{Effect, Risk, ToolSpec};
-pub use tool::{ExecContext, Tool, ToolBuilder, ToolCaller, ToolOutput, UntrustedText, WriteOutput};
+pub use tool::{
+    ExecContext, Tool, ToolBuilder, ToolCaller, ToolOutput, UntrustedText, WriteOutput,
+};
 pub use trace::{TraceEvent, TraceSink};

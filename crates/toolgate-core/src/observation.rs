@@ -16,7 +16,6 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-
 /// Untrusted text a tool read from somewhere else (a web page, an email, a clipped note). It
 /// reaches the model only in its own typed field, never mixed into instructions.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

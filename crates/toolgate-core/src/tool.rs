@@ -25,8 +25,8 @@ use crate::approval::{ApprovalChannel, Mode};
 use crate::call::{CallOutcome, CallRequest, Origin};
 use crate::cancel::CancelToken;
 use crate::error::{ErrorStyle, ToolError};
-pub use crate::observation::UntrustedText;
 use crate::idempotency::{IdempotencyKey, Receipt, ReceiptLog};
+pub use crate::observation::UntrustedText;
 use crate::principal::Principal;
 use crate::schema::{self, CompiledSchema, SchemaError};
 use crate::spec::{
@@ -135,11 +135,12 @@ impl ToolCaller {
     pub async fn call(&self, origin: Origin, tool: &str, arguments: Value) -> CallOutcome {
         let parent = &self.parent;
         let n = NESTED_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut request = CallRequest::new(parent.principal.clone(), &parent.run_id, tool, arguments)
-            .with_call_id(&format!("{}.{n}", parent.call_id))
-            .with_origin(origin)
-            .with_approval(parent.approval.clone())
-            .with_cancel(parent.cancel.clone());
+        let mut request =
+            CallRequest::new(parent.principal.clone(), &parent.run_id, tool, arguments)
+                .with_call_id(&format!("{}.{n}", parent.call_id))
+                .with_origin(origin)
+                .with_approval(parent.approval.clone())
+                .with_cancel(parent.cancel.clone());
         request.mode = parent.mode;
         request.parent_call_id = Some(parent.call_id.clone());
         request.waits = Some(Arc::clone(&self.waits));

@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::json;
 use toolgate_core::tool::Tool;
 use toolgate_core::{
-    ApprovalChannel, CallRequest, Dispatcher, Effect, ErrorCode, Principal, Registry, Risk, ScriptedApprover,
-    ToolBuilder, ToolError, ToolOutput,
+    ApprovalChannel, CallRequest, Dispatcher, Effect, ErrorCode, Principal, Registry, Risk,
+    ScriptedApprover, ToolBuilder, ToolError, ToolOutput,
 };
 
 #[derive(Deserialize, JsonSchema)]
@@ -83,7 +83,10 @@ async fn approver_sees_the_preview_and_an_edited_draft_is_not_covered() {
                 .with_approval(asking.clone()),
         )
         .await;
-    assert_eq!(out.error().cloned().unwrap().code, ErrorCode::ApprovalDenied);
+    assert_eq!(
+        out.error().cloned().unwrap().code,
+        ErrorCode::ApprovalDenied
+    );
     assert!(sent.lock().unwrap().is_empty());
     let seen = approver.seen();
     assert_eq!(
@@ -115,7 +118,9 @@ async fn a_token_issued_for_one_preview_does_not_redeem_for_another() {
         .unwrap();
     let token = dispatcher
         .ledger()
-        .issue(&binding, &principal().id,
+        .issue(
+            &binding,
+            &principal().id,
             std::time::SystemTime::now(),
             Duration::from_secs(60),
         )
@@ -127,7 +132,10 @@ async fn a_token_issued_for_one_preview_does_not_redeem_for_another() {
                 .with_approval_token(&token),
         )
         .await;
-    assert_eq!(out.error().cloned().unwrap().code, ErrorCode::ApprovalDenied);
+    assert_eq!(
+        out.error().cloned().unwrap().code,
+        ErrorCode::ApprovalDenied
+    );
     assert!(sent.lock().unwrap().is_empty());
 }
 

@@ -17,9 +17,9 @@ use toolgate_core::idempotency::{
 use toolgate_core::tool::{BoxFuture, Tool};
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
-    ApprovalChannel, ApprovalRecord, ApprovedVia, CallOutcome, Denial, CallRequest, CancelToken, Clock, DenyAll, Dispatcher, Effect, ErrorCode,
-    ManualClock, Mode, Principal, Registry, Risk, ScriptedApprover, Stage, ToolBuilder, ToolError,
-    ToolOutput,
+    ApprovalChannel, ApprovalRecord, ApprovedVia, CallOutcome, CallRequest, CancelToken, Clock,
+    Denial, DenyAll, Dispatcher, Effect, ErrorCode, ManualClock, Mode, Principal, Registry, Risk,
+    ScriptedApprover, Stage, ToolBuilder, ToolError, ToolOutput,
 };
 
 /// 2026-11-29 09:00 UTC.
@@ -504,7 +504,8 @@ fn email_to(to: &str) -> Value {
 }
 
 async fn call(d: &Front, principal: Principal, tool: &str, args: Value) -> CallOutcome {
-    d.call(CallRequest::new(principal, "run-1", tool, args)).await
+    d.call(CallRequest::new(principal, "run-1", tool, args))
+        .await
 }
 
 /// The error of a call that must have failed.
@@ -757,7 +758,9 @@ async fn high_risk_call_is_asked_even_in_auto_mode() {
         assert!(content_of(&out)["outbox_id"].is_i64(), "{mode:?}");
         assert_eq!(
             out.record.approval,
-            ApprovalRecord::Approved { via: ApprovedVia::Approver }
+            ApprovalRecord::Approved {
+                via: ApprovedVia::Approver
+            }
         );
         let seen = approver.seen();
         assert_eq!(seen.len(), 1, "{mode:?}: asked exactly once");
@@ -864,11 +867,16 @@ async fn approval_for_one_argument_set_does_not_authorize_another() {
     let d = fx.dispatcher();
     let token = d
         .ledger()
-        .issue(&bob_binding, "alice", fx.clock.now(), Duration::from_secs(60))
+        .issue(
+            &bob_binding,
+            "alice",
+            fx.clock.now(),
+            Duration::from_secs(60),
+        )
         .unwrap();
     for other in [&to_mallory, &body_changed] {
-        let request =
-            CallRequest::new(alice(), "run-1", "demo_email_send", other.clone()).with_approval_token(&token);
+        let request = CallRequest::new(alice(), "run-1", "demo_email_send", other.clone())
+            .with_approval_token(&token);
         let out = d.call(request).await;
         assert_eq!(error_of(&out).code, ErrorCode::ApprovalDenied);
         assert!(
@@ -880,12 +888,15 @@ async fn approval_for_one_argument_set_does_not_authorize_another() {
     assert_eq!(fx.rows("outbox"), 0);
     assert_eq!(fx.runs.email_send.load(Ordering::SeqCst), 0);
     // A mismatched presentation does not burn the token: Bob's email still goes.
-    let request = CallRequest::new(alice(), "run-1", "demo_email_send", to_bob).with_approval_token(&token);
+    let request =
+        CallRequest::new(alice(), "run-1", "demo_email_send", to_bob).with_approval_token(&token);
     let out = d.call(request).await;
     assert!(!out.is_error(), "{:?}", out.result);
     assert_eq!(
         out.record.approval,
-        ApprovalRecord::Approved { via: ApprovedVia::Ticket }
+        ApprovalRecord::Approved {
+            via: ApprovedVia::Ticket
+        }
     );
     let recipient: String = open_db(&fx.db)
         .unwrap()
@@ -931,13 +942,16 @@ async fn retry_of_an_approved_send_replays_without_asking_or_sending_again() {
     // One approval only: a second question would be denied.
     let approver = Arc::new(ScriptedApprover::approving([binding]));
     let d = fx.dispatcher().with_approver(approver.clone());
-    let send = || CallRequest::new(alice(), "run-1", "demo_email_send", args.clone()).with_run("run-1");
+    let send =
+        || CallRequest::new(alice(), "run-1", "demo_email_send", args.clone()).with_run("run-1");
 
     let first = d.call(send()).await;
     let retry = d.call(send()).await;
     assert_eq!(
         first.record.approval,
-        ApprovalRecord::Approved { via: ApprovedVia::Approver }
+        ApprovalRecord::Approved {
+            via: ApprovedVia::Approver
+        }
     );
     assert_eq!(retry.record.approval, ApprovalRecord::Replayed);
     assert_eq!(content_of(&retry), content_of(&first), "the first receipt");
@@ -947,7 +961,8 @@ async fn retry_of_an_approved_send_replays_without_asking_or_sending_again() {
     assert_eq!(fx.rows("outbox"), 1);
 
     // The same email in another run is a new send: it is asked about (and denied here).
-    let other_run = CallRequest::new(alice(), "run-1", "demo_email_send", args.clone()).with_run("run-2");
+    let other_run =
+        CallRequest::new(alice(), "run-1", "demo_email_send", args.clone()).with_run("run-2");
     let out = d.call(other_run).await;
     assert_eq!(error_of(&out).code, ErrorCode::ApprovalDenied);
     assert_eq!(approver.seen().len(), 2);
@@ -964,11 +979,17 @@ async fn reused_key_with_other_arguments_is_a_conflict_before_any_human_is_asked
         .unwrap();
     let approver = Arc::new(ScriptedApprover::approving([binding]));
     let d = fx.dispatcher().with_approver(approver.clone());
-    let first = CallRequest::new(alice(), "run-1", "demo_email_send", to_bob).with_idempotency_key("k-1");
+    let first =
+        CallRequest::new(alice(), "run-1", "demo_email_send", to_bob).with_idempotency_key("k-1");
     assert!(!d.call(first).await.is_error());
 
-    let other = CallRequest::new(alice(), "run-1", "demo_email_send", email_to("mallory@evil.example"))
-        .with_idempotency_key("k-1");
+    let other = CallRequest::new(
+        alice(),
+        "run-1",
+        "demo_email_send",
+        email_to("mallory@evil.example"),
+    )
+    .with_idempotency_key("k-1");
     let out = d.call(other).await;
     assert_eq!(error_of(&out).code, ErrorCode::Conflict);
     assert_eq!(out.record.stage, Stage::Approval);
@@ -995,10 +1016,16 @@ async fn approval_token_expires() {
         let d = fx.dispatcher();
         let args = email_to("bob@example.org");
         let binding = d.binding_for(&alice(), "demo_email_send", &args).unwrap();
-        let token = d.ledger().issue(&binding, "alice", fx.clock.now(), ttl).unwrap();
+        let token = d
+            .ledger()
+            .issue(&binding, "alice", fx.clock.now(), ttl)
+            .unwrap();
         fx.clock.advance(wait);
         let out = d
-            .call(CallRequest::new(alice(), "run-1", "demo_email_send", args).with_approval_token(&token))
+            .call(
+                CallRequest::new(alice(), "run-1", "demo_email_send", args)
+                    .with_approval_token(&token),
+            )
             .await;
         assert_eq!(out.is_error(), !honoured, "after {wait:?}");
         assert_eq!(fx.rows("outbox"), i64::from(honoured), "after {wait:?}");
@@ -1067,8 +1094,13 @@ async fn canceling_while_a_human_is_asked_ends_the_wait_and_sends_nothing() {
         tokio::time::sleep(Duration::from_millis(30)).await;
         canceler.cancel();
     });
-    let request = CallRequest::new(alice(), "run-1", "demo_email_send", email_to("bob@example.org"))
-        .with_cancel(cancel);
+    let request = CallRequest::new(
+        alice(),
+        "run-1",
+        "demo_email_send",
+        email_to("bob@example.org"),
+    )
+    .with_cancel(cancel);
     let out = d.call(request).await;
     // Without the cancellation the approver's late "approve" would have sent the email.
     assert_eq!(error_of(&out).code, ErrorCode::Canceled);
@@ -1240,8 +1272,9 @@ async fn duplicate_write_with_same_key_returns_same_receipt_and_one_effect() {
         let d = fx.dispatcher();
         let mut outcomes = Vec::new();
         for a in &attempts {
-            let mut request = CallRequest::new(alice(), "run-1", "demo_note_add", json!({"title": a.title}))
-                .with_run(a.run);
+            let mut request =
+                CallRequest::new(alice(), "run-1", "demo_note_add", json!({"title": a.title}))
+                    .with_run(a.run);
             if let Some(key) = a.key {
                 request = request.with_idempotency_key(key);
             }
@@ -1278,8 +1311,8 @@ fn race(racers: Racers, key: Option<&'static str>) -> (Fixture, Vec<CallOutcome>
     let fx = Fixture::new();
     let d = Arc::new(fx.dispatcher());
     let request = move || {
-        let request =
-            CallRequest::new(alice(), "run-1", "demo_note_add", json!({"title": "once"})).with_run("run-r");
+        let request = CallRequest::new(alice(), "run-1", "demo_note_add", json!({"title": "once"}))
+            .with_run("run-r");
         match key {
             Some(key) => request.with_idempotency_key(key),
             None => request,
@@ -1395,8 +1428,8 @@ async fn cancel_token_cancels_the_call() {
         canceler.cancel();
     });
     let started = Instant::now();
-    let request =
-        CallRequest::new(alice(), "run-1", "demo_patient", json!({"millis": 60_000})).with_cancel(cancel);
+    let request = CallRequest::new(alice(), "run-1", "demo_patient", json!({"millis": 60_000}))
+        .with_cancel(cancel);
     let out = d.call(request).await;
     assert!(
         started.elapsed() < PATIENT_TOOL_DEADLINE / 2,

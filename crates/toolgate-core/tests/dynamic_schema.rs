@@ -10,9 +10,8 @@ use toolgate_core::registry::contract_problems;
 use toolgate_core::schema::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, SchemaError};
 use toolgate_core::tool::{DeclarationError, Tool};
 use toolgate_core::{
-    CallResult,
-    CallRequest, Dispatcher, Effect, ErrorCode, Principal, Registry, Risk, Stage, ToolBuilder,
-    ToolError, ToolOutput,
+    CallRequest, CallResult, Dispatcher, Effect, ErrorCode, Principal, Registry, Risk, Stage,
+    ToolBuilder, ToolError, ToolOutput,
 };
 
 fn shape_schema() -> Value {
