@@ -16,10 +16,7 @@ pub mod observation;
 pub mod principal;
 pub mod registry;
 pub mod schema;
-pub mod shared_conn;
 pub mod spec;
-pub mod taglist;
-pub mod tokens;
 pub mod tool;
 pub mod trace;
 
