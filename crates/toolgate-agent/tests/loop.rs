@@ -1,5 +1,7 @@
 //! The loop against the scripted model, with real tools over a real SQLite file.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

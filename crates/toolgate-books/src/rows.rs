@@ -76,7 +76,7 @@ impl BookRow {
     }
 }
 
-pub use toolgate_core::taglist::{join_tags, split_tags};
+pub use toolgate_store::taglist::{join_tags, split_tags};
 
 pub fn all(conn: &Connection) -> Result<Vec<BookRow>, ToolError> {
     query(

@@ -11,7 +11,7 @@ use std::time::Duration;
 use rusqlite::{Connection, params};
 use toolgate_core::ToolError;
 use toolgate_core::idempotency;
-use toolgate_core::shared_conn::SharedConnection;
+use toolgate_store::shared_conn::SharedConnection;
 
 use crate::data::{Book, DataError, embedded_books};
 

@@ -1,4 +1,6 @@
 //! Shared setup for the books tests: a fresh database file and a dispatcher over a toolset.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
 use std::sync::Arc;

@@ -5,6 +5,8 @@
 //! `cargo test --all-targets`) runs a few iterations only, to prove the benchmark still works.
 //! It prints a table and asserts nothing about time.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

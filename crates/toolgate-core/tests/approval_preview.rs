@@ -2,6 +2,8 @@
 //! own state, like the email behind a draft id) is shown to the approver and bound into the
 //! approval, so content changed after approval is not covered.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

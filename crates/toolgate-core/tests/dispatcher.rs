@@ -1,6 +1,8 @@
 //! The dispatcher end to end: real SQLite files, a real tokio runtime, demo tools declared with
 //! `ToolBuilder`. Each test is named after what it prevents.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -12,70 +12,9 @@
 //! - Refuses nothing by itself: whether a class may be reached is the allowlist's call
 //!   (`allow_private = true` on the matching entry), made in [`check_addresses`].
 
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use serde::Serialize;
-
-use crate::error::BlockReason;
-
-/// Why an address is not a public destination.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AddressClass {
-    /// `127.0.0.0/8`, `::1`.
-    Loopback,
-    /// RFC 1918 (`10/8`, `172.16/12`, `192.168/16`) and IPv6 unique-local `fc00::/7`.
-    Private,
-    /// `169.254/16`, `fe80::/10`.
-    LinkLocal,
-    /// Carrier-grade NAT, `100.64/10`.
-    Cgnat,
-    /// `224/4`, `ff00::/8`.
-    Multicast,
-    /// `0.0.0.0`, `::`.
-    Unspecified,
-    /// `255.255.255.255`.
-    Broadcast,
-    /// `192.0.2/24`, `198.51.100/24`, `203.0.113/24`, `2001:db8::/32`, `3fff::/20`.
-    Documentation,
-    /// Cloud instance-metadata endpoints: `169.254.169.254`, `169.254.170.2`, `168.63.129.16`,
-    /// `100.100.100.200`, `fd00:ec2::254`.
-    CloudMetadata,
-    /// `0/8` ("this network"), `240/4`, `192.0.0/24`, `198.18/15`, `192.88.99/24`, IPv6 outside
-    /// `2000::/3`, `2001::/23` (IETF protocol assignments, Teredo), `100::/64`, `fec0::/10`.
-    Reserved,
-    /// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) whose IPv4 address is public.
-    Ipv4Mapped,
-    /// An IPv4-compatible IPv6 address (`::a.b.c.d`) whose IPv4 address is public.
-    Ipv4Compatible,
-}
-
-impl AddressClass {
-    /// The stable snake_case name used in traces.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AddressClass::Loopback => "loopback",
-            AddressClass::Private => "private",
-            AddressClass::LinkLocal => "link_local",
-            AddressClass::Cgnat => "cgnat",
-            AddressClass::Multicast => "multicast",
-            AddressClass::Unspecified => "unspecified",
-            AddressClass::Broadcast => "broadcast",
-            AddressClass::Documentation => "documentation",
-            AddressClass::CloudMetadata => "cloud_metadata",
-            AddressClass::Reserved => "reserved",
-            AddressClass::Ipv4Mapped => "ipv4_mapped",
-            AddressClass::Ipv4Compatible => "ipv4_compatible",
-        }
-    }
-}
-
-impl fmt::Display for AddressClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::error::{AddressClass, BlockReason};
 
 /// Why `ip` may not be connected to, or `None` for a public unicast address.
 pub fn classify(ip: IpAddr) -> Option<AddressClass> {

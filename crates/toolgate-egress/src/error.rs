@@ -4,6 +4,8 @@
 //! - [`EgressError`] and [`BlockReason`] are closed enums, and every mapping over them
 //!   ([`BlockReason::rule`], [`EgressError::to_tool_error`]) is an exhaustive match: adding a
 //!   variant breaks the build until it is classified.
+//! - [`AddressClass`] (why an address is not public) is part of this vocabulary; `addr`
+//!   classifies into it, so the module dependency points one way (addr -> error).
 //! - A block (a rule said no) is `forbidden`; a timeout is `deadline_exceeded`; a failure to
 //!   reach or hear from the server, or a 5xx, is `transient_dependency`; a 404 is `not_found`; a
 //!   429 is `rate_limited`; other 4xx are `permanent_dependency`; a bad recipient address is
@@ -12,13 +14,71 @@
 //!   address, a transport error's text or a server's reply: it names the host (already
 //!   canonical, bounded) and the rule. The detail goes to the trace, which stays local.
 
+use std::fmt;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::json;
 use toolgate_core::{ErrorCode, ToolError};
 
-use crate::addr::AddressClass;
+/// Why an address is not a public destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AddressClass {
+    /// `127.0.0.0/8`, `::1`.
+    Loopback,
+    /// RFC 1918 (`10/8`, `172.16/12`, `192.168/16`) and IPv6 unique-local `fc00::/7`.
+    Private,
+    /// `169.254/16`, `fe80::/10`.
+    LinkLocal,
+    /// Carrier-grade NAT, `100.64/10`.
+    Cgnat,
+    /// `224/4`, `ff00::/8`.
+    Multicast,
+    /// `0.0.0.0`, `::`.
+    Unspecified,
+    /// `255.255.255.255`.
+    Broadcast,
+    /// `192.0.2/24`, `198.51.100/24`, `203.0.113/24`, `2001:db8::/32`, `3fff::/20`.
+    Documentation,
+    /// Cloud instance-metadata endpoints: `169.254.169.254`, `169.254.170.2`, `168.63.129.16`,
+    /// `100.100.100.200`, `fd00:ec2::254`.
+    CloudMetadata,
+    /// `0/8` ("this network"), `240/4`, `192.0.0/24`, `198.18/15`, `192.88.99/24`, IPv6 outside
+    /// `2000::/3`, `2001::/23` (IETF protocol assignments, Teredo), `100::/64`, `fec0::/10`.
+    Reserved,
+    /// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) whose IPv4 address is public.
+    Ipv4Mapped,
+    /// An IPv4-compatible IPv6 address (`::a.b.c.d`) whose IPv4 address is public.
+    Ipv4Compatible,
+}
+
+impl AddressClass {
+    /// The stable snake_case name used in traces.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AddressClass::Loopback => "loopback",
+            AddressClass::Private => "private",
+            AddressClass::LinkLocal => "link_local",
+            AddressClass::Cgnat => "cgnat",
+            AddressClass::Multicast => "multicast",
+            AddressClass::Unspecified => "unspecified",
+            AddressClass::Broadcast => "broadcast",
+            AddressClass::Documentation => "documentation",
+            AddressClass::CloudMetadata => "cloud_metadata",
+            AddressClass::Reserved => "reserved",
+            AddressClass::Ipv4Mapped => "ipv4_mapped",
+            AddressClass::Ipv4Compatible => "ipv4_compatible",
+        }
+    }
+}
+
+impl fmt::Display for AddressClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Which non-canonical spelling a host used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -23,12 +23,12 @@ pub mod resolve;
 pub mod smtp;
 pub mod trace_event;
 
-pub use addr::{AddressClass, check_addresses, classify};
+pub use addr::{check_addresses, classify};
 pub use canon::{
     Host, Scheme, Target, canonical_host, canonicalize_url, check_downgrade, next_hop,
 };
 pub use config::{AllowEntry, ConfigError, EgressConfig, HostPattern, Permit, Policy};
-pub use error::{BlockReason, EgressError, NonCanonical};
+pub use error::{AddressClass, BlockReason, EgressError, NonCanonical};
 pub use fetch::{Egress, FetchedPage};
 pub use resolve::{ResolveFuture, Resolver, StaticResolver, SystemResolver};
 pub use trace_event::{Decision, EgressDecision, Failure, Request};

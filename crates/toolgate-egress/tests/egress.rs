@@ -1,6 +1,8 @@
 //! The egress exit against real servers on 127.0.0.1: what is allowed is fetched, and every
 //! block happens before traffic leaves and is recorded as one trace event.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::net::IpAddr;

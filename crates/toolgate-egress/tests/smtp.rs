@@ -1,5 +1,7 @@
 //! The SMTP relay sender against a loopback SMTP sink written here.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::net::IpAddr;

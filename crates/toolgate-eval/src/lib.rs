@@ -11,5 +11,5 @@ pub mod report;
 pub mod runner;
 pub mod stats;
 pub mod suite;
-pub mod target;
+pub mod tokens;
 pub mod trace_pair;

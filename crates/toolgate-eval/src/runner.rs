@@ -19,14 +19,14 @@ use serde::{Deserialize, Serialize};
 use toolgate_agent::{Agent, AgentConfig, StopCause};
 use toolgate_core::canonical::sha256_hex;
 use toolgate_core::trace::MemoryTrace;
-use toolgate_core::{DenyAll, Dispatcher, Principal, Registry};
+use toolgate_core::{DenyAll, Principal};
 use toolgate_llm::Model;
+use toolgate_wiring::{ExitsConfig, Seat, Store, ToolsetName, WiringError};
 
 use crate::checks::{self, ResolvedCheck};
 use crate::pages::PageServer;
 use crate::record::{CallRecord, Ending, RunRecord, classify};
 use crate::suite::{Split, Suite, Task};
-use crate::target::{EvalStore, EvalToolset};
 
 /// Everything that defines an eval; a resume must match it exactly.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,17 +56,13 @@ pub enum RunnerError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Store(#[from] toolgate_books::StoreError),
+    #[error(transparent)]
+    Wiring(#[from] WiringError),
     #[error("task `{task}`: {source}")]
     Check {
         task: String,
         source: checks::CheckError,
     },
-    #[error("a tool declaration is invalid: {0}")]
-    Declaration(#[from] toolgate_core::tool::DeclarationError),
-    #[error(transparent)]
-    Registry(#[from] toolgate_core::registry::RegistryError),
 }
 
 /// Progress as runs finish.
@@ -85,7 +81,7 @@ pub type ProgressFn = Box<dyn Fn(&ProgressUpdate<'_>) + Send + Sync>;
 pub struct Runner {
     pub suite: Suite,
     pub suite_text: String,
-    pub toolsets: Vec<EvalToolset>,
+    pub toolsets: Vec<ToolsetName>,
     pub runs: usize,
     pub split: Option<Split>,
     pub task_ids: Option<Vec<String>>,
@@ -115,7 +111,11 @@ impl Runner {
             suite_name: self.suite.suite.name.clone(),
             suite_digest: sha256_hex(self.suite_text.as_bytes()),
             model: model.to_string(),
-            toolsets: self.toolsets.iter().map(|t| t.name().to_string()).collect(),
+            toolsets: self
+                .toolsets
+                .iter()
+                .map(|t| t.as_str().to_string())
+                .collect(),
             runs: self.runs,
             split: self.split,
             tasks: tasks.iter().map(|t| t.id.clone()).collect(),
@@ -138,7 +138,7 @@ impl Runner {
         if let Some(wrong) = self.toolsets.iter().find(|t| t.store() != kind) {
             return Err(RunnerError::Usage(format!(
                 "toolset {} does not work on a {:?} suite",
-                wrong.name(),
+                wrong.as_str(),
                 kind
             )));
         }
@@ -164,7 +164,7 @@ impl Runner {
         let kind = self.suite.suite.store;
         let plan = self.plan(&model.name(), &tasks);
         let mut records = self.prepare_dir(&plan)?;
-        let store = EvalStore::open(kind, &self.out_dir.join("store.sqlite"))?;
+        let store = Store::open_or_init(kind, &self.out_dir.join("store.sqlite"))?;
         store.reset()?;
         let needs_pages = tasks.iter().any(|t| t.prompt.contains("{pages}"));
         let pages = match (&self.pages_dir, needs_pages) {
@@ -177,6 +177,12 @@ impl Runner {
             (_, false) => None,
         };
         let resolved = resolve_checks(&store, &tasks)?;
+        // Notes tools reach the web only through an exit that allows nothing but the eval's
+        // own page server (when there is one); there is no mail relay, so nothing can be sent.
+        let exits = match &pages {
+            Some(p) => ExitsConfig::default().allow_loopback("http", p.port),
+            None => ExitsConfig::default(),
+        };
 
         let done: HashSet<(String, String, usize)> = records.iter().map(RunRecord::key).collect();
         let total = self.toolsets.len() * tasks.len() * self.runs;
@@ -194,7 +200,7 @@ impl Runner {
         for (task, checks) in tasks.iter().zip(&resolved) {
             for toolset in &self.toolsets {
                 for index in 0..self.runs {
-                    if done.contains(&(toolset.name().to_string(), task.id.clone(), index)) {
+                    if done.contains(&(toolset.as_str().to_string(), task.id.clone(), index)) {
                         continue;
                     }
                     if self.stop.load(Ordering::SeqCst) {
@@ -204,6 +210,7 @@ impl Runner {
                     let target = RunTarget {
                         store: &store,
                         pages: pages.as_ref(),
+                        exits: &exits,
                         model: Arc::clone(&model),
                     };
                     let record = self.run_one(&target, *toolset, task, checks, index).await?;
@@ -259,29 +266,25 @@ impl Runner {
     async fn run_one(
         &self,
         target: &RunTarget<'_>,
-        toolset: EvalToolset,
+        toolset: ToolsetName,
         task: &Task,
         checks: &[ResolvedCheck],
         index: usize,
     ) -> Result<RunRecord, RunnerError> {
         let (store, pages, model) = (target.store, target.pages, Arc::clone(&target.model));
         let trace = Arc::new(MemoryTrace::default());
-        let tools = store.tools(toolset, pages.map(|p| p.port), trace.clone())?;
-        let registry = Arc::new(Registry::new(tools)?);
-        let names: Vec<String> = registry.names().map(str::to_string).collect();
-        let principal =
-            Principal::local("eval", &[]).with_catalogue(names.iter().map(String::as_str));
-        let dispatcher = Dispatcher::new(registry)
+        let seat = Seat::new(Principal::local("eval", &[]))
             .with_approver(Arc::new(DenyAll))
             .with_trace(trace.clone());
-        let agent = Agent::new(model, Arc::new(dispatcher), principal)
+        let ready = toolgate_wiring::dispatcher(toolset, store, target.exits, seat)?;
+        let agent = Agent::new(model, ready.dispatcher, ready.principal)
             .with_config(AgentConfig {
                 max_rounds: self.max_rounds,
                 temperature: self.temperature,
                 ..AgentConfig::default()
             })
             .with_trace(trace);
-        let run_id = format!("{}/{}/{}", toolset.name(), task.id, index);
+        let run_id = format!("{}/{}/{}", toolset.as_str(), task.id, index);
         let started = Instant::now();
         let prompt = match pages {
             Some(p) => task.prompt.replace("{pages}", &p.base_url()),
@@ -318,7 +321,7 @@ impl Runner {
         };
         let failure = classify(ending, &calls, &outcomes);
         Ok(RunRecord {
-            toolset: toolset.name().into(),
+            toolset: toolset.as_str().into(),
             task: task.id.clone(),
             category: task.category.clone(),
             split: task.split,
@@ -339,10 +342,11 @@ impl Runner {
     }
 }
 
-/// What every run of an eval shares: the store, the page server and the model.
+/// What every run of an eval shares: the store, the page server, the exits and the model.
 struct RunTarget<'a> {
-    store: &'a EvalStore,
+    store: &'a Store,
     pages: Option<&'a PageServer>,
+    exits: &'a ExitsConfig,
     model: Arc<dyn Model>,
 }
 
@@ -370,10 +374,7 @@ fn bounded(text: &str, max: usize) -> String {
     }
 }
 
-fn resolve_checks(
-    store: &EvalStore,
-    tasks: &[&Task],
-) -> Result<Vec<Vec<ResolvedCheck>>, RunnerError> {
+fn resolve_checks(store: &Store, tasks: &[&Task]) -> Result<Vec<Vec<ResolvedCheck>>, RunnerError> {
     tasks
         .iter()
         .map(|task| {

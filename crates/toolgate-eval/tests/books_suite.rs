@@ -2,6 +2,8 @@
 //! task's expected state is unique (no tie at a top-k boundary), the initial store fails every
 //! update check, and the gold state passes it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 
 use serde_json::Value;

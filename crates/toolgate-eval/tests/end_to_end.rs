@@ -3,17 +3,18 @@
 //! script that plays each toolset the way a careless user of it would, so the two designs
 //! differ measurably; it never produces an eval figure.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
-use toolgate_books::Toolset;
 use toolgate_eval::output::write_report;
 use toolgate_eval::runner::{Runner, RunnerError};
 use toolgate_eval::suite::Suite;
-use toolgate_eval::target::EvalToolset;
 use toolgate_llm::scripted::ScriptedModel;
 use toolgate_llm::{BoxFuture, ContentBlock, LlmError, Model, ModelRequest, ModelResponse};
+use toolgate_wiring::ToolsetName;
 
 const SUITE: &str = r#"
 [suite]
@@ -138,10 +139,7 @@ fn runner(dir: &std::path::Path, runs: usize, resume: bool, stop: Arc<AtomicBool
     Runner {
         suite: Suite::parse(SUITE, "mini.toml").unwrap(),
         suite_text: SUITE.into(),
-        toolsets: vec![
-            EvalToolset::Books(Toolset::V1),
-            EvalToolset::Books(Toolset::V2),
-        ],
+        toolsets: vec![ToolsetName::BooksV1, ToolsetName::BooksV2],
         runs,
         split: None,
         task_ids: None,

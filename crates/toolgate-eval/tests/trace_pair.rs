@@ -4,17 +4,18 @@
 //! "400 Bad Request" does not; v2's teaching error lists the allowed values. The finder must
 //! pick v1's stuck run as "before" and v2's corrected run as "after".
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use serde_json::{Value, json};
-use toolgate_books::Toolset;
 use toolgate_eval::runner::Runner;
 use toolgate_eval::suite::Suite;
-use toolgate_eval::target::EvalToolset;
 use toolgate_eval::trace_pair;
 use toolgate_llm::scripted::ScriptedModel;
 use toolgate_llm::{BoxFuture, ContentBlock, LlmError, Model, ModelRequest, ModelResponse};
+use toolgate_wiring::ToolsetName;
 
 const SUITE: &str = r#"
 [suite]
@@ -146,10 +147,7 @@ async fn trace_pair_shows_the_terse_error_stuck_and_the_teaching_error_fixed() {
     let runner = Runner {
         suite: Suite::parse(SUITE, "pair.toml").unwrap(),
         suite_text: SUITE.into(),
-        toolsets: vec![
-            EvalToolset::Books(Toolset::V1),
-            EvalToolset::Books(Toolset::V2),
-        ],
+        toolsets: vec![ToolsetName::BooksV1, ToolsetName::BooksV2],
         runs: 1,
         split: None,
         task_ids: None,

@@ -4,6 +4,8 @@
 //!
 //! `cargo bench -p toolgate-llm --bench kv_reuse` (needs the model: scripts/fetch-model.py).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::Instant;
 
 use serde_json::json;

@@ -1,6 +1,8 @@
 //! The real embedded model (Qwen2.5-Coder-1.5B-Instruct, fetched and verified by
 //! scripts/fetch-model.py). Few, bounded calls: each generates at most a few dozen tokens.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::{Arc, OnceLock};
 
 use serde_json::json;

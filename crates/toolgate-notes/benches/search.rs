@@ -7,6 +7,8 @@
 //! `cargo test --all-targets`) runs 1k and 10k with fewer queries, to prove the benchmark still
 //! works. It prints a table and asserts nothing about time.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

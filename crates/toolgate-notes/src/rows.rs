@@ -170,7 +170,7 @@ impl NoteRow {
     }
 }
 
-pub use toolgate_core::taglist::{join_tags, split_tags};
+pub use toolgate_store::taglist::{join_tags, split_tags};
 
 /// Whether a tag (as given, before lower-casing) is acceptable: a letter or digit first, then
 /// letters, digits, spaces, `-` or `_`, at most 32 characters. The same rule as the tools' schema.

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use rusqlite::{Connection, params};
 use toolgate_core::idempotency;
-use toolgate_core::shared_conn::SharedConnection;
 use toolgate_core::{ToolError, ToolOutput};
+use toolgate_store::shared_conn::SharedConnection;
 
 use crate::rows::{self, NewNote};
 use crate::sample::{self, SampleError};

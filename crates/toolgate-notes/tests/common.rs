@@ -1,5 +1,7 @@
 //! Shared setup for the notes tests: a fresh sample database file, a manual clock, and the real
 //! dispatcher over the notes tools.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
 use std::sync::Arc;

@@ -1,6 +1,8 @@
 //! The email tools through the real dispatcher, on real SQLite files, sending to a real SMTP
 //! server (aiosmtpd) on 127.0.0.1 through the egress exit's SMTP relay.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod mail_sink;
 
 use std::net::IpAddr;

@@ -1,6 +1,8 @@
 //! The notes toolset on the bundled sample notebook, through the real dispatcher, on real
 //! SQLite files.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::sync::Arc;
@@ -9,10 +11,19 @@ use common::{TODAY, content, fixture};
 use serde_json::{Value, json};
 use toolgate_core::registry::contract_problems;
 use toolgate_core::{CallRequest, Effect};
-use toolgate_core::{ErrorCode, Principal, Risk, ScriptedApprover, tokens};
+use toolgate_core::{ErrorCode, Principal, Risk, ScriptedApprover};
 use toolgate_notes::sample::SAMPLE_FILES;
 use toolgate_notes::store::SAMPLE_GENERATED;
 use toolgate_notes::{NotesStore, StoreError, import_dir, undo_last};
+
+/// o200k_base token counts, as the eval and `toolgate tools` report them.
+mod tokens {
+    pub fn count(text: &str) -> usize {
+        tiktoken_rs::o200k_base_singleton()
+            .encode_ordinary(text)
+            .len()
+    }
+}
 
 const SETTLED: &str = "Design team sync — Q1 budget settled";
 const RISOTTO: &str = "Lemon and pea risotto";

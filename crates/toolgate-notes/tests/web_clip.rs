@@ -1,6 +1,8 @@
 //! web_clip through the real egress exit to a real HTTP server on 127.0.0.1 (allowlisted
 //! explicitly for the test), and blocked everywhere else.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
+use toolgate_wiring::ToolsetName;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -79,7 +81,7 @@ pub struct EvalRunArgs {
     pub suite: PathBuf,
     /// A toolset to evaluate; give it twice to compare (the second against the first).
     /// Default: books-v1 and books-v2 for a books suite, notes for a notes suite.
-    #[arg(long = "toolset", value_enum)]
+    #[arg(long = "toolset", value_parser = toolset_parser())]
     pub toolsets: Vec<ToolsetName>,
     /// Runs per task and toolset.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -130,7 +132,7 @@ pub struct AskArgs {
 #[derive(Debug, clap::Args)]
 pub struct AgentArgs {
     /// Which toolset the model gets.
-    #[arg(long, value_enum, default_value = "books-v2")]
+    #[arg(long, value_parser = toolset_parser(), default_value = "books-v2")]
     pub toolset: ToolsetName,
     /// Books database (created from the embedded catalogue if missing). Default: [books] db
     /// in the config, else the user data folder.
@@ -180,7 +182,7 @@ pub enum ModeName {
 #[derive(Debug, clap::Args)]
 pub struct ToolsArgs {
     /// Which toolset to show; all of them when omitted.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = toolset_parser())]
     pub toolset: Option<ToolsetName>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
@@ -194,17 +196,12 @@ pub struct ToolsArgs {
     pub db: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ToolsetName {
-    /// The book catalogue as a straight CRUD API.
-    #[value(name = "books-v1")]
-    BooksV1,
-    /// The book catalogue as tools designed for a model.
-    #[value(name = "books-v2")]
-    BooksV2,
-    /// The notes assistant: notes, web clips, email drafts and sends.
-    #[value(name = "notes")]
-    Notes,
+/// `--toolset`: the toolsets the wiring knows, each with its summary in the help.
+fn toolset_parser() -> impl TypedValueParser<Value = ToolsetName> {
+    PossibleValuesParser::new(
+        ToolsetName::ALL.map(|t| PossibleValue::new(t.as_str()).help(t.summary())),
+    )
+    .try_map(|name| name.parse::<ToolsetName>())
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toolgate_core::Mode;
-use toolgate_egress::{EgressConfig, Policy, SmtpConfig};
+use toolgate_egress::{EgressConfig, SmtpConfig};
+use toolgate_wiring::{ExitsConfig, StoreConfig, StoreKind, WiringError};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -37,13 +38,6 @@ pub struct ModelConfig {
     pub name: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StoreConfig {
-    /// The database file.
-    pub db: Option<PathBuf>,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read the config file {path}: {source}")]
@@ -58,8 +52,6 @@ pub enum ConfigError {
         path: String,
         source: toolgate_egress::ConfigError,
     },
-    #[error("no --db was given, none is configured, and neither XDG_DATA_HOME nor HOME is set")]
-    NoDataFolder,
 }
 
 pub const DEFAULT_CONFIG_FILE: &str = "toolgate.toml";
@@ -96,44 +88,17 @@ impl Config {
         Ok(config)
     }
 
-    /// The validated egress policy.
-    pub fn egress_policy(&self) -> Result<Policy, ConfigError> {
-        self.egress
-            .validate()
-            .map_err(|source| ConfigError::Egress {
-                path: DEFAULT_CONFIG_FILE.into(),
-                source,
-            })
+    /// Where the store of `kind` lives: the flag, else the config, else the user data folder.
+    pub fn store_path(&self, kind: StoreKind, flag: Option<&Path>) -> Result<PathBuf, WiringError> {
+        let configured = match kind {
+            StoreKind::Books => &self.books,
+            StoreKind::Notes => &self.notes,
+        };
+        configured.path(kind, flag)
     }
 
-    /// The books database: the flag, else the config, else the user data folder.
-    pub fn books_db(&self, flag: Option<&Path>) -> Result<PathBuf, ConfigError> {
-        store_path(flag, self.books.db.as_deref(), "books.sqlite")
+    /// The exits the configuration allows: the egress allowlist and the SMTP relay, if any.
+    pub fn exits(&self) -> ExitsConfig {
+        ExitsConfig::new(self.egress.clone(), self.smtp.clone())
     }
-
-    /// The notes database: the flag, else the config, else the user data folder.
-    pub fn notes_db(&self, flag: Option<&Path>) -> Result<PathBuf, ConfigError> {
-        store_path(flag, self.notes.db.as_deref(), "notes.sqlite")
-    }
-}
-
-fn store_path(
-    flag: Option<&Path>,
-    configured: Option<&Path>,
-    file: &str,
-) -> Result<PathBuf, ConfigError> {
-    if let Some(p) = flag.or(configured) {
-        return Ok(p.to_path_buf());
-    }
-    Ok(data_folder()?.join(file))
-}
-
-fn data_folder() -> Result<PathBuf, ConfigError> {
-    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(xdg).join("toolgate"));
-    }
-    std::env::var_os("HOME")
-        .filter(|v| !v.is_empty())
-        .map(|home| PathBuf::from(home).join(".local/share/toolgate"))
-        .ok_or(ConfigError::NoDataFolder)
 }

@@ -6,7 +6,6 @@ mod commands;
 mod config;
 mod model_spec;
 mod table;
-mod toolsets;
 
 use std::process::ExitCode;
 

@@ -2,6 +2,8 @@
 //! scripts/fetch-model.py, which the test command runs). One question, a few dozen generated
 //! tokens, bounded by the round cap.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::Command;
 
 use serde_json::Value;

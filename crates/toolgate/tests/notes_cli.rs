@@ -1,6 +1,8 @@
 //! `toolgate notes ...`, `toolgate tools --toolset notes` and the config file, run as a user
 //! would.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{text, toolgate};

@@ -9,7 +9,7 @@ use toolgate_agent::{
     TerminalApprover,
 };
 use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
-use toolgate_core::{Approver, DenyAll, Dispatcher, Mode, Principal, Registry};
+use toolgate_core::{Approver, DenyAll, Mode, Principal};
 use toolgate_llm::embedded::{
     EmbeddedConfig, EmbeddedModel, Progress, ProgressFn, default_model_path,
 };
@@ -18,7 +18,9 @@ use toolgate_llm::{
     OpenAiResponsesModel,
 };
 
-use super::{CommandError, runtime};
+use toolgate_wiring::Seat;
+
+use super::{CommandError, open_store, runtime};
 use crate::cli::{AgentArgs, AskArgs, ModeName};
 use crate::config::Config;
 use crate::model_spec::{self, ModelSpec};
@@ -74,12 +76,9 @@ fn build(config: &Config, args: &AgentArgs) -> Result<Session, CommandError> {
         Some(file) => Arc::new(JsonlTrace::create(file)?),
         None => Arc::new(NoTrace),
     };
-    let wired =
-        crate::toolsets::wire(config, args.toolset, args.db.as_deref(), Arc::clone(&trace))?;
-    let registry = Arc::new(Registry::new(wired.tools)?);
-    let names: Vec<String> = registry.names().map(str::to_string).collect();
-    let principal =
-        Principal::local("local-user", &[]).with_catalogue(names.iter().map(String::as_str));
+    let kind = args.toolset.store();
+    let path = config.store_path(kind, args.db.as_deref())?;
+    let store = open_store(kind, &path)?;
     let approver: Arc<dyn Approver> = match TerminalApprover::if_terminal() {
         Some(terminal) => Arc::new(terminal),
         None => Arc::new(DenyAll),
@@ -89,23 +88,23 @@ fn build(config: &Config, args: &AgentArgs) -> Result<Session, CommandError> {
         Some(ModeName::Ask) => Mode::Ask,
         None => config.mode.unwrap_or_default(),
     };
-    let dispatcher = Dispatcher::new(Arc::clone(&registry))
+    let seat = Seat::new(Principal::local("local-user", &[]))
         .with_approver(approver)
         .with_mode(mode)
         .with_trace(Arc::clone(&trace));
-    let path = wired.store_path;
+    let ready = toolgate_wiring::dispatcher(args.toolset, &store, &config.exits(), seat)?;
     let spec = choose_model(args.model.as_deref().or(config.model.name.as_deref()))?;
     let model = load_model(&spec, args.ctx, !args.quiet)?;
     let model_name = model.name();
     if !args.quiet {
         println!(
             "model: {model_name}   toolset: {} ({} tools)   db: {}",
-            wired.name,
-            names.len(),
+            ready.toolset,
+            ready.registry.names().count(),
             path.display()
         );
     }
-    let mut agent = Agent::new(model, Arc::new(dispatcher), principal)
+    let mut agent = Agent::new(model, ready.dispatcher, ready.principal)
         .with_config(AgentConfig {
             max_rounds: args.max_rounds,
             token_budget: args.token_budget,

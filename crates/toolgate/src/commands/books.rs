@@ -2,6 +2,8 @@
 
 use toolgate_books::BooksStore;
 
+use toolgate_wiring::StoreKind;
+
 use super::CommandError;
 use crate::cli::BooksCommand;
 use crate::config::Config;
@@ -9,13 +11,13 @@ use crate::config::Config;
 pub fn run(config: &Config, command: BooksCommand) -> Result<(), CommandError> {
     match command {
         BooksCommand::Init { db } => {
-            let path = config.books_db(db.as_deref())?;
+            let path = config.store_path(StoreKind::Books, db.as_deref())?;
             let store = BooksStore::init(&path)?;
             let rows = count_rows(&store);
             println!("created {} with {rows} books", store.path().display());
         }
         BooksCommand::Reset { db } => {
-            let path = config.books_db(db.as_deref())?;
+            let path = config.store_path(StoreKind::Books, db.as_deref())?;
             let store = BooksStore::open(&path)?;
             store.reset()?;
             let rows = count_rows(&store);

@@ -1,20 +1,18 @@
 //! `toolgate demo`: the round trip, step by step, on the sample notebook; then an injected note
 //! that asks for the notes to be emailed out, stopped by the approval step.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use toolgate_agent::{Agent, AgentConfig, AgentEvent, DEFAULT_SYSTEM_PROMPT, Observer, RunResult};
 use toolgate_core::trace::{JsonlTrace, MemoryTrace, TraceSink};
-use toolgate_core::{CallRequest, DenyAll, Dispatcher, Mode, Principal, Registry, Tool, tokens};
-use toolgate_egress::{
-    AllowEntry, Egress, Resolver, SmtpConfig, SmtpRelay, SmtpSecurity, SystemResolver,
-};
-use toolgate_notes::NotesStore;
+use toolgate_core::{CallRequest, DenyAll, Mode, Principal};
+use toolgate_egress::{SmtpConfig, SmtpSecurity};
+use toolgate_eval::tokens;
+use toolgate_wiring::{ExitsConfig, Seat, StoreKind, ToolsetName};
 
 use super::ask::{choose_model, load_model};
-use super::{CommandError, runtime};
+use super::{CommandError, open_store, runtime};
 use crate::cli::DemoArgs;
 use crate::config::Config;
 
@@ -116,17 +114,14 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<(), CommandError> {
         None => None,
     };
     let trace: Arc<dyn TraceSink> = Arc::new(Tee(Arc::clone(&memory), file));
-    let registry = Arc::new(Registry::new(demo_tools(config, &db, Arc::clone(&trace))?)?);
-    let names: Vec<String> = registry.names().map(str::to_string).collect();
-    let principal =
-        Principal::local("demo-user", &[]).with_catalogue(names.iter().map(String::as_str));
+    let store = open_store(StoreKind::Notes, &db)?;
     // No human is attached to a demo: every question an approval asks is answered no.
-    let dispatcher = Arc::new(
-        Dispatcher::new(Arc::clone(&registry))
-            .with_approver(Arc::new(DenyAll))
-            .with_mode(Mode::Auto)
-            .with_trace(Arc::clone(&trace)),
-    );
+    let seat = Seat::new(Principal::local("demo-user", &[]))
+        .with_approver(Arc::new(DenyAll))
+        .with_mode(Mode::Auto)
+        .with_trace(Arc::clone(&trace));
+    let ready = toolgate_wiring::dispatcher(ToolsetName::Notes, &store, &demo_exits(config), seat)?;
+    let (registry, dispatcher, principal) = (ready.registry, ready.dispatcher, ready.principal);
     let spec = choose_model(args.model.as_deref().or(config.model.name.as_deref()))?;
     let model = load_model(&spec, args.ctx, true)?;
     println!(
@@ -221,48 +216,25 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// The notes assistant's tools for the demo. Without a configured relay the demo names one
+/// The exits of the demo: the configured ones. Without a configured relay the demo names one
 /// on 127.0.0.1 (allowed for the demo only) so that `email_send` reaches its approval step;
 /// nothing listens there, and nothing is sent unless a human approves, which in a demo
 /// nobody does.
-fn demo_tools(
-    config: &Config,
-    db: &Path,
-    trace: Arc<dyn TraceSink>,
-) -> Result<Vec<Tool>, CommandError> {
-    if !db.exists() {
-        eprintln!("toolgate: creating the sample notebook at {}", db.display());
+fn demo_exits(config: &Config) -> ExitsConfig {
+    let exits = config.exits();
+    if exits.smtp.is_some() {
+        return exits;
     }
-    let store = NotesStore::open_or_init_sample(db)?;
-    let mut egress = config.egress.clone();
-    let smtp = match &config.smtp {
-        Some(smtp) => smtp.clone(),
-        None => {
-            egress.allow.push(AllowEntry {
-                host: "127.0.0.1".into(),
-                schemes: vec!["smtp".into()],
-                ports: Some(vec![DEMO_SMTP_PORT]),
-                allow_private: true,
-            });
-            SmtpConfig {
-                host: "127.0.0.1".into(),
-                port: DEMO_SMTP_PORT,
-                security: SmtpSecurity::None,
-                from: "Notes Assistant <demo@localhost.localdomain>".into(),
-                timeout_secs: 10,
-                hello_name: None,
-            }
-        }
-    };
-    let resolver: Arc<dyn Resolver> = Arc::new(SystemResolver);
-    let policy = egress.validate()?;
-    let relay = SmtpRelay::new(smtp, &policy, Arc::clone(&resolver), Arc::clone(&trace))?;
-    let web = Egress::new(egress, resolver, trace)?;
-    Ok(toolgate_notes::assistant_tools(
-        &store,
-        Arc::new(web),
-        Some(Arc::new(relay)),
-    )?)
+    exits
+        .allow_loopback("smtp", DEMO_SMTP_PORT)
+        .with_relay(SmtpConfig {
+            host: "127.0.0.1".into(),
+            port: DEMO_SMTP_PORT,
+            security: SmtpSecurity::None,
+            from: "Notes Assistant <demo@localhost.localdomain>".into(),
+            timeout_secs: 10,
+            hello_name: None,
+        })
 }
 
 const DEMO_SMTP_PORT: u16 = 2525;

@@ -5,16 +5,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use toolgate_books::Toolset;
 use toolgate_eval::output::write_report;
 use toolgate_eval::runner::{PLAN_FILE, Plan, ProgressUpdate, RUNS_FILE, Runner, load_records};
-use toolgate_eval::suite::{Split, StoreKind, Suite};
-use toolgate_eval::target::EvalToolset;
+use toolgate_eval::suite::{Split, Suite};
 use toolgate_eval::trace_pair;
+use toolgate_wiring::ToolsetName;
 
 use super::ask::{choose_model, load_model};
 use super::{CommandError, runtime};
-use crate::cli::{EvalAction, EvalCommand, EvalRunArgs, SplitName, ToolsetName};
+use crate::cli::{EvalAction, EvalCommand, EvalRunArgs, SplitName};
 use crate::config::Config;
 
 pub fn run(_config: &Config, command: EvalCommand) -> Result<(), CommandError> {
@@ -33,23 +32,10 @@ fn run_suite(args: &EvalRunArgs) -> Result<(), CommandError> {
         }
     })?;
     let suite = Suite::parse(&suite_text, &args.suite.display().to_string())?;
-    let toolsets: Vec<EvalToolset> = if args.toolsets.is_empty() {
-        match suite.suite.store {
-            StoreKind::Books => vec![
-                EvalToolset::Books(Toolset::V1),
-                EvalToolset::Books(Toolset::V2),
-            ],
-            StoreKind::Notes => vec![EvalToolset::Notes],
-        }
+    let toolsets: Vec<ToolsetName> = if args.toolsets.is_empty() {
+        suite.suite.store.toolsets()
     } else {
-        args.toolsets
-            .iter()
-            .map(|t| match t {
-                ToolsetName::BooksV1 => EvalToolset::Books(Toolset::V1),
-                ToolsetName::BooksV2 => EvalToolset::Books(Toolset::V2),
-                ToolsetName::Notes => EvalToolset::Notes,
-            })
-            .collect()
+        args.toolsets.clone()
     };
     // Clip tasks fetch pages served from the suite's `pages` folder, when it has one.
     let pages_dir = args

@@ -7,6 +7,10 @@ mod eval;
 mod notes;
 mod tools;
 
+use std::path::Path;
+
+use toolgate_wiring::{Store, StoreKind, WiringError};
+
 use crate::cli::{Cli, Command};
 use crate::config::{Config, ConfigError};
 
@@ -22,12 +26,8 @@ pub enum CommandError {
     Import(#[from] toolgate_notes::ImportError),
     #[error(transparent)]
     Undo(#[from] toolgate_notes::UndoError),
-    #[error("the egress configuration is refused: {0}")]
-    Egress(#[from] toolgate_egress::ConfigError),
-    #[error("a tool declaration is invalid: {0}")]
-    Declaration(#[from] toolgate_core::tool::DeclarationError),
     #[error(transparent)]
-    Registry(#[from] toolgate_core::registry::RegistryError),
+    Wiring(#[from] WiringError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error(transparent)]
@@ -68,4 +68,17 @@ fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
         .enable_time()
         .enable_io()
         .build()?)
+}
+
+/// Opens the store of `kind` at `path`, creating it with its initial contents (and saying so)
+/// when missing.
+fn open_store(kind: StoreKind, path: &Path) -> Result<Store, CommandError> {
+    if !path.exists() {
+        eprintln!(
+            "toolgate: creating {} at {}",
+            kind.initial_contents(),
+            path.display()
+        );
+    }
+    Ok(Store::open_or_init(kind, path)?)
 }

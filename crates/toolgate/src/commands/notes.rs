@@ -2,6 +2,8 @@
 
 use toolgate_notes::{NotesStore, import_dir, undo_last};
 
+use toolgate_wiring::StoreKind;
+
 use super::CommandError;
 use crate::cli::NotesCommand;
 use crate::config::Config;
@@ -18,7 +20,7 @@ fn count_notes(store: &NotesStore) -> i64 {
 pub fn run(config: &Config, command: NotesCommand) -> Result<(), CommandError> {
     match command {
         NotesCommand::Init { db, empty } => {
-            let path = config.notes_db(db.as_deref())?;
+            let path = config.store_path(StoreKind::Notes, db.as_deref())?;
             let store = if empty {
                 NotesStore::init(&path)?
             } else {
@@ -36,7 +38,7 @@ pub fn run(config: &Config, command: NotesCommand) -> Result<(), CommandError> {
             );
         }
         NotesCommand::Reset { db } => {
-            let store = NotesStore::open(&config.notes_db(db.as_deref())?)?;
+            let store = NotesStore::open(&config.store_path(StoreKind::Notes, db.as_deref())?)?;
             store.reset()?;
             println!(
                 "restored {} to what it was created with ({} notes; drafts, receipts and undo history cleared)",
@@ -45,7 +47,7 @@ pub fn run(config: &Config, command: NotesCommand) -> Result<(), CommandError> {
             );
         }
         NotesCommand::Import { dir, db } => {
-            let path = config.notes_db(db.as_deref())?;
+            let path = config.store_path(StoreKind::Notes, db.as_deref())?;
             let store = if path.exists() {
                 NotesStore::open(&path)?
             } else {
@@ -85,7 +87,7 @@ pub fn run(config: &Config, command: NotesCommand) -> Result<(), CommandError> {
             }
         }
         NotesCommand::Undo { count, db } => {
-            let store = NotesStore::open(&config.notes_db(db.as_deref())?)?;
+            let store = NotesStore::open(&config.store_path(StoreKind::Notes, db.as_deref())?)?;
             let undone = undo_last(&store, count as usize)?;
             if undone.is_empty() {
                 println!("nothing to undo");

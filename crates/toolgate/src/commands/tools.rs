@@ -1,16 +1,14 @@
 //! `toolgate tools`: the risk table, the model views, and what they cost in tokens.
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
-use toolgate_core::trace::NoTrace;
-use toolgate_core::{CallRequest, Dispatcher, Principal, Registry, ToolSpec, tokens};
+use toolgate_core::{CallRequest, Principal, ToolSpec};
+use toolgate_eval::tokens;
+use toolgate_wiring::{Seat, ToolsetName};
 
-use super::{CommandError, runtime};
-use crate::cli::{OutputFormat, ToolsArgs, ToolsetName};
+use super::{CommandError, open_store, runtime};
+use crate::cli::{OutputFormat, ToolsArgs};
 use crate::config::Config;
 use crate::table;
-use crate::toolsets::{toolset_name, wire};
 
 /// Calls whose result sizes are reported for each toolset: the v1 full listing against the
 /// v2 searches that answer the same questions.
@@ -48,11 +46,7 @@ struct Report {
 pub fn run(config: &Config, args: &ToolsArgs) -> Result<(), CommandError> {
     let toolsets: Vec<ToolsetName> = match args.toolset {
         Some(one) => vec![one],
-        None => vec![
-            ToolsetName::BooksV1,
-            ToolsetName::BooksV2,
-            ToolsetName::Notes,
-        ],
+        None => ToolsetName::ALL.to_vec(),
     };
     // Measure on the given database, or on fresh ones that disappear afterwards.
     let scratch = tempfile::tempdir()?;
@@ -61,19 +55,18 @@ pub fn run(config: &Config, args: &ToolsArgs) -> Result<(), CommandError> {
     for toolset in toolsets {
         let db = match &args.db {
             Some(path) => path.clone(),
-            None => scratch
-                .path()
-                .join(format!("{}.sqlite", toolset_name(toolset))),
+            None => scratch.path().join(format!("{toolset}.sqlite")),
         };
-        let wired = wire(config, toolset, Some(&db), Arc::new(NoTrace))?;
-        let registry = Arc::new(Registry::new(wired.tools)?);
-        let dispatcher = Dispatcher::new(Arc::clone(&registry));
+        let store = open_store(toolset.store(), &db)?;
+        let seat = Seat::new(Principal::local("toolgate-cli", &[]));
+        let ready = toolgate_wiring::dispatcher(toolset, &store, &config.exits(), seat)?;
+        let (registry, dispatcher) = (&ready.registry, &ready.dispatcher);
         let specs: Vec<ToolSpec> = registry.specs().cloned().collect();
         let views: Vec<_> = specs.iter().map(ToolSpec::model_view).collect();
         let mut results = Vec::new();
         for (tool, arguments) in measured_calls(toolset) {
             let shown = format!("{tool} {arguments}");
-            let request = CallRequest::new(Principal::local("toolgate-cli", &[]), tool, arguments);
+            let request = CallRequest::new(ready.principal.clone(), tool, arguments);
             let outcome = rt.block_on(dispatcher.call(request));
             if let Err(e) = &outcome.result {
                 return Err(CommandError::Measurement {
@@ -84,7 +77,7 @@ pub fn run(config: &Config, args: &ToolsArgs) -> Result<(), CommandError> {
             results.push((shown, tokens::count(&outcome.model_text())));
         }
         reports.push(Report {
-            toolset: wired.name,
+            toolset: toolset.as_str(),
             digest: registry.digest().to_string(),
             definition_tokens: tokens::count_definitions(&views),
             specs,

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::spec::ModelView;
+use toolgate_core::spec::ModelView;
 
 /// Tokens in `text` under o200k_base.
 pub fn count(text: &str) -> usize {

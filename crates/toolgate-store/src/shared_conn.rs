@@ -6,9 +6,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
-use crate::error::ToolError;
-use crate::idempotency::{IdempotencyKey, Receipt, ReceiptLog, WriteEffect, recorded, run_once};
-use crate::tool::ExecContext;
+use toolgate_core::error::ToolError;
+use toolgate_core::idempotency::{
+    IdempotencyKey, Receipt, ReceiptLog, WriteEffect, recorded, run_once,
+};
+use toolgate_core::tool::ExecContext;
 
 #[derive(Clone, Debug)]
 pub struct SharedConnection {

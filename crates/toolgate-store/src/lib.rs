@@ -1,0 +1,16 @@
+//! toolgate-store: what the toolsets' SQLite stores share, below the toolsets and above the
+//! contract.
+//!
+//! - [`shared_conn`]: [`SharedConnection`], the one connection a toolset's handlers share
+//!   (blocking work off the async threads, one call at a time, writes at most once per
+//!   idempotency key with the receipt in the same transaction).
+//! - [`taglist`]: the stored form of the user's tags (one comma-separated column).
+//!
+//! Guarantees: a poisoned connection is an `internal` tool error, never a second panic; equal
+//! tag sets are stored as equal strings. Refuses nothing else: what a store holds is the
+//! toolset's business.
+
+pub mod shared_conn;
+pub mod taglist;
+
+pub use shared_conn::SharedConnection;

@@ -1,0 +1,182 @@
+//! A toolset's tools on its store with its exits, and the dispatcher for a principal: what
+//! every front end (`ask`, `chat`, `demo`, `tools`, the eval runner, the MCP server) used to
+//! wire by hand.
+//!
+//! Guarantees: [`tools`] binds a toolset only to a store of its own kind, and builds exits
+//! only for a toolset that uses them (the books toolsets never get any); [`dispatcher`]
+//! returns a [`Dispatcher`] over exactly the toolset's tools, with the seat's approver, mode
+//! and trace, and a principal whose catalogue is exactly those tools' names. Refuses: a toolset
+//! on another kind of store ([`WiringError::WrongStore`]), exits the allowlist does not admit,
+//! and tool declarations or registries the contract rejects.
+
+use std::sync::Arc;
+
+use toolgate_core::trace::{NoTrace, TraceSink};
+use toolgate_core::{Approver, DenyAll, Dispatcher, Mode, Principal, Registry, Tool};
+
+use crate::error::WiringError;
+use crate::exits::ExitsConfig;
+use crate::store::Store;
+use crate::toolset::ToolsetName;
+
+/// Who a dispatcher serves and how it asks: everything about it that is not the toolset.
+pub struct Seat {
+    /// The caller; its catalogue is replaced by the toolset's tool names.
+    pub principal: Principal,
+    /// Who answers approval questions.
+    pub approver: Arc<dyn Approver>,
+    pub mode: Mode,
+    /// Where the dispatcher's decisions and the exits' traffic are recorded.
+    pub trace: Arc<dyn TraceSink>,
+}
+
+impl Seat {
+    /// `principal` with no approver attached (every question is answered no), the default
+    /// mode and no trace.
+    pub fn new(principal: Principal) -> Self {
+        Seat {
+            principal,
+            approver: Arc::new(DenyAll),
+            mode: Mode::default(),
+            trace: Arc::new(NoTrace),
+        }
+    }
+
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = approver;
+        self
+    }
+
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    pub fn with_trace(mut self, trace: Arc<dyn TraceSink>) -> Self {
+        self.trace = trace;
+        self
+    }
+}
+
+/// A toolset's dispatcher for one principal, ready for calls.
+pub struct Ready {
+    pub toolset: ToolsetName,
+    pub registry: Arc<Registry>,
+    pub dispatcher: Arc<Dispatcher>,
+    /// The seat's principal, its catalogue set to the toolset's tools.
+    pub principal: Principal,
+}
+
+/// The tools of `toolset` bound to `store`; a toolset that reaches out gets the exits of
+/// `exits`, tracing to `trace`.
+pub fn tools(
+    toolset: ToolsetName,
+    store: &Store,
+    exits: &ExitsConfig,
+    trace: Arc<dyn TraceSink>,
+) -> Result<Vec<Tool>, WiringError> {
+    let wrong = || WiringError::WrongStore {
+        toolset,
+        store: store.kind(),
+    };
+    match (toolset, store) {
+        (ToolsetName::BooksV1 | ToolsetName::BooksV2, Store::Books(books)) => {
+            let design = toolset.books_design().ok_or_else(wrong)?;
+            Ok(design.tools(books)?)
+        }
+        (ToolsetName::Notes, Store::Notes(notes)) => {
+            let built = exits.build(trace)?;
+            Ok(toolgate_notes::assistant_tools(
+                notes,
+                built.egress,
+                built.relay,
+            )?)
+        }
+        (ToolsetName::BooksV1 | ToolsetName::BooksV2, Store::Notes(_))
+        | (ToolsetName::Notes, Store::Books(_)) => Err(wrong()),
+    }
+}
+
+/// The dispatcher over `toolset` on `store` with `exits`, for the seat's principal.
+pub fn dispatcher(
+    toolset: ToolsetName,
+    store: &Store,
+    exits: &ExitsConfig,
+    seat: Seat,
+) -> Result<Ready, WiringError> {
+    let tools = tools(toolset, store, exits, Arc::clone(&seat.trace))?;
+    let registry = Arc::new(Registry::new(tools)?);
+    let principal = seat.principal.with_catalogue(registry.names());
+    let dispatcher = Dispatcher::new(Arc::clone(&registry))
+        .with_approver(seat.approver)
+        .with_mode(seat.mode)
+        .with_trace(seat.trace);
+    Ok(Ready {
+        toolset,
+        registry,
+        dispatcher: Arc::new(dispatcher),
+        principal,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use toolgate_core::CallRequest;
+
+    use super::*;
+    use crate::toolset::StoreKind;
+
+    #[tokio::test]
+    async fn each_toolset_gets_a_dispatcher_over_exactly_its_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        for toolset in ToolsetName::ALL {
+            let kind = toolset.store();
+            let path = dir.path().join(format!("{toolset}.sqlite"));
+            let store = Store::open_or_init(kind, &path).unwrap();
+            let ready = dispatcher(
+                toolset,
+                &store,
+                &ExitsConfig::default(),
+                Seat::new(Principal::local("test", &[])),
+            )
+            .unwrap();
+            let names: Vec<&str> = ready.registry.names().collect();
+            assert!(!names.is_empty(), "{toolset}");
+            for name in &names {
+                assert!(ready.principal.in_catalogue(name), "{toolset}: {name}");
+            }
+            assert!(!ready.principal.in_catalogue("no_such_tool"));
+            let other = match kind {
+                StoreKind::Books => ToolsetName::Notes,
+                StoreKind::Notes => ToolsetName::BooksV2,
+            };
+            assert!(matches!(
+                tools(other, &store, &ExitsConfig::default(), Arc::new(NoTrace)),
+                Err(WiringError::WrongStore { .. })
+            ));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_ready_dispatcher_runs_the_toolsets_calls() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init(StoreKind::Books, &dir.path().join("b.sqlite")).unwrap();
+        let ready = dispatcher(
+            ToolsetName::BooksV2,
+            &store,
+            &ExitsConfig::default(),
+            Seat::new(Principal::local("test", &[])),
+        )
+        .unwrap();
+        let ok = ready
+            .dispatcher
+            .call(CallRequest::new(
+                ready.principal.clone(),
+                "books_get",
+                json!({"ids": [1]}),
+            ))
+            .await;
+        assert!(ok.result.is_ok(), "{:?}", ok.result.err());
+    }
+}

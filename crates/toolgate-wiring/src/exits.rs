@@ -1,0 +1,116 @@
+//! The exits a toolset's tools may use, built from configuration in one way: the egress exit
+//! (the only way out for HTTP) and, when configured, the SMTP relay.
+//!
+//! Guarantees: [`ExitsConfig::build`] validates the allowlist once and checks the relay against
+//! it, so a relay the allowlist does not name is refused when the exits are built, not when
+//! mail is sent; nothing is reachable that the configuration does not list. Extra destinations
+//! a front end runs itself on this machine (the eval's page server, the demo's relay) are
+//! configuration too ([`ExitsConfig::allow_loopback`]), never a second set-up.
+
+use std::sync::Arc;
+
+use toolgate_core::trace::TraceSink;
+use toolgate_egress::{
+    AllowEntry, Egress, EgressConfig, Resolver, SmtpConfig, SmtpRelay, SystemResolver,
+};
+
+use crate::error::WiringError;
+
+/// What the exits are built from: the `[egress]` allowlist and the optional `[smtp]` relay.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExitsConfig {
+    pub egress: EgressConfig,
+    pub smtp: Option<SmtpConfig>,
+}
+
+/// The built exits, tracing to the sink they were built with.
+pub struct Exits {
+    pub egress: Arc<Egress>,
+    pub relay: Option<Arc<SmtpRelay>>,
+}
+
+impl ExitsConfig {
+    pub fn new(egress: EgressConfig, smtp: Option<SmtpConfig>) -> Self {
+        ExitsConfig { egress, smtp }
+    }
+
+    /// Also allow `scheme` to `127.0.0.1:port`, loopback address included: for a server the
+    /// front end itself runs on this machine.
+    pub fn allow_loopback(mut self, scheme: &str, port: u16) -> Self {
+        self.egress.allow.push(AllowEntry {
+            host: "127.0.0.1".into(),
+            schemes: vec![scheme.into()],
+            ports: Some(vec![port]),
+            allow_private: true,
+        });
+        self
+    }
+
+    /// Deliver mail through `smtp` (which the allowlist must still allow).
+    pub fn with_relay(mut self, smtp: SmtpConfig) -> Self {
+        self.smtp = Some(smtp);
+        self
+    }
+
+    /// The exits, resolving names with the system resolver.
+    pub fn build(&self, trace: Arc<dyn TraceSink>) -> Result<Exits, WiringError> {
+        self.build_with(Arc::new(SystemResolver), trace)
+    }
+
+    /// The exits, resolving names with `resolver` (tests pin addresses with a static one).
+    pub fn build_with(
+        &self,
+        resolver: Arc<dyn Resolver>,
+        trace: Arc<dyn TraceSink>,
+    ) -> Result<Exits, WiringError> {
+        let policy = self.egress.validate()?;
+        let relay = match &self.smtp {
+            Some(smtp) => Some(Arc::new(SmtpRelay::new(
+                smtp.clone(),
+                &policy,
+                Arc::clone(&resolver),
+                Arc::clone(&trace),
+            )?)),
+            None => None,
+        };
+        let egress = Egress::from_policy(policy, resolver, trace);
+        Ok(Exits {
+            egress: Arc::new(egress),
+            relay,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use toolgate_core::trace::NoTrace;
+    use toolgate_egress::SmtpSecurity;
+
+    use super::*;
+
+    fn relay(port: u16) -> SmtpConfig {
+        SmtpConfig {
+            host: "127.0.0.1".into(),
+            port,
+            security: SmtpSecurity::None,
+            from: "Test <test@localhost.localdomain>".into(),
+            timeout_secs: 1,
+            hello_name: None,
+        }
+    }
+
+    #[test]
+    fn a_relay_is_built_only_when_the_allowlist_names_it() {
+        let none = ExitsConfig::default().build(Arc::new(NoTrace)).unwrap();
+        assert!(none.relay.is_none());
+        let unlisted = ExitsConfig::default().with_relay(relay(2526));
+        assert!(matches!(
+            unlisted.build(Arc::new(NoTrace)),
+            Err(WiringError::Exits(_))
+        ));
+        let listed = ExitsConfig::default()
+            .allow_loopback("smtp", 2526)
+            .with_relay(relay(2526));
+        assert!(listed.build(Arc::new(NoTrace)).unwrap().relay.is_some());
+    }
+}

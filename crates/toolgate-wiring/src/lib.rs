@@ -1,0 +1,30 @@
+//! toolgate-wiring: the one place that knows which toolsets exist and how each is put
+//! together. Library code below every front end (the CLI's commands, the eval runner, and next
+//! the MCP server), above the toolsets and the egress exit.
+//!
+//! - [`toolset`]: [`ToolsetName`] (`books-v1`, `books-v2`, `notes`) and the [`StoreKind`] each
+//!   works on.
+//! - [`store`]: [`Store`], the book catalogue or the notebook: open, open-or-init, reset, and
+//!   direct connection access; [`StoreConfig`] says where a store lives.
+//! - [`exits`]: [`ExitsConfig`] -> [`Exits`], the egress exit and optional SMTP relay, built
+//!   from configuration in one way.
+//! - [`dispatch`]: [`tools`] and [`dispatcher`]: a toolset's tools on its store with its exits,
+//!   and a ready [`Dispatcher`](toolgate_core::Dispatcher) for a principal ([`Seat`]) whose
+//!   catalogue is exactly the toolset's tools.
+//!
+//! Guarantees: every toolset name parses from and prints as one string; a toolset is only ever
+//! bound to the store kind it works on ([`WiringError::WrongStore`] otherwise); a toolset gets
+//! exits only if it uses them, and only the configured ones. Refuses nothing that the layers
+//! below accept: their errors come back typed in [`WiringError`].
+
+pub mod dispatch;
+pub mod error;
+pub mod exits;
+pub mod store;
+pub mod toolset;
+
+pub use dispatch::{Ready, Seat, dispatcher, tools};
+pub use error::WiringError;
+pub use exits::{Exits, ExitsConfig};
+pub use store::{Store, StoreConfig};
+pub use toolset::{StoreKind, ToolsetName, UnknownToolset};

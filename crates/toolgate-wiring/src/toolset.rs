@@ -1,0 +1,163 @@
+//! The toolsets that exist, by name, and the kind of store each works on.
+//!
+//! Guarantees: [`ToolsetName::ALL`] lists every toolset once, in a fixed order; each name
+//! prints ([`ToolsetName::as_str`], `Display`) as exactly the string it parses from
+//! ([`FromStr`]); every toolset works on exactly one [`StoreKind`]. Refuses: any other name
+//! ([`UnknownToolset`], which lists the known ones).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use toolgate_books::Toolset as BooksDesign;
+
+/// A toolset a front end can offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ToolsetName {
+    /// The book catalogue as a straight CRUD API.
+    BooksV1,
+    /// The book catalogue as tools designed for a model.
+    BooksV2,
+    /// The notes assistant: notes, web clips, email drafts and sends.
+    Notes,
+}
+
+/// The kind of store a toolset works on (a suite's `store = "books" | "notes"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// The goodbooks-10k book catalogue.
+    Books,
+    /// The notes assistant's notebook.
+    Notes,
+}
+
+/// A toolset name that is not one of [`ToolsetName::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown toolset `{name}` (known: {known})", known = known_names())]
+pub struct UnknownToolset {
+    pub name: String,
+}
+
+fn known_names() -> String {
+    ToolsetName::ALL.map(ToolsetName::as_str).join(", ")
+}
+
+impl ToolsetName {
+    /// Every toolset, in the order listings show them.
+    pub const ALL: [ToolsetName; 3] = [
+        ToolsetName::BooksV1,
+        ToolsetName::BooksV2,
+        ToolsetName::Notes,
+    ];
+
+    /// The name it is given by (flags, reports, run records).
+    pub fn as_str(self) -> &'static str {
+        match self.books_design() {
+            Some(design) => design.name(),
+            None => "notes",
+        }
+    }
+
+    /// One line on what it is, for help texts.
+    pub fn summary(self) -> &'static str {
+        match self {
+            ToolsetName::BooksV1 => "The book catalogue as a straight CRUD API",
+            ToolsetName::BooksV2 => "The book catalogue as tools designed for a model",
+            ToolsetName::Notes => "The notes assistant: notes, web clips, email drafts and sends",
+        }
+    }
+
+    /// The kind of store it works on.
+    pub fn store(self) -> StoreKind {
+        match self {
+            ToolsetName::BooksV1 | ToolsetName::BooksV2 => StoreKind::Books,
+            ToolsetName::Notes => StoreKind::Notes,
+        }
+    }
+
+    /// The books crate's design for a books toolset.
+    pub(crate) fn books_design(self) -> Option<BooksDesign> {
+        match self {
+            ToolsetName::BooksV1 => Some(BooksDesign::V1),
+            ToolsetName::BooksV2 => Some(BooksDesign::V2),
+            ToolsetName::Notes => None,
+        }
+    }
+}
+
+impl fmt::Display for ToolsetName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ToolsetName {
+    type Err = UnknownToolset;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        ToolsetName::ALL
+            .into_iter()
+            .find(|t| t.as_str() == name)
+            .ok_or_else(|| UnknownToolset { name: name.into() })
+    }
+}
+
+impl StoreKind {
+    /// The toolsets that work on this kind of store, in [`ToolsetName::ALL`] order.
+    pub fn toolsets(self) -> Vec<ToolsetName> {
+        ToolsetName::ALL
+            .into_iter()
+            .filter(|t| t.store() == self)
+            .collect()
+    }
+
+    /// The file name of the default store in the user data folder.
+    pub fn default_file(self) -> &'static str {
+        match self {
+            StoreKind::Books => "books.sqlite",
+            StoreKind::Notes => "notes.sqlite",
+        }
+    }
+
+    /// What a new store of this kind starts with ("the book catalogue", "the sample
+    /// notebook"), for a front end that says it is creating one.
+    pub fn initial_contents(self) -> &'static str {
+        match self {
+            StoreKind::Books => "the book catalogue",
+            StoreKind::Notes => "the sample notebook",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_round_trips_and_others_are_refused() {
+        let names: Vec<&str> = ToolsetName::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(names, ["books-v1", "books-v2", "notes"]);
+        for toolset in ToolsetName::ALL {
+            assert_eq!(toolset.to_string().parse::<ToolsetName>(), Ok(toolset));
+        }
+        let err = "books-v3".parse::<ToolsetName>().unwrap_err();
+        assert!(err.to_string().contains("books-v1"), "{err}");
+    }
+
+    #[test]
+    fn each_store_kind_lists_its_toolsets() {
+        assert_eq!(
+            StoreKind::Books.toolsets(),
+            [ToolsetName::BooksV1, ToolsetName::BooksV2]
+        );
+        assert_eq!(StoreKind::Notes.toolsets(), [ToolsetName::Notes]);
+        for toolset in ToolsetName::ALL {
+            assert!(toolset.store().toolsets().contains(&toolset));
+            assert_eq!(
+                toolset.books_design().is_some(),
+                toolset.store() == StoreKind::Books
+            );
+        }
+    }
+}
