@@ -15,8 +15,7 @@ use toolgate_core::trace::{NoTrace, TraceEvent, TraceSink};
 use toolgate_core::{CallOutcome, CallRequest, CallResult, Caller, Origin, Principal};
 use toolgate_llm::{
     ContentBlock, LlmError, Message, Model, ModelRequest, ModelResponse, StopReason, ToolCall,
-    ToolChoice,
-    ToolDefinition, ToolResult, Usage,
+    ToolChoice, ToolDefinition, ToolResult, Usage,
 };
 
 /// What the model is told before the user speaks, unless a caller says otherwise. Measured on

@@ -142,7 +142,11 @@ async fn filters_and_sort_match_sql_including_ties_by_id() {
     ];
     for (args, sql) in cases {
         let out = f.call("books_search", args.clone()).await;
-        let content = out.observation().cloned().unwrap_or_else(|| panic!("{args}: {:?}", out.result)).content;
+        let content = out
+            .observation()
+            .cloned()
+            .unwrap_or_else(|| panic!("{args}: {:?}", out.result))
+            .content;
         let got: Vec<i64> = content["books"]
             .as_array()
             .unwrap()
@@ -263,7 +267,10 @@ async fn multi_step_tag_top_two_rowling_books() {
     want.sort();
     assert_eq!(fav, want);
     let found = f.call("books_search", json!({"tag": "fav"})).await;
-    assert_eq!(found.observation().cloned().unwrap().content["total_matches"], json!(2));
+    assert_eq!(
+        found.observation().cloned().unwrap().content["total_matches"],
+        json!(2)
+    );
     let untag = f
         .call("books_tag", json!({"ids": [want[0]], "remove": ["fav"]}))
         .await;

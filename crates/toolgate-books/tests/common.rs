@@ -28,7 +28,9 @@ pub fn fixture(toolset: Toolset) -> Fixture {
 impl Fixture {
     pub async fn call(&self, tool: &str, args: serde_json::Value) -> CallOutcome {
         self.dispatcher
-            .call(CallRequest::new(Principal::local("tester", &[]), "run-1",
+            .call(CallRequest::new(
+                Principal::local("tester", &[]),
+                "run-1",
                 tool,
                 args,
             ))

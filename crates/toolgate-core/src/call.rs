@@ -181,6 +181,19 @@ pub enum ApprovalRecord {
     },
 }
 
+impl ApprovalRecord {
+    /// The record's status as written to the trace (`not_needed`, `approved`, ...).
+    pub fn status(&self) -> &'static str {
+        match self {
+            ApprovalRecord::NotNeeded => "not_needed",
+            ApprovalRecord::Replayed => "replayed",
+            ApprovalRecord::Approved { .. } => "approved",
+            ApprovalRecord::Pending { .. } => "pending",
+            ApprovalRecord::Denied { .. } => "denied",
+        }
+    }
+}
+
 /// How the call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -197,6 +210,12 @@ impl Outcome {
             Outcome::Error(code) => code.as_str(),
             Outcome::ApprovalRequired => "approval_required",
         }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -30,9 +30,9 @@ use toolgate_core::trace::TraceSink;
 use crate::addr::check_addresses;
 use crate::canon::{Host, Target, canonicalize_url, cut, next_hop, url_for_trace};
 use crate::config::{ConfigError, EgressConfig, Policy};
-use crate::trace_event::{EgressDecision, Request};
 use crate::error::{BlockReason, EgressError};
 use crate::resolve::Resolver;
+use crate::trace_event::{EgressDecision, Request};
 
 /// A fetched page.
 #[derive(Debug, Clone, PartialEq, Eq)]

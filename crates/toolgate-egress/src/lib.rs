@@ -31,5 +31,5 @@ pub use config::{AllowEntry, ConfigError, EgressConfig, HostPattern, Permit, Pol
 pub use error::{AddressClass, BlockReason, EgressError, NonCanonical};
 pub use fetch::{Egress, FetchedPage};
 pub use resolve::{ResolveFuture, Resolver, StaticResolver, SystemResolver};
-pub use trace_event::{Decision, EgressDecision, Failure, Request};
 pub use smtp::{OutgoingEmail, SmtpConfig, SmtpRelay, SmtpSecurity};
+pub use trace_event::{Decision, EgressDecision, Failure, Request};

@@ -32,10 +32,10 @@ use toolgate_core::trace::TraceSink;
 use crate::addr::check_addresses;
 use crate::canon::{Host, Scheme, canonical_host, cut};
 use crate::config::{ConfigError, Permit, Policy};
-use crate::trace_event::{EgressDecision, Request};
 use crate::error::EgressError;
 use crate::fetch::ensure_crypto_provider;
 use crate::resolve::Resolver;
+use crate::trace_event::{EgressDecision, Request};
 
 /// How the connection to the relay is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

@@ -17,9 +17,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use toolgate_agent::{Agent, AgentConfig, StopCause};
+use toolgate_core::Principal;
 use toolgate_core::canonical::sha256_hex;
 use toolgate_core::trace::MemoryTrace;
-use toolgate_core::{DenyAll, Principal};
 use toolgate_llm::Model;
 use toolgate_wiring::{ExitsConfig, Seat, Store, ToolsetName, WiringError};
 
@@ -273,9 +273,9 @@ impl Runner {
     ) -> Result<RunRecord, RunnerError> {
         let (store, pages, model) = (target.store, target.pages, Arc::clone(&target.model));
         let trace = Arc::new(MemoryTrace::default());
-        let seat = Seat::new(Principal::local("eval", &[]))
-            .with_approver(Arc::new(DenyAll))
-            .with_trace(trace.clone());
+        // No human takes part in an eval: no approval channel, so every call that needs one
+        // is denied.
+        let seat = Seat::new(Principal::local("eval", &[])).with_trace(trace.clone());
         let ready = toolgate_wiring::dispatcher(toolset, store, target.exits, seat)?;
         let agent = Agent::new(model, ready.dispatcher, ready.principal)
             .with_config(AgentConfig {

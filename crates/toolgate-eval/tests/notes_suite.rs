@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 use toolgate_core::trace::MemoryTrace;
-use toolgate_core::{CallRequest, DenyAll, Dispatcher, ManualClock, Principal, Registry};
+use toolgate_core::{CallRequest, Dispatcher, ManualClock, Principal, Registry};
 use toolgate_egress::{AllowEntry, Egress, EgressConfig, SystemResolver};
 use toolgate_eval::checks::{self, ResolvedCheck};
 use toolgate_eval::suite::{Check, Split, Suite, Task};
@@ -1123,10 +1123,11 @@ async fn the_real_tools_reach_a_passing_state() {
     let trace = Arc::new(MemoryTrace::default());
     let egress = Arc::new(Egress::new(config, Arc::new(SystemResolver), trace).unwrap());
     let tools = toolgate_notes::assistant_tools(&store, egress, None).unwrap();
+    // No approval channel: as in an eval, every call that needs a human is denied.
     let dispatcher = Dispatcher::new(Arc::new(Registry::new(tools).unwrap()))
+        .unwrap()
         // 2025-12-10 10:00 UTC.
-        .with_clock(Arc::new(ManualClock::at_unix(20_432 * 86_400 + 10 * 3_600)))
-        .with_approver(Arc::new(DenyAll));
+        .with_clock(Arc::new(ManualClock::at_unix(20_432 * 86_400 + 10 * 3_600)));
     let suite = suite();
     let mut checked = 0;
     for task in suite.tasks.iter().filter(|t| has_state_checks(t)) {
@@ -1138,17 +1139,19 @@ async fn the_real_tools_reach_a_passing_state() {
         for (index, (tool, args, succeeds)) in calls.into_iter().enumerate() {
             let run = format!("{}/{index}", task.id);
             let outcome = dispatcher
-                .call(
-                    CallRequest::new(Principal::local("eval", &[]), tool, args.clone())
-                        .with_run(&run),
-                )
+                .call(CallRequest::new(
+                    Principal::local("eval", &[]),
+                    &run,
+                    tool,
+                    args.clone(),
+                ))
                 .await;
             assert_eq!(
-                outcome.result.is_ok(),
+                outcome.observation().is_some(),
                 succeeds,
                 "{}: {tool} {args}: {:?}",
                 task.id,
-                outcome.result.as_ref().err()
+                outcome.result
             );
         }
         assert_eq!(

@@ -104,7 +104,9 @@ fn main() {
             let mut samples = Vec::new();
             for _ in 0..rounds {
                 for query in QUERIES {
-                    let request = CallRequest::new(principal.clone(), "run-1",
+                    let request = CallRequest::new(
+                        principal.clone(),
+                        "run-1",
                         "notes_search",
                         json!({"query": query}),
                     );

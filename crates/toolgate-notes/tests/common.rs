@@ -56,7 +56,10 @@ impl Fixture {
 
     pub async fn call_in_run(&self, run: &str, tool: &str, args: Value) -> CallOutcome {
         self.dispatcher
-            .call(CallRequest::new(Principal::local("tester", &[]), "run-1", tool, args).with_run(run))
+            .call(
+                CallRequest::new(Principal::local("tester", &[]), "run-1", tool, args)
+                    .with_run(run),
+            )
             .await
     }
 

@@ -13,9 +13,8 @@ use serde_json::{Value, json};
 use toolgate_core::registry::contract_problems;
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
-    ApprovalRecord,
-    CallOutcome, CallRequest, Caller, DenyAll, Dispatcher, Effect, ErrorCode, ManualClock, Principal,
-    Registry, Risk, ScriptedApprover,
+    ApprovalRecord, CallOutcome, CallRequest, Caller, DenyAll, Dispatcher, Effect, ErrorCode,
+    ManualClock, Principal, Registry, Risk, ScriptedApprover,
 };
 use toolgate_egress::{
     AllowEntry, EgressConfig, SmtpConfig, SmtpRelay, SmtpSecurity, StaticResolver,
@@ -250,7 +249,12 @@ async fn email_draft_takes_one_address_or_a_list_and_refuses_names_and_header_tr
     for (args, want) in cases {
         let before = f.count("SELECT count(*) FROM email_drafts");
         let out = d
-            .call(CallRequest::new(principal(), "run-1", "email_draft", args.clone()))
+            .call(CallRequest::new(
+                principal(),
+                "run-1",
+                "email_draft",
+                args.clone(),
+            ))
             .await;
         match want {
             None => assert!(out.observation().is_some(), "{args}: {:?}", out.result),
@@ -274,10 +278,20 @@ async fn email_draft_shows_exactly_what_would_be_sent_and_a_retry_stores_it_once
     let registry = f.registry(None);
     let d = f.dispatcher(&registry);
     let first = d
-        .call(CallRequest::new(principal(), "run-1", "email_draft", ann_draft()))
+        .call(CallRequest::new(
+            principal(),
+            "run-1",
+            "email_draft",
+            ann_draft(),
+        ))
         .await;
     let again = d
-        .call(CallRequest::new(principal(), "run-1", "email_draft", ann_draft()))
+        .call(CallRequest::new(
+            principal(),
+            "run-1",
+            "email_draft",
+            ann_draft(),
+        ))
         .await;
     let c = content(&first);
     assert_eq!(c, content(&again));
@@ -310,7 +324,10 @@ async fn email_send_with_deny_all_sends_nothing() {
     let id = f.draft(&f.dispatcher(&registry), ann_draft()).await;
     let d = f.dispatcher(&registry).with_approver(Arc::new(DenyAll));
     let out = d.call(send(id)).await;
-    assert_eq!(out.error().cloned().unwrap().code, ErrorCode::ApprovalDenied);
+    assert_eq!(
+        out.error().cloned().unwrap().code,
+        ErrorCode::ApprovalDenied
+    );
     assert!(sink.received().is_empty());
     assert_eq!(f.status(id), "draft");
 }
@@ -426,7 +443,10 @@ async fn an_approval_does_not_cover_an_edited_draft() {
         })
         .unwrap();
     let out = d.call(send(id)).await;
-    assert_eq!(out.error().cloned().unwrap().code, ErrorCode::ApprovalDenied);
+    assert_eq!(
+        out.error().cloned().unwrap().code,
+        ErrorCode::ApprovalDenied
+    );
     assert!(sink.received().is_empty());
     assert_eq!(f.status(id), "draft");
     assert_eq!(
@@ -457,7 +477,10 @@ async fn an_approval_does_not_cover_an_edited_draft() {
         .dispatcher(&registry)
         .call(send(id).with_approval_token(&token))
         .await;
-    assert_eq!(out.error().cloned().unwrap().code, ErrorCode::ApprovalDenied);
+    assert_eq!(
+        out.error().cloned().unwrap().code,
+        ErrorCode::ApprovalDenied
+    );
     assert!(sink.received().is_empty());
 }
 
@@ -575,7 +598,12 @@ async fn a_database_made_before_drafts_gets_the_table_and_reset_clears_drafts() 
     };
     let d = Dispatcher::new(registry).unwrap();
     let out = d
-        .call(CallRequest::new(principal(), "run-1", "email_draft", ann_draft()))
+        .call(CallRequest::new(
+            principal(),
+            "run-1",
+            "email_draft",
+            ann_draft(),
+        ))
         .await;
     assert_eq!(content(&out)["draft_id"], 1);
     // Opening again changes nothing.
@@ -590,7 +618,10 @@ async fn a_database_made_before_drafts_gets_the_table_and_reset_clears_drafts() 
 
     again.reset().unwrap();
     let out = d
-        .call(CallRequest::new(principal(), "run-1", "email_draft", ann_draft()).with_run("run-after-reset"))
+        .call(
+            CallRequest::new(principal(), "run-1", "email_draft", ann_draft())
+                .with_run("run-after-reset"),
+        )
         .await;
     assert_eq!(
         content(&out)["draft_id"],

@@ -145,8 +145,13 @@ async fn allowlisted_page_is_clipped_untrusted_and_its_text_stays_out_of_trusted
     let out = w
         .dispatcher
         .call(
-            CallRequest::new(Principal::local("me", &[]), "run-1", "web_clip", json!({"url": url}))
-                .with_run("r1"),
+            CallRequest::new(
+                Principal::local("me", &[]),
+                "run-1",
+                "web_clip",
+                json!({"url": url}),
+            )
+            .with_run("r1"),
         )
         .await;
     let obs = out.observation().expect("clipped");
@@ -192,8 +197,13 @@ async fn allowlisted_page_is_clipped_untrusted_and_its_text_stays_out_of_trusted
     let again = w
         .dispatcher
         .call(
-            CallRequest::new(Principal::local("me", &[]), "run-1", "web_clip", json!({"url": url}))
-                .with_run("r1"),
+            CallRequest::new(
+                Principal::local("me", &[]),
+                "run-1",
+                "web_clip",
+                json!({"url": url}),
+            )
+            .with_run("r1"),
         )
         .await;
     assert!(again.record.duplicate);
@@ -226,7 +236,9 @@ async fn blocked_urls_store_nothing_and_are_recorded() {
     for (name, url) in &cases {
         let out = w
             .dispatcher
-            .call(CallRequest::new(Principal::local("me", &[]), "run-1",
+            .call(CallRequest::new(
+                Principal::local("me", &[]),
+                "run-1",
                 "web_clip",
                 json!({"url": url}),
             ))

@@ -4,15 +4,18 @@
 //!
 //! Guarantees: [`tools`] binds a toolset only to a store of its own kind, and builds exits
 //! only for a toolset that uses them (the books toolsets never get any); [`dispatcher`]
-//! returns a [`Dispatcher`] over exactly the toolset's tools, with the seat's approver, mode
-//! and trace, and a principal whose catalogue is exactly those tools' names. Refuses: a toolset
+//! returns a [`Caller`] over a [`Dispatcher`] of exactly the toolset's tools, with the seat's
+//! approval channel, mode and trace, and a principal whose catalogue is exactly those tools'
+//! names. A seat with no channel asks nobody, so every call that needs a human is denied. Refuses: a toolset
 //! on another kind of store ([`WiringError::WrongStore`]), exits the allowlist does not admit,
 //! and tool declarations or registries the contract rejects.
 
 use std::sync::Arc;
 
 use toolgate_core::trace::{NoTrace, TraceSink};
-use toolgate_core::{Approver, DenyAll, Dispatcher, Mode, Principal, Registry, Tool};
+use toolgate_core::{
+    ApprovalChannel, Approver, Caller, Dispatcher, Mode, Principal, Registry, Tool,
+};
 
 use crate::error::WiringError;
 use crate::exits::ExitsConfig;
@@ -23,27 +26,33 @@ use crate::toolset::ToolsetName;
 pub struct Seat {
     /// The caller; its catalogue is replaced by the toolset's tool names.
     pub principal: Principal,
-    /// Who answers approval questions.
-    pub approver: Arc<dyn Approver>,
+    /// How a human is reached for calls that need one.
+    pub approval: ApprovalChannel,
     pub mode: Mode,
     /// Where the dispatcher's decisions and the exits' traffic are recorded.
     pub trace: Arc<dyn TraceSink>,
 }
 
 impl Seat {
-    /// `principal` with no approver attached (every question is answered no), the default
-    /// mode and no trace.
+    /// `principal` with no approval channel (every call that needs a human is denied), the
+    /// default mode and no trace.
     pub fn new(principal: Principal) -> Self {
         Seat {
             principal,
-            approver: Arc::new(DenyAll),
+            approval: ApprovalChannel::None,
             mode: Mode::default(),
             trace: Arc::new(NoTrace),
         }
     }
 
+    /// Asks `approver` (and waits) for every call that needs a human.
     pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
-        self.approver = approver;
+        self.approval = ApprovalChannel::Ask(approver);
+        self
+    }
+
+    pub fn with_approval(mut self, channel: ApprovalChannel) -> Self {
+        self.approval = channel;
         self
     }
 
@@ -62,7 +71,8 @@ impl Seat {
 pub struct Ready {
     pub toolset: ToolsetName,
     pub registry: Arc<Registry>,
-    pub dispatcher: Arc<Dispatcher>,
+    /// The dispatcher, with the seat's approval channel and mode for every call.
+    pub dispatcher: Caller,
     /// The seat's principal, its catalogue set to the toolset's tools.
     pub principal: Principal,
 }
@@ -107,14 +117,13 @@ pub fn dispatcher(
     let tools = tools(toolset, store, exits, Arc::clone(&seat.trace))?;
     let registry = Arc::new(Registry::new(tools)?);
     let principal = seat.principal.with_catalogue(registry.names());
-    let dispatcher = Dispatcher::new(Arc::clone(&registry))
-        .with_approver(seat.approver)
+    let dispatcher = Dispatcher::new(Arc::clone(&registry))?
         .with_mode(seat.mode)
         .with_trace(seat.trace);
     Ok(Ready {
         toolset,
         registry,
-        dispatcher: Arc::new(dispatcher),
+        dispatcher: Caller::new(dispatcher).with_approval(seat.approval),
         principal,
     })
 }
@@ -173,10 +182,11 @@ mod tests {
             .dispatcher
             .call(CallRequest::new(
                 ready.principal.clone(),
+                "run-1",
                 "books_get",
                 json!({"ids": [1]}),
             ))
             .await;
-        assert!(ok.result.is_ok(), "{:?}", ok.result.err());
+        assert!(ok.observation().is_some(), "{:?}", ok.result);
     }
 }

@@ -18,6 +18,8 @@ pub enum WiringError {
     Declaration(#[from] toolgate_core::tool::DeclarationError),
     #[error(transparent)]
     Registry(#[from] toolgate_core::registry::RegistryError),
+    #[error(transparent)]
+    Dispatcher(#[from] toolgate_core::DispatcherError),
     #[error("toolset {toolset} does not work on a {store:?} store")]
     WrongStore {
         toolset: ToolsetName,

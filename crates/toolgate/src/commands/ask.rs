@@ -9,7 +9,7 @@ use toolgate_agent::{
     TerminalApprover,
 };
 use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
-use toolgate_core::{Approver, DenyAll, Mode, Principal};
+use toolgate_core::{ApprovalChannel, CallResult, Mode, Principal};
 use toolgate_llm::embedded::{
     EmbeddedConfig, EmbeddedModel, Progress, ProgressFn, default_model_path,
 };
@@ -79,9 +79,11 @@ fn build(config: &Config, args: &AgentArgs) -> Result<Session, CommandError> {
     let kind = args.toolset.store();
     let path = config.store_path(kind, args.db.as_deref())?;
     let store = open_store(kind, &path)?;
-    let approver: Arc<dyn Approver> = match TerminalApprover::if_terminal() {
-        Some(terminal) => Arc::new(terminal),
-        None => Arc::new(DenyAll),
+    // A person at a terminal is asked; without one, nobody can be, and every call that needs
+    // approval is denied.
+    let approval = match TerminalApprover::if_terminal() {
+        Some(terminal) => ApprovalChannel::Ask(Arc::new(terminal)),
+        None => ApprovalChannel::None,
     };
     let mode = match args.mode {
         Some(ModeName::Auto) => Mode::Auto,
@@ -89,7 +91,7 @@ fn build(config: &Config, args: &AgentArgs) -> Result<Session, CommandError> {
         None => config.mode.unwrap_or_default(),
     };
     let seat = Seat::new(Principal::local("local-user", &[]))
-        .with_approver(approver)
+        .with_approval(approval)
         .with_mode(mode)
         .with_trace(Arc::clone(&trace));
     let ready = toolgate_wiring::dispatcher(args.toolset, &store, &config.exits(), seat)?;
@@ -246,8 +248,9 @@ fn printer() -> Observer {
             AgentEvent::ToolCall { call } => println!("    call  {} {}", call.name, call.arguments),
             AgentEvent::ToolResult { call, outcome } => {
                 let status = match &outcome.result {
-                    Ok(_) => "ok".to_string(),
-                    Err(e) => e.code.as_str().to_string(),
+                    CallResult::Done(_) => "ok",
+                    CallResult::Failed(e) => e.code.as_str(),
+                    CallResult::ApprovalRequired(_) => "approval_required",
                 };
                 println!(
                     "    result {} [{status}, {} bytes]: {}",

@@ -66,12 +66,13 @@ pub fn run(config: &Config, args: &ToolsArgs) -> Result<(), CommandError> {
         let mut results = Vec::new();
         for (tool, arguments) in measured_calls(toolset) {
             let shown = format!("{tool} {arguments}");
-            let request = CallRequest::new(ready.principal.clone(), tool, arguments);
+            let request =
+                CallRequest::new(ready.principal.clone(), "tools-measure", tool, arguments);
             let outcome = rt.block_on(dispatcher.call(request));
-            if let Err(e) = &outcome.result {
+            if outcome.is_error() {
                 return Err(CommandError::Measurement {
                     call: shown,
-                    message: e.to_string(),
+                    message: outcome.model_text(),
                 });
             }
             results.push((shown, tokens::count(&outcome.model_text())));
