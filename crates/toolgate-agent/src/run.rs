@@ -269,7 +269,7 @@ impl Agent {
         };
         self.trace.record(Arc::new(RunEnd {
             run_id: run_id.into(),
-            model: self.model.name().into(),
+            model: self.model.name(),
             stop: result.stop.clone(),
             rounds: result.rounds,
             usage: result.usage,
@@ -353,7 +353,7 @@ impl Agent {
             Ok(r) => ModelTurn {
                 run_id: run_id.into(),
                 round,
-                model: self.model.name().into(),
+                model: self.model.name(),
                 duration_ms: started.elapsed().as_millis() as u64,
                 outcome: Ok(TurnSummary {
                     response_model: r.model.clone(),
@@ -365,7 +365,7 @@ impl Agent {
             Err(e) => ModelTurn {
                 run_id: run_id.into(),
                 round,
-                model: self.model.name().into(),
+                model: self.model.name(),
                 duration_ms: started.elapsed().as_millis() as u64,
                 outcome: Err(e.to_string()),
             },

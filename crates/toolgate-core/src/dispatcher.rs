@@ -333,7 +333,7 @@ impl Dispatcher {
                             record.approval = ApprovalRecord::Pending {
                                 expires_at_unix: ticket.expires_at_unix,
                             };
-                            return Ok(Step::NeedsHuman(ticket));
+                            return Ok(Step::NeedsHuman(*ticket));
                         }
                     },
                     () = request.cancel.canceled() => return Err(canceled()),
@@ -527,7 +527,7 @@ impl Dispatcher {
                     .ledger
                     .open_ticket(&ask, now, self.inner.ticket_ttl)
                 {
-                    Ok(ticket) => Sought::Ticket(ticket),
+                    Ok(ticket) => Sought::Ticket(Box::new(ticket)),
                     Err(denial) => Sought::Decided(ApprovalRecord::Denied { denial }),
                 };
             }
@@ -611,7 +611,7 @@ enum Step {
 /// What seeking approval produced.
 enum Sought {
     Decided(ApprovalRecord),
-    Ticket(ApprovalTicket),
+    Ticket(Box<ApprovalTicket>),
 }
 
 /// A replay view, under the tool's deadline.

@@ -3,6 +3,7 @@
 //! tickets that survive the process that issued them, and nested calls that keep their own
 //! policy. Real SQLite files, a real tokio runtime, and real child processes where a guarantee
 //! is about another process. Each test is named after what it prevents.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
