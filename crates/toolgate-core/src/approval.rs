@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::canonical::{canonical_json, digest_parts};
 
 use crate::spec::{Effect, Risk};
-use crate::tool::BoxFuture;
+use crate::future::BoxFuture;
 
 /// How much the dispatcher may do without asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -28,7 +28,7 @@ pub enum Origin {
     Mcp,
     /// Model-written code in the sandbox.
     Sandbox,
-    /// A tool calling another tool (see [`ToolCaller`](crate::tool::ToolCaller)).
+    /// A tool calling another tool (a handler's `ToolCaller`).
     Tool,
     /// A person at our command line, or a test.
     Direct,

@@ -81,6 +81,7 @@ struct Inner {
 
 /// Why a dispatcher could not be built.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DispatcherError {
     #[error(transparent)]
     Ledger(#[from] crate::approval::LedgerError),

@@ -13,6 +13,7 @@ pub mod canonical;
 pub mod clock;
 pub mod dispatcher;
 pub mod error;
+pub mod future;
 pub mod idempotency;
 pub mod observation;
 pub mod principal;

@@ -15,6 +15,7 @@ use crate::spec::{InputOrigin, ModelView, Risk, ToolSpec};
 use crate::tool::Tool;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RegistryError {
     #[error("tool `{0}` is registered twice")]
     Duplicate(String),

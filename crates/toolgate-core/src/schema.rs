@@ -29,6 +29,7 @@ use serde_json::{Map, Value};
 
 /// Why a schema cannot serve as a tool's input contract.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SchemaError {
     #[error("object at `{0}` is open: it must say \"additionalProperties\": false")]
     OpenObject(String),

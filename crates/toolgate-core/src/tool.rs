@@ -13,7 +13,6 @@
 
 use std::future::Future;
 use std::marker::PhantomData;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,7 +33,7 @@ use crate::spec::{
     ToolSpec,
 };
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::future::BoxFuture;
 
 /// What a read handler returns.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -249,6 +248,7 @@ impl std::fmt::Debug for Tool {
 
 /// Why a declaration was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DeclarationError {
     #[error("tool `{tool}`: {source}")]
     Schema { tool: String, source: SchemaError },

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
-/// One typed trace event. Each layer defines its own (the dispatcher's [`DecisionRecord`](crate::dispatcher::DecisionRecord),
+/// One typed trace event. Each layer defines its own (the dispatcher's [`DecisionRecord`](crate::call::DecisionRecord),
 /// the egress exit's decisions, the loop's model turns); a sink keeps the value typed in memory
 /// and writes its attributes, under OpenTelemetry GenAI names where one exists, to disk.
 pub trait TraceEvent: Any + Send + Sync + std::fmt::Debug {
