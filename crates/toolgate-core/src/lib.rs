@@ -4,6 +4,20 @@
 //! them, versioned and digested; the [`Dispatcher`] is the only way to reach a handler, and it
 //! validates, authorizes, asks for approval, keeps writes idempotent, enforces deadlines and
 //! bounds what comes back. Errors form a closed algebra ([`ErrorCode`]).
+//!
+//! For remote callers (an MCP server, imported tools, code calling tools back):
+//! - a call names its run and principal ([`CallRequest`]); a write's effect identity is derived
+//!   from principal, tenant, run, tool and arguments, never from a transport's request id;
+//! - effects outside the database are claimed, settled and released ([`idempotency::claim`]);
+//! - approval is a channel chosen per call ([`ApprovalChannel`]): ask now, or return a ticket
+//!   ([`CallResult::ApprovalRequired`]) kept in SQLite ([`ApprovalLedger`]) that a retry redeems;
+//!   every non-approval is a typed [`Denial`];
+//! - tools can be declared from a runtime JSON Schema ([`ToolBuilder::from_schema`]);
+//! - a handler calls other tools back through [`ToolCaller`], each call recorded with its
+//!   [`Origin`] and parent;
+//! - the trace is typed ([`TraceEvent`]): [`DecisionRecord`] here, each layer its own.
+//!
+//! The curated API is re-exported below; the modules stay public for the rest.
 
 pub mod approval;
 pub mod call;
@@ -37,12 +51,14 @@ pub use cancel::CancelToken;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use dispatcher::{Dispatcher, DispatcherError};
 pub use error::{ErrorCode, ErrorStyle, ToolError};
-pub use idempotency::{Claim, Claimed, IdempotencyKey, Receipt, WriteEffect};
+pub use future::BoxFuture;
+pub use idempotency::{Claim, Claimed, IdempotencyKey, Receipt, ReceiptLog, WriteEffect};
 pub use observation::Observation;
 pub use principal::Principal;
 pub use registry::Registry;
 pub use spec::{Effect, Risk, ToolSpec};
 pub use tool::{
-    ExecContext, Tool, ToolBuilder, ToolCaller, ToolOutput, UntrustedText, WriteOutput,
+    DeclarationError, ExecContext, Tool, ToolBuilder, ToolCaller, ToolOutput, UntrustedText,
+    WriteOutput,
 };
-pub use trace::{TraceEvent, TraceSink};
+pub use trace::{JsonlTrace, MemoryTrace, NoTrace, Tee, TraceEvent, TraceSink};
