@@ -22,8 +22,8 @@ use serde_json::Value;
 
 use crate::canonical::{canonical_json, digest_parts};
 
-use crate::spec::{Effect, Risk};
 use crate::future::BoxFuture;
+use crate::spec::{Effect, Risk};
 
 /// How much the dispatcher may do without asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -142,18 +142,7 @@ fn clips(store: &NotesStore) -> i64 {
 async fn allowlisted_page_is_clipped_untrusted_and_its_text_stays_out_of_trusted_content() {
     let w = world();
     let url = format!("http://recipes.test:{}/risotto", w.server.port);
-    let out = w
-        .dispatcher
-        .call(
-            CallRequest::new(
-                Principal::local("me", &[]),
-                "run-1",
-                "web_clip",
-                json!({"url": url}),
-            )
-            .with_run("r1"),
-        )
-        .await;
+    let out = w.dispatcher.call(clip_request(&url)).await;
     let obs = out.observation().expect("clipped");
     let content = obs.content.to_string();
     assert!(
@@ -194,18 +183,7 @@ async fn allowlisted_page_is_clipped_untrusted_and_its_text_stays_out_of_trusted
 
     // The same call again in the same run stores nothing new, fetches nothing, and shows the
     // same summary (rebuilt from the stored note).
-    let again = w
-        .dispatcher
-        .call(
-            CallRequest::new(
-                Principal::local("me", &[]),
-                "run-1",
-                "web_clip",
-                json!({"url": url}),
-            )
-            .with_run("r1"),
-        )
-        .await;
+    let again = w.dispatcher.call(clip_request(&url)).await;
     assert!(again.record.duplicate);
     assert_eq!(again.observation().unwrap().untrusted, obs.untrusted);
     assert_eq!(clips(&w.store), 1);
@@ -261,4 +239,14 @@ async fn blocked_urls_store_nothing_and_are_recorded() {
         w.server.requests.lock().unwrap().is_empty(),
         "nothing reached the server"
     );
+}
+
+/// A `web_clip` of `url` in one run, so that a retry is the same call.
+fn clip_request(url: &str) -> CallRequest {
+    CallRequest::new(
+        Principal::local("me", &[]),
+        "r1",
+        "web_clip",
+        json!({"url": url}),
+    )
 }
