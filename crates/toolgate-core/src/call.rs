@@ -313,9 +313,34 @@ impl DecisionRecord {
     }
 }
 
+/// A decision record's JSON line, serialized straight from the record (the trace's hot path).
+#[derive(Serialize)]
+struct RecordLine<'a> {
+    event: &'static str,
+    time_unix_ms: u64,
+    #[serde(flatten)]
+    record: &'a DecisionRecord,
+    #[serde(rename = "error.type", skip_serializing_if = "Option::is_none")]
+    error_type: Option<&'static str>,
+}
+
 impl TraceEvent for DecisionRecord {
     fn kind(&self) -> &'static str {
         "tool_call"
+    }
+
+    fn write_line(
+        &self,
+        time_unix_ms: u64,
+        out: &mut dyn std::io::Write,
+    ) -> serde_json::Result<()> {
+        let line = RecordLine {
+            event: self.kind(),
+            time_unix_ms,
+            record: self,
+            error_type: self.error().map(ErrorCode::as_str),
+        };
+        serde_json::to_writer(out, &line)
     }
 
     fn attributes(&self) -> Value {
@@ -393,6 +418,42 @@ impl CallOutcome {
         match self.model_value() {
             Value::String(s) => s,
             other => other.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line_text(record: &DecisionRecord) -> String {
+        let mut out = Vec::new();
+        record.write_line(0, &mut out).unwrap();
+        let mut written: Value = serde_json::from_slice(&out).unwrap();
+        written["time_unix_ms"] = json!(0);
+        written.to_string()
+    }
+
+    #[test]
+    fn fast_trace_line_is_the_line_the_attributes_make() {
+        let ok = DecisionRecord::begin(
+            &CallRequest::new(
+                Principal::local("alice", &[]),
+                "run-1",
+                "books_get",
+                json!({"ids": [1]}),
+            ),
+            Mode::Auto,
+        );
+        let mut failed = ok.clone();
+        failed.outcome = Outcome::Error(ErrorCode::ApprovalDenied);
+        failed.approval = ApprovalRecord::Denied {
+            denial: Denial::NoChannel,
+        };
+        for record in [ok, failed] {
+            let mut slow = crate::trace::event_line(&record);
+            slow["time_unix_ms"] = json!(0);
+            assert_eq!(line_text(&record), slow.to_string(), "{:?}", record.outcome);
         }
     }
 }

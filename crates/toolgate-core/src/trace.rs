@@ -20,6 +20,17 @@ pub trait TraceEvent: Any + Send + Sync + std::fmt::Debug {
     fn kind(&self) -> &'static str;
     /// The event's attributes, as written to disk.
     fn attributes(&self) -> Value;
+
+    /// Writes the event's JSON line (no newline) to `out`: its kind, `time_unix_ms`, then its
+    /// attributes. Events on a hot path override this to serialize without building a
+    /// [`Value`] first; the text must equal the default's.
+    fn write_line(
+        &self,
+        time_unix_ms: u64,
+        out: &mut dyn std::io::Write,
+    ) -> serde_json::Result<()> {
+        serde_json::to_writer(out, &line_at(self.kind(), time_unix_ms, self.attributes()))
+    }
 }
 
 /// Where trace events go.
@@ -97,11 +108,17 @@ impl JsonlTrace {
 
 impl TraceSink for JsonlTrace {
     fn record(&self, event: Arc<dyn TraceEvent>) {
-        let line = event_line(event.as_ref()).to_string();
+        let mut line = Vec::with_capacity(1024);
+        let written = event.write_line(now_unix_ms(), &mut line);
+        line.push(b'\n');
         if let Ok(mut out) = self.out.lock() {
             // A trace write failure must not fail the call it describes; it is reported on
             // stderr so it is not silent either.
-            if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+            let stored = written
+                .map_err(std::io::Error::from)
+                .and_then(|()| out.write_all(&line))
+                .and_then(|()| out.flush());
+            if stored.is_err() {
                 eprintln!("toolgate: could not write the trace file");
             }
         }
@@ -121,18 +138,21 @@ impl TraceSink for Tee {
 
 /// The JSON line of `event`: its kind, the time, then its attributes.
 pub fn event_line(event: &dyn TraceEvent) -> Value {
+    line_at(event.kind(), now_unix_ms(), event.attributes())
+}
+
+fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn line_at(kind: &str, time_unix_ms: u64, attributes: Value) -> Value {
     let mut line = Map::new();
-    line.insert("event".into(), Value::String(event.kind().into()));
-    line.insert(
-        "time_unix_ms".into(),
-        Value::from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0),
-        ),
-    );
-    match event.attributes() {
+    line.insert("event".into(), Value::String(kind.into()));
+    line.insert("time_unix_ms".into(), Value::from(time_unix_ms));
+    match attributes {
         Value::Object(map) => line.extend(map),
         other => {
             line.insert("data".into(), other);
