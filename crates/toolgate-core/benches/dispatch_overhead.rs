@@ -323,11 +323,11 @@ async fn breakdown(registry: &Arc<Registry>, sample: &CallOutcome, batches: usiz
         std::hint::black_box(sample.record.clone());
         std::hint::black_box(sample.model_text().len());
     });
-    row("call: record.clone + model_text().len()", t, 0.0);
+    row("before: record.clone + model_text().len()", t, 0.0);
     let t = per_call_us(batches, batch, |_| {
         std::hint::black_box(serde_json::to_value(record).unwrap_or(Value::Null));
     });
-    row("call: serde_json::to_value(record)", t, 0.0);
+    row("before: serde_json::to_value(record)", t, 0.0);
     let observed = sample.observation();
     let t = per_call_us(batches, batch, |_| {
         std::hint::black_box(observed.map(observation::Observation::model_text_len));
