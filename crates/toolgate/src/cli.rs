@@ -48,6 +48,27 @@ pub enum Command {
     /// Run a task suite against one or more toolsets with the same model and loop, and report
     /// success with 95% CIs, tokens and calls per task, and the verdict.
     Eval(EvalCommand),
+    /// Serve a toolset to MCP hosts (Claude Desktop, Claude Code, Cursor, ...) over stdio.
+    /// Every call goes through the dispatcher; a call that needs a human's approval is denied
+    /// (asking through the protocol is not built yet).
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Which toolset to serve.
+    #[arg(long, value_parser = toolset_parser(), default_value = "notes")]
+    pub toolset: ToolsetName,
+    /// The toolset's database; created with its initial contents when missing. Default: the
+    /// configured one, else the data folder.
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Speak MCP on stdin/stdout (stdout carries protocol messages only; logs go to stderr).
+    #[arg(long, required = true)]
+    pub stdio: bool,
+    /// Also write every decision to this JSON Lines trace.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -5,6 +5,7 @@ mod books;
 mod demo;
 mod eval;
 mod notes;
+mod serve;
 mod tools;
 
 use std::path::Path;
@@ -44,6 +45,8 @@ pub enum CommandError {
         "no run in {dir} met an invalid_argument error and then fixed its own call, so there is no trace pair to show. The embedded model's calls are grammar-constrained to each tool's schema, so only the tools' own checks (a relative date, an empty tag list) can produce one; run more tasks or runs, or a remote model (--model)"
     )]
     NoTracePair { dir: String },
+    #[error(transparent)]
+    Serve(#[from] toolgate_mcp::ServeError),
     #[error("measuring `{call}` failed: {message}")]
     Measurement { call: String, message: String },
 }
@@ -58,6 +61,7 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Eval(command) => eval::run(&config, command),
         Command::Notes(command) => notes::run(&config, command),
         Command::Demo(args) => demo::run(&config, &args),
+        Command::Serve(args) => serve::run(&config, &args),
     }
 }
 
