@@ -232,7 +232,10 @@ fn outer_tool() -> Tool {
 }
 
 struct Fixture {
-    _dir: tempfile::TempDir,
+    /// The folder of the database and the approval ledger, shared with child processes.
+    dir: PathBuf,
+    /// Removes the folder when the test that made it ends (a child's folder is its parent's).
+    _owned: Option<tempfile::TempDir>,
     db: PathBuf,
     ledger_path: PathBuf,
     clock: Arc<ManualClock>,
@@ -242,17 +245,21 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        Fixture::in_dir(dir)
+        let owned = tempfile::tempdir().unwrap();
+        let mut fx = Fixture::in_folder(owned.path());
+        fx._owned = Some(owned);
+        fx
     }
 
-    fn in_dir(dir: tempfile::TempDir) -> Self {
-        let db = dir.path().join("demo.sqlite");
+    /// The fixture over the files in `dir` (a child process's view of its parent's fixture).
+    fn in_folder(dir: &Path) -> Self {
+        let db = dir.join("demo.sqlite");
         drop(open_db(&db));
         Fixture {
-            ledger_path: dir.path().join("approvals.sqlite"),
+            dir: dir.to_path_buf(),
+            _owned: None,
+            ledger_path: dir.join("approvals.sqlite"),
             db,
-            _dir: dir,
             clock: Arc::new(ManualClock::at_unix(NOW_UNIX)),
             trace: Arc::new(MemoryTrace::default()),
             attempts: Arc::new(AtomicUsize::new(0)),
@@ -410,25 +417,26 @@ async fn remote_effect_that_fails_before_it_starts_releases_its_claim_and_a_retr
 /// The child's part: claim a send and hang inside the effect until killed.
 #[test]
 fn child_claims_a_send_and_hangs() {
-    if std::env::var(CHILD_ROLE).as_deref() != Ok("claim-and-hang") {
+    let Some((dir, token)) = child_part("claim-and-hang") else {
         return;
-    }
-    let dir = PathBuf::from(std::env::var(CHILD_DIR).unwrap());
-    let fx = Fixture {
-        db: dir.join("demo.sqlite"),
-        ledger_path: dir.join("approvals.sqlite"),
-        _dir: tempfile::tempdir().unwrap(),
-        clock: Arc::new(ManualClock::at_unix(NOW_UNIX)),
-        trace: Arc::new(MemoryTrace::default()),
-        attempts: Arc::new(AtomicUsize::new(0)),
     };
-    let token = std::env::var(CHILD_TOKEN).unwrap();
+    let fx = Fixture::in_folder(&dir);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let d = fx.dispatcher(Remote::Hangs);
         d.call(send("bob@example.org").with_approval_token(&token))
             .await;
     });
+}
+
+/// In a child process playing `role`: the parent's folder and the token it passed; `None` in
+/// an ordinary test run, where the child's test does nothing.
+fn child_part(role: &str) -> Option<(PathBuf, String)> {
+    if std::env::var(CHILD_ROLE).as_deref() != Ok(role) {
+        return None;
+    }
+    let dir = PathBuf::from(std::env::var(CHILD_DIR).unwrap());
+    Some((dir, std::env::var(CHILD_TOKEN).unwrap()))
 }
 
 fn spawn_child(role: &str, test: &str, dir: &Path, token: &str) -> std::process::Child {
@@ -456,7 +464,7 @@ async fn claim_left_unsettled_by_a_killed_process_is_refused_and_never_run_again
     let mut child = spawn_child(
         "claim-and-hang",
         "child_claims_a_send_and_hangs",
-        fx._dir.path(),
+        &fx.dir,
         &child_token,
     );
     // Wait until the child has claimed (it prints after the claim committed), then kill it
@@ -610,18 +618,13 @@ async fn ticket_redeemed_twice_late_by_another_caller_or_for_other_arguments_is_
 /// The child's part: redeem the ticket named in the environment and print the denial, if any.
 #[test]
 fn child_redeems_a_ticket() {
-    if std::env::var(CHILD_ROLE).as_deref() != Ok("redeem") {
+    let Some((dir, token_and_binding)) = child_part("redeem") else {
         return;
-    }
-    let dir = PathBuf::from(std::env::var(CHILD_DIR).unwrap());
+    };
     let ledger = ApprovalLedger::open(&dir.join("approvals.sqlite")).unwrap();
-    let parts: Vec<String> = std::env::var(CHILD_TOKEN)
-        .unwrap()
-        .split(' ')
-        .map(str::to_string)
-        .collect();
+    let parts: Vec<&str> = token_and_binding.split(' ').collect();
     let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(NOW_UNIX);
-    match ledger.redeem(&parts[0], &parts[1], "alice", now) {
+    match ledger.redeem(parts[0], parts[1], "alice", now) {
         Ok(()) => println!("redeemed"),
         Err(denial) => println!("denied {}", denial.as_str()),
     }
@@ -637,7 +640,7 @@ async fn ticket_is_single_use_across_processes_sharing_the_ledger() {
         let child = spawn_child(
             "redeem",
             "child_redeems_a_ticket",
-            fx._dir.path(),
+            &fx.dir,
             &format!("{token} {binding}"),
         );
         let out = child.wait_with_output().unwrap();
