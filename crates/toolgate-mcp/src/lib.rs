@@ -9,6 +9,8 @@
 
 mod catalogue;
 mod server;
+mod stdio;
 
 pub use catalogue::{annotations_for, mcp_tool};
-pub use server::{McpServer, ServeError, serve_stdio};
+pub use server::{McpServer, ServeError};
+pub use stdio::{DRAIN_DEADLINE, MAX_LINE_BYTES, serve_stdio, serve_stdio_until};

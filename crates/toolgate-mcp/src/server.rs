@@ -17,7 +17,7 @@ use rmcp::model::{
     Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use toolgate_core::{
     CallOutcome, CallRequest, CallResult, Caller, CancelToken, ErrorCode, Origin, Principal, Stage,
@@ -154,18 +154,4 @@ impl ServerHandler for McpServer {
         watcher.abort();
         to_result(&outcome).map(Into::into)
     }
-}
-
-/// Serves `server` on stdin/stdout until the host closes stdin. Protocol messages only go to
-/// stdout; nothing else in this crate writes there.
-pub async fn serve_stdio(server: McpServer) -> Result<(), ServeError> {
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| ServeError::Start(e.to_string()))?;
-    running
-        .waiting()
-        .await
-        .map(|_| ())
-        .map_err(|e| ServeError::Session(e.to_string()))
 }

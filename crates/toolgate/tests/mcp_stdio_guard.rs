@@ -1,0 +1,287 @@
+//! `toolgate serve --stdio` fed raw bytes, as a buggy or hostile host might write them: what is
+//! not JSON gets a `-32700`, a line over the cap (4 MiB) gets a `-32600` naming the cap and is
+//! not held in memory, and the session goes on serving good requests afterwards; unknown
+//! methods and bad arguments get their protocol answers; EOF and SIGTERM end the process with
+//! status 0. Every line the server writes to stdout is checked to be one JSON-RPC message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const REPLY_WAIT: Duration = Duration::from_secs(20);
+
+/// The server as a child process, with its stdout read line by line on a thread.
+struct Raw {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Raw {
+    fn start(dir: &Path, toolset: &str) -> Raw {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["serve", "--stdio", "--toolset", toolset, "--db"])
+            .arg(dir.join(format!("{toolset}.sqlite")))
+            .current_dir(dir)
+            .env_remove("XDG_DATA_HOME")
+            .env("HOME", dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the binary starts");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Raw {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, message: &Value) {
+        self.send_bytes(format!("{message}\n").as_bytes());
+    }
+
+    /// The next line on stdout, which must be one JSON-RPC 2.0 message.
+    fn next(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(REPLY_WAIT)
+            .expect("a line on stdout in time");
+        let message: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carries only JSON ({e}): {line:?}"));
+        assert_eq!(message["jsonrpc"], "2.0", "a JSON-RPC message: {line}");
+        message
+    }
+
+    fn initialize(&mut self) {
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw-test", "version": "0"}}}),
+        );
+        let reply = self.next();
+        assert_eq!(reply["id"], 1, "{reply}");
+        assert_eq!(reply["result"]["protocolVersion"], "2025-11-25", "{reply}");
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    fn call(&mut self, id: u64, tool: &str, arguments: Value) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}));
+        let reply = self.next();
+        assert_eq!(reply["id"], id, "{reply}");
+        reply
+    }
+
+    fn close_stdin(&mut self) {
+        drop(self.stdin.take());
+    }
+
+    /// Waits for the process to end, at most `limit`; kills it and fails past that.
+    fn wait(&mut self, limit: Duration) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if start.elapsed() > limit {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("the server did not exit within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Every line left on stdout once the process has ended, each checked as JSON-RPC.
+    fn rest(&self) -> Vec<Value> {
+        let mut rest = Vec::new();
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            let message: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout carries only JSON ({e}): {line:?}"));
+            assert_eq!(message["jsonrpc"], "2.0", "{line}");
+            rest.push(message);
+        }
+        rest
+    }
+
+    /// The peak resident memory of the process so far, in KiB (Linux `VmHWM`).
+    fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM in /proc/PID/status")
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn text_of(reply: &Value) -> String {
+    reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a text block: {reply}"))
+        .to_string()
+}
+
+fn assert_parse_error(reply: &Value) {
+    assert!(reply["id"].is_null(), "{reply}");
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("Parse error: "), "{message}");
+}
+
+#[test]
+fn malformed_json_gets_a_parse_error_and_the_session_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut raw = Raw::start(dir.path(), "books-v2");
+    // Before initialize, then again inside the session.
+    raw.send_bytes(b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"initialize\"\n");
+    assert_parse_error(&raw.next());
+    raw.initialize();
+    raw.send_bytes(b"this is not json at all\n");
+    assert_parse_error(&raw.next());
+    raw.send_bytes(b"\xff\xfe{}\n");
+    assert_parse_error(&raw.next());
+    let reply = raw.call(2, "books_search", json!({"author": "Suzanne Collins"}));
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    assert!(text_of(&reply).contains("Mockingjay"), "{reply}");
+    raw.close_stdin();
+    assert!(raw.wait(Duration::from_secs(10)).success());
+    assert_eq!(raw.rest(), Vec::<Value>::new());
+}
+
+#[test]
+fn a_ten_megabyte_line_gets_an_error_naming_the_cap_and_is_not_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut raw = Raw::start(dir.path(), "books-v2");
+    raw.initialize();
+    let reply = raw.call(2, "books_get", json!({"ids": [1]}));
+    assert!(text_of(&reply).contains("Hunger Games"), "{reply}");
+    let before = raw.peak_rss_kib();
+
+    // A well-formed request whose one string argument makes the line 10 MB.
+    let padding = "x".repeat(10_000_000);
+    let huge = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "books_search", "arguments": {"title": padding}}});
+    raw.send(&huge);
+    let reply = raw.next();
+    assert!(reply["id"].is_null(), "{reply}");
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("4194304") && message.contains("4 MiB"),
+        "{message}"
+    );
+
+    // The line was skipped, not held: the peak grew by well under its 10 MB.
+    let grown = raw.peak_rss_kib().saturating_sub(before);
+    assert!(
+        grown < 9 * 1024,
+        "peak RSS grew by {grown} KiB reading a 10 MB line"
+    );
+
+    let reply = raw.call(4, "books_get", json!({"ids": [2]}));
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    assert!(text_of(&reply).contains("Harry Potter"), "{reply}");
+    raw.close_stdin();
+    assert!(raw.wait(Duration::from_secs(10)).success());
+}
+
+#[test]
+fn unknown_methods_and_bad_arguments_get_their_protocol_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut raw = Raw::start(dir.path(), "books-v2");
+    raw.initialize();
+    raw.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "books/explode", "params": {}}));
+    let reply = raw.next();
+    assert_eq!(reply["id"], 7, "{reply}");
+    assert_eq!(reply["error"]["code"], -32601, "{reply}");
+
+    let reply = raw.call(8, "books_search", json!({"sort": "sideways"}));
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    let structured = &reply["result"]["structuredContent"];
+    assert_eq!(structured["code"], "invalid_argument", "{reply}");
+    assert_eq!(structured["retryable"], false, "{reply}");
+    assert!(text_of(&reply).contains("sideways"), "{reply}");
+
+    // JSON that is not JSON-RPC is rmcp's to answer; it must not end the session.
+    raw.send(&json!({"hello": "world"}));
+    let reply = raw.next();
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    let reply = raw.call(9, "books_get", json!({"ids": [1]}));
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    raw.close_stdin();
+    assert!(raw.wait(Duration::from_secs(10)).success());
+}
+
+#[test]
+fn sigterm_ends_the_server_with_status_zero_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut raw = Raw::start(dir.path(), "notes");
+    raw.initialize();
+    let reply = raw.call(2, "notes_search", json!({"query": "budget"}));
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+    // A call in flight as the signal lands; stdin stays open, so only SIGTERM can end it.
+    raw.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "notes_search", "arguments": {"query": "travel"}}}));
+    let start = Instant::now();
+    let killed = Command::new("kill")
+        .args(["-TERM", &raw.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = raw.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert!(
+        start.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        start.elapsed()
+    );
+    // Whatever came out after the signal is still whole JSON-RPC lines (an answer to id 3 at most).
+    for message in raw.rest() {
+        assert_eq!(message["id"], 3, "{message}");
+    }
+}
+
+#[test]
+fn eof_before_and_after_initialize_ends_the_server_with_status_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut raw = Raw::start(dir.path(), "books-v2");
+    raw.close_stdin();
+    assert!(raw.wait(Duration::from_secs(10)).success());
+    assert_eq!(raw.rest(), Vec::<Value>::new());
+
+    let mut raw = Raw::start(dir.path(), "books-v2");
+    raw.initialize();
+    raw.close_stdin();
+    assert!(raw.wait(Duration::from_secs(10)).success());
+}
