@@ -8,7 +8,9 @@
 //! `input_required` on 2026-07-28) is not built yet.
 
 mod catalogue;
+pub mod http;
 mod server;
 
 pub use catalogue::{annotations_for, mcp_tool};
+pub use http::{HttpLimits, serve_http};
 pub use server::{McpServer, ServeError, serve_stdio};
