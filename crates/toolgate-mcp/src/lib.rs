@@ -8,9 +8,11 @@
 //! `input_required` on 2026-07-28) is not built yet.
 
 mod catalogue;
+pub mod http;
 mod server;
 mod stdio;
 
 pub use catalogue::{annotations_for, mcp_tool};
+pub use http::{HttpLimits, serve_http};
 pub use server::{McpServer, ServeError};
 pub use stdio::{DRAIN_DEADLINE, MAX_LINE_BYTES, serve_stdio, serve_stdio_until};

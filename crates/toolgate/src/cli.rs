@@ -64,8 +64,24 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
     /// Speak MCP on stdin/stdout (stdout carries protocol messages only; logs go to stderr).
-    #[arg(long, required = true)]
+    #[arg(long, required_unless_present = "http", conflicts_with = "http")]
     pub stdio: bool,
+    /// Serve MCP over Streamable HTTP at http://ADDRESS/mcp (both protocol revisions on one
+    /// endpoint). Without authorization only a loopback address is accepted, e.g.
+    /// 127.0.0.1:8765.
+    #[arg(long, value_name = "ADDRESS")]
+    pub http: Option<std::net::SocketAddr>,
+    /// Largest request body over HTTP, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024, requires = "http")]
+    pub max_body_bytes: usize,
+    /// Requests served at once over HTTP; one more is answered 503 at once.
+    #[arg(long, value_name = "N", default_value_t = 64, requires = "http",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent: u16,
+    /// Longest time one HTTP request may take, a wait for approval included, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 360, requires = "http",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_timeout: u64,
     /// Also write every decision to this JSON Lines trace.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use toolgate_core::Principal;
 use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
-use toolgate_mcp::{McpServer, serve_stdio};
+use toolgate_mcp::{HttpLimits, McpServer, ServeError, serve_http, serve_stdio};
 use toolgate_wiring::Seat;
 
 use super::{CommandError, open_store, runtime};
@@ -26,14 +26,43 @@ pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
     let ready = toolgate_wiring::dispatcher(args.toolset, &store, &config.exits(), seat)?;
     // One run per server process: a host's retried write (a new JSON-RPC id) replays its
     // receipt instead of running again.
-    let run_id = format!("mcp-stdio-{}-{}", std::process::id(), unix_now());
-    eprintln!(
-        "toolgate: serving {} ({}) over stdio",
-        args.toolset,
-        path.display()
-    );
+    let transport = if args.http.is_some() { "http" } else { "stdio" };
+    let run_id = format!("mcp-{transport}-{}-{}", std::process::id(), unix_now());
     let server = McpServer::new(ready, &run_id);
-    runtime()?.block_on(serve_stdio(server))?;
+    let runtime = runtime()?;
+    match args.http {
+        None => {
+            eprintln!(
+                "toolgate: serving {} ({}) over stdio",
+                args.toolset,
+                path.display()
+            );
+            runtime.block_on(serve_stdio(server))?;
+        }
+        Some(address) => runtime.block_on(async {
+            // Checked before binding, so a public address is never listened on at all.
+            toolgate_mcp::http::refuse_non_loopback(address)?;
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(|e| ServeError::Start(format!("cannot listen on {address}: {e}")))?;
+            let limits = HttpLimits {
+                max_body_bytes: args.max_body_bytes,
+                max_concurrent: usize::from(args.max_concurrent),
+                request_time: std::time::Duration::from_secs(args.request_timeout),
+                ..HttpLimits::default()
+            };
+            let bound = listener.local_addr()?;
+            eprintln!(
+                "toolgate: serving {} ({}) at http://{bound}/mcp, loopback only: no \
+                 authorization is configured, so other machines cannot reach it",
+                args.toolset,
+                path.display()
+            );
+            serve_http(server, listener, limits, shutdown_signal()).await?;
+            eprintln!("toolgate: stopped after draining in-flight requests");
+            Ok::<_, CommandError>(())
+        })?,
+    }
     Ok(())
 }
 
@@ -42,4 +71,21 @@ fn unix_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+/// Completes on SIGTERM or Ctrl-C; if the handlers cannot be installed, never (the server
+/// then stops only when killed, which loses no receipts).
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = terminate => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }
