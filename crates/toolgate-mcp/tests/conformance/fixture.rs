@@ -1,0 +1,133 @@
+//! The fixture toolset the MCP conformance suite (`@modelcontextprotocol/conformance` 0.1.16)
+//! calls by name, as a test-only registry: these tools exist only here, never in a real toolset.
+//!
+//! Each tool is declared from the schema and answers what the scenario reads in the suite's
+//! `dist/index.js` (see `README.md` beside this file). Every tool runs through the dispatcher
+//! like any other, so what the server does with its result (one text block; `isError` with our
+//! code for a tool error) is what the suite sees. Tools whose scenario needs what a handler here
+//! cannot do (send notifications, ask the client for sampling or elicitation, return image,
+//! audio or embedded-resource content) are not declared: their scenarios are in `baseline.yml`.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use toolgate_core::{Effect, Registry, Risk, ToolBuilder, ToolError, ToolOutput, tool::Tool};
+
+/// The fixture's tool names, in name order (the registry's order).
+pub const TOOL_NAMES: [&str; 4] = [
+    "add_numbers",
+    "json_schema_2020_12_tool",
+    "test_error_handling",
+    "test_simple_text",
+];
+
+/// Text `test_simple_text` answers (tools-call-simple-text).
+pub const SIMPLE_TEXT: &str = "This is a simple text response for testing.";
+
+/// Message `test_error_handling` fails with (tools-call-error).
+pub const ERROR_TEXT: &str = "This tool intentionally returns an error for testing";
+
+fn no_arguments() -> Value {
+    json!({"type": "object", "properties": {}, "additionalProperties": false})
+}
+
+fn read_only(name: &str, schema: Value, does: &str) -> ToolBuilder<Value> {
+    ToolBuilder::from_schema(name, 1, schema)
+        .describe(
+            does,
+            "the MCP conformance suite calls it by this name.",
+            None,
+            "what the suite's scenario expects.",
+        )
+        .policy(
+            Risk::Low,
+            Effect::Read,
+            "A conformance fixture: it changes nothing.",
+        )
+}
+
+fn simple_text() -> Tool {
+    read_only(
+        "test_simple_text",
+        no_arguments(),
+        "Returns a fixed sentence of text.",
+    )
+    .read(|_ctx, _args: Value| async { Ok(ToolOutput::new(json!(SIMPLE_TEXT))) })
+    .expect("test_simple_text declares")
+}
+
+fn error_handling() -> Tool {
+    read_only(
+        "test_error_handling",
+        no_arguments(),
+        "Always fails, to show how a tool error is reported.",
+    )
+    .read(|_ctx, _args: Value| async { Err(ToolError::internal(ERROR_TEXT)) })
+    .expect("test_error_handling declares")
+}
+
+fn add_numbers() -> Tool {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "a": {"type": "number", "description": "First number"},
+            "b": {"type": "number", "description": "Second number"}
+        },
+        "required": ["a", "b"],
+        "additionalProperties": false
+    });
+    read_only("add_numbers", schema, "Adds two numbers together.")
+        .read(|_ctx, args: Value| async move {
+            let a = args["a"].as_f64().unwrap_or_default();
+            let b = args["b"].as_f64().unwrap_or_default();
+            Ok(ToolOutput::new(json!(format!(
+                "The sum of {a} and {b} is {}",
+                a + b
+            ))))
+        })
+        .expect("add_numbers declares")
+}
+
+/// json-schema-2020-12 (SEP-1613): `$schema`, `$defs` and `additionalProperties` must reach the
+/// tool list unchanged. Our declarations close every object, so `address` is closed too.
+fn json_schema_2020_12() -> Tool {
+    let schema = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {
+            "address": {
+                "type": "object",
+                "properties": {
+                    "street": {"type": "string"},
+                    "city": {"type": "string"}
+                },
+                "additionalProperties": false
+            }
+        },
+        "properties": {
+            "name": {"type": "string"},
+            "address": {"$ref": "#/$defs/address"}
+        },
+        "additionalProperties": false
+    });
+    read_only(
+        "json_schema_2020_12_tool",
+        schema,
+        "Takes a name and an address, declared with JSON Schema 2020-12 keywords.",
+    )
+    .read(|_ctx, args: Value| async move { Ok(ToolOutput::new(json!({"received": args}))) })
+    .expect("json_schema_2020_12_tool declares")
+}
+
+/// The fixture registry.
+pub fn registry() -> Arc<Registry> {
+    Arc::new(
+        Registry::new([
+            add_numbers(),
+            json_schema_2020_12(),
+            error_handling(),
+            simple_text(),
+        ])
+        .expect("the fixture tools form a registry"),
+    )
+}
