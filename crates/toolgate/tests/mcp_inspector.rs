@@ -1,39 +1,64 @@
-//! `toolgate serve --stdio` driven by the official MCP Inspector in CLI mode (installed, pinned,
-//! by `scripts/setup.sh`), in both protocol eras: `legacy` (initialize, 2025-11-25) and `modern`
-//! (2026-07-28: `server/discover` and per-request `_meta`, no initialize). Each Inspector run
-//! spawns the real binary with HOME and `--db` in the test's own folder and prints one JSON
-//! object; the assertions are on what the tools actually returned.
+//! `toolgate serve` driven by the official MCP Inspector in CLI mode (installed, pinned, by
+//! `scripts/setup.sh`), in both protocol eras: `legacy` (initialize, 2025-11-25) and `modern`
+//! (2026-07-28: `server/discover` and per-request `_meta`, no initialize). Over stdio each
+//! Inspector run spawns the real binary with HOME and `--db` in the test's own folder; over
+//! HTTP it talks to one `serve --http` on 127.0.0.1, stopped by SIGTERM at the end. Each run
+//! prints one JSON object; the assertions are on what the tools actually returned.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::fs::File;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::node;
 use serde_json::Value;
 
 const ERAS: [&str; 2] = ["legacy", "modern"];
 
-/// One Inspector run: `method` (with `extra` options) against `toolset`; the parsed `result`.
-fn inspect(dir: &Path, era: &str, toolset: &str, method: &str, extra: &[&str]) -> Value {
-    let db = dir.join(format!("{toolset}.sqlite"));
-    let tag = format!("{era}-{toolset}-{}", method.replace('/', "_"));
+/// Where the Inspector finds the server.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    /// It spawns `toolgate serve --stdio --toolset NAME --db DIR/NAME.sqlite` itself.
+    Stdio(&'a str),
+    /// A running `toolgate serve --http` at this URL.
+    Http(&'a str),
+}
+
+/// One Inspector run: `method` (with `extra` options) against `target`; the parsed `result`.
+fn inspect(dir: &Path, era: &str, target: Target, method: &str, extra: &[&str]) -> Value {
+    let label = match target {
+        Target::Stdio(toolset) => toolset.to_string(),
+        Target::Http(_) => "http".to_string(),
+    };
+    let tag = format!("{era}-{label}-{}", method.replace('/', "_"));
     let out_path = dir.join(format!("{tag}.out"));
     let err_path = dir.join(format!("{tag}.err"));
-    let mut child = Command::new(node::node())
+    let mut command = Command::new(node::node());
+    command
         .arg(node::inspector())
-        .args(["--cli", "--format", "json", "--protocol-era", era])
+        .arg("--cli")
+        .args(["--format", "json", "--protocol-era", era])
         .args(["--method", method])
-        .args(extra)
-        .args(["-e", &format!("HOME={}", dir.display())])
-        // Options before `--`, the server command after it (so our flags are not the Inspector's).
-        .arg("--")
-        .arg(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--stdio", "--toolset", toolset, "--db"])
-        .arg(&db)
+        .args(extra);
+    match target {
+        Target::Stdio(toolset) => {
+            command
+                .args(["-e", &format!("HOME={}", dir.display())])
+                // Options before `--`, the server command after it (so our flags stay ours).
+                .arg("--")
+                .arg(env!("CARGO_BIN_EXE_toolgate"))
+                .args(["serve", "--stdio", "--toolset", toolset, "--db"])
+                .arg(dir.join(format!("{toolset}.sqlite")));
+        }
+        Target::Http(url) => {
+            command.args(["--server-url", url, "--transport", "http"]);
+        }
+    }
+    let mut child = command
         .current_dir(dir)
         .env("HOME", dir)
         .env_remove("XDG_DATA_HOME")
@@ -72,67 +97,129 @@ fn tool_json(result: &Value) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("JSON text ({e}): {text}"))
 }
 
+/// The books-v2 checks of one era against one target: the list, a search and a get.
+fn check_books(dir: &Path, era: &str, target: Target) {
+    let listed = inspect(dir, era, target, "tools/list", &[]);
+    assert_eq!(
+        tool_names(&listed),
+        ["books_get", "books_search", "books_set_status", "books_tag"],
+        "{era}"
+    );
+    let get = &listed["tools"][0];
+    assert_eq!(get["annotations"]["readOnlyHint"], true, "{era}: {get}");
+    assert_eq!(get["inputSchema"]["required"][0], "ids", "{era}: {get}");
+
+    let found = inspect(
+        dir,
+        era,
+        target,
+        "tools/call",
+        &[
+            "--tool-name",
+            "books_search",
+            "--tool-args-json",
+            r#"{"author":"Suzanne Collins","sort":"year_asc"}"#,
+        ],
+    );
+    let found = tool_json(&found);
+    assert_eq!(found["result"]["total_matches"], 3, "{era}: {found}");
+    let first = &found["result"]["books"][0];
+    assert_eq!(
+        first["title"], "The Hunger Games (The Hunger Games, #1)",
+        "{era}"
+    );
+    let id = first["id"].as_i64().unwrap();
+
+    let got = inspect(
+        dir,
+        era,
+        target,
+        "tools/call",
+        &[
+            "--tool-name",
+            "books_get",
+            "--tool-arg",
+            &format!("ids=[{id}]"),
+        ],
+    );
+    let got = tool_json(&got);
+    let book = &got["result"]["books"][0];
+    assert_eq!(book["id"], id, "{era}: {got}");
+    assert_eq!(book["authors"], "Suzanne Collins", "{era}: {got}");
+    assert_eq!(book["year"], 2008, "{era}: {got}");
+    assert_eq!(got["result"]["not_found"], Value::Array(vec![]), "{era}");
+}
+
 #[test]
 fn inspector_lists_and_calls_books_in_both_eras() {
     let dir = tempfile::tempdir().unwrap();
     for era in ERAS {
-        let listed = inspect(dir.path(), era, "books-v2", "tools/list", &[]);
-        assert_eq!(
-            tool_names(&listed),
-            ["books_get", "books_search", "books_set_status", "books_tag"],
-            "{era}"
-        );
-        let get = &listed["tools"][0];
-        assert_eq!(get["annotations"]["readOnlyHint"], true, "{era}: {get}");
-        assert_eq!(get["inputSchema"]["required"][0], "ids", "{era}: {get}");
-
-        let found = inspect(
-            dir.path(),
-            era,
-            "books-v2",
-            "tools/call",
-            &[
-                "--tool-name",
-                "books_search",
-                "--tool-args-json",
-                r#"{"author":"Suzanne Collins","sort":"year_asc"}"#,
-            ],
-        );
-        let found = tool_json(&found);
-        assert_eq!(found["result"]["total_matches"], 3, "{era}: {found}");
-        let first = &found["result"]["books"][0];
-        assert_eq!(
-            first["title"], "The Hunger Games (The Hunger Games, #1)",
-            "{era}"
-        );
-        let id = first["id"].as_i64().unwrap();
-
-        let got = inspect(
-            dir.path(),
-            era,
-            "books-v2",
-            "tools/call",
-            &[
-                "--tool-name",
-                "books_get",
-                "--tool-arg",
-                &format!("ids=[{id}]"),
-            ],
-        );
-        let got = tool_json(&got);
-        let book = &got["result"]["books"][0];
-        assert_eq!(book["id"], id, "{era}: {got}");
-        assert_eq!(book["authors"], "Suzanne Collins", "{era}: {got}");
-        assert_eq!(book["year"], 2008, "{era}: {got}");
-        assert_eq!(got["result"]["not_found"], Value::Array(vec![]), "{era}");
+        check_books(dir.path(), era, Target::Stdio("books-v2"));
     }
+}
+
+#[test]
+fn inspector_over_http_lists_and_calls_books_in_both_eras() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--toolset",
+            "books-v2",
+            "--db",
+        ])
+        .arg(dir.path().join("books-v2.sqlite"))
+        .current_dir(dir.path())
+        .env_remove("XDG_DATA_HOME")
+        .env("HOME", dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    // It says where it listens on stderr; the rest of stderr is drained so it never blocks.
+    let stderr = server.stderr.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { return };
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let url = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .expect("the server says where it listens");
+        if let Some(at) = line.find("http://127.0.0.1:") {
+            let url: String = line[at..]
+                .chars()
+                .take_while(|c| !c.is_whitespace())
+                .collect();
+            break url.trim_end_matches(',').to_string();
+        }
+    };
+    assert!(url.ends_with("/mcp"), "{url}");
+    for era in ERAS {
+        check_books(dir.path(), era, Target::Http(&url));
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = node::wait_bounded(&mut server, Duration::from_secs(20), "the HTTP server");
+    assert!(status.success(), "{status}");
 }
 
 #[test]
 fn inspector_lists_and_calls_notes_in_both_eras() {
     let dir = tempfile::tempdir().unwrap();
     for era in ERAS {
-        let listed = inspect(dir.path(), era, "notes", "tools/list", &[]);
+        let listed = inspect(dir.path(), era, Target::Stdio("notes"), "tools/list", &[]);
         let names = tool_names(&listed);
         for tool in ["notes_create", "notes_get", "notes_search", "notes_delete"] {
             assert!(names.contains(&tool.to_string()), "{era}: {names:?}");
@@ -146,7 +233,7 @@ fn inspector_lists_and_calls_notes_in_both_eras() {
         let created = inspect(
             dir.path(),
             era,
-            "notes",
+            Target::Stdio("notes"),
             "tools/call",
             &[
                 "--tool-name",
@@ -165,7 +252,7 @@ fn inspector_lists_and_calls_notes_in_both_eras() {
         let found = inspect(
             dir.path(),
             era,
-            "notes",
+            Target::Stdio("notes"),
             "tools/call",
             &[
                 "--tool-name",
@@ -181,7 +268,7 @@ fn inspector_lists_and_calls_notes_in_both_eras() {
         let got = inspect(
             dir.path(),
             era,
-            "notes",
+            Target::Stdio("notes"),
             "tools/call",
             &[
                 "--tool-name",
