@@ -5,8 +5,9 @@
 //! `dist/index.js` (see `README.md` beside this file). Every tool runs through the dispatcher
 //! like any other, so what the server does with its result (one text block; `isError` with our
 //! code for a tool error) is what the suite sees. Tools whose scenario needs what a handler here
-//! cannot do (send notifications, ask the client for sampling or elicitation, return image,
-//! audio or embedded-resource content) are not declared: their scenarios are in `baseline.yml`.
+//! cannot do (send notifications, ask the client for sampling or for a free-form elicitation,
+//! return image, audio or embedded-resource content) are not declared: their scenarios are in
+//! `baseline.yml`.
 
 use std::sync::Arc;
 
@@ -14,9 +15,10 @@ use serde_json::{Value, json};
 use toolgate_core::{Effect, Registry, Risk, ToolBuilder, ToolError, ToolOutput, tool::Tool};
 
 /// The fixture's tool names, in name order (the registry's order).
-pub const TOOL_NAMES: [&str; 4] = [
+pub const TOOL_NAMES: [&str; 5] = [
     "add_numbers",
     "json_schema_2020_12_tool",
+    "test_elicitation",
     "test_error_handling",
     "test_simple_text",
 ];
@@ -119,12 +121,47 @@ fn json_schema_2020_12() -> Tool {
     .expect("json_schema_2020_12_tool declares")
 }
 
+/// tools-call-elicitation: the suite checks that the server sends `elicitation/create` during
+/// the call and that the result has content. Our server asks the client only to approve a call,
+/// so this tool is high risk: the dispatcher needs a human's yes, and the server asks for it
+/// over elicitation. The suite's answer (`username`, `email`) carries no `approve: true`, so the
+/// call is denied (`approval_denied`, a text result) and the handler never runs.
+fn elicitation() -> Tool {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "message": {"type": "string", "description": "The message to show the user"}
+        },
+        "required": ["message"],
+        "additionalProperties": false
+    });
+    ToolBuilder::from_schema("test_elicitation", 1, schema)
+        .describe(
+            "Shows a message, once a person approves the call.",
+            "the MCP conformance suite calls it by this name.",
+            None,
+            "the message, if approved.",
+        )
+        .policy(
+            Risk::High,
+            Effect::Read,
+            "A conformance fixture: high risk only so that a person is asked.",
+        )
+        .read(|_ctx, args: Value| async move {
+            Ok(ToolOutput::new(
+                json!({"approved_message": args["message"]}),
+            ))
+        })
+        .expect("test_elicitation declares")
+}
+
 /// The fixture registry.
 pub fn registry() -> Arc<Registry> {
     Arc::new(
         Registry::new([
             add_numbers(),
             json_schema_2020_12(),
+            elicitation(),
             error_handling(),
             simple_text(),
         ])
