@@ -1,8 +1,10 @@
 //! `toolgate serve --stdio` fed raw bytes, as a buggy or hostile host might write them: what is
 //! not JSON gets a `-32700`, a line over the cap (4 MiB) gets a `-32600` naming the cap and is
 //! not held in memory, and the session goes on serving good requests afterwards; unknown
-//! methods and bad arguments get their protocol answers; EOF and SIGTERM end the process with
-//! status 0. Every line the server writes to stdout is checked to be one JSON-RPC message.
+//! methods and bad arguments get their protocol answers; an approval asked over elicitation
+//! crosses the guard both ways; EOF and SIGTERM end the process with status 0 (SIGTERM by the
+//! drain deadline even when a call waits for an answer that never comes, and that call runs
+//! nothing). Every line the server writes to stdout is checked to be one JSON-RPC message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -76,11 +78,14 @@ impl Raw {
     }
 
     fn initialize(&mut self) {
-        self.send(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw-test", "version": "0"}}}),
-        );
+        self.initialize_with(json!({}));
+    }
+
+    /// `initialize` (2025-11-25) declaring `capabilities`, then `notifications/initialized`.
+    fn initialize_with(&mut self, capabilities: Value) {
+        let params = json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "clientInfo": {"name": "raw-test", "version": "0"}});
+        self.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}));
         let reply = self.next();
         assert_eq!(reply["id"], 1, "{reply}");
         assert_eq!(reply["result"]["protocolVersion"], "2025-11-25", "{reply}");
@@ -282,6 +287,81 @@ fn eof_before_and_after_initialize_ends_the_server_with_status_zero() {
 
     let mut raw = Raw::start(dir.path(), "books-v2");
     raw.initialize();
+    raw.close_stdin();
+    assert!(raw.wait(Duration::from_secs(10)).success());
+}
+
+#[test]
+fn an_approval_asked_over_stdio_passes_the_guard_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut raw = Raw::start(dir.path(), "notes");
+    raw.initialize_with(json!({"elicitation": {}}));
+    let reply = raw.call(2, "notes_search", json!({"query": "budget"}));
+    let found: Value = serde_json::from_str(&text_of(&reply)).unwrap();
+    let id = found["result"]["hits"][0]["id"].as_i64().unwrap();
+
+    // notes_delete is high risk: the server asks the host over elicitation/create on stdout.
+    raw.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "notes_delete", "arguments": {"note_id": id}}}));
+    let question = raw.next();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    assert!(!question["id"].is_null(), "{question}");
+    // A broken line while the server waits for the answer is answered, and changes nothing.
+    raw.send_bytes(b"{\"jsonrpc\": \"2.0\", \"id\": \n");
+    assert_parse_error(&raw.next());
+    raw.send(&json!({"jsonrpc": "2.0", "id": question["id"],
+        "result": {"action": "accept", "content": {"approve": true}}}));
+    let reply = raw.next();
+    assert_eq!(reply["id"], 3, "{reply}");
+    assert_eq!(reply["result"]["isError"], false, "{reply}");
+
+    let reply = raw.call(4, "notes_get", json!({"note_id": id}));
+    assert_eq!(reply["result"]["isError"], true, "deleted: {reply}");
+    assert_eq!(
+        reply["result"]["structuredContent"]["code"], "not_found",
+        "{reply}"
+    );
+    raw.close_stdin();
+    assert!(raw.wait(Duration::from_secs(10)).success());
+}
+
+#[test]
+fn sigterm_while_a_call_waits_for_approval_exits_zero_by_the_deadline_and_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut raw = Raw::start(dir.path(), "notes");
+    raw.initialize_with(json!({"elicitation": {}}));
+    let reply = raw.call(2, "notes_search", json!({"query": "budget"}));
+    let found: Value = serde_json::from_str(&text_of(&reply)).unwrap();
+    let id = found["result"]["hits"][0]["id"].as_i64().unwrap();
+    raw.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "notes_delete", "arguments": {"note_id": id}}}));
+    let question = raw.next();
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+
+    // The call is in flight, waiting for an answer that never comes.
+    let start = Instant::now();
+    let killed = Command::new("kill")
+        .args(["-TERM", &raw.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = raw.wait(Duration::from_secs(15));
+    let took = start.elapsed();
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert!(took < Duration::from_secs(9), "{took:?}");
+    for message in raw.rest() {
+        assert_eq!(
+            message["id"], 3,
+            "only the pending call may be answered: {message}"
+        );
+        assert_ne!(message["result"]["isError"], false, "{message}");
+    }
+
+    // Nothing ran: the note is still there.
+    let mut raw = Raw::start(dir.path(), "notes");
+    raw.initialize();
+    let reply = raw.call(2, "notes_get", json!({"note_id": id}));
+    assert_eq!(reply["result"]["isError"], false, "still there: {reply}");
     raw.close_stdin();
     assert!(raw.wait(Duration::from_secs(10)).success());
 }
