@@ -365,3 +365,36 @@ fn sigterm_while_a_call_waits_for_approval_exits_zero_by_the_deadline_and_runs_n
     raw.close_stdin();
     assert!(raw.wait(Duration::from_secs(10)).success());
 }
+
+#[test]
+fn replies_from_the_guard_and_from_the_server_never_share_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut raw = Raw::start(dir.path(), "books-v2");
+    raw.initialize();
+    // Calls and broken lines interleaved in one write: the server answers the calls
+    // concurrently while the guard answers the broken lines.
+    const ROUNDS: u64 = 100;
+    let mut burst = Vec::new();
+    for i in 0..ROUNDS {
+        let call = json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+            "params": {"name": "books_get", "arguments": {"ids": [1 + i % 20]}}});
+        burst.extend_from_slice(format!("{call}\n{{\"broken\": {i}\n").as_bytes());
+    }
+    raw.send_bytes(&burst);
+    let (mut answered, mut parse_errors) = (std::collections::BTreeSet::new(), 0);
+    for _ in 0..2 * ROUNDS {
+        let message = raw.next(); // each line parses as one JSON-RPC message
+        if message["id"].is_null() {
+            assert_eq!(message["error"]["code"], -32700, "{message}");
+            parse_errors += 1;
+        } else {
+            assert_eq!(message["result"]["isError"], false, "{message}");
+            answered.insert(message["id"].as_u64().unwrap());
+        }
+    }
+    assert_eq!(parse_errors, ROUNDS);
+    assert_eq!(answered, (100..100 + ROUNDS).collect());
+    raw.close_stdin();
+    assert!(raw.wait(Duration::from_secs(10)).success());
+    assert_eq!(raw.rest(), Vec::<Value>::new());
+}
