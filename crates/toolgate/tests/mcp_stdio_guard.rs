@@ -251,6 +251,19 @@ fn unknown_methods_and_bad_arguments_get_their_protocol_answers() {
 #[test]
 fn sigterm_ends_the_server_with_status_zero_promptly() {
     let dir = tempfile::tempdir().unwrap();
+    // Before initialize, stdin open: the parse error shows the server is up (its SIGTERM
+    // handler is installed before stdin is read).
+    let mut idle = Raw::start(dir.path(), "notes");
+    idle.send_bytes(b"not yet\n");
+    assert_parse_error(&idle.next());
+    let killed = Command::new("kill")
+        .args(["-TERM", &idle.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert_eq!(idle.wait(Duration::from_secs(5)).code(), Some(0));
+    assert_eq!(idle.rest(), Vec::<Value>::new());
+
     let mut raw = Raw::start(dir.path(), "notes");
     raw.initialize();
     let reply = raw.call(2, "notes_search", json!({"query": "budget"}));
