@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use toolgate_core::observation::UntrustedText;
 use toolgate_core::{
     ApprovalChannel, CallOutcome, CallRequest, CallResult, Caller, CancelToken, ErrorCode,
-    Observation, Origin, Principal, Stage,
+    Observation, Origin, Principal, Registry, Stage,
 };
 use toolgate_wiring::Ready;
 
@@ -75,7 +75,18 @@ impl McpServer {
     /// Serves `ready` (a toolset's dispatcher for a principal, from the wiring) as the run
     /// `run_id`: every write's effect identity includes it.
     pub fn new(ready: Ready, run_id: &str) -> Self {
-        let visible: Vec<_> = ready.registry.visible_to(&ready.principal).collect();
+        Self::serving(&ready.registry, ready.dispatcher, ready.principal, run_id)
+    }
+
+    /// Serves the tools of `registry` that `principal` may see, every call through `caller`:
+    /// for registries the wiring does not know (test fixtures, imported tools).
+    pub fn serving(
+        registry: &Registry,
+        caller: Caller,
+        principal: Principal,
+        run_id: &str,
+    ) -> Self {
+        let visible: Vec<_> = registry.visible_to(&principal).collect();
         let tools = visible.iter().map(|spec| mcp_tool(spec)).collect();
         let structured = visible
             .iter()
@@ -84,8 +95,8 @@ impl McpServer {
             .collect();
         McpServer {
             inner: Arc::new(Inner {
-                caller: ready.dispatcher,
-                principal: ready.principal,
+                caller,
+                principal,
                 run_id: run_id.into(),
                 tools,
                 structured,
