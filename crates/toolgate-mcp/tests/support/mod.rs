@@ -75,8 +75,14 @@ pub fn message_of(body: &str) -> Value {
         .unwrap_or_else(|| panic!("no JSON-RPC message in {body:?}"))
 }
 
-/// An HTTP client for plain-HTTP tests (reqwest is built without a default TLS provider).
-pub fn http() -> reqwest::Client {
+/// reqwest is built without a default TLS provider; any client of it (ours, rmcp's) needs one
+/// installed even for plain HTTP.
+pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// An HTTP client for plain-HTTP tests.
+pub fn http() -> reqwest::Client {
+    install_tls_provider();
     reqwest::Client::new()
 }
