@@ -11,6 +11,8 @@
 pub mod approval;
 mod catalogue;
 pub mod http;
+pub mod prompts;
+pub mod resources;
 mod server;
 mod stdio;
 

@@ -21,7 +21,10 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-    Implementation, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, PromptsCapability, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceContents, ResourcesCapability,
     ServerCapabilities, ServerConfig, TextContent, Tool,
 };
 use rmcp::service::RequestContext;
@@ -30,12 +33,14 @@ use serde_json::{Value, json};
 use toolgate_core::observation::UntrustedText;
 use toolgate_core::{
     ApprovalChannel, CallOutcome, CallRequest, CallResult, Caller, CancelToken, ErrorCode,
-    Observation, Origin, Principal, Stage,
+    Observation, Origin, Principal, Registry, Stage,
 };
-use toolgate_wiring::Ready;
+use toolgate_wiring::{Ready, Store};
 
 use crate::approval;
 use crate::catalogue::mcp_tool;
+use crate::prompts::{PromptDef, notes_prompts};
+use crate::resources::{NotesResources, ResourceSource};
 
 /// The `_meta` key under which a client may pass its own idempotency key for a `tools/call`.
 pub const IDEMPOTENCY_KEY_META: &str = "toolgate/idempotencyKey";
@@ -53,6 +58,7 @@ pub struct McpServer {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     caller: Caller,
     principal: Principal,
@@ -60,6 +66,8 @@ struct Inner {
     tools: Vec<Tool>,
     /// Tools that declare their result's shape: their results carry `structuredContent`.
     structured: std::collections::BTreeSet<String>,
+    resources: Option<Arc<dyn ResourceSource>>,
+    prompts: Arc<[PromptDef]>,
 }
 
 /// Why serving stopped with an error.
@@ -75,7 +83,18 @@ impl McpServer {
     /// Serves `ready` (a toolset's dispatcher for a principal, from the wiring) as the run
     /// `run_id`: every write's effect identity includes it.
     pub fn new(ready: Ready, run_id: &str) -> Self {
-        let visible: Vec<_> = ready.registry.visible_to(&ready.principal).collect();
+        Self::serving(&ready.registry, ready.dispatcher, ready.principal, run_id)
+    }
+
+    /// Serves the tools of `registry` that `principal` may see, every call through `caller`:
+    /// for registries the wiring does not know (test fixtures, imported tools).
+    pub fn serving(
+        registry: &Registry,
+        caller: Caller,
+        principal: Principal,
+        run_id: &str,
+    ) -> Self {
+        let visible: Vec<_> = registry.visible_to(&principal).collect();
         let tools = visible.iter().map(|spec| mcp_tool(spec)).collect();
         let structured = visible
             .iter()
@@ -84,18 +103,67 @@ impl McpServer {
             .collect();
         McpServer {
             inner: Arc::new(Inner {
-                caller: ready.dispatcher,
-                principal: ready.principal,
+                caller,
+                principal,
                 run_id: run_id.into(),
                 tools,
                 structured,
+                resources: None,
+                prompts: Arc::new([]),
             }),
         }
+    }
+
+    /// The toolset of `ready` with what its store offers besides tools: the notes toolset
+    /// serves its notes as resources and its prompts.
+    pub fn for_toolset(ready: Ready, store: &Store, run_id: &str) -> Self {
+        let server = Self::new(ready, run_id);
+        match store {
+            Store::Notes(notes) => server
+                .with_resources(Arc::new(NotesResources::new(notes.clone())))
+                .with_prompts(notes_prompts()),
+            Store::Books(_) => server,
+        }
+    }
+
+    /// Also offers `source`'s resources, if the principal may call the tool that reads them.
+    pub fn with_resources(mut self, source: Arc<dyn ResourceSource>) -> Self {
+        let readable = self
+            .inner
+            .tools
+            .iter()
+            .any(|t| t.name == source.read_tool());
+        Arc::make_mut(&mut self.inner).resources = readable.then_some(source);
+        self
+    }
+
+    /// Also offers `prompts`.
+    pub fn with_prompts(mut self, prompts: Vec<PromptDef>) -> Self {
+        Arc::make_mut(&mut self.inner).prompts = prompts.into();
+        self
     }
 
     /// The tools a host is offered, in order.
     pub fn tools(&self) -> &[Tool] {
         &self.inner.tools
+    }
+
+    fn request(
+        &self,
+        tool: &str,
+        arguments: Value,
+        channel: ApprovalChannel,
+        ct: CancelToken,
+    ) -> CallRequest {
+        CallRequest::new(
+            self.inner.principal.clone(),
+            &self.inner.run_id,
+            tool,
+            arguments,
+        )
+        .with_origin(Origin::Mcp)
+        .with_approval(channel)
+        .with_cancel(ct)
     }
 
     async fn dispatch(
@@ -114,15 +182,7 @@ impl McpServer {
         let arguments = params
             .arguments
             .map_or(Value::Object(Default::default()), Value::Object);
-        let mut request = CallRequest::new(
-            self.inner.principal.clone(),
-            &self.inner.run_id,
-            &params.name,
-            arguments,
-        )
-        .with_origin(Origin::Mcp)
-        .with_approval(channel)
-        .with_cancel(ct);
+        let mut request = self.request(&params.name, arguments, channel, ct);
         if let Some(key) = key {
             request = request.with_idempotency_key(&key);
         }
@@ -130,6 +190,53 @@ impl McpServer {
             request = request.with_ticket_answer(&token, approved);
         }
         self.inner.caller.call(request).await
+    }
+
+    /// Reads `uri` with the call its source names, through the dispatcher.
+    async fn read(
+        &self,
+        uri: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResult, ErrorData> {
+        let source = self
+            .inner
+            .resources
+            .as_ref()
+            .ok_or_else(|| no_such("resources"))?;
+        let read = source.read_call(uri)?;
+        let outcome = with_cancellation(ctx, |ct| {
+            self.inner.caller.call(self.request(
+                &read.tool,
+                read.arguments,
+                approval::channel_for(ctx),
+                ct,
+            ))
+        })
+        .await;
+        match &outcome.result {
+            CallResult::Done(observation) => Ok(ReadResourceResult::new(vec![
+                ResourceContents::text(observation.to_model_value().to_string(), uri)
+                    .with_mime_type(read.mime_type),
+            ])),
+            CallResult::Failed(error) if error.code == ErrorCode::NotFound => Err(
+                ErrorData::resource_not_found(format!("{uri}: {}", error.message), None),
+            ),
+            CallResult::Failed(error) => Err(ErrorData::invalid_params(
+                format!(
+                    "{uri} could not be read: {} ({})",
+                    error.message,
+                    error.code.as_str()
+                ),
+                None,
+            )),
+            CallResult::ApprovalRequired(_) => Err(ErrorData::invalid_params(
+                format!(
+                    "{uri} needs approval to read; call the tool {} instead",
+                    read.tool
+                ),
+                None,
+            )),
+        }
     }
 
     /// The MCP response to a dispatcher outcome; `Err` for what the spec makes a protocol
@@ -202,7 +309,14 @@ fn untrusted_block(text: &UntrustedText) -> ContentBlock {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        if self.inner.resources.is_some() {
+            capabilities.resources = Some(ResourcesCapability::default());
+        }
+        if !self.inner.prompts.is_empty() {
+            capabilities.prompts = Some(PromptsCapability::default());
+        }
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
     }
 
@@ -226,6 +340,81 @@ impl ServerHandler for McpServer {
         })
     }
 
+    async fn list_resources(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let source = self
+            .inner
+            .resources
+            .as_ref()
+            .ok_or_else(|| no_such("resources"))?;
+        let cursor = params.as_ref().and_then(|p| p.cursor.as_deref());
+        let page = source.list(cursor)?;
+        let mut result = ListResourcesResult::with_all_items(page.resources);
+        result.next_cursor = page.next;
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _params: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let source = self
+            .inner
+            .resources
+            .as_ref()
+            .ok_or_else(|| no_such("resources"))?;
+        Ok(ListResourceTemplatesResult::with_all_items(
+            source.templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        params: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.read(&params.uri, &ctx).await.map(Into::into)
+    }
+
+    async fn list_prompts(
+        &self,
+        _params: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        if self.inner.prompts.is_empty() {
+            return Err(no_such("prompts"));
+        }
+        Ok(ListPromptsResult::with_all_items(
+            self.inner
+                .prompts
+                .iter()
+                .map(|p| p.prompt.clone())
+                .collect(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        params: GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let prompt = self
+            .inner
+            .prompts
+            .iter()
+            .find(|p| p.prompt.name == params.name)
+            .ok_or_else(|| {
+                ErrorData::invalid_params(format!("no prompt named {:?}", params.name), None)
+            })?;
+        prompt
+            .get(&params.arguments.unwrap_or_default())
+            .map(Into::into)
+    }
+
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.inner.tools.iter().find(|t| t.name == name).cloned()
     }
@@ -235,18 +424,36 @@ impl ServerHandler for McpServer {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        // A canceled request (notifications/cancelled, a closed stream) cancels the call.
-        let cancel = CancelToken::new();
-        let watcher = {
-            let (cancel, ct) = (cancel.clone(), ctx.ct.clone());
-            tokio::spawn(async move {
-                ct.cancelled().await;
-                cancel.cancel();
-            })
-        };
         let channel = approval::channel_for(&ctx);
-        let outcome = self.dispatch(params, channel, cancel).await;
-        watcher.abort();
+        let outcome = with_cancellation(&ctx, |ct| self.dispatch(params, channel, ct)).await;
         self.respond(&outcome)
     }
+}
+
+/// Runs `work` with a token that is cancelled when the request is (`notifications/cancelled`,
+/// a closed stream), so the dispatcher cancels the call.
+async fn with_cancellation<F: std::future::Future>(
+    ctx: &RequestContext<RoleServer>,
+    work: impl FnOnce(CancelToken) -> F,
+) -> F::Output {
+    let cancel = CancelToken::new();
+    let watcher = {
+        let (cancel, ct) = (cancel.clone(), ctx.ct.clone());
+        tokio::spawn(async move {
+            ct.cancelled().await;
+            cancel.cancel();
+        })
+    };
+    let output = work(cancel).await;
+    watcher.abort();
+    output
+}
+
+/// The error for a kind of offer this server does not make.
+fn no_such(what: &str) -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!("this server offers no {what}"),
+        None,
+    )
 }

@@ -6,6 +6,7 @@
 
 #[path = "../../toolgate-notes/tests/mail_sink/mod.rs"]
 mod mail_sink;
+mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -336,71 +337,21 @@ async fn an_answer_replayed_for_an_edited_draft_sends_nothing() {
     assert_eq!(draft_status(&server, id), "draft");
 }
 
-/// One raw 2026-07-28 `tools/call` POST, as a host that re-issues requests sends it.
-fn raw_call(id: u64, name: &str, arguments: Value, extra: Value) -> Value {
-    let mut params = json!({
-        "name": name,
-        "arguments": arguments,
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}
-        }
-    });
-    if let (Value::Object(p), Value::Object(e)) = (&mut params, extra) {
-        p.extend(e);
-    }
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
-}
-
-fn post(http: &reqwest::Client, url: &str, tool: &str, body: &Value) -> reqwest::RequestBuilder {
-    http.post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", tool)
-        .body(body.to_string())
-}
-
-/// The JSON-RPC message in a response body, plain or as server-sent events.
-fn message_of(body: &str) -> Value {
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .chain(std::iter::once(body.trim()))
-        .find_map(|d| {
-            serde_json::from_str::<Value>(d)
-                .ok()
-                .filter(|v| v.get("jsonrpc").is_some())
-        })
-        .unwrap_or_else(|| panic!("no JSON-RPC message in {body:?}"))
-}
-
 #[tokio::test]
 async fn a_send_reissued_after_a_dropped_connection_sends_nothing_more() {
     let server = start().await;
     let client = modern(&server, Person::new(true)).await;
     let id = draft(&client, "Only once, please.").await;
-    let http = reqwest::Client::new();
+    let http = support::http();
     let args = json!({"draft_id": id});
 
     // Round one: the question and its ticket.
-    let asked = message_of(
-        &post(
-            &http,
-            &server.url,
-            "email_send",
-            &raw_call(1, "email_send", args.clone(), json!({})),
-        )
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap(),
-    );
+    let (_, asked) = support::call(
+        &http,
+        &server.url,
+        &support::tools_call(1, "email_send", args.clone(), json!({})),
+    )
+    .await;
     assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
     let token = asked["result"]["requestState"]
         .as_str()
@@ -413,11 +364,13 @@ async fn a_send_reissued_after_a_dropped_connection_sends_nothing_more() {
 
     // Round two: the approved send goes out, and the host drops the connection before reading
     // the result.
-    let response = post(
+    let approved = support::tools_call(2, "email_send", args.clone(), answer.clone());
+    let response = support::post(
         &http,
         &server.url,
-        "email_send",
-        &raw_call(2, "email_send", args.clone(), answer.clone()),
+        "tools/call",
+        Some("email_send"),
+        approved.to_string(),
     )
     .send()
     .await
@@ -434,20 +387,8 @@ async fn a_send_reissued_after_a_dropped_connection_sends_nothing_more() {
 
     // The host re-issues the request with a new JSON-RPC id, with and without the answer.
     for (rpc_id, extra) in [(3, answer), (4, json!({}))] {
-        let replay = message_of(
-            &post(
-                &http,
-                &server.url,
-                "email_send",
-                &raw_call(rpc_id, "email_send", args.clone(), extra),
-            )
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
-        );
+        let reissued = support::tools_call(rpc_id, "email_send", args.clone(), extra);
+        let (_, replay) = support::call(&http, &server.url, &reissued).await;
         assert_eq!(replay["id"], rpc_id);
         assert_eq!(replay["result"]["isError"], false, "{replay}");
         assert!(replay.to_string().contains("message_id"), "{replay}");

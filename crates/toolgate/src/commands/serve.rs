@@ -28,7 +28,7 @@ pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
     // receipt instead of running again.
     let transport = if args.http.is_some() { "http" } else { "stdio" };
     let run_id = format!("mcp-{transport}-{}-{}", std::process::id(), unix_now());
-    let server = McpServer::new(ready, &run_id);
+    let server = McpServer::for_toolset(ready, &store, &run_id);
     let runtime = runtime()?;
     match args.http {
         None => {
