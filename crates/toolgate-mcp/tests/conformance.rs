@@ -12,11 +12,11 @@ mod fixture;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use toolgate_core::{Caller, Dispatcher, Principal};
 use toolgate_mcp::{HttpLimits, McpServer, serve_http};
-use toolgate_wiring::{Ready, ToolsetName};
 
 /// The whole suite's time on this machine is well under this.
 const SUITE_LIMIT: Duration = Duration::from_secs(300);
@@ -41,19 +41,16 @@ fn installed(relative: &str, what: &str) -> PathBuf {
     path
 }
 
-/// The fixture registry served as an MCP server. `McpServer::new` takes the wiring's `Ready`;
-/// its `toolset` field is only a label the server does not read, so any name does here.
+/// The fixture registry and its resources served as an MCP server, with the notes toolset's
+/// real prompts: a prompt cannot be declared outside toolgate-mcp (`PromptDef` has no public
+/// constructor), so the suite's own prompts are not offered and prompts-list checks ours.
 fn fixture_server() -> McpServer {
     let registry = fixture::registry();
-    let dispatcher = Caller::new(Dispatcher::new(registry.clone()).unwrap());
+    let caller = Caller::new(Dispatcher::new(registry.clone()).unwrap());
     let principal = Principal::local("conformance", &[]).with_catalogue(fixture::TOOL_NAMES);
-    let ready = Ready {
-        toolset: ToolsetName::Notes,
-        registry,
-        dispatcher,
-        principal,
-    };
-    McpServer::new(ready, "conformance-run")
+    McpServer::serving(&registry, caller, principal, "conformance-run")
+        .with_resources(Arc::new(fixture::FixtureResources))
+        .with_prompts(toolgate_mcp::prompts::notes_prompts())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

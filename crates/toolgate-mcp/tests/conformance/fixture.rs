@@ -8,20 +8,35 @@
 //! cannot do (send notifications, ask the client for sampling or for a free-form elicitation,
 //! return image, audio or embedded-resource content) are not declared: their scenarios are in
 //! `baseline.yml`.
+//!
+//! Resources ([`FixtureResources`]) are read, as every resource of ours, through a tool call
+//! (`test_read_resource`), so their contents are text: `test://static-text` and the template
+//! `test://template/{id}/data`; `test://static-binary` (a blob) is not offered.
 
 use std::sync::Arc;
 
+use rmcp::ErrorData;
+use rmcp::model::{Resource, ResourceTemplate};
 use serde_json::{Value, json};
 use toolgate_core::{Effect, Registry, Risk, ToolBuilder, ToolError, ToolOutput, tool::Tool};
+use toolgate_mcp::resources::{Page, ReadCall, ResourceSource};
 
 /// The fixture's tool names, in name order (the registry's order).
-pub const TOOL_NAMES: [&str; 5] = [
+pub const TOOL_NAMES: [&str; 6] = [
     "add_numbers",
     "json_schema_2020_12_tool",
     "test_elicitation",
     "test_error_handling",
+    "test_read_resource",
     "test_simple_text",
 ];
+
+/// Text of `test://static-text` (resources-read-text).
+pub const STATIC_TEXT: &str = "This is the content of the static text resource.";
+
+const STATIC_URI: &str = "test://static-text";
+const TEMPLATE_PREFIX: &str = "test://template/";
+const TEMPLATE_SUFFIX: &str = "/data";
 
 /// Text `test_simple_text` answers (tools-call-simple-text).
 pub const SIMPLE_TEXT: &str = "This is a simple text response for testing.";
@@ -155,6 +170,95 @@ fn elicitation() -> Tool {
         .expect("test_elicitation declares")
 }
 
+/// The id in `test://template/{id}/data`, when it is a non-empty run of letters and digits.
+fn template_id(uri: &str) -> Option<&str> {
+    let id = uri
+        .strip_prefix(TEMPLATE_PREFIX)?
+        .strip_suffix(TEMPLATE_SUFFIX)?;
+    (!id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric())).then_some(id)
+}
+
+/// The read tool behind [`FixtureResources`]: the contents of one fixture URI.
+fn read_resource() -> Tool {
+    let schema = json!({
+        "type": "object",
+        "properties": {"uri": {"type": "string", "description": "A test:// URI."}},
+        "required": ["uri"],
+        "additionalProperties": false
+    });
+    read_only(
+        "test_read_resource",
+        schema,
+        "Reads one of the conformance fixture's test:// resources.",
+    )
+    .read(|_ctx, args: Value| async move {
+        let uri = args["uri"].as_str().unwrap_or_default();
+        if uri == STATIC_URI {
+            return Ok(ToolOutput::new(json!(STATIC_TEXT)));
+        }
+        match template_id(uri) {
+            Some(id) => Ok(ToolOutput::new(json!({
+                "id": id, "templateTest": true, "data": format!("Data for ID: {id}")
+            }))),
+            None => Err(ToolError::not_found(format!("no fixture resource {uri}"))),
+        }
+    })
+    .expect("test_read_resource declares")
+}
+
+/// The suite's resources: one static text resource and one template, read by
+/// `test_read_resource`.
+pub struct FixtureResources;
+
+impl ResourceSource for FixtureResources {
+    fn read_tool(&self) -> &str {
+        "test_read_resource"
+    }
+
+    fn templates(&self) -> Vec<ResourceTemplate> {
+        vec![
+            ResourceTemplate::new("test://template/{id}/data", "template-data")
+                .with_description("Data for one id, as JSON.")
+                .with_mime_type("application/json"),
+        ]
+    }
+
+    fn list(&self, cursor: Option<&str>) -> Result<Page, ErrorData> {
+        if let Some(cursor) = cursor {
+            return Err(ErrorData::invalid_params(
+                format!("unknown cursor {cursor:?}: the fixture has one page"),
+                None,
+            ));
+        }
+        Ok(Page {
+            resources: vec![
+                Resource::new(STATIC_URI, "static-text")
+                    .with_description("A fixed sentence of text.")
+                    .with_mime_type("text/plain"),
+            ],
+            next: None,
+        })
+    }
+
+    fn read_call(&self, uri: &str) -> Result<ReadCall, ErrorData> {
+        let mime_type = if uri == STATIC_URI {
+            "text/plain"
+        } else if template_id(uri).is_some() {
+            "application/json"
+        } else {
+            return Err(ErrorData::resource_not_found(
+                format!("no fixture resource {uri}"),
+                None,
+            ));
+        };
+        Ok(ReadCall {
+            tool: self.read_tool().into(),
+            arguments: json!({"uri": uri}),
+            mime_type: mime_type.into(),
+        })
+    }
+}
+
 /// The fixture registry.
 pub fn registry() -> Arc<Registry> {
     Arc::new(
@@ -163,6 +267,7 @@ pub fn registry() -> Arc<Registry> {
             json_schema_2020_12(),
             elicitation(),
             error_handling(),
+            read_resource(),
             simple_text(),
         ])
         .expect("the fixture tools form a registry"),
