@@ -3,7 +3,8 @@
 //! (2026-07-28: `server/discover` and per-request `_meta`, no initialize). Over stdio each
 //! Inspector run spawns the real binary with HOME and `--db` in the test's own folder; over
 //! HTTP it talks to one `serve --http` on 127.0.0.1, stopped by SIGTERM at the end. Each run
-//! prints one JSON object; the assertions are on what the tools actually returned.
+//! prints one JSON object; the assertions are on what the tools, resources and prompts actually
+//! returned.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -281,5 +282,79 @@ fn inspector_lists_and_calls_notes_in_both_eras() {
         assert_eq!(got["result"]["id"], id, "{era}: {got}");
         assert_eq!(got["result"]["body"], "zanzibar quokka", "{era}: {got}");
         assert_eq!(got["result"]["title"], title.as_str(), "{era}: {got}");
+    }
+}
+
+#[test]
+fn inspector_lists_and_reads_notes_resources_and_prompts_in_both_eras() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = Target::Stdio("notes");
+    for era in ERAS {
+        let listed = inspect(dir.path(), era, notes, "resources/list", &[]);
+        let first = &listed["resources"][0];
+        assert_eq!(first["uri"], "note://1", "{era}: {listed}");
+        assert_eq!(first["mimeType"], "application/json", "{era}: {first}");
+        assert!(
+            first["name"].as_str().is_some_and(|n| !n.is_empty()),
+            "{era}: {first}"
+        );
+        // The Inspector follows every nextCursor: all notes, each once, in id order, over
+        // several pages of 50.
+        let ids: Vec<i64> = listed["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let uri = r["uri"].as_str().unwrap();
+                uri.strip_prefix("note://").unwrap().parse().unwrap()
+            })
+            .collect();
+        assert!(ids.len() > 50, "{era}: {} notes", ids.len());
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{era}: {ids:?}");
+
+        let templates = inspect(dir.path(), era, notes, "resources/templates/list", &[]);
+        assert_eq!(
+            templates["resourceTemplates"][0]["uriTemplate"], "note://{id}",
+            "{era}: {templates}"
+        );
+
+        let read = inspect(
+            dir.path(),
+            era,
+            notes,
+            "resources/read",
+            &["--uri", "note://1"],
+        );
+        let contents = &read["contents"][0];
+        assert_eq!(contents["uri"], "note://1", "{era}: {read}");
+        let note: Value = serde_json::from_str(contents["text"].as_str().unwrap()).unwrap();
+        assert_eq!(note["result"]["id"], 1, "{era}: {note}");
+        assert_eq!(note["result"]["title"], first["name"], "{era}: {note}");
+
+        let prompts = inspect(dir.path(), era, notes, "prompts/list", &[]);
+        let names: Vec<&str> = prompts["prompts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert!(names.contains(&"todos_from_meeting"), "{era}: {names:?}");
+
+        let prompt = inspect(
+            dir.path(),
+            era,
+            notes,
+            "prompts/get",
+            &[
+                "--prompt-name",
+                "todos_from_meeting",
+                "--prompt-args",
+                "meeting=quarterly zanzibar",
+            ],
+        );
+        let message = &prompt["messages"][0];
+        assert_eq!(message["role"], "user", "{era}: {prompt}");
+        let text = message["content"]["text"].as_str().unwrap();
+        assert!(text.contains("\"quarterly zanzibar\""), "{era}: {text}");
     }
 }
