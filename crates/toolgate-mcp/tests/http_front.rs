@@ -346,3 +346,114 @@ async fn shutdown_lets_the_call_in_flight_finish_and_then_stops() {
         .unwrap()
         .unwrap();
 }
+
+async fn wait_until_cancelled(gate: &Gate) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !gate.cancelled.load(Ordering::SeqCst) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the abandoned call kept running"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_stream_the_host_closes_cancels_its_call() {
+    let running = start(HttpLimits::default()).await;
+    support::install_tls_provider();
+    // A host that closes the stream closes its connection: no pooled connection stays open.
+    let host = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let message = support::tools_call(1, "wait_gate", json!({}), json!({}));
+    // The 2026-07-28 reply starts only with the result, so the host is still waiting for the
+    // response headers when it gives up.
+    let waiting = {
+        let url = running.url.clone();
+        tokio::spawn(async move {
+            support::post(
+                &host,
+                &url,
+                "tools/call",
+                Some("wait_gate"),
+                message.to_string(),
+            )
+            .send()
+            .await
+        })
+    };
+    running.gate.entered.notified().await;
+    waiting.abort();
+    wait_until_cancelled(&running.gate).await;
+    echo_works(&support::http(), &running.url, 2).await;
+}
+
+#[tokio::test]
+async fn notifications_cancelled_in_a_session_cancels_its_call() {
+    use rmcp::ServiceExt;
+    use rmcp::model::{CallToolRequestParams, ClientRequest, Request};
+    use rmcp::service::PeerRequestOptions;
+
+    let running = start(HttpLimits::default()).await;
+    support::install_tls_provider();
+    let client = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            running.url.clone(),
+        ))
+        .await
+        .unwrap();
+    let handle = client
+        .peer()
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(Request::new(CallToolRequestParams::new("wait_gate"))),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    running.gate.entered.notified().await;
+    handle
+        .cancel(Some("the user pressed stop".into()))
+        .await
+        .unwrap();
+    wait_until_cancelled(&running.gate).await;
+}
+
+#[tokio::test]
+async fn the_tool_list_carries_cache_hints_only_where_the_revision_has_them() {
+    let running = start(HttpLimits::default()).await;
+    let http = support::http();
+    let list = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/list",
+        "params": {"_meta": support::modern_meta(false)}
+    });
+    let response = support::post(&http, &running.url, "tools/list", None, list.to_string())
+        .send()
+        .await
+        .unwrap();
+    let message = support::message_of(&response.text().await.unwrap());
+    let result = &message["result"];
+    assert_eq!(result["ttlMs"], 300_000, "{message}");
+    assert_eq!(result["cacheScope"], "private");
+    let names: Vec<&str> = result["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["echo_text", "wait_gate"]);
+    assert_eq!(result["tools"][0]["annotations"]["readOnlyHint"], true);
+
+    use rmcp::ServiceExt;
+    let legacy = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            running.url.clone(),
+        ))
+        .await
+        .unwrap();
+    let listed = legacy.list_tools(None).await.unwrap();
+    assert_eq!(listed.ttl_ms, None);
+    assert_eq!(listed.cache_scope, None);
+    assert_eq!(listed.tools.len(), 2);
+}
