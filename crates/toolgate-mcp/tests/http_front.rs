@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolgate_core::tool::{Tool, ToolBuilder, ToolOutput};
 use toolgate_core::{Caller, Dispatcher, Effect, Principal, Registry, Risk};
-use toolgate_mcp::{HttpLimits, McpServer, serve_http};
+use toolgate_mcp::{HttpLimits, McpServer};
 
 /// What the test holds of the `wait_gate` tool: it answers once `open` is notified, and
 /// `cancelled` says a call was dropped before it answered.
@@ -80,8 +80,22 @@ fn gate_tool(gate: Gate) -> Tool {
 struct Running {
     url: String,
     gate: Gate,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<Result<(), toolgate_mcp::ServeError>>,
+    spawned: support::Spawned,
+}
+
+impl Running {
+    /// A `wait_gate` call in the background; it answers once the gate opens.
+    fn call_the_gate(&self, http: &reqwest::Client) -> tokio::task::JoinHandle<(u16, Value)> {
+        let (http, url) = (http.clone(), self.url.clone());
+        tokio::spawn(async move {
+            support::call(
+                &http,
+                &url,
+                &support::tools_call(1, "wait_gate", json!({}), json!({})),
+            )
+            .await
+        })
+    }
 }
 
 async fn start(limits: HttpLimits) -> Running {
@@ -90,17 +104,11 @@ async fn start(limits: HttpLimits) -> Running {
     let principal = Principal::local("tester", &[]).with_catalogue(registry.names());
     let caller = Caller::new(Dispatcher::new(Arc::clone(&registry)).unwrap());
     let server = McpServer::serving(&registry, caller, principal, "http-front-test");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(serve_http(server, listener, limits, async {
-        let _ = stopped.await;
-    }));
+    let spawned = support::spawn(server, limits).await;
     Running {
-        url,
+        url: spawned.url.clone(),
         gate,
-        stop: Some(stop),
-        served,
+        spawned,
     }
 }
 
@@ -236,17 +244,7 @@ async fn one_request_over_the_concurrency_cap_is_refused_at_once_not_queued() {
     })
     .await;
     let http = support::http();
-    let waiting = {
-        let (http, url) = (http.clone(), running.url.clone());
-        tokio::spawn(async move {
-            support::call(
-                &http,
-                &url,
-                &support::tools_call(1, "wait_gate", json!({}), json!({})),
-            )
-            .await
-        })
-    };
+    let waiting = running.call_the_gate(&http);
     running.gate.entered.notified().await;
     let response = support::post(
         &http,
@@ -308,23 +306,13 @@ async fn a_request_past_the_time_limit_gets_an_error_and_its_call_is_cancelled()
 async fn shutdown_lets_the_call_in_flight_finish_and_then_stops() {
     let mut running = start(HttpLimits::default()).await;
     let http = support::http();
-    let waiting = {
-        let (http, url) = (http.clone(), running.url.clone());
-        tokio::spawn(async move {
-            support::call(
-                &http,
-                &url,
-                &support::tools_call(1, "wait_gate", json!({}), json!({})),
-            )
-            .await
-        })
-    };
+    let waiting = running.call_the_gate(&http);
     running.gate.entered.notified().await;
-    running.stop.take().unwrap().send(()).unwrap();
+    running.spawned.stop.take().unwrap().send(()).unwrap();
     // Shutdown has begun and waits for the call; new connections are no longer accepted.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(
-        !running.served.is_finished(),
+        !running.spawned.served.is_finished(),
         "shutdown did not wait for the call in flight"
     );
     assert!(
@@ -340,7 +328,7 @@ async fn shutdown_lets_the_call_in_flight_finish_and_then_stops() {
     let (_, first) = waiting.await.unwrap();
     assert_eq!(first["result"]["isError"], false, "{first}");
     assert!(!running.gate.cancelled.load(Ordering::SeqCst));
-    tokio::time::timeout(Duration::from_secs(20), running.served)
+    tokio::time::timeout(Duration::from_secs(20), running.spawned.served)
         .await
         .expect("the server stops after draining")
         .unwrap()
