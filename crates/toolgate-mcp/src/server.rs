@@ -430,23 +430,14 @@ impl ServerHandler for McpServer {
     }
 }
 
-/// Runs `work` with a token that is cancelled when the request is (`notifications/cancelled`,
-/// a closed stream), so the dispatcher cancels the call.
+/// Runs `work` with a child of the request's cancellation token: rmcp cancels the request's
+/// token on `notifications/cancelled` and on a closed stream, which cancels the call; the
+/// dispatcher cancelling its own (at a deadline) leaves the request able to answer.
 async fn with_cancellation<F: std::future::Future>(
     ctx: &RequestContext<RoleServer>,
     work: impl FnOnce(CancelToken) -> F,
 ) -> F::Output {
-    let cancel = CancelToken::new();
-    let watcher = {
-        let (cancel, ct) = (cancel.clone(), ctx.ct.clone());
-        tokio::spawn(async move {
-            ct.cancelled().await;
-            cancel.cancel();
-        })
-    };
-    let output = work(cancel).await;
-    watcher.abort();
-    output
+    work(CancelToken::from(ctx.ct.child_token())).await
 }
 
 /// The error for a kind of offer this server does not make.

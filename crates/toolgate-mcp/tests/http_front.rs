@@ -77,6 +77,22 @@ fn gate_tool(gate: Gate) -> Tool {
     .unwrap()
 }
 
+fn overrun_tool() -> Tool {
+    ToolBuilder::<Value>::from_schema(
+        "overrun",
+        1,
+        json!({"type": "object", "additionalProperties": false, "properties": {}}),
+    )
+    .describe("Never finishes in time.", "testing.", None, "nothing.")
+    .policy(Risk::Low, Effect::Read, "It changes nothing.")
+    .deadline(Duration::from_millis(50))
+    .read(|_ctx, _args: Value| async move {
+        std::future::pending::<()>().await;
+        Ok(ToolOutput::new(json!({})))
+    })
+    .unwrap()
+}
+
 struct Running {
     url: String,
     gate: Gate,
@@ -100,7 +116,9 @@ impl Running {
 
 async fn start(limits: HttpLimits) -> Running {
     let gate = Gate::default();
-    let registry = Arc::new(Registry::new(vec![echo_tool(), gate_tool(gate.clone())]).unwrap());
+    let registry = Arc::new(
+        Registry::new(vec![echo_tool(), gate_tool(gate.clone()), overrun_tool()]).unwrap(),
+    );
     let principal = Principal::local("tester", &[]).with_catalogue(registry.names());
     let caller = Caller::new(Dispatcher::new(Arc::clone(&registry)).unwrap());
     let server = McpServer::serving(&registry, caller, principal, "http-front-test");
@@ -430,7 +448,7 @@ async fn the_tool_list_carries_cache_hints_only_where_the_revision_has_them() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["echo_text", "wait_gate"]);
+    assert_eq!(names, ["echo_text", "overrun", "wait_gate"]);
     assert_eq!(result["tools"][0]["annotations"]["readOnlyHint"], true);
 
     use rmcp::ServiceExt;
@@ -443,5 +461,23 @@ async fn the_tool_list_carries_cache_hints_only_where_the_revision_has_them() {
     let listed = legacy.list_tools(None).await.unwrap();
     assert_eq!(listed.ttl_ms, None);
     assert_eq!(listed.cache_scope, None);
-    assert_eq!(listed.tools.len(), 2);
+    assert_eq!(listed.tools.len(), 3);
+}
+
+#[tokio::test]
+async fn a_tool_past_its_deadline_still_gets_an_answer_to_the_host() {
+    let running = start(HttpLimits::default()).await;
+    let http = support::http();
+    let (_, message) = support::call(
+        &http,
+        &running.url,
+        &support::tools_call(1, "overrun", json!({}), json!({})),
+    )
+    .await;
+    assert_eq!(message["result"]["isError"], true, "{message}");
+    assert_eq!(
+        message["result"]["structuredContent"]["code"],
+        "deadline_exceeded"
+    );
+    echo_works(&http, &running.url, 2).await;
 }
