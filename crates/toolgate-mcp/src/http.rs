@@ -232,8 +232,8 @@ impl Front {
                 );
             }
         };
-        let id = match serde_json::from_slice::<Value>(&bytes) {
-            Ok(message) => message.get("id").cloned().unwrap_or(Value::Null),
+        let id = match message_id(&bytes) {
+            Ok(id) => id,
             Err(error) => {
                 return error_response(
                     StatusCode::BAD_REQUEST,
@@ -267,6 +267,22 @@ impl Front {
     async fn drain(&self) {
         let all = u32::try_from(self.limits.max_concurrent).unwrap_or(u32::MAX);
         let _ = tokio::time::timeout(self.limits.drain_time, self.permits.acquire_many(all)).await;
+    }
+}
+
+/// The id of the single JSON-RPC message in `body` (null for a notification or anything else
+/// that is JSON), or why `body` is not JSON. Only the id is built; the rest is skipped.
+fn message_id(body: &[u8]) -> Result<Value, serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        #[serde(default)]
+        id: Option<Value>,
+    }
+    // serde reads a struct from an array too, so only an object is read as a message.
+    let is_object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    match is_object.then(|| serde_json::from_slice::<Message>(body)) {
+        Some(Ok(message)) => Ok(message.id.unwrap_or(Value::Null)),
+        _ => serde_json::from_slice::<serde::de::IgnoredAny>(body).map(|_| Value::Null),
     }
 }
 
@@ -364,6 +380,39 @@ mod tests {
         for (address, allowed) in cases {
             let address: SocketAddr = address.parse().unwrap();
             assert_eq!(refuse_non_loopback(address).is_ok(), allowed, "{address}");
+        }
+    }
+
+    #[test]
+    fn a_body_is_refused_as_not_json_only_when_it_is_not() {
+        let cases: [(&[u8], Option<Value>); 7] = [
+            (
+                br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#,
+                Some(json!(7)),
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#,
+                Some(json!("a")),
+            ),
+            (
+                br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                Some(Value::Null),
+            ),
+            (
+                br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+                Some(Value::Null),
+            ),
+            (br#"42"#, Some(Value::Null)),
+            (br#"{"jsonrpc": "2.0", "#, None),
+            (b"\xff\xfe", None),
+        ];
+        for (body, id) in cases {
+            assert_eq!(
+                message_id(body).ok(),
+                id,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
         }
     }
 

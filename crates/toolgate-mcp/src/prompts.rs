@@ -16,6 +16,11 @@ pub struct PromptDef {
 }
 
 impl PromptDef {
+    /// A prompt whose user message `render` writes from the (checked) arguments.
+    pub fn new(prompt: Prompt, render: fn(&Map<String, Value>) -> String) -> Self {
+        PromptDef { prompt, render }
+    }
+
     /// The message for `arguments`, once every required argument is there.
     pub fn get(&self, arguments: &Map<String, Value>) -> Result<GetPromptResult, ErrorData> {
         for argument in self.prompt.arguments.iter().flatten() {

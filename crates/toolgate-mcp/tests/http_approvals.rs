@@ -23,7 +23,7 @@ use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use toolgate_core::Principal;
 use toolgate_egress::{EgressConfig, SmtpConfig, SmtpSecurity};
-use toolgate_mcp::{HttpLimits, McpServer, serve_http};
+use toolgate_mcp::{HttpLimits, McpServer};
 use toolgate_wiring::{ExitsConfig, Seat, Store, StoreKind, ToolsetName};
 
 /// A person at the host: approves or declines every question, and remembers what was shown.
@@ -74,16 +74,9 @@ struct Server {
     url: String,
     store: Store,
     sink: MailSink,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Stops the server when dropped.
+    _spawned: support::Spawned,
     _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
 }
 
 async fn start() -> Server {
@@ -102,18 +95,16 @@ async fn start() -> Server {
         });
     let seat = Seat::new(Principal::local("local-user", &[]));
     let ready = toolgate_wiring::dispatcher(ToolsetName::Notes, &store, &exits, seat).unwrap();
-    let server = McpServer::new(ready, "mcp-http-test");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(serve_http(server, listener, HttpLimits::default(), async {
-        let _ = stopped.await;
-    }));
+    let spawned = support::spawn(
+        McpServer::new(ready, "mcp-http-test"),
+        HttpLimits::default(),
+    )
+    .await;
     Server {
-        url,
+        url: spawned.url.clone(),
         store,
         sink,
-        stop: Some(stop),
+        _spawned: spawned,
         _dir: dir,
     }
 }

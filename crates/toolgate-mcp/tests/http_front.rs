@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolgate_core::tool::{Tool, ToolBuilder, ToolOutput};
 use toolgate_core::{Caller, Dispatcher, Effect, Principal, Registry, Risk};
-use toolgate_mcp::{HttpLimits, McpServer, serve_http};
+use toolgate_mcp::{HttpLimits, McpServer};
 
 /// What the test holds of the `wait_gate` tool: it answers once `open` is notified, and
 /// `cancelled` says a call was dropped before it answered.
@@ -77,30 +77,56 @@ fn gate_tool(gate: Gate) -> Tool {
     .unwrap()
 }
 
+fn overrun_tool() -> Tool {
+    ToolBuilder::<Value>::from_schema(
+        "overrun",
+        1,
+        json!({"type": "object", "additionalProperties": false, "properties": {}}),
+    )
+    .describe("Never finishes in time.", "testing.", None, "nothing.")
+    .policy(Risk::Low, Effect::Read, "It changes nothing.")
+    .deadline(Duration::from_millis(50))
+    .read(|_ctx, _args: Value| async move {
+        std::future::pending::<()>().await;
+        Ok(ToolOutput::new(json!({})))
+    })
+    .unwrap()
+}
+
 struct Running {
     url: String,
     gate: Gate,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<Result<(), toolgate_mcp::ServeError>>,
+    spawned: support::Spawned,
+}
+
+impl Running {
+    /// A `wait_gate` call in the background; it answers once the gate opens.
+    fn call_the_gate(&self, http: &reqwest::Client) -> tokio::task::JoinHandle<(u16, Value)> {
+        let (http, url) = (http.clone(), self.url.clone());
+        tokio::spawn(async move {
+            support::call(
+                &http,
+                &url,
+                &support::tools_call(1, "wait_gate", json!({}), json!({})),
+            )
+            .await
+        })
+    }
 }
 
 async fn start(limits: HttpLimits) -> Running {
     let gate = Gate::default();
-    let registry = Arc::new(Registry::new(vec![echo_tool(), gate_tool(gate.clone())]).unwrap());
+    let registry = Arc::new(
+        Registry::new(vec![echo_tool(), gate_tool(gate.clone()), overrun_tool()]).unwrap(),
+    );
     let principal = Principal::local("tester", &[]).with_catalogue(registry.names());
     let caller = Caller::new(Dispatcher::new(Arc::clone(&registry)).unwrap());
     let server = McpServer::serving(&registry, caller, principal, "http-front-test");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(serve_http(server, listener, limits, async {
-        let _ = stopped.await;
-    }));
+    let spawned = support::spawn(server, limits).await;
     Running {
-        url,
+        url: spawned.url.clone(),
         gate,
-        stop: Some(stop),
-        served,
+        spawned,
     }
 }
 
@@ -236,17 +262,7 @@ async fn one_request_over_the_concurrency_cap_is_refused_at_once_not_queued() {
     })
     .await;
     let http = support::http();
-    let waiting = {
-        let (http, url) = (http.clone(), running.url.clone());
-        tokio::spawn(async move {
-            support::call(
-                &http,
-                &url,
-                &support::tools_call(1, "wait_gate", json!({}), json!({})),
-            )
-            .await
-        })
-    };
+    let waiting = running.call_the_gate(&http);
     running.gate.entered.notified().await;
     let response = support::post(
         &http,
@@ -308,23 +324,13 @@ async fn a_request_past_the_time_limit_gets_an_error_and_its_call_is_cancelled()
 async fn shutdown_lets_the_call_in_flight_finish_and_then_stops() {
     let mut running = start(HttpLimits::default()).await;
     let http = support::http();
-    let waiting = {
-        let (http, url) = (http.clone(), running.url.clone());
-        tokio::spawn(async move {
-            support::call(
-                &http,
-                &url,
-                &support::tools_call(1, "wait_gate", json!({}), json!({})),
-            )
-            .await
-        })
-    };
+    let waiting = running.call_the_gate(&http);
     running.gate.entered.notified().await;
-    running.stop.take().unwrap().send(()).unwrap();
+    running.spawned.stop.take().unwrap().send(()).unwrap();
     // Shutdown has begun and waits for the call; new connections are no longer accepted.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(
-        !running.served.is_finished(),
+        !running.spawned.served.is_finished(),
         "shutdown did not wait for the call in flight"
     );
     assert!(
@@ -340,9 +346,138 @@ async fn shutdown_lets_the_call_in_flight_finish_and_then_stops() {
     let (_, first) = waiting.await.unwrap();
     assert_eq!(first["result"]["isError"], false, "{first}");
     assert!(!running.gate.cancelled.load(Ordering::SeqCst));
-    tokio::time::timeout(Duration::from_secs(20), running.served)
+    tokio::time::timeout(Duration::from_secs(20), running.spawned.served)
         .await
         .expect("the server stops after draining")
         .unwrap()
         .unwrap();
+}
+
+async fn wait_until_cancelled(gate: &Gate) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !gate.cancelled.load(Ordering::SeqCst) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the abandoned call kept running"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_stream_the_host_closes_cancels_its_call() {
+    let running = start(HttpLimits::default()).await;
+    support::install_tls_provider();
+    // A host that closes the stream closes its connection: no pooled connection stays open.
+    let host = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let message = support::tools_call(1, "wait_gate", json!({}), json!({}));
+    // The 2026-07-28 reply starts only with the result, so the host is still waiting for the
+    // response headers when it gives up.
+    let waiting = {
+        let url = running.url.clone();
+        tokio::spawn(async move {
+            support::post(
+                &host,
+                &url,
+                "tools/call",
+                Some("wait_gate"),
+                message.to_string(),
+            )
+            .send()
+            .await
+        })
+    };
+    running.gate.entered.notified().await;
+    waiting.abort();
+    wait_until_cancelled(&running.gate).await;
+    echo_works(&support::http(), &running.url, 2).await;
+}
+
+#[tokio::test]
+async fn notifications_cancelled_in_a_session_cancels_its_call() {
+    use rmcp::ServiceExt;
+    use rmcp::model::{CallToolRequestParams, ClientRequest, Request};
+    use rmcp::service::PeerRequestOptions;
+
+    let running = start(HttpLimits::default()).await;
+    support::install_tls_provider();
+    let client = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            running.url.clone(),
+        ))
+        .await
+        .unwrap();
+    let handle = client
+        .peer()
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(Request::new(CallToolRequestParams::new("wait_gate"))),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    running.gate.entered.notified().await;
+    handle
+        .cancel(Some("the user pressed stop".into()))
+        .await
+        .unwrap();
+    wait_until_cancelled(&running.gate).await;
+}
+
+#[tokio::test]
+async fn the_tool_list_carries_cache_hints_only_where_the_revision_has_them() {
+    let running = start(HttpLimits::default()).await;
+    let http = support::http();
+    let list = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/list",
+        "params": {"_meta": support::modern_meta(false)}
+    });
+    let response = support::post(&http, &running.url, "tools/list", None, list.to_string())
+        .send()
+        .await
+        .unwrap();
+    let message = support::message_of(&response.text().await.unwrap());
+    let result = &message["result"];
+    assert_eq!(result["ttlMs"], 300_000, "{message}");
+    assert_eq!(result["cacheScope"], "private");
+    let names: Vec<&str> = result["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["echo_text", "overrun", "wait_gate"]);
+    assert_eq!(result["tools"][0]["annotations"]["readOnlyHint"], true);
+
+    use rmcp::ServiceExt;
+    let legacy = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            running.url.clone(),
+        ))
+        .await
+        .unwrap();
+    let listed = legacy.list_tools(None).await.unwrap();
+    assert_eq!(listed.ttl_ms, None);
+    assert_eq!(listed.cache_scope, None);
+    assert_eq!(listed.tools.len(), 3);
+}
+
+#[tokio::test]
+async fn a_tool_past_its_deadline_still_gets_an_answer_to_the_host() {
+    let running = start(HttpLimits::default()).await;
+    let http = support::http();
+    let (_, message) = support::call(
+        &http,
+        &running.url,
+        &support::tools_call(1, "overrun", json!({}), json!({})),
+    )
+    .await;
+    assert_eq!(message["result"]["isError"], true, "{message}");
+    assert_eq!(
+        message["result"]["structuredContent"]["code"],
+        "deadline_exceeded"
+    );
+    echo_works(&http, &running.url, 2).await;
 }

@@ -16,13 +16,14 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use toolgate_core::Principal;
-use toolgate_mcp::{HttpLimits, McpServer, serve_http};
+use toolgate_mcp::{HttpLimits, McpServer};
 use toolgate_wiring::{ExitsConfig, Seat, Store, ToolsetName};
 
 struct Served {
     url: String,
     store: Store,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    /// Stops the server when dropped.
+    _spawned: support::Spawned,
     _dir: tempfile::TempDir,
 }
 
@@ -32,17 +33,15 @@ async fn serve(toolset: ToolsetName) -> Served {
     let seat = Seat::new(Principal::local("local-user", &[]));
     let ready =
         toolgate_wiring::dispatcher(toolset, &store, &ExitsConfig::default(), seat).unwrap();
-    let server = McpServer::for_toolset(ready, &store, "resources-test");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(serve_http(server, listener, HttpLimits::default(), async {
-        let _ = stopped.await;
-    }));
+    let spawned = support::spawn(
+        McpServer::for_toolset(ready, &store, "resources-test"),
+        HttpLimits::default(),
+    )
+    .await;
     Served {
-        url,
+        url: spawned.url.clone(),
         store,
-        _stop: stop,
+        _spawned: spawned,
         _dir: dir,
     }
 }

@@ -86,3 +86,26 @@ pub fn http() -> reqwest::Client {
     install_tls_provider();
     reqwest::Client::new()
 }
+
+/// A server under test on 127.0.0.1: its endpoint, and the sender that starts its shutdown
+/// (dropping it does too).
+pub struct Spawned {
+    pub url: String,
+    pub stop: Option<tokio::sync::oneshot::Sender<()>>,
+    pub served: tokio::task::JoinHandle<Result<(), toolgate_mcp::ServeError>>,
+}
+
+/// Serves `server` with `limits` on a fresh loopback port.
+pub async fn spawn(server: toolgate_mcp::McpServer, limits: toolgate_mcp::HttpLimits) -> Spawned {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(toolgate_mcp::serve_http(server, listener, limits, async {
+        let _ = stopped.await;
+    }));
+    Spawned {
+        url,
+        stop: Some(stop),
+        served,
+    }
+}

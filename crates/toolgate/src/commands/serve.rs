@@ -12,6 +12,15 @@ use crate::cli::ServeArgs;
 use crate::config::Config;
 
 pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
+    if args.http.is_none()
+        && (args.max_body_bytes.is_some()
+            || args.max_concurrent.is_some()
+            || args.request_timeout.is_some())
+    {
+        return Err(CommandError::Usage(
+            "--max-body-bytes, --max-concurrent and --request-timeout apply to --http only".into(),
+        ));
+    }
     let kind = args.toolset.store();
     let path = config.store_path(kind, args.db.as_deref())?;
     let store = open_store(kind, &path)?;
@@ -45,11 +54,16 @@ pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
             let listener = tokio::net::TcpListener::bind(address)
                 .await
                 .map_err(|e| ServeError::Start(format!("cannot listen on {address}: {e}")))?;
+            let defaults = HttpLimits::default();
             let limits = HttpLimits {
-                max_body_bytes: args.max_body_bytes,
-                max_concurrent: usize::from(args.max_concurrent),
-                request_time: std::time::Duration::from_secs(args.request_timeout),
-                ..HttpLimits::default()
+                max_body_bytes: args.max_body_bytes.unwrap_or(defaults.max_body_bytes),
+                max_concurrent: args
+                    .max_concurrent
+                    .map_or(defaults.max_concurrent, usize::from),
+                request_time: args
+                    .request_timeout
+                    .map_or(defaults.request_time, std::time::Duration::from_secs),
+                ..defaults
             };
             let bound = listener.local_addr()?;
             eprintln!(
