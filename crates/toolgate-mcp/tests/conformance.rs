@@ -41,16 +41,14 @@ fn installed(relative: &str, what: &str) -> PathBuf {
     path
 }
 
-/// The fixture registry and its resources served as an MCP server, with the notes toolset's
-/// real prompts: a prompt cannot be declared outside toolgate-mcp (`PromptDef` has no public
-/// constructor), so the suite's own prompts are not offered and prompts-list checks ours.
+/// The fixture registry, its resources and its prompts served as an MCP server.
 fn fixture_server() -> McpServer {
     let registry = fixture::registry();
     let caller = Caller::new(Dispatcher::new(registry.clone()).unwrap());
     let principal = Principal::local("conformance", &[]).with_catalogue(fixture::TOOL_NAMES);
     McpServer::serving(&registry, caller, principal, "conformance-run")
         .with_resources(Arc::new(fixture::FixtureResources))
-        .with_prompts(toolgate_mcp::prompts::notes_prompts())
+        .with_prompts(fixture::prompts())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

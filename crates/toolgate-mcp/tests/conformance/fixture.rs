@@ -273,3 +273,43 @@ pub fn registry() -> Arc<Registry> {
         .expect("the fixture tools form a registry"),
     )
 }
+
+/// The prompts the suite gets by name: `test_simple_prompt` (no arguments) and
+/// `test_prompt_with_arguments` (both arguments appear in the message).
+pub fn prompts() -> Vec<toolgate_mcp::prompts::PromptDef> {
+    use rmcp::model::{Prompt, PromptArgument};
+    use toolgate_mcp::prompts::PromptDef;
+    vec![
+        PromptDef::new(
+            Prompt::new(
+                "test_simple_prompt",
+                Some("A prompt without arguments."),
+                None,
+            ),
+            |_| "This is a simple prompt for testing.".to_string(),
+        ),
+        PromptDef::new(
+            Prompt::new(
+                "test_prompt_with_arguments",
+                Some("A prompt with two required arguments."),
+                Some(vec![
+                    PromptArgument::new("arg1").with_required(true),
+                    PromptArgument::new("arg2").with_required(true),
+                ]),
+            ),
+            |args| {
+                let arg = |k: &str| {
+                    args.get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string()
+                };
+                format!(
+                    "Prompt with arguments: arg1='{}', arg2='{}'",
+                    arg("arg1"),
+                    arg("arg2")
+                )
+            },
+        ),
+    ]
+}
