@@ -114,6 +114,9 @@ pub async fn serve_http(
                 Err(_) => continue,
             },
         };
+        // Responses are small and a client waits for each: without this, Nagle's algorithm
+        // and delayed ACKs hold a reply back for tens of milliseconds.
+        let _ = stream.set_nodelay(true);
         let front = front.clone();
         let service = hyper::service::service_fn(move |request| {
             let front = front.clone();
