@@ -156,7 +156,7 @@ load() {
 field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2" | head -1; }
 
 # --- runs -------------------------------------------------------------------------------------
-declare -A RPS P50 P99 RSS FAILS NOTE HWM
+declare -A RPS P50 P99 RSS FAILS NOTE HWM CLI
 BROKEN=0
 mid_sample=$(python3 -c "print($WARMUP + $DURATION / 2)")
 
@@ -203,6 +203,7 @@ for rev in $REVISIONS; do
       P50[$k]=$(field p50_us "$out")
       P99[$k]=$(field p99_us "$out")
       FAILS[$k]=$(field failed "$out")
+      CLI[$k]=$(field client_cpu_pct "$out")
       RSS[$k]=$(cat "$sampled" 2>/dev/null || echo '?')
       if [ "${FAILS[$k]:-1}" != 0 ]; then
         BROKEN=1
@@ -227,12 +228,13 @@ ratio() { python3 -c "import sys; a, b = sys.argv[1:]; print(f'{float(a) / float
 
 echo
 echo "MCP Streamable HTTP, tools/call books_get {\"ids\":[1]} on loopback; server on core $SERVER_CPU, client on core $CLIENT_CPU;"
-echo "${WARMUP}s warm-up, ${DURATION}s measured per row; RSS = server VmRSS mid-measurement (peak VmHWM per server in notes)."
+echo "${WARMUP}s warm-up, ${DURATION}s measured per row; RSS = server VmRSS mid-measurement (peak VmHWM per server below);"
+echo "vs_bare = req/s over bare rmcp's at the same conns in this run; cli% = load client CPU (near 100: client-bound)."
 echo "$(date -u +%Y-%m-%dT%H:%MZ), $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 for rev in $REVISIONS; do
   echo
   if [ "$rev" = 2025-11-25 ]; then echo "## $rev (initialize + Mcp-Session-Id)"; else echo "## $rev (stateless, _meta per request)"; fi
-  printf '%-24s %5s %10s %9s %9s %7s %9s %6s\n' server conns req/s p50_us p99_us RSS_MB vs_bare fails
+  printf '%-24s %5s %10s %9s %9s %7s %9s %6s %5s\n' server conns req/s p50_us p99_us RSS_MB vs_bare fails cli%
   for server in $SERVERS; do
     if [ -n "${SKIP[$server]:-}" ]; then
       printf '%-24s %s\n' "$(label "$server")" "skipped: ${SKIP[$server]}"
@@ -244,8 +246,8 @@ for rev in $REVISIONS; do
     fi
     for c in $CONNS; do
       k=$rev,$server,$c
-      printf '%-24s %5s %10s %9s %9s %7s %9s %6s\n' "$(label "$server")" "$c" "${RPS[$k]:-?}" "${P50[$k]:-?}" \
-        "${P99[$k]:-?}" "${RSS[$k]:-?}" "$(ratio "${RPS[$k]:-}" "${RPS[$rev,bare,$c]:-}")" "${FAILS[$k]:-?}"
+      printf '%-24s %5s %10s %9s %9s %7s %9s %6s %5s\n' "$(label "$server")" "$c" "${RPS[$k]:-?}" "${P50[$k]:-?}" \
+        "${P99[$k]:-?}" "${RSS[$k]:-?}" "$(ratio "${RPS[$k]:-}" "${RPS[$rev,bare,$c]:-}")" "${FAILS[$k]:-?}" "${CLI[$k]:-?}"
     done
   done
   for server in $SERVERS; do

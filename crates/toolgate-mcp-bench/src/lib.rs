@@ -85,14 +85,11 @@ pub fn check_tool_call(content_type: &str, body: &[u8], id: u64) -> Result<(), S
     }
     if content_type.starts_with("text/event-stream") {
         let text = std::str::from_utf8(body).map_err(|_| "SSE body is not UTF-8".to_string())?;
-        for line in text.lines() {
-            if let Some(data) = line.strip_prefix("data:") {
-                if let Some(verdict) = check_message(data.trim().as_bytes(), id) {
-                    return verdict;
-                }
-            }
-        }
-        return Err(snippet("no response with our id in the SSE stream", body));
+        return text
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .find_map(|data| check_message(data.trim().as_bytes(), id))
+            .unwrap_or_else(|| Err(snippet("no response with our id in the SSE stream", body)));
     }
     Err(snippet(
         &format!("unexpected content-type `{content_type}`"),

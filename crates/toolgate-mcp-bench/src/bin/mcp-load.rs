@@ -9,7 +9,9 @@
 //! version, client capabilities and client info in `_meta` plus the `MCP-Protocol-Version`,
 //! `Mcp-Method` and `Mcp-Name` headers.
 //!
-//! Prints one line `conns=.. ok=.. failed=.. rps=.. p50_us=.. p99_us=.. max_us=..`, then
+//! Prints one line `conns=.. ok=.. failed=.. rps=.. p50_us=.. p99_us=.. max_us=..
+//! client_cpu_pct=..` (the client's own CPU use over the whole run, warm-up included: near
+//! 100 means the client, not the server, was the limit), then
 //! `failure: ...` with the first failure if there was one. Exits non-zero only when it could
 //! not run at all. Loopback only: any other host is refused.
 
@@ -147,13 +149,19 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("tokio runtime")?;
+    let (cpu_before, wall_before) = (on_cpu_ns(), Instant::now());
     let outcome = runtime.block_on(run(config.clone(), conns))?;
+    let wall_ns = wall_before.elapsed().as_nanos() as f64;
+    let client_cpu = match (cpu_before, on_cpu_ns()) {
+        (Some(before), Some(after)) => format!("{:.0}", (after - before) as f64 / wall_ns * 100.0),
+        _ => "?".into(),
+    };
 
     let mut latencies = outcome.latencies_us;
     latencies.sort_unstable();
     let rps = outcome.ok as f64 / config.duration.as_secs_f64();
     println!(
-        "conns={conns} ok={} failed={} rps={rps:.1} p50_us={} p99_us={} max_us={}",
+        "conns={conns} ok={} failed={} rps={rps:.1} p50_us={} p99_us={} max_us={} client_cpu_pct={client_cpu}",
         outcome.ok,
         outcome.failed,
         percentile(&latencies, 0.50),
@@ -164,6 +172,13 @@ fn main() -> anyhow::Result<()> {
         println!("failure: {}", why.replace('\n', " "));
     }
     Ok(())
+}
+
+/// Nanoseconds this process has spent on a CPU (Linux `/proc/self/schedstat`), to tell
+/// whether the client, not the server, was the limit.
+fn on_cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
 }
 
 fn is_loopback(ip: IpAddr) -> bool {
