@@ -12,7 +12,12 @@
 #
 # Environment (all optional): WARMUP (s, default 2), DURATION (s, default 5), CONNS (default
 # "1 8 64"), SERVERS (default "bare toolgate typescript python"), BENCH_DIR (install and
-# scratch folder, default target/mcp-bench).
+# scratch folder, default target/mcp-bench), TOOLGATE (the toolgate binary, default
+# target/release/toolgate).
+#
+# Other work on the machine skews the numbers: each row shows the server's CPU use (srv%) and
+# what the rest of the machine used meanwhile (other%, in % of one core, server and client
+# excluded); rows with other% above 10 are flagged.
 #
 # Exits 0 when every measured run was clean (the goal lines are informational); non-zero when
 # something broke: a build or install failed, the bare rmcp floor did not run, or a measured
@@ -32,7 +37,7 @@ CLIENT_CPU=1
 SERVER_LIMIT_S=600 # every server stops itself after this long
 BENCH_SRC=$ROOT/crates/toolgate-mcp-bench
 RELEASE=$ROOT/target/release
-TOOLGATE=$RELEASE/toolgate
+TOOLGATE=${TOOLGATE:-$RELEASE/toolgate}
 
 log() { printf '%s\n' "$*" >&2; }
 die() {
@@ -153,11 +158,19 @@ load() {
     --warmup "$4" --duration "$5" --tool books_get --arguments '{"ids":[1]}'
 }
 
+CLK_TCK=$(getconf CLK_TCK)
+# busy_ticks: CPU ticks the whole machine spent not idle (user nice system irq softirq steal).
+busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+# proc_ticks PID: user + system ticks of the process, all its threads ("0" when gone).
+proc_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+now_ns() { date +%s%N; }
+
 field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2" | head -1; }
 
 # --- runs -------------------------------------------------------------------------------------
-declare -A RPS P50 P99 RSS FAILS NOTE HWM CLI
+declare -A RPS P50 P99 RSS FAILS NOTE HWM CLI SRV OTHER
 BROKEN=0
+BUSY=0
 mid_sample=$(python3 -c "print($WARMUP + $DURATION / 2)")
 
 for rev in $REVISIONS; do
@@ -192,10 +205,12 @@ for rev in $REVISIONS; do
       rm -f "$sampled"
       (sleep "$mid_sample" && rss_mb "$PID" VmRSS >"$sampled") &
       sampler=$!
+      b0=$(busy_ticks) s0=$(proc_ticks "$PID") t0=$(now_ns)
       out=$(load "$rev" "$url" "$c" "$WARMUP" "$DURATION") || {
         out="failed=1"
         BROKEN=1
       }
+      b1=$(busy_ticks) s1=$(proc_ticks "$PID") t1=$(now_ns)
       wait "$sampler" 2>/dev/null || true
       log "   $out"
       k=$rev,$server,$c
@@ -204,6 +219,14 @@ for rev in $REVISIONS; do
       P99[$k]=$(field p99_us "$out")
       FAILS[$k]=$(field failed "$out")
       CLI[$k]=$(field client_cpu_pct "$out")
+      read -r SRV[$k] OTHER[$k] < <(python3 -c '
+import sys
+b0, b1, s0, s1, t0, t1, hz, cli = sys.argv[1:]
+wall = (int(t1) - int(t0)) / 1e9
+srv = (int(s1) - int(s0)) / int(hz) / wall * 100
+other = (int(b1) - int(b0)) / int(hz) / wall * 100 - srv - (float(cli) if cli not in ("", "?") else 0)
+print(f"{srv:.0f} {max(other, 0):.0f}")' "$b0" "$b1" "$s0" "$s1" "$t0" "$t1" "$CLK_TCK" "${CLI[$k]:-}")
+      if [ "${OTHER[$k]}" -gt 10 ]; then BUSY=1; fi
       RSS[$k]=$(cat "$sampled" 2>/dev/null || echo '?')
       if [ "${FAILS[$k]:-1}" != 0 ]; then
         BROKEN=1
@@ -229,12 +252,13 @@ ratio() { python3 -c "import sys; a, b = sys.argv[1:]; print(f'{float(a) / float
 echo
 echo "MCP Streamable HTTP, tools/call books_get {\"ids\":[1]} on loopback; server on core $SERVER_CPU, client on core $CLIENT_CPU;"
 echo "${WARMUP}s warm-up, ${DURATION}s measured per row; RSS = server VmRSS mid-measurement (peak VmHWM per server below);"
-echo "vs_bare = req/s over bare rmcp's at the same conns in this run; cli% = load client CPU (near 100: client-bound)."
+echo "vs_bare = req/s over bare rmcp's at the same conns in this run; srv%/cli% = server/client CPU in % of one core"
+echo "(near 100: that side was the limit); other% = the rest of the machine meanwhile (>10: numbers skewed)."
 echo "$(date -u +%Y-%m-%dT%H:%MZ), $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 for rev in $REVISIONS; do
   echo
   if [ "$rev" = 2025-11-25 ]; then echo "## $rev (initialize + Mcp-Session-Id)"; else echo "## $rev (stateless, _meta per request)"; fi
-  printf '%-24s %5s %10s %9s %9s %7s %9s %6s %5s\n' server conns req/s p50_us p99_us RSS_MB vs_bare fails cli%
+  printf '%-24s %5s %10s %9s %9s %7s %8s %6s %5s %5s %6s\n' server conns req/s p50_us p99_us RSS_MB vs_bare fails srv% cli% other%
   for server in $SERVERS; do
     if [ -n "${SKIP[$server]:-}" ]; then
       printf '%-24s %s\n' "$(label "$server")" "skipped: ${SKIP[$server]}"
@@ -246,8 +270,9 @@ for rev in $REVISIONS; do
     fi
     for c in $CONNS; do
       k=$rev,$server,$c
-      printf '%-24s %5s %10s %9s %9s %7s %9s %6s %5s\n' "$(label "$server")" "$c" "${RPS[$k]:-?}" "${P50[$k]:-?}" \
-        "${P99[$k]:-?}" "${RSS[$k]:-?}" "$(ratio "${RPS[$k]:-}" "${RPS[$rev,bare,$c]:-}")" "${FAILS[$k]:-?}" "${CLI[$k]:-?}"
+      printf '%-24s %5s %10s %9s %9s %7s %8s %6s %5s %5s %6s\n' "$(label "$server")" "$c" "${RPS[$k]:-?}" "${P50[$k]:-?}" \
+        "${P99[$k]:-?}" "${RSS[$k]:-?}" "$(ratio "${RPS[$k]:-}" "${RPS[$rev,bare,$c]:-}")" "${FAILS[$k]:-?}" \
+        "${SRV[$k]:-?}" "${CLI[$k]:-?}" "${OTHER[$k]:-?}"
     done
   done
   for server in $SERVERS; do
@@ -283,6 +308,11 @@ else
       echo "FAIL $rev p99 at 8 conns: ${p99} us >= 1000 (bare rmcp: ${P99[$rev,bare,8]:-?} us)"
     fi
   done
+fi
+
+if [ "$BUSY" != 0 ]; then
+  echo
+  echo "WARNING: other work used more than 10% of a core during some rows (other%); those numbers are skewed."
 fi
 
 if [ "$BROKEN" != 0 ]; then
