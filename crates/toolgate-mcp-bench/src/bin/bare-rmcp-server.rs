@@ -2,7 +2,10 @@
 //! read tool, `books_get` (`{"ids": [int]}` in, a small JSON text out), served with hyper on
 //! 127.0.0.1 and nothing else in the way (no dispatcher, no schema check, no store).
 //!
-//! Usage: `bare-rmcp-server --port PORT [--max-seconds S] [--json-response true|false]`.
+//! Usage: `bare-rmcp-server --port PORT [--max-seconds S] [--json-response true|false]
+//! [--nodelay true|false]`. `--nodelay false` leaves Nagle's algorithm on for accepted
+//! connections (to show what that costs: a response written in pieces waits for the client's
+//! delayed ACK); the default sets `TCP_NODELAY`.
 //! It binds 127.0.0.1 only and stops itself after `--max-seconds` (default 900).
 
 use std::borrow::Cow;
@@ -101,6 +104,7 @@ fn main() -> anyhow::Result<()> {
     let json_response: bool = flags
         .get_or("json-response", false)
         .map_err(|e| anyhow!(e))?;
+    let nodelay: bool = flags.get_or("nodelay", true).map_err(|e| anyhow!(e))?;
     flags.finish().map_err(|e| anyhow!(e))?;
 
     // One worker per core we may run on (the bench pins us to one with taskset).
@@ -108,10 +112,15 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("tokio runtime")?;
-    runtime.block_on(serve(port, Duration::from_secs(max_seconds), json_response))
+    runtime.block_on(serve(
+        port,
+        Duration::from_secs(max_seconds),
+        json_response,
+        nodelay,
+    ))
 }
 
-async fn serve(port: u16, max: Duration, json_response: bool) -> anyhow::Result<()> {
+async fn serve(port: u16, max: Duration, json_response: bool, nodelay: bool) -> anyhow::Result<()> {
     let config = StreamableHttpServerConfig::default()
         .with_sse_keep_alive(None)
         .with_json_response(json_response);
@@ -133,7 +142,7 @@ async fn serve(port: u16, max: Duration, json_response: bool) -> anyhow::Result<
             () = &mut deadline => break,
             accepted = listener.accept() => {
                 let (stream, _) = accepted.context("accept")?;
-                stream.set_nodelay(true)?;
+                stream.set_nodelay(nodelay)?;
                 let service = TowerToHyperService::new(service.clone());
                 let cancel = cancel.clone();
                 tokio::spawn(async move {
