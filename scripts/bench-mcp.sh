@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench-mcp.sh: the MCP-over-HTTP benchmark. Measures `tools/call` of a cheap read tool over
 # MCP Streamable HTTP on loopback at several concurrencies, for toolgate (`serve --http`), a
-# bare rmcp server (the floor), the official TypeScript SDK and the official Python SDK, on
+# bare rmcp server (the floor), the official TypeScript SDK (v1 @modelcontextprotocol/sdk and
+# the v2 line @modelcontextprotocol/server) and the official Python SDK, on
 # both protocol revisions (2025-11-25 with sessions, 2026-07-28 stateless), and prints req/s,
 # p50/p99 latency, server RSS and the ratio to bare rmcp measured in this same run.
 #
@@ -11,7 +12,7 @@
 # crates/toolgate-mcp-bench/servers/, into target/mcp-bench/ (reused when already right).
 #
 # Environment (all optional): WARMUP (s, default 2), DURATION (s, default 5), CONNS (default
-# "1 8 64"), SERVERS (default "bare toolgate typescript python"), BENCH_DIR (install and
+# "1 8 64"), SERVERS (default "bare toolgate typescript typescript-v2 python"), BENCH_DIR (install and
 # scratch folder, default target/mcp-bench), TOOLGATE (the toolgate binary, default
 # target/release/toolgate).
 #
@@ -29,7 +30,7 @@ cd "$ROOT"
 WARMUP=${WARMUP:-2}
 DURATION=${DURATION:-5}
 CONNS=${CONNS:-"1 8 64"}
-SERVERS=${SERVERS:-"bare toolgate typescript python"}
+SERVERS=${SERVERS:-"bare toolgate typescript typescript-v2 python"}
 BENCH_DIR=${BENCH_DIR:-$ROOT/target/mcp-bench}
 REVISIONS="2025-11-25 2026-07-28"
 SERVER_CPU=0
@@ -53,29 +54,35 @@ mkdir -p "$BENCH_DIR"
 log "== building the load client and the bare rmcp server (release)"
 cargo build --release --locked -p toolgate-mcp-bench >&2
 
-ts_pinned=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dependencies"]["@modelcontextprotocol/sdk"])' \
-  "$BENCH_SRC/servers/typescript/package.json")
+# pinned_npm DIR PACKAGE: the version DIR's package.json pins PACKAGE at.
+pinned_npm() {
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dependencies"][sys.argv[2]])' \
+    "$BENCH_SRC/servers/$1/package.json" "$2"
+}
+ts_pinned=$(pinned_npm typescript @modelcontextprotocol/sdk)
+ts2_pinned=$(pinned_npm typescript-v2 @modelcontextprotocol/server)
 py_pinned=$(sed -n 's/^mcp==//p' "$BENCH_SRC/servers/python/requirements.txt")
-TS_DIR=$BENCH_DIR/typescript
 PY_VENV=$BENCH_DIR/python-venv
 
-install_typescript() {
+# install_node VARIANT PACKAGE VERSION: servers/VARIANT's package into $BENCH_DIR/VARIANT with
+# `npm ci` from the committed lock file (kept while it matches), and its server.mjs beside it.
+install_node() {
+  local variant=$1 package=$2 version=$3 dir=$BENCH_DIR/$1 have=""
   command -v node >/dev/null || {
     log "node is missing"
     return 1
   }
-  local have=""
-  [ -f "$TS_DIR/node_modules/@modelcontextprotocol/sdk/package.json" ] &&
-    have=$(node -p "require('$TS_DIR/node_modules/@modelcontextprotocol/sdk/package.json').version")
-  if [ "$have" != "$ts_pinned" ] || ! cmp -s "$BENCH_SRC/servers/typescript/package-lock.json" "$TS_DIR/package-lock.json"; then
-    log "== installing @modelcontextprotocol/sdk@$ts_pinned (npm ci, from the committed lock file)"
-    rm -rf "$TS_DIR"
-    mkdir -p "$TS_DIR"
-    cp "$BENCH_SRC/servers/typescript/package.json" "$BENCH_SRC/servers/typescript/package-lock.json" "$TS_DIR/"
-    npm ci --prefix "$TS_DIR" --no-audit --no-fund --loglevel=error >&2
+  [ -f "$dir/node_modules/$package/package.json" ] &&
+    have=$(node -p "require('$dir/node_modules/$package/package.json').version")
+  if [ "$have" != "$version" ] || ! cmp -s "$BENCH_SRC/servers/$variant/package-lock.json" "$dir/package-lock.json"; then
+    log "== installing $package@$version (npm ci, from the committed lock file)"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    cp "$BENCH_SRC/servers/$variant/package.json" "$BENCH_SRC/servers/$variant/package-lock.json" "$dir/"
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
   fi
   # Beside its node_modules, so its imports resolve.
-  cp "$BENCH_SRC/servers/typescript/server.mjs" "$TS_DIR/server.mjs"
+  cp "$BENCH_SRC/servers/$variant/server.mjs" "$dir/server.mjs"
 }
 
 install_python() {
@@ -96,7 +103,8 @@ declare -A SKIP # server -> why it has no rows
 for server in $SERVERS; do
   case $server in
   bare) ;;
-  typescript) install_typescript || SKIP[typescript]="install failed (see above)" ;;
+  typescript) install_node typescript @modelcontextprotocol/sdk "$ts_pinned" || SKIP[typescript]="install failed (see above)" ;;
+  typescript-v2) install_node typescript-v2 @modelcontextprotocol/server "$ts2_pinned" || SKIP[typescript-v2]="install failed (see above)" ;;
   python) install_python || SKIP[python]="install failed (see above)" ;;
   toolgate)
     if [ ! -x "$TOOLGATE" ]; then
@@ -131,7 +139,7 @@ start_server() {
   local name=$1 port=$2 logfile=$3
   case $name in
   bare) taskset -c $SERVER_CPU "$RELEASE/bare-rmcp-server" --port "$port" --max-seconds $SERVER_LIMIT_S >"$logfile" 2>&1 & ;;
-  typescript) taskset -c $SERVER_CPU node "$TS_DIR/server.mjs" --port "$port" --max-seconds $SERVER_LIMIT_S >"$logfile" 2>&1 & ;;
+  typescript | typescript-v2) taskset -c $SERVER_CPU node "$BENCH_DIR/$name/server.mjs" --port "$port" --max-seconds $SERVER_LIMIT_S >"$logfile" 2>&1 & ;;
   python) taskset -c $SERVER_CPU "$PY_VENV/bin/python" "$BENCH_SRC/servers/python/server.py" --port "$port" --max-seconds $SERVER_LIMIT_S >"$logfile" 2>&1 & ;;
   toolgate)
     rm -f "$BENCH_DIR/books.db"
@@ -193,6 +201,8 @@ for rev in $REVISIONS; do
       [ -n "$why" ] || why=$probe
       if [ "$rev" = 2026-07-28 ] && [ "$server" != bare ]; then
         NOTE[$rev,$server]="n/a: does not speak $rev: $why"
+      elif [ "$server" = typescript-v2 ]; then
+        NOTE[$rev,$server]="n/a: serves 2025-era traffic statelessly only (no sessions): $why"
       else
         NOTE[$rev,$server]="FAILED probe: $why"
         BROKEN=1
@@ -244,6 +254,7 @@ label() {
   bare) echo "bare rmcp 3.11.0" ;;
   toolgate) echo "toolgate serve --http" ;;
   typescript) echo "TS SDK $ts_pinned" ;;
+  typescript-v2) echo "TS SDK v2 $ts2_pinned" ;;
   python) echo "Python SDK $py_pinned" ;;
   esac
 }
