@@ -237,6 +237,10 @@ srv = (int(s1) - int(s0)) / int(hz) / wall * 100
 other = (int(b1) - int(b0)) / int(hz) / wall * 100 - srv - (float(cli) if cli not in ("", "?") else 0)
 print(f"{srv:.0f} {max(other, 0):.0f}")' "$b0" "$b1" "$s0" "$s1" "$t0" "$t1" "$CLK_TCK" "${CLI[$k]:-}")
       if [ "${OTHER[$k]}" -gt 10 ]; then BUSY=1; fi
+      # ~40 ms per call with an idle server: Nagle's algorithm against the client's delayed ACK.
+      if [ "$c" = 1 ] && [ "${P50[$k]:-0}" -ge 30000 ] && [ "${SRV[$k]}" -lt 30 ]; then
+        NOTE[$rev,$server]="${NOTE[$rev,$server]:-}p50 ${P50[$k]} us at 1 conn with the server ${SRV[$k]}% busy: looks like Nagle/delayed ACK (TCP_NODELAY not set on accepted connections?). "
+      fi
       RSS[$k]=$(cat "$sampled" 2>/dev/null || echo '?')
       if [ "${FAILS[$k]:-1}" != 0 ]; then
         BROKEN=1
