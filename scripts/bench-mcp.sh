@@ -199,7 +199,8 @@ for rev in $REVISIONS; do
     if [ "$(field ok "$probe")" = "" ] || [ "$(field ok "$probe")" = 0 ]; then
       why=$(sed -n 's/^failure: //p' <<<"$probe" | cut -c1-240)
       [ -n "$why" ] || why=$probe
-      if [ "$rev" = 2026-07-28 ] && [ "$server" != bare ]; then
+      # An SDK that does not speak a revision is "n/a"; bare rmcp and toolgate must speak both.
+      if [ "$rev" = 2026-07-28 ] && [ "$server" != bare ] && [ "$server" != toolgate ]; then
         NOTE[$rev,$server]="n/a: does not speak $rev: $why"
       elif [ "$server" = typescript-v2 ]; then
         NOTE[$rev,$server]="n/a: serves 2025-era traffic statelessly only (no sessions): $why"
