@@ -14,11 +14,13 @@
 # Environment (all optional): WARMUP (s, default 2), DURATION (s, default 5), CONNS (default
 # "1 8 64"), SERVERS (default "bare toolgate typescript typescript-v2 python"), BENCH_DIR (install and
 # scratch folder, default target/mcp-bench), TOOLGATE (the toolgate binary, default
-# target/release/toolgate).
+# target/release/toolgate), BENCH_RETRIES (how many times a row disturbed by other work is
+# measured again, default 2).
 #
 # Other work on the machine skews the numbers: each row shows the server's CPU use (srv%) and
 # what the rest of the machine used meanwhile (other%, in % of one core, server and client
-# excluded); rows with other% above 10 are flagged.
+# excluded); such a row (other% above 10) is measured again up to BENCH_RETRIES times, the
+# least disturbed attempt kept, and flagged if it stays above 10.
 #
 # Exits 0 when every measured run was clean (the goal lines are informational); non-zero when
 # something broke: a build or install failed, the bare rmcp floor did not run, or a measured
@@ -35,7 +37,8 @@ BENCH_DIR=${BENCH_DIR:-$ROOT/target/mcp-bench}
 REVISIONS="2025-11-25 2026-07-28"
 SERVER_CPU=0
 CLIENT_CPU=1
-SERVER_LIMIT_S=600 # every server stops itself after this long
+SERVER_LIMIT_S=900 # every server stops itself after this long
+RETRIES=${BENCH_RETRIES:-2}
 BENCH_SRC=$ROOT/crates/toolgate-mcp-bench
 RELEASE=$ROOT/target/release
 TOOLGATE=${TOOLGATE:-$RELEASE/toolgate}
@@ -175,11 +178,35 @@ now_ns() { date +%s%N; }
 
 field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2" | head -1; }
 
+# measure_row REVISION URL CONNS: one load run against $PID; sets M_OUT (the client's output),
+# M_SRV (server CPU, % of a core), M_OTHER (the rest of the machine, % of a core, server and
+# client excluded) and M_RSS (server VmRSS in MB, sampled mid-measurement).
+measure_row() {
+  local sampled=$BENCH_DIR/rss-sample sampler b0 s0 t0 b1 s1 t1 cli
+  rm -f "$sampled"
+  (sleep "$mid_sample" && rss_mb "$PID" VmRSS >"$sampled") &
+  sampler=$!
+  b0=$(busy_ticks) s0=$(proc_ticks "$PID") t0=$(now_ns)
+  M_OUT=$(load "$1" "$2" "$3" "$WARMUP" "$DURATION") || M_OUT="failed=1"
+  b1=$(busy_ticks) s1=$(proc_ticks "$PID") t1=$(now_ns)
+  wait "$sampler" 2>/dev/null || true
+  M_RSS=$(cat "$sampled" 2>/dev/null || echo '?')
+  cli=$(field client_cpu_pct "$M_OUT")
+  read -r M_SRV M_OTHER < <(python3 -c '
+import sys
+b0, b1, s0, s1, t0, t1, hz, cli = sys.argv[1:]
+wall = (int(t1) - int(t0)) / 1e9
+srv = (int(s1) - int(s0)) / int(hz) / wall * 100
+other = (int(b1) - int(b0)) / int(hz) / wall * 100 - srv - (float(cli) if cli not in ("", "?") else 0)
+print(f"{srv:.0f} {max(other, 0):.0f}")' "$b0" "$b1" "$s0" "$s1" "$t0" "$t1" "$CLK_TCK" "${cli:-}")
+}
+
 # --- runs -------------------------------------------------------------------------------------
 declare -A RPS P50 P99 RSS FAILS NOTE HWM CLI SRV OTHER
 BROKEN=0
 BUSY=0
 mid_sample=$(python3 -c "print($WARMUP + $DURATION / 2)")
+FIRST_FAILURE=""
 
 for rev in $REVISIONS; do
   for server in $SERVERS; do
@@ -212,40 +239,36 @@ for rev in $REVISIONS; do
       continue
     fi
     for c in $CONNS; do
-      sampled=$BENCH_DIR/rss-sample
-      rm -f "$sampled"
-      (sleep "$mid_sample" && rss_mb "$PID" VmRSS >"$sampled") &
-      sampler=$!
-      b0=$(busy_ticks) s0=$(proc_ticks "$PID") t0=$(now_ns)
-      out=$(load "$rev" "$url" "$c" "$WARMUP" "$DURATION") || {
-        out="failed=1"
-        BROKEN=1
-      }
-      b1=$(busy_ticks) s1=$(proc_ticks "$PID") t1=$(now_ns)
-      wait "$sampler" 2>/dev/null || true
-      log "   $out"
       k=$rev,$server,$c
-      RPS[$k]=$(field rps "$out")
-      P50[$k]=$(field p50_us "$out")
-      P99[$k]=$(field p99_us "$out")
-      FAILS[$k]=$(field failed "$out")
-      CLI[$k]=$(field client_cpu_pct "$out")
-      read -r SRV[$k] OTHER[$k] < <(python3 -c '
-import sys
-b0, b1, s0, s1, t0, t1, hz, cli = sys.argv[1:]
-wall = (int(t1) - int(t0)) / 1e9
-srv = (int(s1) - int(s0)) / int(hz) / wall * 100
-other = (int(b1) - int(b0)) / int(hz) / wall * 100 - srv - (float(cli) if cli not in ("", "?") else 0)
-print(f"{srv:.0f} {max(other, 0):.0f}")' "$b0" "$b1" "$s0" "$s1" "$t0" "$t1" "$CLK_TCK" "${CLI[$k]:-}")
+      # A row disturbed by other work (other% > 10) is measured again, at most $RETRIES more
+      # times; the least disturbed attempt is kept.
+      best=""
+      for attempt in $(seq $((RETRIES + 1))); do
+        measure_row "$rev" "$url" "$c"
+        [ "$M_OUT" = "failed=1" ] && BROKEN=1
+        log "   $M_OUT (srv ${M_SRV}%, other ${M_OTHER}%)"
+        if [ -z "$best" ] || [ "$M_OTHER" -lt "${OTHER[$k]}" ]; then
+          best=$attempt
+          RPS[$k]=$(field rps "$M_OUT")
+          P50[$k]=$(field p50_us "$M_OUT")
+          P99[$k]=$(field p99_us "$M_OUT")
+          FAILS[$k]=$(field failed "$M_OUT")
+          CLI[$k]=$(field client_cpu_pct "$M_OUT")
+          SRV[$k]=$M_SRV OTHER[$k]=$M_OTHER RSS[$k]=$M_RSS FIRST_FAILURE=$(sed -n 's/^failure: //p' <<<"$M_OUT" | cut -c1-200)
+        fi
+        # A failed run is reported as it is, never retried away.
+        [ "$(field failed "$M_OUT")" != 0 ] && break
+        [ "${OTHER[$k]}" -le 10 ] && break
+        [ "$attempt" -le "$RETRIES" ] && log "   (disturbed by other work: measuring again)" && sleep 3
+      done
       if [ "${OTHER[$k]}" -gt 10 ]; then BUSY=1; fi
       # ~40 ms per call with an idle server: Nagle's algorithm against the client's delayed ACK.
       if [ "$c" = 1 ] && [ "${P50[$k]:-0}" -ge 30000 ] && [ "${SRV[$k]}" -lt 30 ]; then
         NOTE[$rev,$server]="${NOTE[$rev,$server]:-}p50 ${P50[$k]} us at 1 conn with the server ${SRV[$k]}% busy: looks like Nagle/delayed ACK (TCP_NODELAY not set on accepted connections?). "
       fi
-      RSS[$k]=$(cat "$sampled" 2>/dev/null || echo '?')
       if [ "${FAILS[$k]:-1}" != 0 ]; then
         BROKEN=1
-        NOTE[$rev,$server]="${NOTE[$rev,$server]:-}${c} conns: ${FAILS[$k]} failures: $(sed -n 's/^failure: //p' <<<"$out" | cut -c1-200). "
+        NOTE[$rev,$server]="${NOTE[$rev,$server]:-}${c} conns: ${FAILS[$k]} failures: $FIRST_FAILURE. "
       fi
     done
     HWM[$rev,$server]=$(rss_mb "$PID" VmHWM)
