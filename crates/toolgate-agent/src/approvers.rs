@@ -8,63 +8,12 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use serde_json::Value;
 use toolgate_core::tool::BoxFuture;
 use toolgate_core::{ApprovalAnswer, ApprovalRequest, Approver, ApproverError};
 
-/// What the human reads before answering: the tool, its risk and reason, and the exact
-/// arguments. Fields that carry a message (to, cc, subject, body) are shown first and whole.
+/// What the human reads before answering: [`ApprovalRequest::describe`] and the question.
 pub fn approval_prompt(request: &ApprovalRequest) -> String {
-    let mut text = format!(
-        "The assistant wants to run `{}` (risk: {}, effect: {}).\nWhy it needs approval: {}\n",
-        request.tool,
-        request.risk.as_str(),
-        request.effect.as_str(),
-        request.reason
-    );
-    // What will happen comes first and whole: the preview (read from the store) and then the
-    // message fields of the arguments; everything else follows.
-    if let Some(Value::Object(preview)) = &request.preview {
-        text.push_str("What will happen:\n");
-        push_fields(&mut text, preview);
-        text.push_str("Arguments:\n");
-    }
-    match &request.arguments {
-        Value::Object(args) => push_fields(&mut text, args),
-        other => text.push_str(&format!("  arguments: {other}\n")),
-    }
-    text.push_str("Approve this exact call? [y/N] ");
-    text
-}
-
-const MESSAGE_FIELDS: [&str; 5] = ["to", "cc", "bcc", "subject", "body"];
-
-fn push_fields(text: &mut String, fields: &serde_json::Map<String, Value>) {
-    for field in MESSAGE_FIELDS {
-        if let Some(v) = fields.get(field) {
-            let shown = match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            if field == "body" {
-                text.push_str(&format!("  {field}:\n{}\n", indent(&shown)));
-            } else {
-                text.push_str(&format!("  {field}: {shown}\n"));
-            }
-        }
-    }
-    for (k, v) in fields {
-        if !MESSAGE_FIELDS.contains(&k.as_str()) {
-            text.push_str(&format!("  {k}: {v}\n"));
-        }
-    }
-}
-
-fn indent(body: &str) -> String {
-    body.lines()
-        .map(|l| format!("    | {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    format!("{}Approve this exact call? [y/N] ", request.describe())
 }
 
 /// Whether an answer line approves.
@@ -147,26 +96,20 @@ mod tests {
     }
 
     #[test]
-    fn email_approval_shows_recipient_subject_and_whole_body() {
+    fn terminal_prompt_ends_with_the_question() {
         let request = ApprovalRequest {
             binding: "b".into(),
-            tool: "email_send".into(),
+            tool: "notes_delete".into(),
             version: 1,
             risk: Risk::High,
-            reason: "It sends mail to other people and cannot be undone.".into(),
-            effect: Effect::Irreversible,
-            arguments: json!({"draft_id": 7}),
-            preview: Some(
-                json!({"to": "ann@example.org", "subject": "Budget", "body": "line one\nline two"}),
-            ),
+            reason: "It removes a note.".into(),
+            effect: Effect::UndoableWrite,
+            arguments: json!({"id": 3}),
+            preview: None,
             principal: "me".into(),
         };
         let prompt = approval_prompt(&request);
-        assert!(prompt.contains("`email_send` (risk: high"));
-        assert!(prompt.contains("to: ann@example.org"));
-        assert!(prompt.contains("subject: Budget"));
-        assert!(prompt.contains("| line one\n    | line two"));
-        assert!(prompt.contains("draft_id: 7"));
-        assert!(prompt.ends_with("[y/N] "));
+        assert!(prompt.starts_with(&request.describe()));
+        assert!(prompt.ends_with("Approve this exact call? [y/N] "));
     }
 }

@@ -1,19 +1,12 @@
-//! Cooperative cancellation shared by a caller and the handler it started.
+//! Cooperative cancellation shared by a caller and the handler it started: tokio-util's
+//! `CancellationToken`, so a front end that already has one for a request (rmcp's per-request
+//! token) hands it to the dispatcher as it is, with nothing to forward in between.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Default)]
 pub struct CancelToken {
-    inner: Arc<Inner>,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    canceled: AtomicBool,
-    notify: Notify,
+    inner: CancellationToken,
 }
 
 impl CancelToken {
@@ -22,22 +15,22 @@ impl CancelToken {
     }
 
     pub fn cancel(&self) {
-        self.inner.canceled.store(true, Ordering::SeqCst);
-        self.inner.notify.notify_waiters();
+        self.inner.cancel();
     }
 
     pub fn is_canceled(&self) -> bool {
-        self.inner.canceled.load(Ordering::SeqCst)
+        self.inner.is_cancelled()
     }
 
     /// Resolves once `cancel` has been called (at once if it already was).
     pub async fn canceled(&self) {
-        loop {
-            let notified = self.inner.notify.notified();
-            if self.is_canceled() {
-                return;
-            }
-            notified.await;
-        }
+        self.inner.cancelled().await;
+    }
+}
+
+/// Cancelling either is cancelling both: they are one token.
+impl From<CancellationToken> for CancelToken {
+    fn from(inner: CancellationToken) -> Self {
+        CancelToken { inner }
     }
 }

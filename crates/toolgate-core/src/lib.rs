@@ -20,6 +20,7 @@
 //! The curated API is re-exported below; the modules stay public for the rest.
 
 pub mod approval;
+mod approval_text;
 pub mod call;
 pub mod caller;
 pub mod cancel;

@@ -3,12 +3,18 @@
 //! validation, policy, approvals, idempotency, bounds, redaction and traces are exactly those of
 //! our own loop; no handler is reachable any other way.
 //!
-//! This first slice serves stdio and fails closed on approvals: a call that needs a human is
-//! denied (`approval_denied`), because asking through the protocol (elicitation on 2025-11-25,
-//! `input_required` on 2026-07-28) is not built yet.
+//! Transports: stdio ([`serve_stdio`]) and Streamable HTTP at `/mcp` ([`serve_http`]), both
+//! protocol revisions (2025-11-25 with `initialize` and sessions, stateless 2026-07-28). A call
+//! that needs a human is asked through the protocol ([`approval`]); a client that cannot ask
+//! gets `approval_denied` and nothing runs.
 
+pub mod approval;
 mod catalogue;
+pub mod http;
+pub mod prompts;
+pub mod resources;
 mod server;
 
 pub use catalogue::{annotations_for, mcp_tool};
-pub use server::{McpServer, ServeError, serve_stdio};
+pub use http::{HttpLimits, serve_http};
+pub use server::{IDEMPOTENCY_KEY_META, McpServer, ServeError, UNTRUSTED_META, serve_stdio};

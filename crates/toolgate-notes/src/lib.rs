@@ -34,7 +34,7 @@ pub use import::{ImportError, ImportReport, import_dir};
 pub use rows::{Kind, NewNote, NoteRow};
 pub use sample::generate_notes;
 pub use search::{ResponseFormat, SearchArgs};
-pub use store::{Contents, NotesStore, StoreError};
+pub use store::{Contents, NoteTitle, NotesStore, StoreError};
 pub use undo::{UndoError, UndoHandle, UndoneAction, undo_last};
 
 /// The notes tools proper, bound to `store` ([`tools::notes_tools`]).

@@ -98,6 +98,15 @@ pub const SAMPLE_GENERATED: usize = 300;
 pub const SAMPLE_SEED: u64 = 20_251_202;
 
 /// A handle on one notes database; cheap to clone.
+/// A note as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoteTitle {
+    pub id: i64,
+    pub title: String,
+    /// note, todo, meeting or clip.
+    pub kind: String,
+}
+
 #[derive(Clone, Debug)]
 pub struct NotesStore {
     path: PathBuf,
@@ -370,6 +379,26 @@ impl NotesStore {
     /// Where write tools record their receipts, for the dispatcher to replay retries from.
     pub fn receipt_log(&self) -> impl toolgate_core::idempotency::ReceiptLog + 'static {
         self.conn.clone()
+    }
+
+    /// Up to `limit` notes with an id over `after`, in id order: the pages a front end lists
+    /// (MCP resources). Reading a note's contents goes through `notes_get`.
+    pub fn titles_after(&self, after: i64, limit: u32) -> Result<Vec<NoteTitle>, ToolError> {
+        self.conn
+            .with_conn(|conn| {
+                let mut statement = conn.prepare_cached(
+                    "SELECT id, title, kind FROM notes WHERE id > ?1 ORDER BY id LIMIT ?2",
+                )?;
+                let rows = statement.query_map(rusqlite::params![after, limit], |row| {
+                    Ok(NoteTitle {
+                        id: row.get(0)?,
+                        title: row.get(1)?,
+                        kind: row.get(2)?,
+                    })
+                })?;
+                rows.collect::<Result<Vec<_>, _>>()
+            })?
+            .map_err(|e| ToolError::internal(format!("listing notes failed: {e}")))
     }
 
     /// Runs `work` on the connection on this thread (for commands and tests).

@@ -48,13 +48,15 @@ pub enum Command {
     /// Run a task suite against one or more toolsets with the same model and loop, and report
     /// success with 95% CIs, tokens and calls per task, and the verdict.
     Eval(EvalCommand),
-    /// Serve a toolset to MCP hosts (Claude Desktop, Claude Code, Cursor, ...) over stdio.
-    /// Every call goes through the dispatcher; a call that needs a human's approval is denied
-    /// (asking through the protocol is not built yet).
+    /// Serve a toolset to MCP hosts (Claude Desktop, Claude Code, Cursor, ...) over stdio or
+    /// Streamable HTTP, both MCP revisions (2025-11-25, 2026-07-28). Every call goes through
+    /// the dispatcher; a call that needs a human's approval asks the person at the host
+    /// through the protocol, and is denied when the host cannot ask.
     Serve(ServeArgs),
 }
 
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("transport").required(true).args(["stdio", "http"])))]
 pub struct ServeArgs {
     /// Which toolset to serve.
     #[arg(long, value_parser = toolset_parser(), default_value = "notes")]
@@ -64,8 +66,25 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
     /// Speak MCP on stdin/stdout (stdout carries protocol messages only; logs go to stderr).
-    #[arg(long, required = true)]
+    #[arg(long)]
     pub stdio: bool,
+    /// Serve MCP over Streamable HTTP at http://ADDRESS/mcp (both protocol revisions on one
+    /// endpoint). Without authorization only a loopback address is accepted, e.g.
+    /// 127.0.0.1:8765.
+    #[arg(long, value_name = "ADDRESS")]
+    pub http: Option<std::net::SocketAddr>,
+    /// HTTP only: the largest request body, in bytes (default 1048576).
+    #[arg(long, value_name = "BYTES")]
+    pub max_body_bytes: Option<usize>,
+    /// HTTP only: requests served at once (default 64); one more is answered 503 at once.
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent: Option<u16>,
+    /// HTTP only: the longest one request may take, a wait for approval included, in seconds
+    /// (default 360).
+    #[arg(long, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_timeout: Option<u64>,
     /// Also write every decision to this JSON Lines trace.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,

@@ -39,6 +39,8 @@ pub enum CommandError {
     Eval(#[from] toolgate_eval::runner::RunnerError),
     #[error(transparent)]
     Suite(#[from] toolgate_eval::suite::SuiteError),
+    #[error("{0}")]
+    Usage(String),
     #[error("the run did not finish: {0}")]
     RunFailed(String),
     #[error(

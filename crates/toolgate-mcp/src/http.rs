@@ -1,0 +1,425 @@
+//! Streamable HTTP at `/mcp`: rmcp's `StreamableHttpService` (sessions with `Mcp-Session-Id` for
+//! 2025-11-25 clients, stateless requests for 2026-07-28, Host and Origin checks) behind a front
+//! of ours that adds what rmcp leaves to the embedder.
+//!
+//! Guarantees, each answered with a JSON-RPC error body a client can show:
+//! - a POST body over [`HttpLimits::max_body_bytes`] is refused with 413 before rmcp sees it,
+//!   read no further than the cap;
+//! - a body that is not JSON gets 400 with `-32700` (rmcp would answer 415 in plain text);
+//! - at most [`HttpLimits::max_concurrent`] POSTs are served at once; one more gets 503 with
+//!   `Retry-After` at once instead of queueing;
+//! - a POST's whole response, streamed or not, ends by [`HttpLimits::request_time`]; past it
+//!   the client gets a `-32603` error for that request id and the call is cancelled;
+//! - any path but `/mcp` is 404.
+//!
+//! Shutdown ([`serve_http`]'s `shutdown` future) stops accepting, waits for in-flight POSTs up to
+//! [`HttpLimits::drain_time`], then closes sessions and open streams and returns.
+//!
+//! Refuses to bind anything but a loopback address: until the server is an OAuth resource
+//! server, reaching it must be limited to this machine.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body::{Body, Frame};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::server::{McpServer, ServeError};
+
+/// The endpoint's path.
+pub const MCP_PATH: &str = "/mcp";
+
+/// What one server takes on.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpLimits {
+    /// The largest POST body read, in bytes.
+    pub max_body_bytes: usize,
+    /// POSTs served at once.
+    pub max_concurrent: usize,
+    /// The longest a POST's response may take, stream included. It bounds a call waiting for
+    /// a person's approval too, so it is longer than the approval timeout.
+    pub request_time: Duration,
+    /// How long shutdown waits for in-flight POSTs.
+    pub drain_time: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_body_bytes: 1024 * 1024,
+            max_concurrent: 64,
+            request_time: Duration::from_secs(360),
+            drain_time: Duration::from_secs(10),
+        }
+    }
+}
+
+type ResponseBody = BoxBody<Bytes, Infallible>;
+
+/// Serves `server` on `listener` (bound to a loopback address) until `shutdown` completes, then
+/// drains as the module doc says.
+pub async fn serve_http(
+    server: McpServer,
+    listener: TcpListener,
+    limits: HttpLimits,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let local = listener
+        .local_addr()
+        .map_err(|e| ServeError::Start(format!("the listener has no address: {e}")))?;
+    refuse_non_loopback(local)?;
+    let sessions = CancellationToken::new();
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed_hosts(local))
+        .with_allowed_origins(allowed_origins(local))
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(limits.max_body_bytes)
+        .with_cancellation_token(sessions.clone());
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let front = Front {
+        mcp,
+        limits,
+        permits: Arc::new(Semaphore::new(limits.max_concurrent)),
+    };
+
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, _peer) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                // A failed accept (out of descriptors, a reset) ends that connection only.
+                Err(_) => continue,
+            },
+        };
+        let front = front.clone();
+        let service = hyper::service::service_fn(move |request| {
+            let front = front.clone();
+            async move { Ok::<_, Infallible>(front.handle(request).await) }
+        });
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .serve_connection(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            // A connection that breaks mid-request has already cancelled its calls.
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    front.drain().await;
+    sessions.cancel();
+    // Idle keep-alive connections close now; anything still open past the drain is cut.
+    let _ = tokio::time::timeout(limits.drain_time, graceful.shutdown()).await;
+    Ok(())
+}
+
+/// Without authorization the server is for this machine only: any address but a loopback one
+/// is refused.
+pub fn refuse_non_loopback(address: SocketAddr) -> Result<(), ServeError> {
+    if address.ip().is_loopback() {
+        Ok(())
+    } else {
+        Err(ServeError::Start(format!(
+            "refusing to serve MCP over HTTP on {address}: without authorization toolgate \
+             serves loopback addresses only (127.0.0.1 or ::1)"
+        )))
+    }
+}
+
+fn allowed_hosts(local: SocketAddr) -> Vec<String> {
+    let port = local.port();
+    vec![
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        "127.0.0.1".into(),
+        "localhost".into(),
+        "::1".into(),
+    ]
+}
+
+fn allowed_origins(local: SocketAddr) -> Vec<String> {
+    let port = local.port();
+    vec![
+        format!("http://127.0.0.1:{port}"),
+        format!("http://localhost:{port}"),
+        format!("http://[::1]:{port}"),
+    ]
+}
+
+#[derive(Clone)]
+struct Front {
+    mcp: StreamableHttpService<McpServer, LocalSessionManager>,
+    limits: HttpLimits,
+    permits: Arc<Semaphore>,
+}
+
+impl Front {
+    async fn handle(&self, request: Request<Incoming>) -> Response<ResponseBody> {
+        if request.uri().path() != MCP_PATH {
+            return error_response(
+                StatusCode::NOT_FOUND,
+                Value::Null,
+                -32601,
+                &format!("no MCP endpoint here: use {MCP_PATH}"),
+            );
+        }
+        if request.method() != Method::POST {
+            // GET streams and DELETE of a session are rmcp's; they are not calls.
+            return self.mcp.handle(request).await.map(BodyExt::boxed);
+        }
+        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+            let mut response = error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                Value::Null,
+                -32000,
+                &format!(
+                    "server busy: it serves at most {} requests at once; retry shortly",
+                    self.limits.max_concurrent
+                ),
+            );
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            return response;
+        };
+        let (parts, body) = request.into_parts();
+        let bytes = match Limited::new(body, self.limits.max_body_bytes)
+            .collect()
+            .await
+        {
+            Ok(collected) => collected.to_bytes(),
+            Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
+                return error_response(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    Value::Null,
+                    -32600,
+                    &format!(
+                        "request body over {} bytes: send a smaller request",
+                        self.limits.max_body_bytes
+                    ),
+                );
+            }
+            Err(error) => {
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    Value::Null,
+                    -32600,
+                    &format!("the request body could not be read: {error}"),
+                );
+            }
+        };
+        let id = match message_id(&bytes) {
+            Ok(id) => id,
+            Err(error) => {
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    Value::Null,
+                    -32700,
+                    &format!("Parse error: the body is not JSON ({error})"),
+                );
+            }
+        };
+        let deadline = tokio::time::Instant::now() + self.limits.request_time;
+        let request = Request::from_parts(parts, Full::new(bytes));
+        let Ok(response) = tokio::time::timeout_at(deadline, self.mcp.handle(request)).await else {
+            return timed_out(id, self.limits.request_time);
+        };
+        let streamed = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        response.map(|body| {
+            BoxBody::new(Bounded {
+                inner: body,
+                deadline: Box::pin(tokio::time::sleep_until(deadline)),
+                on_timeout: streamed.then(|| timeout_event(&id, self.limits.request_time)),
+                ended: false,
+                _permit: permit,
+            })
+        })
+    }
+
+    /// Waits until no POST is in flight, up to the drain time.
+    async fn drain(&self) {
+        let all = u32::try_from(self.limits.max_concurrent).unwrap_or(u32::MAX);
+        let _ = tokio::time::timeout(self.limits.drain_time, self.permits.acquire_many(all)).await;
+    }
+}
+
+/// The id of the single JSON-RPC message in `body` (null for a notification or anything else
+/// that is JSON), or why `body` is not JSON. Only the id is built; the rest is skipped.
+fn message_id(body: &[u8]) -> Result<Value, serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        #[serde(default)]
+        id: Option<Value>,
+    }
+    // serde reads a struct from an array too, so only an object is read as a message.
+    let is_object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    match is_object.then(|| serde_json::from_slice::<Message>(body)) {
+        Some(Ok(message)) => Ok(message.id.unwrap_or(Value::Null)),
+        _ => serde_json::from_slice::<serde::de::IgnoredAny>(body).map(|_| Value::Null),
+    }
+}
+
+/// A response body that holds its request's concurrency permit until it ends, and ends by the
+/// request's deadline: a stream gets a last event with the timeout error for its request.
+struct Bounded {
+    inner: ResponseBody,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    on_timeout: Option<Bytes>,
+    ended: bool,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Body for Bounded {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame);
+        }
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            // Dropping the inner body closes rmcp's stream, which cancels the call.
+            self.ended = true;
+            self.inner = BoxBody::new(http_body_util::Empty::new());
+            return Poll::Ready(self.on_timeout.take().map(|event| Ok(Frame::data(event))));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended || self.inner.is_end_stream()
+    }
+}
+
+fn timeout_message(limit: Duration) -> String {
+    format!(
+        "request took longer than the server's limit of {} s and was cancelled",
+        limit.as_secs()
+    )
+}
+
+fn timed_out(id: Value, limit: Duration) -> Response<ResponseBody> {
+    error_response(
+        StatusCode::GATEWAY_TIMEOUT,
+        id,
+        -32603,
+        &timeout_message(limit),
+    )
+}
+
+fn timeout_event(id: &Value, limit: Duration) -> Bytes {
+    let error = error_body(id.clone(), -32603, &timeout_message(limit));
+    Bytes::from(format!("event: message\ndata: {error}\n\n"))
+}
+
+fn error_body(id: Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn error_response(
+    status: StatusCode,
+    id: Value,
+    code: i64,
+    message: &str,
+) -> Response<ResponseBody> {
+    let body = Bytes::from(error_body(id, code, message).to_string());
+    let mut response = Response::new(Full::new(body).boxed());
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binding_a_public_address_without_authorization_is_refused() {
+        let cases = [
+            ("127.0.0.1:8080", true),
+            ("[::1]:8080", true),
+            ("0.0.0.0:8080", false),
+            ("192.168.1.10:8080", false),
+            ("[::]:8080", false),
+        ];
+        for (address, allowed) in cases {
+            let address: SocketAddr = address.parse().unwrap();
+            assert_eq!(refuse_non_loopback(address).is_ok(), allowed, "{address}");
+        }
+    }
+
+    #[test]
+    fn a_body_is_refused_as_not_json_only_when_it_is_not() {
+        let cases: [(&[u8], Option<Value>); 7] = [
+            (
+                br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#,
+                Some(json!(7)),
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#,
+                Some(json!("a")),
+            ),
+            (
+                br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                Some(Value::Null),
+            ),
+            (
+                br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+                Some(Value::Null),
+            ),
+            (br#"42"#, Some(Value::Null)),
+            (br#"{"jsonrpc": "2.0", "#, None),
+            (b"\xff\xfe", None),
+        ];
+        for (body, id) in cases {
+            assert_eq!(
+                message_id(body).ok(),
+                id,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    #[test]
+    fn only_this_servers_loopback_origins_are_allowed() {
+        let origins = allowed_origins("127.0.0.1:5000".parse().unwrap());
+        assert!(origins.contains(&"http://127.0.0.1:5000".to_string()));
+        assert!(origins.iter().all(|o| o.ends_with(":5000")), "{origins:?}");
+    }
+}
