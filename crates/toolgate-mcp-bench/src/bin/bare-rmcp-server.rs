@@ -1,0 +1,165 @@
+//! The floor of the MCP-over-HTTP benchmark: rmcp's Streamable HTTP service with one trivial
+//! read tool, `books_get` (`{"ids": [int]}` in, a small JSON text out), served with hyper on
+//! 127.0.0.1 and nothing else in the way (no dispatcher, no schema check, no store).
+//!
+//! Usage: `bare-rmcp-server --port PORT [--max-seconds S] [--json-response true|false]
+//! [--nodelay true|false]`. `--nodelay false` leaves Nagle's algorithm on for accepted
+//! connections (to show what that costs: a response written in pieces waits for the client's
+//! delayed ACK); the default sets `TCP_NODELAY`.
+//! It binds 127.0.0.1 only and stops itself after `--max-seconds` (default 900).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use toolgate_mcp_bench::Flags;
+
+/// The one tool, stateless, so every session gets a cheap clone.
+#[derive(Clone)]
+struct Bare {
+    tools: Arc<Vec<Tool>>,
+}
+
+impl Bare {
+    fn new() -> Self {
+        let schema = json!({
+            "type": "object",
+            "properties": {"ids": {"type": "array", "items": {"type": "integer"}}},
+            "required": ["ids"],
+            "additionalProperties": false
+        });
+        let schema = match schema {
+            Value::Object(map) => map,
+            _ => Default::default(),
+        };
+        let tool = Tool::new("books_get", "Get books by id.", schema);
+        Bare {
+            tools: Arc::new(vec![tool]),
+        }
+    }
+}
+
+impl ServerHandler for Bare {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("bare-rmcp", env!("CARGO_PKG_VERSION")))
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(&[ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2026_07_28])
+    }
+
+    async fn list_tools(
+        &self,
+        _params: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if params.name != "books_get" {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool {}", params.name),
+                None,
+            ));
+        }
+        let ids = params
+            .arguments
+            .as_ref()
+            .and_then(|args| args.get("ids"))
+            .and_then(Value::as_array)
+            .ok_or_else(|| ErrorData::invalid_params("ids: expected an array of integers", None))?;
+        let books: Vec<Value> = ids
+            .iter()
+            .filter_map(Value::as_i64)
+            .map(|id| json!({"id": id, "title": "The Left Hand of Darkness", "author": "Ursula K. Le Guin", "year": 1969, "status": "read"}))
+            .collect();
+        let text = json!({"books": books, "missing": []}).to_string();
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut flags = Flags::parse(std::env::args().skip(1)).map_err(|e| anyhow!(e))?;
+    let port: u16 = flags.required("port").map_err(|e| anyhow!(e))?.parse()?;
+    let max_seconds: u64 = flags.get_or("max-seconds", 900).map_err(|e| anyhow!(e))?;
+    let json_response: bool = flags
+        .get_or("json-response", false)
+        .map_err(|e| anyhow!(e))?;
+    let nodelay: bool = flags.get_or("nodelay", true).map_err(|e| anyhow!(e))?;
+    flags.finish().map_err(|e| anyhow!(e))?;
+
+    // One worker per core we may run on (the bench pins us to one with taskset).
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    runtime.block_on(serve(
+        port,
+        Duration::from_secs(max_seconds),
+        json_response,
+        nodelay,
+    ))
+}
+
+async fn serve(port: u16, max: Duration, json_response: bool, nodelay: bool) -> anyhow::Result<()> {
+    let config = StreamableHttpServerConfig::default()
+        .with_sse_keep_alive(None)
+        .with_json_response(json_response);
+    let cancel = config.cancellation_token.clone();
+    let bare = Bare::new();
+    let service: StreamableHttpService<Bare, LocalSessionManager> = StreamableHttpService::new(
+        move || Ok(bare.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .with_context(|| format!("bind 127.0.0.1:{port}"))?;
+    eprintln!("bare-rmcp-server listening on http://127.0.0.1:{port}/mcp");
+    let deadline = tokio::time::sleep(max);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            () = &mut deadline => break,
+            accepted = listener.accept() => {
+                let (stream, _) = accepted.context("accept")?;
+                stream.set_nodelay(nodelay)?;
+                let service = TowerToHyperService::new(service.clone());
+                let cancel = cancel.clone();
+                tokio::spawn(async move {
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service);
+                    tokio::select! {
+                        _ = conn => {}
+                        () = cancel.cancelled() => {}
+                    }
+                });
+            }
+        }
+    }
+    cancel.cancel();
+    eprintln!(
+        "bare-rmcp-server: {}s limit reached, stopping",
+        max.as_secs()
+    );
+    Ok(())
+}

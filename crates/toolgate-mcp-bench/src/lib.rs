@@ -1,0 +1,200 @@
+//! Shared pieces of the MCP-over-HTTP benchmark: command-line flags, the check that a
+//! `tools/call` answer is a real success (JSON or SSE body), and latency percentiles.
+//!
+//! The benchmark itself is `scripts/bench-mcp.sh`; the binaries in `src/bin/` are its load
+//! client (`mcp-load`) and its floor server (`bare-rmcp-server`). Nothing here opens a socket.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use serde::Deserialize;
+
+/// `--name value` flags, each given at most once; anything else is an error.
+#[derive(Debug, Default)]
+pub struct Flags {
+    values: HashMap<String, String>,
+}
+
+impl Flags {
+    /// Parses `args` (without the program name) as `--name value` pairs.
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, String> {
+        let mut values = HashMap::new();
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let Some(name) = arg.strip_prefix("--") else {
+                return Err(format!("expected a --flag, got `{arg}`"));
+            };
+            let Some(value) = args.next() else {
+                return Err(format!("--{name} needs a value"));
+            };
+            if values.insert(name.to_string(), value).is_some() {
+                return Err(format!("--{name} given twice"));
+            }
+        }
+        Ok(Flags { values })
+    }
+
+    /// The flag's value parsed as `T`, or `default` when absent.
+    pub fn get_or<T: FromStr>(&mut self, name: &str, default: T) -> Result<T, String> {
+        match self.values.remove(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("--{name}: cannot parse `{v}`")),
+        }
+    }
+
+    /// The flag's value, which must be present.
+    pub fn required(&mut self, name: &str) -> Result<String, String> {
+        self.values
+            .remove(name)
+            .ok_or_else(|| format!("--{name} is required"))
+    }
+
+    /// Fails on any flag that was not asked for.
+    pub fn finish(self) -> Result<(), String> {
+        match self.values.keys().next() {
+            None => Ok(()),
+            Some(name) => Err(format!("unknown flag --{name}")),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    id: Option<serde_json::Value>,
+    result: Option<ToolResult>,
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct ToolResult {
+    #[serde(rename = "isError", default)]
+    is_error: bool,
+    #[serde(default)]
+    content: Vec<serde_json::Value>,
+}
+
+/// Checks one HTTP answer to a `tools/call` with JSON-RPC id `id`: the body is either
+/// `application/json` (one JSON-RPC message) or `text/event-stream` (the message with our id
+/// in some `data:` line; other events, such as priming events, are skipped). Success means a
+/// result that is not `isError` and carries at least one content block.
+pub fn check_tool_call(content_type: &str, body: &[u8], id: u64) -> Result<(), String> {
+    if content_type.starts_with("application/json") {
+        return check_message(body, id).unwrap_or_else(|| Err(snippet("no response", body)));
+    }
+    if content_type.starts_with("text/event-stream") {
+        let text = std::str::from_utf8(body).map_err(|_| "SSE body is not UTF-8".to_string())?;
+        return text
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .find_map(|data| check_message(data.trim().as_bytes(), id))
+            .unwrap_or_else(|| Err(snippet("no response with our id in the SSE stream", body)));
+    }
+    Err(snippet(
+        &format!("unexpected content-type `{content_type}`"),
+        body,
+    ))
+}
+
+/// The `result` of the JSON-RPC answer with id `id` in a JSON or SSE body (for `initialize`).
+pub fn result_of(content_type: &str, body: &[u8], id: u64) -> Result<serde_json::Value, String> {
+    let pick = |message: &[u8]| -> Option<Result<serde_json::Value, String>> {
+        let mut value: serde_json::Value = serde_json::from_slice(message).ok()?;
+        if value.get("id").and_then(serde_json::Value::as_u64) != Some(id) {
+            return None;
+        }
+        Some(match value.get_mut("result") {
+            Some(result) => Ok(result.take()),
+            None => Err(snippet("no result", message)),
+        })
+    };
+    if content_type.starts_with("application/json") {
+        return pick(body).unwrap_or_else(|| Err(snippet("no response", body)));
+    }
+    let text = String::from_utf8_lossy(body);
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .find_map(|data| pick(data.trim().as_bytes()))
+        .unwrap_or_else(|| Err(snippet("no response with our id", body)))
+}
+
+/// `None` when `message` is not the answer to `id` (another message, or not JSON-RPC).
+fn check_message(message: &[u8], id: u64) -> Option<Result<(), String>> {
+    let envelope: Envelope = serde_json::from_slice(message).ok()?;
+    if envelope.id.as_ref().and_then(serde_json::Value::as_u64) != Some(id) {
+        return None;
+    }
+    Some(match (envelope.error, envelope.result) {
+        (Some(error), _) => Err(format!("JSON-RPC error: {error}")),
+        (None, Some(result)) if result.is_error => Err(snippet("tool isError", message)),
+        (None, Some(result)) if result.content.is_empty() => {
+            Err(snippet("result without content", message))
+        }
+        (None, Some(_)) => Ok(()),
+        (None, None) => Err(snippet("neither result nor error", message)),
+    })
+}
+
+fn snippet(what: &str, body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let cut: String = text.chars().take(300).collect();
+    format!("{what}: {cut}")
+}
+
+/// The `q`-quantile (0..=1) of `sorted` by nearest rank; 0 for an empty slice.
+pub fn percentile(sorted: &[u32], q: f64) -> u32 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_success_and_failures() {
+        let ok = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"{}"}]}}"#;
+        assert_eq!(check_tool_call("application/json", ok, 7), Ok(()));
+        assert!(check_tool_call("application/json", ok, 8).is_err());
+        let tool_err =
+            br#"{"jsonrpc":"2.0","id":7,"result":{"isError":true,"content":[{"type":"text"}]}}"#;
+        assert!(check_tool_call("application/json", tool_err, 7).is_err());
+        let rpc_err = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"x"}}"#;
+        let verdict = check_tool_call("application/json; charset=utf-8", rpc_err, 7);
+        assert!(verdict.is_err_and(|e| e.contains("-32602")));
+        assert!(check_tool_call("text/html", ok, 7).is_err());
+    }
+
+    #[test]
+    fn sse_skips_priming_and_other_messages() {
+        let body = "id: 0\nretry: 3000\ndata: \n\n\
+                    event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n\
+                    event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}}\n\n";
+        assert_eq!(
+            check_tool_call("text/event-stream", body.as_bytes(), 3),
+            Ok(())
+        );
+        assert!(check_tool_call("text/event-stream", b"data: \n\n", 3).is_err());
+    }
+
+    #[test]
+    fn flags_and_percentiles() {
+        let args = ["--conns", "8", "--url", "http://127.0.0.1:1/mcp"].map(String::from);
+        let mut flags = Flags::parse(args).unwrap();
+        assert_eq!(flags.get_or("conns", 1u32), Ok(8));
+        assert_eq!(flags.get_or("warmup", 2.0f64), Ok(2.0));
+        assert_eq!(flags.required("url").unwrap(), "http://127.0.0.1:1/mcp");
+        flags.finish().unwrap();
+        assert!(Flags::parse(["--x".to_string()]).is_err());
+
+        let sorted: Vec<u32> = (1..=100).collect();
+        assert_eq!(percentile(&sorted, 0.5), 50);
+        assert_eq!(percentile(&sorted, 0.99), 99);
+        assert_eq!(percentile(&[5], 0.99), 5);
+        assert_eq!(percentile(&[], 0.5), 0);
+    }
+}
