@@ -12,7 +12,7 @@ mod common;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::node;
@@ -159,22 +159,21 @@ fn inspector_lists_and_calls_books_in_both_eras() {
     }
 }
 
-#[test]
-fn inspector_over_http_lists_and_calls_books_in_both_eras() {
-    let dir = tempfile::tempdir().unwrap();
+/// `toolgate serve --http 127.0.0.1:0 --toolset TOOLSET` and the URL it says it listens at.
+fn serve_http(dir: &Path, toolset: &str) -> (Child, String) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args([
             "serve",
             "--http",
             "127.0.0.1:0",
             "--toolset",
-            "books-v2",
+            toolset,
             "--db",
         ])
-        .arg(dir.path().join("books-v2.sqlite"))
-        .current_dir(dir.path())
+        .arg(dir.join(format!("{toolset}.sqlite")))
+        .current_dir(dir)
         .env_remove("XDG_DATA_HOME")
-        .env("HOME", dir.path())
+        .env("HOME", dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -204,9 +203,11 @@ fn inspector_over_http_lists_and_calls_books_in_both_eras() {
         }
     };
     assert!(url.ends_with("/mcp"), "{url}");
-    for era in ERAS {
-        check_books(dir.path(), era, Target::Http(&url));
-    }
+    (server, url)
+}
+
+/// SIGTERM, and the server exits 0 within a bounded wait.
+fn stop(mut server: Child) {
     let killed = Command::new("kill")
         .args(["-TERM", &server.id().to_string()])
         .status()
@@ -217,71 +218,90 @@ fn inspector_over_http_lists_and_calls_books_in_both_eras() {
 }
 
 #[test]
+fn inspector_over_http_lists_and_calls_books_and_notes_in_both_eras() {
+    let dir = tempfile::tempdir().unwrap();
+    let (books, books_url) = serve_http(dir.path(), "books-v2");
+    let (notes, notes_url) = serve_http(dir.path(), "notes");
+    for era in ERAS {
+        check_books(dir.path(), era, Target::Http(&books_url));
+        check_notes(dir.path(), era, Target::Http(&notes_url));
+    }
+    stop(books);
+    stop(notes);
+}
+
+/// The notes checks of one era against one target: the list, a write, and a search and a get
+/// that find exactly it.
+fn check_notes(dir: &Path, era: &str, target: Target) {
+    let listed = inspect(dir, era, target, "tools/list", &[]);
+    let names = tool_names(&listed);
+    for tool in ["notes_create", "notes_get", "notes_search", "notes_delete"] {
+        assert!(names.contains(&tool.to_string()), "{era}: {names:?}");
+    }
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "{era}: the list is in name order");
+
+    // A write through the Inspector, then a search and a get that find exactly it.
+    let title = format!("Inspector {era} checklist");
+    let created = inspect(
+        dir,
+        era,
+        target,
+        "tools/call",
+        &[
+            "--tool-name",
+            "notes_create",
+            "--tool-args-json",
+            &serde_json::json!({"title": title, "body": "zanzibar quokka", "notebook": "Work"})
+                .to_string(),
+        ],
+    );
+    let created = tool_json(&created);
+    let note = &created["result"]["created"];
+    assert_eq!(note["title"], title.as_str(), "{era}: {created}");
+    assert_eq!(note["notebook"], "Work", "{era}: {created}");
+    let id = note["id"].as_i64().unwrap();
+
+    let found = inspect(
+        dir,
+        era,
+        target,
+        "tools/call",
+        &[
+            "--tool-name",
+            "notes_search",
+            "--tool-arg",
+            &format!("query={era} zanzibar"),
+        ],
+    );
+    let found = tool_json(&found);
+    assert_eq!(found["result"]["total_matches"], 1, "{era}: {found}");
+    assert_eq!(found["result"]["hits"][0]["id"], id, "{era}: {found}");
+
+    let got = inspect(
+        dir,
+        era,
+        target,
+        "tools/call",
+        &[
+            "--tool-name",
+            "notes_get",
+            "--tool-arg",
+            &format!("note_id={id}"),
+        ],
+    );
+    let got = tool_json(&got);
+    assert_eq!(got["result"]["id"], id, "{era}: {got}");
+    assert_eq!(got["result"]["body"], "zanzibar quokka", "{era}: {got}");
+    assert_eq!(got["result"]["title"], title.as_str(), "{era}: {got}");
+}
+
+#[test]
 fn inspector_lists_and_calls_notes_in_both_eras() {
     let dir = tempfile::tempdir().unwrap();
     for era in ERAS {
-        let listed = inspect(dir.path(), era, Target::Stdio("notes"), "tools/list", &[]);
-        let names = tool_names(&listed);
-        for tool in ["notes_create", "notes_get", "notes_search", "notes_delete"] {
-            assert!(names.contains(&tool.to_string()), "{era}: {names:?}");
-        }
-        let mut sorted = names.clone();
-        sorted.sort();
-        assert_eq!(names, sorted, "{era}: the list is in name order");
-
-        // A write through the Inspector, then a search and a get that find exactly it.
-        let title = format!("Inspector {era} checklist");
-        let created = inspect(
-            dir.path(),
-            era,
-            Target::Stdio("notes"),
-            "tools/call",
-            &[
-                "--tool-name",
-                "notes_create",
-                "--tool-args-json",
-                &serde_json::json!({"title": title, "body": "zanzibar quokka", "notebook": "Work"})
-                    .to_string(),
-            ],
-        );
-        let created = tool_json(&created);
-        let note = &created["result"]["created"];
-        assert_eq!(note["title"], title.as_str(), "{era}: {created}");
-        assert_eq!(note["notebook"], "Work", "{era}: {created}");
-        let id = note["id"].as_i64().unwrap();
-
-        let found = inspect(
-            dir.path(),
-            era,
-            Target::Stdio("notes"),
-            "tools/call",
-            &[
-                "--tool-name",
-                "notes_search",
-                "--tool-arg",
-                &format!("query={era} zanzibar"),
-            ],
-        );
-        let found = tool_json(&found);
-        assert_eq!(found["result"]["total_matches"], 1, "{era}: {found}");
-        assert_eq!(found["result"]["hits"][0]["id"], id, "{era}: {found}");
-
-        let got = inspect(
-            dir.path(),
-            era,
-            Target::Stdio("notes"),
-            "tools/call",
-            &[
-                "--tool-name",
-                "notes_get",
-                "--tool-arg",
-                &format!("note_id={id}"),
-            ],
-        );
-        let got = tool_json(&got);
-        assert_eq!(got["result"]["id"], id, "{era}: {got}");
-        assert_eq!(got["result"]["body"], "zanzibar quokka", "{era}: {got}");
-        assert_eq!(got["result"]["title"], title.as_str(), "{era}: {got}");
+        check_notes(dir.path(), era, Target::Stdio("notes"));
     }
 }
 
