@@ -68,7 +68,7 @@ fn list_items(store: &BooksStore) -> Result<Tool, DeclarationError> {
         .read(move |_ctx, _args: ListItemsArgs| {
             let store = store.clone();
             async move {
-                let all = store.blocking(|conn| rows::all(conn)).await?;
+                let all = store.read(|conn| rows::all(conn)).await?;
                 Ok(ToolOutput::new(serde_json::to_value(all).unwrap_or(Value::Null)))
             }
         })
@@ -94,9 +94,7 @@ fn get_item(store: &BooksStore) -> Result<Tool, DeclarationError> {
         .read(move |_ctx, args: GetItemArgs| {
             let store = store.clone();
             async move {
-                let row = store
-                    .blocking(move |conn| rows::by_id(conn, args.id))
-                    .await?;
+                let row = store.read(move |conn| rows::by_id(conn, args.id)).await?;
                 let row = row.ok_or_else(|| ToolError::not_found("no item"))?;
                 Ok(ToolOutput::new(
                     serde_json::to_value(row).unwrap_or(Value::Null),

@@ -195,7 +195,7 @@ fn search(store: &BooksStore) -> Result<Tool, DeclarationError> {
         .check(|args: &SearchArgs, _| check_ranges(args))
         .read(move |_ctx, args: SearchArgs| {
             let store = store.clone();
-            async move { store.blocking(move |conn| run_search(conn, &args)).await.map(ToolOutput::new) }
+            async move { store.read(move |conn| run_search(conn, &args)).await.map(ToolOutput::new) }
         })
 }
 
@@ -376,7 +376,7 @@ fn get(store: &BooksStore) -> Result<Tool, DeclarationError> {
         .read(move |_ctx, args: GetArgs| {
             let store = store.clone();
             async move {
-                let (found, missing) = store.blocking(move |conn| rows::by_ids(conn, &args.ids)).await?;
+                let (found, missing) = store.read(move |conn| rows::by_ids(conn, &args.ids)).await?;
                 if found.is_empty() {
                     return Err(unknown_ids_error(&missing));
                 }

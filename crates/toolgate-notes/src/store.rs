@@ -364,6 +364,15 @@ impl NotesStore {
         self.conn.blocking(work).await
     }
 
+    /// Runs the read `work` on the connection (see [`SharedConnection::read`]): reads only,
+    /// never a commit.
+    pub async fn read<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,
+    ) -> Result<T, ToolError> {
+        self.conn.read(work).await
+    }
+
     /// Runs a write's effect at most once for the call's idempotency key (see
     /// [`SharedConnection::write_once`]).
     pub async fn write_once(

@@ -139,7 +139,7 @@ fn search_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
         .parallel_safe()
         .read(move |_ctx, args: SearchArgs| {
             let store = store.clone();
-            async move { store.blocking(move |conn| search::run_search(conn, &args)).await }
+            async move { store.read(move |conn| search::run_search(conn, &args)).await }
         })
 }
 
@@ -179,7 +179,7 @@ fn get_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
             async move {
                 let id = args.note_id;
                 let note = store
-                    .blocking(move |conn| rows::by_id(conn, id))
+                    .read(move |conn| rows::by_id(conn, id))
                     .await?
                     .ok_or_else(|| unknown_note(id, "note_id"))?;
                 Ok(note_output(&note))

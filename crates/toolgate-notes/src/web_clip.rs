@@ -143,9 +143,7 @@ pub fn web_clip_tools(
 /// does not run) shows the same summary as the first.
 async fn clip_output(store: &NotesStore, receipt: Receipt) -> Result<WriteOutput, ToolError> {
     let note_id = receipt.result()["note_id"].as_i64().unwrap_or_default();
-    let note = store
-        .blocking(move |conn| rows::by_id(conn, note_id))
-        .await?;
+    let note = store.read(move |conn| rows::by_id(conn, note_id)).await?;
     let mut sources = vec![format!("note:{note_id}")];
     let untrusted = match note {
         Some(n) => {

@@ -67,6 +67,15 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
     }
 }
 
+/// A runtime for a server: one worker per core this process may run on (as pinned), so workers
+/// never contend for one core.
+fn server_runtime() -> Result<tokio::runtime::Runtime, CommandError> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_time()
+        .enable_io()
+        .build()?)
+}
+
 /// A runtime for commands that drive the (async) dispatcher.
 fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
     Ok(tokio::runtime::Builder::new_multi_thread()

@@ -7,7 +7,7 @@ use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
 use toolgate_mcp::{HttpLimits, McpServer, ServeError, serve_http, serve_stdio};
 use toolgate_wiring::Seat;
 
-use super::{CommandError, open_store, runtime};
+use super::{CommandError, open_store, server_runtime};
 use crate::cli::ServeArgs;
 use crate::config::Config;
 
@@ -38,7 +38,7 @@ pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
     let transport = if args.http.is_some() { "http" } else { "stdio" };
     let run_id = format!("mcp-{transport}-{}-{}", std::process::id(), unix_now());
     let server = McpServer::for_toolset(ready, &store, &run_id);
-    let runtime = runtime()?;
+    let runtime = server_runtime()?;
     match args.http {
         None => {
             eprintln!(
