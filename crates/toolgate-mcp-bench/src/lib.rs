@@ -1,64 +1,10 @@
-//! Shared pieces of the MCP-over-HTTP benchmark: command-line flags, the check that a
-//! `tools/call` answer is a real success (JSON or SSE body), and latency percentiles.
+//! Shared pieces of the MCP-over-HTTP benchmark: the check that a `tools/call` answer is a real
+//! success (JSON or SSE body), and latency percentiles.
 //!
 //! The benchmark itself is `scripts/bench-mcp.sh`; the binaries in `src/bin/` are its load
 //! client (`mcp-load`) and its floor server (`bare-rmcp-server`). Nothing here opens a socket.
 
-use std::collections::HashMap;
-use std::str::FromStr;
-
 use serde::Deserialize;
-
-/// `--name value` flags, each given at most once; anything else is an error.
-#[derive(Debug, Default)]
-pub struct Flags {
-    values: HashMap<String, String>,
-}
-
-impl Flags {
-    /// Parses `args` (without the program name) as `--name value` pairs.
-    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self, String> {
-        let mut values = HashMap::new();
-        let mut args = args.into_iter();
-        while let Some(arg) = args.next() {
-            let Some(name) = arg.strip_prefix("--") else {
-                return Err(format!("expected a --flag, got `{arg}`"));
-            };
-            let Some(value) = args.next() else {
-                return Err(format!("--{name} needs a value"));
-            };
-            if values.insert(name.to_string(), value).is_some() {
-                return Err(format!("--{name} given twice"));
-            }
-        }
-        Ok(Flags { values })
-    }
-
-    /// The flag's value parsed as `T`, or `default` when absent.
-    pub fn get_or<T: FromStr>(&mut self, name: &str, default: T) -> Result<T, String> {
-        match self.values.remove(name) {
-            None => Ok(default),
-            Some(v) => v
-                .parse()
-                .map_err(|_| format!("--{name}: cannot parse `{v}`")),
-        }
-    }
-
-    /// The flag's value, which must be present.
-    pub fn required(&mut self, name: &str) -> Result<String, String> {
-        self.values
-            .remove(name)
-            .ok_or_else(|| format!("--{name} is required"))
-    }
-
-    /// Fails on any flag that was not asked for.
-    pub fn finish(self) -> Result<(), String> {
-        match self.values.keys().next() {
-            None => Ok(()),
-            Some(name) => Err(format!("unknown flag --{name}")),
-        }
-    }
-}
 
 #[derive(Deserialize)]
 struct Envelope {
@@ -182,15 +128,7 @@ mod tests {
     }
 
     #[test]
-    fn flags_and_percentiles() {
-        let args = ["--conns", "8", "--url", "http://127.0.0.1:1/mcp"].map(String::from);
-        let mut flags = Flags::parse(args).unwrap();
-        assert_eq!(flags.get_or("conns", 1u32), Ok(8));
-        assert_eq!(flags.get_or("warmup", 2.0f64), Ok(2.0));
-        assert_eq!(flags.required("url").unwrap(), "http://127.0.0.1:1/mcp");
-        flags.finish().unwrap();
-        assert!(Flags::parse(["--x".to_string()]).is_err());
-
+    fn percentiles() {
         let sorted: Vec<u32> = (1..=100).collect();
         assert_eq!(percentile(&sorted, 0.5), 50);
         assert_eq!(percentile(&sorted, 0.99), 99);

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, anyhow};
+use anyhow::Context;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use rmcp::model::{
@@ -25,7 +25,6 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use toolgate_mcp_bench::Flags;
 
 /// The one tool, stateless, so every session gets a cheap clone.
 #[derive(Clone)]
@@ -97,15 +96,33 @@ impl ServerHandler for Bare {
     }
 }
 
+/// The floor of scripts/bench-mcp.sh: a bare rmcp Streamable HTTP server on 127.0.0.1 with one
+/// `books_get`-shaped tool answering a fixed book; it stops by itself after --max-seconds.
+#[derive(clap::Parser)]
+#[command(version)]
+struct Args {
+    /// The loopback port to listen on.
+    #[arg(long)]
+    port: u16,
+    /// Stop after this many seconds.
+    #[arg(long, default_value_t = 900)]
+    max_seconds: u64,
+    /// Answer stateless requests with application/json instead of an event stream.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    json_response: bool,
+    /// TCP_NODELAY on accepted connections (`--nodelay false` shows what Nagle costs).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    nodelay: bool,
+}
+
 fn main() -> anyhow::Result<()> {
-    let mut flags = Flags::parse(std::env::args().skip(1)).map_err(|e| anyhow!(e))?;
-    let port: u16 = flags.required("port").map_err(|e| anyhow!(e))?.parse()?;
-    let max_seconds: u64 = flags.get_or("max-seconds", 900).map_err(|e| anyhow!(e))?;
-    let json_response: bool = flags
-        .get_or("json-response", false)
-        .map_err(|e| anyhow!(e))?;
-    let nodelay: bool = flags.get_or("nodelay", true).map_err(|e| anyhow!(e))?;
-    flags.finish().map_err(|e| anyhow!(e))?;
+    let args = <Args as clap::Parser>::parse();
+    let (port, max_seconds, json_response, nodelay) = (
+        args.port,
+        args.max_seconds,
+        args.json_response,
+        args.nodelay,
+    );
 
     // One worker per core we may run on (the bench pins us to one with taskset).
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -27,7 +27,7 @@ use hyper::header::{ACCEPT, CONTENT_TYPE, HOST, HeaderValue};
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use toolgate_mcp_bench::{Flags, check_tool_call, percentile, result_of};
+use toolgate_mcp_bench::{check_tool_call, percentile, result_of};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -79,34 +79,55 @@ impl Outcome {
     }
 }
 
+/// The MCP load client of scripts/bench-mcp.sh: CONNS connections to one loopback server, each
+/// sending `tools/call` back to back (HTTP/1.1 keep-alive), every answer checked; prints one
+/// line of req/s, latency percentiles and failures.
+#[derive(clap::Parser)]
+#[command(version)]
+struct Args {
+    /// The server's endpoint, http://127.0.0.1:PORT/PATH (loopback addresses only).
+    #[arg(long)]
+    url: String,
+    /// The MCP revision to speak: 2025-11-25 (initialize, then a session) or 2026-07-28
+    /// (stateless, `_meta` on every request).
+    #[arg(long, value_parser = ["2025-11-25", "2026-07-28"])]
+    revision: String,
+    /// Concurrent connections.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    conns: u16,
+    /// Seconds of load before measuring (0 to 600).
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Seconds measured (0.1 to 600).
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Stop after this many requests in all.
+    #[arg(long, default_value_t = 5_000_000)]
+    max_requests: u64,
+    /// Per-request timeout, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    timeout_ms: u64,
+    /// The tool to call.
+    #[arg(long, default_value = "books_get")]
+    tool: String,
+    /// Its arguments, as JSON.
+    #[arg(long, default_value = r#"{"ids":[1]}"#)]
+    arguments: String,
+}
+
 fn main() -> anyhow::Result<()> {
-    let mut flags = Flags::parse(std::env::args().skip(1)).map_err(|e| anyhow!(e))?;
-    let url = flags.required("url").map_err(|e| anyhow!(e))?;
-    let revision = match flags.required("revision").map_err(|e| anyhow!(e))?.as_str() {
+    let args = <Args as clap::Parser>::parse();
+    let url = args.url;
+    let revision = match args.revision.as_str() {
         "2025-11-25" => Revision::Sessions,
         "2026-07-28" => Revision::Stateless,
         other => bail!("--revision must be 2025-11-25 or 2026-07-28, not {other}"),
     };
-    let conns: usize = flags.get_or("conns", 1).map_err(|e| anyhow!(e))?;
-    let warmup: f64 = flags.get_or("warmup", 2.0).map_err(|e| anyhow!(e))?;
-    let duration: f64 = flags.get_or("duration", 5.0).map_err(|e| anyhow!(e))?;
-    let max_requests: u64 = flags
-        .get_or("max-requests", 5_000_000)
-        .map_err(|e| anyhow!(e))?;
-    let timeout_ms: u64 = flags.get_or("timeout-ms", 10_000).map_err(|e| anyhow!(e))?;
-    let tool = flags
-        .get_or("tool", "books_get".to_string())
-        .map_err(|e| anyhow!(e))?;
-    let arguments: Value = serde_json::from_str(
-        &flags
-            .get_or("arguments", r#"{"ids":[1]}"#.to_string())
-            .map_err(|e| anyhow!(e))?,
-    )
-    .context("--arguments is not JSON")?;
-    flags.finish().map_err(|e| anyhow!(e))?;
-    if !(1..=1024).contains(&conns) {
-        bail!("--conns must be 1..=1024");
-    }
+    let conns = usize::from(args.conns);
+    let (warmup, duration) = (args.warmup, args.duration);
+    let (max_requests, timeout_ms, tool) = (args.max_requests, args.timeout_ms, args.tool);
+    let arguments: Value =
+        serde_json::from_str(&args.arguments).context("--arguments is not JSON")?;
     if !(0.0..=600.0).contains(&warmup) || !(0.1..=600.0).contains(&duration) {
         bail!("--warmup must be 0..=600 s and --duration 0.1..=600 s");
     }
