@@ -304,20 +304,26 @@ fn eof_before_and_after_initialize_ends_the_server_with_status_zero() {
     assert!(raw.wait(Duration::from_secs(10)).success());
 }
 
-#[test]
-fn an_approval_asked_over_stdio_passes_the_guard_both_ways() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut raw = Raw::start(dir.path(), "notes");
+/// A notes server whose host declared elicitation, asked (call id 3) to delete the first
+/// "budget" note: the server, its note id, and the `elicitation/create` it sent (notes_delete
+/// is high risk, so the server asks the host on stdout).
+fn deleting_a_note_asks(dir: &Path) -> (Raw, i64, Value) {
+    let mut raw = Raw::start(dir, "notes");
     raw.initialize_with(json!({"elicitation": {}}));
     let reply = raw.call(2, "notes_search", json!({"query": "budget"}));
     let found: Value = serde_json::from_str(&text_of(&reply)).unwrap();
     let id = found["result"]["hits"][0]["id"].as_i64().unwrap();
-
-    // notes_delete is high risk: the server asks the host over elicitation/create on stdout.
     raw.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "notes_delete", "arguments": {"note_id": id}}}));
     let question = raw.next();
     assert_eq!(question["method"], "elicitation/create", "{question}");
+    (raw, id, question)
+}
+
+#[test]
+fn an_approval_asked_over_stdio_passes_the_guard_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut raw, id, question) = deleting_a_note_asks(dir.path());
     assert!(!question["id"].is_null(), "{question}");
     // A broken line while the server waits for the answer is answered, and changes nothing.
     raw.send_bytes(b"{\"jsonrpc\": \"2.0\", \"id\": \n");
@@ -341,15 +347,7 @@ fn an_approval_asked_over_stdio_passes_the_guard_both_ways() {
 #[test]
 fn sigterm_while_a_call_waits_for_approval_exits_zero_by_the_deadline_and_runs_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let mut raw = Raw::start(dir.path(), "notes");
-    raw.initialize_with(json!({"elicitation": {}}));
-    let reply = raw.call(2, "notes_search", json!({"query": "budget"}));
-    let found: Value = serde_json::from_str(&text_of(&reply)).unwrap();
-    let id = found["result"]["hits"][0]["id"].as_i64().unwrap();
-    raw.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "notes_delete", "arguments": {"note_id": id}}}));
-    let question = raw.next();
-    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let (mut raw, id, _question) = deleting_a_note_asks(dir.path());
 
     // The call is in flight, waiting for an answer that never comes.
     let start = Instant::now();
