@@ -64,6 +64,10 @@ struct Inner {
     principal: Principal,
     run_id: String,
     tools: Vec<Tool>,
+    /// The same tools with only name and input schema: what rmcp's HTTP transport asks
+    /// [`ServerHandler::get_tool`] for on every request (to check `Mcp-Param-*` headers), so
+    /// that it clones no descriptions.
+    schemas: Vec<Tool>,
     /// Tools that declare their result's shape: their results carry `structuredContent`.
     structured: std::collections::BTreeSet<String>,
     resources: Option<Arc<dyn ResourceSource>>,
@@ -95,7 +99,11 @@ impl McpServer {
         run_id: &str,
     ) -> Self {
         let visible: Vec<_> = registry.visible_to(&principal).collect();
-        let tools = visible.iter().map(|spec| mcp_tool(spec)).collect();
+        let tools: Vec<Tool> = visible.iter().map(|spec| mcp_tool(spec)).collect();
+        let schemas = tools
+            .iter()
+            .map(|t| Tool::new_with_raw(t.name.clone(), None, Arc::clone(&t.input_schema)))
+            .collect();
         let structured = visible
             .iter()
             .filter(|spec| spec.output_schema.is_some())
@@ -107,6 +115,7 @@ impl McpServer {
                 principal,
                 run_id: run_id.into(),
                 tools,
+                schemas,
                 structured,
                 resources: None,
                 prompts: Arc::new([]),
@@ -416,7 +425,7 @@ impl ServerHandler for McpServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.inner.tools.iter().find(|t| t.name == name).cloned()
+        self.inner.schemas.iter().find(|t| t.name == name).cloned()
     }
 
     async fn call_tool(
