@@ -139,6 +139,24 @@ pub async fn serve_http(
     Ok(())
 }
 
+/// The usual `shutdown` for [`serve_http`]: completes on SIGTERM or Ctrl-C; if the handlers
+/// cannot be installed, never (the server then stops only when killed, which loses no
+/// receipts).
+pub async fn sigterm_or_ctrl_c() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = terminate => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
 /// Without authorization the server is for this machine only: any address but a loopback one
 /// is refused.
 pub fn refuse_non_loopback(address: SocketAddr) -> Result<(), ServeError> {

@@ -98,6 +98,12 @@ fn tool_json(result: &Value) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("JSON text ({e}): {text}"))
 }
 
+/// One `tools/call` of `tool` with the Inspector's argument options `args`; the result's JSON.
+fn call_tool(dir: &Path, era: &str, target: Target, tool: &str, args: &[&str]) -> Value {
+    let options = [&["--tool-name", tool][..], args].concat();
+    tool_json(&inspect(dir, era, target, "tools/call", &options))
+}
+
 /// The books-v2 checks of one era against one target: the list, a search and a get.
 fn check_books(dir: &Path, era: &str, target: Target) {
     let listed = inspect(dir, era, target, "tools/list", &[]);
@@ -110,19 +116,16 @@ fn check_books(dir: &Path, era: &str, target: Target) {
     assert_eq!(get["annotations"]["readOnlyHint"], true, "{era}: {get}");
     assert_eq!(get["inputSchema"]["required"][0], "ids", "{era}: {get}");
 
-    let found = inspect(
+    let found = call_tool(
         dir,
         era,
         target,
-        "tools/call",
+        "books_search",
         &[
-            "--tool-name",
-            "books_search",
             "--tool-args-json",
             r#"{"author":"Suzanne Collins","sort":"year_asc"}"#,
         ],
     );
-    let found = tool_json(&found);
     assert_eq!(found["result"]["total_matches"], 3, "{era}: {found}");
     let first = &found["result"]["books"][0];
     assert_eq!(
@@ -131,19 +134,13 @@ fn check_books(dir: &Path, era: &str, target: Target) {
     );
     let id = first["id"].as_i64().unwrap();
 
-    let got = inspect(
+    let got = call_tool(
         dir,
         era,
         target,
-        "tools/call",
-        &[
-            "--tool-name",
-            "books_get",
-            "--tool-arg",
-            &format!("ids=[{id}]"),
-        ],
+        "books_get",
+        &["--tool-arg", &format!("ids=[{id}]")],
     );
-    let got = tool_json(&got);
     let book = &got["result"]["books"][0];
     assert_eq!(book["id"], id, "{era}: {got}");
     assert_eq!(book["authors"], "Suzanne Collins", "{era}: {got}");
@@ -244,54 +241,39 @@ fn check_notes(dir: &Path, era: &str, target: Target) {
 
     // A write through the Inspector, then a search and a get that find exactly it.
     let title = format!("Inspector {era} checklist");
-    let created = inspect(
+    let created = call_tool(
         dir,
         era,
         target,
-        "tools/call",
+        "notes_create",
         &[
-            "--tool-name",
-            "notes_create",
             "--tool-args-json",
             &serde_json::json!({"title": title, "body": "zanzibar quokka", "notebook": "Work"})
                 .to_string(),
         ],
     );
-    let created = tool_json(&created);
     let note = &created["result"]["created"];
     assert_eq!(note["title"], title.as_str(), "{era}: {created}");
     assert_eq!(note["notebook"], "Work", "{era}: {created}");
     let id = note["id"].as_i64().unwrap();
 
-    let found = inspect(
+    let found = call_tool(
         dir,
         era,
         target,
-        "tools/call",
-        &[
-            "--tool-name",
-            "notes_search",
-            "--tool-arg",
-            &format!("query={era} zanzibar"),
-        ],
+        "notes_search",
+        &["--tool-arg", &format!("query={era} zanzibar")],
     );
-    let found = tool_json(&found);
     assert_eq!(found["result"]["total_matches"], 1, "{era}: {found}");
     assert_eq!(found["result"]["hits"][0]["id"], id, "{era}: {found}");
 
-    let got = inspect(
+    let got = call_tool(
         dir,
         era,
         target,
-        "tools/call",
-        &[
-            "--tool-name",
-            "notes_get",
-            "--tool-arg",
-            &format!("note_id={id}"),
-        ],
+        "notes_get",
+        &["--tool-arg", &format!("note_id={id}")],
     );
-    let got = tool_json(&got);
     assert_eq!(got["result"]["id"], id, "{era}: {got}");
     assert_eq!(got["result"]["body"], "zanzibar quokka", "{era}: {got}");
     assert_eq!(got["result"]["title"], title.as_str(), "{era}: {got}");

@@ -104,6 +104,12 @@ impl Raw {
         drop(self.stdin.take());
     }
 
+    /// Closes stdin, as a host does when it is done: the server must exit 0 within 10 s.
+    fn end_cleanly(&mut self) {
+        self.close_stdin();
+        assert!(self.wait(Duration::from_secs(10)).success());
+    }
+
     /// Waits for the process to end, at most `limit`; kills it and fails past that.
     fn wait(&mut self, limit: Duration) -> ExitStatus {
         let start = Instant::now();
@@ -179,8 +185,7 @@ fn malformed_json_gets_a_parse_error_and_the_session_goes_on() {
     let reply = raw.call(2, "books_search", json!({"author": "Suzanne Collins"}));
     assert_eq!(reply["result"]["isError"], false, "{reply}");
     assert!(text_of(&reply).contains("Mockingjay"), "{reply}");
-    raw.close_stdin();
-    assert!(raw.wait(Duration::from_secs(10)).success());
+    raw.end_cleanly();
     assert_eq!(raw.rest(), Vec::<Value>::new());
 }
 
@@ -217,8 +222,7 @@ fn a_ten_megabyte_line_gets_an_error_naming_the_cap_and_is_not_kept() {
     let reply = raw.call(4, "books_get", json!({"ids": [2]}));
     assert_eq!(reply["result"]["isError"], false, "{reply}");
     assert!(text_of(&reply).contains("Harry Potter"), "{reply}");
-    raw.close_stdin();
-    assert!(raw.wait(Duration::from_secs(10)).success());
+    raw.end_cleanly();
 }
 
 #[test]
@@ -244,8 +248,7 @@ fn unknown_methods_and_bad_arguments_get_their_protocol_answers() {
     assert_eq!(reply["error"]["code"], -32600, "{reply}");
     let reply = raw.call(9, "books_get", json!({"ids": [1]}));
     assert_eq!(reply["result"]["isError"], false, "{reply}");
-    raw.close_stdin();
-    assert!(raw.wait(Duration::from_secs(10)).success());
+    raw.end_cleanly();
 }
 
 #[test]
@@ -294,14 +297,12 @@ fn sigterm_ends_the_server_with_status_zero_promptly() {
 fn eof_before_and_after_initialize_ends_the_server_with_status_zero() {
     let dir = tempfile::tempdir().unwrap();
     let mut raw = Raw::start(dir.path(), "books-v2");
-    raw.close_stdin();
-    assert!(raw.wait(Duration::from_secs(10)).success());
+    raw.end_cleanly();
     assert_eq!(raw.rest(), Vec::<Value>::new());
 
     let mut raw = Raw::start(dir.path(), "books-v2");
     raw.initialize();
-    raw.close_stdin();
-    assert!(raw.wait(Duration::from_secs(10)).success());
+    raw.end_cleanly();
 }
 
 /// A notes server whose host declared elicitation, asked (call id 3) to delete the first
@@ -340,8 +341,7 @@ fn an_approval_asked_over_stdio_passes_the_guard_both_ways() {
         reply["result"]["structuredContent"]["code"], "not_found",
         "{reply}"
     );
-    raw.close_stdin();
-    assert!(raw.wait(Duration::from_secs(10)).success());
+    raw.end_cleanly();
 }
 
 #[test]
@@ -373,8 +373,7 @@ fn sigterm_while_a_call_waits_for_approval_exits_zero_by_the_deadline_and_runs_n
     raw.initialize();
     let reply = raw.call(2, "notes_get", json!({"note_id": id}));
     assert_eq!(reply["result"]["isError"], false, "still there: {reply}");
-    raw.close_stdin();
-    assert!(raw.wait(Duration::from_secs(10)).success());
+    raw.end_cleanly();
 }
 
 #[test]
@@ -405,7 +404,6 @@ fn replies_from_the_guard_and_from_the_server_never_share_a_line() {
     }
     assert_eq!(parse_errors, ROUNDS);
     assert_eq!(answered, (100..100 + ROUNDS).collect());
-    raw.close_stdin();
-    assert!(raw.wait(Duration::from_secs(10)).success());
+    raw.end_cleanly();
     assert_eq!(raw.rest(), Vec::<Value>::new());
 }

@@ -72,7 +72,13 @@ pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
                 args.toolset,
                 path.display()
             );
-            serve_http(server, listener, limits, shutdown_signal()).await?;
+            serve_http(
+                server,
+                listener,
+                limits,
+                toolgate_mcp::http::sigterm_or_ctrl_c(),
+            )
+            .await?;
             eprintln!("toolgate: stopped after draining in-flight requests");
             Ok::<_, CommandError>(())
         })?,
@@ -85,21 +91,4 @@ fn unix_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-}
-
-/// Completes on SIGTERM or Ctrl-C; if the handlers cannot be installed, never (the server
-/// then stops only when killed, which loses no receipts).
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        () = terminate => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
 }
