@@ -468,7 +468,7 @@ fn lost_call(call: &ToolCall) -> CallOutcome {
     );
     CallOutcome {
         result: CallResult::Failed(error),
-        record: toolgate_core::DecisionRecord::lost(&call.id, &call.name),
+        record: Arc::new(toolgate_core::DecisionRecord::lost(&call.id, &call.name)),
         error_style: toolgate_core::ErrorStyle::Teaching,
     }
 }

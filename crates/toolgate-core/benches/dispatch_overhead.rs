@@ -228,7 +228,7 @@ async fn breakdown(registry: &Arc<Registry>, sample: &CallOutcome, batches: usiz
             .collect();
         json!({"query": format!("milk {i}"), "hits": hits})
     };
-    let record = &sample.record;
+    let record: &toolgate_core::DecisionRecord = &sample.record;
     let memory = MemoryTrace::default();
     let dir = tempfile::tempdir().expect("temp dir");
     let jsonl = JsonlTrace::create(&dir.path().join("breakdown.jsonl")).expect("trace file");

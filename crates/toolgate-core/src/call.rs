@@ -366,7 +366,8 @@ pub enum CallResult {
 #[derive(Debug, Clone)]
 pub struct CallOutcome {
     pub result: CallResult,
-    pub record: DecisionRecord,
+    /// Shared with the trace, which holds the same record.
+    pub record: Arc<DecisionRecord>,
     pub error_style: ErrorStyle,
 }
 
@@ -400,9 +401,21 @@ impl CallOutcome {
 
     /// The tool result as a model reads it (an error is an ordinary result with `is_error`).
     pub fn model_value(&self) -> Value {
-        match &self.result {
+        self.result.model_value(self.error_style)
+    }
+
+    /// [`Self::model_value`] as compact text.
+    pub fn model_text(&self) -> String {
+        self.result.model_text(self.error_style)
+    }
+}
+
+impl CallResult {
+    /// The result as a model reads it, errors in `style`.
+    pub fn model_value(&self, style: ErrorStyle) -> Value {
+        match self {
             CallResult::Done(observation) => observation.to_model_value(),
-            CallResult::Failed(error) => error.to_model_value(self.error_style),
+            CallResult::Failed(error) => error.to_model_value(style),
             CallResult::ApprovalRequired(ticket) => json!({
                 "status": "approval_required",
                 "message": format!(
@@ -414,8 +427,11 @@ impl CallOutcome {
     }
 
     /// [`Self::model_value`] as compact text.
-    pub fn model_text(&self) -> String {
-        match self.model_value() {
+    pub fn model_text(&self, style: ErrorStyle) -> String {
+        if let CallResult::Done(observation) = self {
+            return observation.model_view().to_text();
+        }
+        match self.model_value(style) {
             Value::String(s) => s,
             other => other.to_string(),
         }

@@ -205,18 +205,20 @@ impl Dispatcher {
             CallResult::Failed(error) => record.outcome = Outcome::Error(error.code),
             CallResult::ApprovalRequired(_) => record.outcome = Outcome::ApprovalRequired,
         }
-        let mut outcome = CallOutcome {
+        record.result_bytes = match &result {
+            // Measured, not serialized: the same number as `model_text().len()`.
+            CallResult::Done(observation) => observation.model_text_len(),
+            CallResult::Failed(_) | CallResult::ApprovalRequired(_) => {
+                result.model_text(error_style).len()
+            }
+        };
+        let record = Arc::new(record);
+        self.inner.trace.record(record.clone());
+        CallOutcome {
             result,
             record,
             error_style,
-        };
-        outcome.record.result_bytes = match &outcome.result {
-            // Measured, not serialized: the same number as `model_text().len()`.
-            CallResult::Done(observation) => observation.model_text_len(),
-            CallResult::Failed(_) | CallResult::ApprovalRequired(_) => outcome.model_text().len(),
-        };
-        self.inner.trace.record(Arc::new(outcome.record.clone()));
-        outcome
+        }
     }
 
     async fn run(
@@ -451,8 +453,9 @@ impl Dispatcher {
         request: &CallRequest,
         waits: &HumanWaits,
     ) -> Result<Output, ToolError> {
-        let arguments = request.arguments.clone();
-        let mut handler = CatchPanic(catch_panic(|| Ok(tool.handler.call(ctx, arguments)))?);
+        let mut handler = CatchPanic(catch_panic(|| {
+            Ok(tool.handler.call(ctx, &request.arguments))
+        })?);
         let started = Instant::now();
         loop {
             let changed = waits.changed();
@@ -589,18 +592,23 @@ impl CallBack for Dispatcher {
 
 /// What nested calls inherit from the call whose handler makes them.
 fn parent_of(request: &CallRequest, mode: Mode) -> CallRequest {
-    let mut parent = CallRequest::new(
-        request.principal.clone(),
-        &request.run_id,
-        &request.tool,
-        Value::Null,
-    )
-    .with_call_id(&request.call_id)
-    .with_approval(request.approval.clone())
-    .with_mode(mode)
-    .with_cancel(request.cancel.clone());
-    parent.origin = request.origin;
-    parent
+    // Built field by field: `CallRequest::new` would number a call id and make a cancel token
+    // only to replace both.
+    CallRequest {
+        call_id: request.call_id.clone(),
+        run_id: request.run_id.clone(),
+        principal: request.principal.clone(),
+        tool: request.tool.clone(),
+        arguments: Value::Null,
+        idempotency_key: None,
+        approval: request.approval.clone(),
+        mode: Some(mode),
+        ticket_answer: None,
+        origin: request.origin,
+        parent_call_id: None,
+        cancel: request.cancel.clone(),
+        waits: None,
+    }
 }
 
 /// How far a call got before it returns.

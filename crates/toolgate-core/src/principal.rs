@@ -1,6 +1,10 @@
 //! Who is calling: identity, tenant, scopes, and the catalogue of tools they were given.
+//!
+//! Cheap to clone: every call carries its principal, and a handler's nested calls carry it
+//! again, so the sets are shared rather than copied.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -9,11 +13,11 @@ pub struct Principal {
     /// Empty for an unauthenticated caller, which can call nothing.
     pub id: String,
     pub tenant: String,
-    pub scopes: BTreeSet<String>,
+    pub scopes: Arc<BTreeSet<String>>,
     /// The tool names this caller was handed (its session's toolset). `None` means every tool
     /// its scopes allow. Naming a tool outside this set is `forbidden`: discovery is not
     /// permission.
-    pub catalogue: Option<BTreeSet<String>>,
+    pub catalogue: Option<Arc<BTreeSet<String>>>,
 }
 
 impl Principal {
@@ -22,7 +26,7 @@ impl Principal {
         Principal {
             id: id.into(),
             tenant: "local".into(),
-            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            scopes: Arc::new(scopes.iter().map(|s| s.to_string()).collect()),
             catalogue: None,
         }
     }
@@ -31,13 +35,13 @@ impl Principal {
         Principal {
             id: String::new(),
             tenant: String::new(),
-            scopes: BTreeSet::new(),
-            catalogue: Some(BTreeSet::new()),
+            scopes: Arc::default(),
+            catalogue: Some(Arc::default()),
         }
     }
 
     pub fn with_catalogue<'a>(mut self, tools: impl IntoIterator<Item = &'a str>) -> Self {
-        self.catalogue = Some(tools.into_iter().map(str::to_string).collect());
+        self.catalogue = Some(Arc::new(tools.into_iter().map(str::to_string).collect()));
         self
     }
 

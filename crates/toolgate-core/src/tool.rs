@@ -173,7 +173,7 @@ pub(crate) trait ErasedHandler: Send + Sync {
     fn call(
         &self,
         ctx: ExecContext,
-        arguments: Value,
+        arguments: &Value,
     ) -> BoxFuture<'static, Result<Output, ToolError>>;
 }
 
@@ -193,7 +193,7 @@ struct TypedHandler<A> {
 
 fn parse<A: DeserializeOwned>(arguments: &Value) -> Result<A, ToolError> {
     // The schema validated first; a failure here is a schema that says less than the type.
-    serde_json::from_value(arguments.clone())
+    A::deserialize(arguments)
         .map_err(|e| ToolError::invalid("$", format!("arguments do not fit the tool: {e}")))
 }
 
@@ -216,9 +216,9 @@ impl<A: DeserializeOwned + Send + 'static> ErasedHandler for TypedHandler<A> {
     fn call(
         &self,
         ctx: ExecContext,
-        arguments: Value,
+        arguments: &Value,
     ) -> BoxFuture<'static, Result<Output, ToolError>> {
-        match parse::<A>(&arguments) {
+        match parse::<A>(arguments) {
             Ok(args) => (self.call)(ctx, args),
             Err(e) => Box::pin(async move { Err(e) }),
         }

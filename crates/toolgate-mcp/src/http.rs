@@ -264,20 +264,24 @@ impl Front {
                 );
             }
         };
-        let deadline = tokio::time::Instant::now() + self.limits.request_time;
+        // One timer bounds both the wait for the response and its body.
+        let mut deadline = Box::pin(tokio::time::sleep(self.limits.request_time));
         let request = Request::from_parts(parts, Full::new(bytes));
-        let Ok(response) = tokio::time::timeout_at(deadline, self.mcp.handle(request)).await else {
-            return timed_out(id, self.limits.request_time);
+        let response = tokio::select! {
+            response = self.mcp.handle(request) => response,
+            () = deadline.as_mut() => return timed_out(id, self.limits.request_time),
         };
         let streamed = response
             .headers()
             .get(CONTENT_TYPE)
             .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        let limit = self.limits.request_time;
         response.map(|body| {
             BoxBody::new(Bounded {
                 inner: body,
-                deadline: Box::pin(tokio::time::sleep_until(deadline)),
-                on_timeout: streamed.then(|| timeout_event(&id, self.limits.request_time)),
+                deadline,
+                // Built only if the deadline passes: most responses end well before it.
+                on_timeout: streamed.then_some((id, limit)),
                 ended: false,
                 _permit: permit,
             })
@@ -312,7 +316,8 @@ fn message_id(body: &[u8]) -> Result<Value, serde_json::Error> {
 struct Bounded {
     inner: ResponseBody,
     deadline: Pin<Box<tokio::time::Sleep>>,
-    on_timeout: Option<Bytes>,
+    /// For a stream: the request's id and the time limit, for the last event's error.
+    on_timeout: Option<(Value, Duration)>,
     ended: bool,
     _permit: OwnedSemaphorePermit,
 }
@@ -335,7 +340,11 @@ impl Body for Bounded {
             // Dropping the inner body closes rmcp's stream, which cancels the call.
             self.ended = true;
             self.inner = BoxBody::new(http_body_util::Empty::new());
-            return Poll::Ready(self.on_timeout.take().map(|event| Ok(Frame::data(event))));
+            return Poll::Ready(
+                self.on_timeout
+                    .take()
+                    .map(|(id, limit)| Ok(Frame::data(timeout_event(id, limit)))),
+            );
         }
         Poll::Pending
     }
@@ -361,8 +370,8 @@ fn timed_out(id: Value, limit: Duration) -> Response<ResponseBody> {
     )
 }
 
-fn timeout_event(id: &Value, limit: Duration) -> Bytes {
-    let error = error_body(id.clone(), -32603, &timeout_message(limit));
+fn timeout_event(id: Value, limit: Duration) -> Bytes {
+    let error = error_body(id, -32603, &timeout_message(limit));
     Bytes::from(format!("event: message\ndata: {error}\n\n"))
 }
 

@@ -224,7 +224,7 @@ impl McpServer {
         .await;
         match &outcome.result {
             CallResult::Done(observation) => Ok(ReadResourceResult::new(vec![
-                ResourceContents::text(observation.to_model_value().to_string(), uri)
+                ResourceContents::text(observation.model_view().to_text(), uri)
                     .with_mime_type(read.mime_type),
             ])),
             CallResult::Failed(error) if error.code == ErrorCode::NotFound => Err(
@@ -250,18 +250,18 @@ impl McpServer {
 
     /// The MCP response to a dispatcher outcome; `Err` for what the spec makes a protocol
     /// error.
-    fn respond(&self, outcome: &CallOutcome) -> Result<CallToolResponse, ErrorData> {
-        match &outcome.result {
+    fn respond(&self, outcome: CallOutcome) -> Result<CallToolResponse, ErrorData> {
+        match outcome.result {
             CallResult::Done(observation) => {
                 let structured = self.inner.structured.contains(&outcome.record.tool);
                 Ok(success(observation, structured).into())
             }
-            CallResult::Failed(error)
+            CallResult::Failed(ref error)
                 if error.code == ErrorCode::NotFound && outcome.record.stage == Stage::Resolve =>
             {
                 Err(ErrorData::invalid_params(error.to_string(), None))
             }
-            CallResult::Failed(error) => {
+            CallResult::Failed(ref error) => {
                 let mut result =
                     CallToolResult::error(vec![ContentBlock::text(outcome.model_text())]);
                 result.structured_content = Some(json!({
@@ -273,34 +273,27 @@ impl McpServer {
             }
             // Tickets are only issued on the channel of 2026-07-28 requests, which can carry
             // the question back.
-            CallResult::ApprovalRequired(ticket) => Ok(approval::question(ticket)?.into()),
+            CallResult::ApprovalRequired(ref ticket) => Ok(approval::question(ticket)?.into()),
         }
     }
 }
 
 /// A successful result: the model's view of the observation as text, with each untrusted text
-/// in its own marked block after it.
-fn success(observation: &Observation, structured: bool) -> CallToolResult {
-    let mut trusted = observation.clone();
-    let untrusted = std::mem::take(&mut trusted.untrusted);
-    let mut model_value = trusted.to_model_value();
-    if !untrusted.is_empty()
-        && let Value::Object(map) = &mut model_value
-    {
-        map.insert(
-            "untrusted_note".into(),
-            Value::String(format!(
-                "{}; it follows in {} separate content block(s) marked untrusted",
-                toolgate_core::observation::UNTRUSTED_NOTE,
-                untrusted.len()
-            )),
-        );
-    }
-    let mut content = vec![ContentBlock::text(model_value.to_string())];
-    content.extend(untrusted.iter().map(untrusted_block));
+/// in its own marked block after it. Nothing is copied but the text blocks themselves.
+fn success(observation: Observation, structured: bool) -> CallToolResult {
+    let note = (!observation.untrusted.is_empty()).then(|| {
+        format!(
+            "{}; it follows in {} separate content block(s) marked untrusted",
+            toolgate_core::observation::UNTRUSTED_NOTE,
+            observation.untrusted.len()
+        )
+    });
+    let text = observation.model_view().without_untrusted(note).to_text();
+    let mut content = vec![ContentBlock::text(text)];
+    content.extend(observation.untrusted.iter().map(untrusted_block));
     let mut result = CallToolResult::success(content);
     if structured && observation.content.is_object() {
-        result.structured_content = Some(observation.content.clone());
+        result.structured_content = Some(observation.content);
     }
     result
 }
@@ -435,7 +428,7 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let channel = approval::channel_for(&ctx);
         let outcome = with_cancellation(&ctx, |ct| self.dispatch(params, channel, ct)).await;
-        self.respond(&outcome)
+        self.respond(outcome)
     }
 }
 
@@ -483,7 +476,7 @@ mod tests {
 
     #[test]
     fn untrusted_text_never_shares_a_block_with_the_result() {
-        let result = success(&clipped(), false);
+        let result = success(clipped(), false);
         assert_eq!(result.content.len(), 2);
         let first = result.content[0].as_text().unwrap();
         assert!(
@@ -511,7 +504,7 @@ mod tests {
 
     #[test]
     fn structured_content_only_for_tools_that_declare_their_shape() {
-        let result = success(&clipped(), true);
+        let result = success(clipped(), true);
         assert_eq!(
             result.structured_content,
             Some(json!({"note_id": 4, "title": "Clipped page"}))
