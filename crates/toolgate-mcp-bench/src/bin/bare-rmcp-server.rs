@@ -110,6 +110,10 @@ struct Args {
     /// Answer stateless requests with application/json instead of an event stream.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     json_response: bool,
+    /// Seconds between SSE keep-alive comments on open event streams; 0 turns them off. The
+    /// default is rmcp's own (15), which `toolgate serve` keeps too.
+    #[arg(long, default_value_t = 15)]
+    sse_keep_alive_secs: u64,
     /// TCP_NODELAY on accepted connections (`--nodelay false` shows what Nagle costs).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     nodelay: bool,
@@ -123,6 +127,8 @@ fn main() -> anyhow::Result<()> {
         args.json_response,
         args.nodelay,
     );
+    let keep_alive =
+        (args.sse_keep_alive_secs > 0).then(|| Duration::from_secs(args.sse_keep_alive_secs));
 
     // One worker per core we may run on (the bench pins us to one with taskset).
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -134,12 +140,19 @@ fn main() -> anyhow::Result<()> {
         Duration::from_secs(max_seconds),
         json_response,
         nodelay,
+        keep_alive,
     ))
 }
 
-async fn serve(port: u16, max: Duration, json_response: bool, nodelay: bool) -> anyhow::Result<()> {
+async fn serve(
+    port: u16,
+    max: Duration,
+    json_response: bool,
+    nodelay: bool,
+    keep_alive: Option<Duration>,
+) -> anyhow::Result<()> {
     let config = StreamableHttpServerConfig::default()
-        .with_sse_keep_alive(None)
+        .with_sse_keep_alive(keep_alive)
         .with_json_response(json_response);
     let cancel = config.cancellation_token.clone();
     let bare = Bare::new();
