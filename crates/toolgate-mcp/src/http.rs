@@ -15,8 +15,11 @@
 //! Shutdown ([`serve_http`]'s `shutdown` future) stops accepting, waits for in-flight POSTs up to
 //! [`HttpLimits::drain_time`], then closes sessions and open streams and returns.
 //!
-//! Refuses to bind anything but a loopback address: until the server is an OAuth resource
-//! server, reaching it must be limited to this machine.
+//! Access ([`Access`]): without authorization the server refuses to bind anything but a loopback
+//! address, unless the operator says `--insecure-no-auth`; as an OAuth resource server
+//! ([`crate::auth`]) every request to `/mcp` needs a valid bearer token (401, 403 or 503
+//! otherwise, before rmcp sees it), the protected resource metadata is served at its well-known
+//! paths, and the token's principal is handed to the MCP server in the request's extensions.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -41,7 +44,19 @@ use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::{Authenticated, Refusal, ResourceServer};
 use crate::server::{McpServer, ServeError};
+
+/// Who may reach the server.
+#[derive(Clone)]
+pub enum Access {
+    /// This machine only: a non-loopback address is refused. One principal for every request.
+    LoopbackOnly,
+    /// Anyone who can connect, with no authorization at all (`--insecure-no-auth`).
+    InsecureNoAuth,
+    /// Every request carries an access token for this resource server.
+    OAuth(Arc<ResourceServer>),
+}
 
 /// The endpoint's path.
 pub const MCP_PATH: &str = "/mcp";
@@ -81,14 +96,46 @@ pub async fn serve_http(
     limits: HttpLimits,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
+    serve_http_with(server, listener, limits, Access::LoopbackOnly, shutdown).await
+}
+
+/// [`serve_http`] with the given access rule.
+pub async fn serve_http_with(
+    server: McpServer,
+    listener: TcpListener,
+    limits: HttpLimits,
+    access: Access,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
     let local = listener
         .local_addr()
         .map_err(|e| ServeError::Start(format!("the listener has no address: {e}")))?;
-    refuse_non_loopback(local)?;
+    if matches!(access, Access::LoopbackOnly) {
+        refuse_non_loopback(local)?;
+    }
+    let auth = match &access {
+        Access::OAuth(auth) => Some(Arc::clone(auth)),
+        Access::LoopbackOnly | Access::InsecureNoAuth => None,
+    };
+    let mut hosts = allowed_hosts(local);
+    let mut origins = allowed_origins(local);
+    if let Some(auth) = &auth {
+        // Clients name the server by its resource URI's authority.
+        if let Ok(resource) = url::Url::parse(auth.resource()) {
+            if let Some(host) = resource.host_str() {
+                hosts.push(host.to_string());
+                if let Some(port) = resource.port() {
+                    hosts.push(format!("{host}:{port}"));
+                }
+            }
+            origins.push(resource.origin().ascii_serialization());
+        }
+    }
+    let server = server.requiring_tokens(auth.is_some());
     let sessions = CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(allowed_hosts(local))
-        .with_allowed_origins(allowed_origins(local))
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(limits.max_body_bytes)
         .with_cancellation_token(sessions.clone());
@@ -101,6 +148,7 @@ pub async fn serve_http(
         mcp,
         limits,
         permits: Arc::new(Semaphore::new(limits.max_concurrent)),
+        auth,
     };
 
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -196,10 +244,17 @@ struct Front {
     mcp: StreamableHttpService<McpServer, LocalSessionManager>,
     limits: HttpLimits,
     permits: Arc<Semaphore>,
+    auth: Option<Arc<ResourceServer>>,
 }
 
 impl Front {
-    async fn handle(&self, request: Request<Incoming>) -> Response<ResponseBody> {
+    async fn handle(&self, mut request: Request<Incoming>) -> Response<ResponseBody> {
+        if let Some(auth) = &self.auth
+            && request.method() == Method::GET
+            && auth.metadata_paths().iter().any(|p| p == request.uri().path())
+        {
+            return json_response(StatusCode::OK, &auth.metadata());
+        }
         if request.uri().path() != MCP_PATH {
             return error_response(
                 StatusCode::NOT_FOUND,
@@ -208,6 +263,21 @@ impl Front {
                 &format!("no MCP endpoint here: use {MCP_PATH}"),
             );
         }
+        let principal = match &self.auth {
+            None => None,
+            Some(auth) => match auth
+                .authenticate(request.headers(), request.uri().query())
+                .await
+            {
+                Ok(principal) => {
+                    request
+                        .extensions_mut()
+                        .insert(Authenticated(principal.clone()));
+                    Some(principal)
+                }
+                Err(refusal) => return refused(auth, &refusal, Value::Null),
+            },
+        };
         if request.method() != Method::POST {
             // GET streams and DELETE of a session are rmcp's; they are not calls.
             return self.mcp.handle(request).await.map(BodyExt::boxed);
@@ -253,8 +323,8 @@ impl Front {
                 );
             }
         };
-        let id = match message_id(&bytes) {
-            Ok(id) => id,
+        let (id, tool) = match peek(&bytes) {
+            Ok(peeked) => peeked,
             Err(error) => {
                 return error_response(
                     StatusCode::BAD_REQUEST,
@@ -264,6 +334,11 @@ impl Front {
                 );
             }
         };
+        if let (Some(auth), Some(principal), Some(tool)) = (&self.auth, &principal, &tool)
+            && let Err(refusal) = auth.check_tool(principal, tool)
+        {
+            return refused(auth, &refusal, id);
+        }
         // One timer bounds both the wait for the response and its body.
         let mut deadline = Box::pin(tokio::time::sleep(self.limits.request_time));
         let request = Request::from_parts(parts, Full::new(bytes));
@@ -296,19 +371,64 @@ impl Front {
 }
 
 /// The id of the single JSON-RPC message in `body` (null for a notification or anything else
-/// that is JSON), or why `body` is not JSON. Only the id is built; the rest is skipped.
-fn message_id(body: &[u8]) -> Result<Value, serde_json::Error> {
+/// that is JSON) and, for a `tools/call`, the tool it names; or why `body` is not JSON. Only
+/// these are built; the rest is skipped.
+fn peek(body: &[u8]) -> Result<(Value, Option<String>), serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct Params {
+        #[serde(default)]
+        name: Option<Value>,
+    }
     #[derive(serde::Deserialize)]
     struct Message {
         #[serde(default)]
         id: Option<Value>,
+        #[serde(default)]
+        method: Option<Value>,
+        #[serde(default)]
+        params: Option<Params>,
     }
     // serde reads a struct from an array too, so only an object is read as a message.
     let is_object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
     match is_object.then(|| serde_json::from_slice::<Message>(body)) {
-        Some(Ok(message)) => Ok(message.id.unwrap_or(Value::Null)),
-        _ => serde_json::from_slice::<serde::de::IgnoredAny>(body).map(|_| Value::Null),
+        Some(Ok(message)) => {
+            let calls = message.method.as_ref().and_then(Value::as_str) == Some("tools/call");
+            let tool = message
+                .params
+                .and_then(|p| p.name)
+                .and_then(|n| n.as_str().map(str::to_string))
+                .filter(|_| calls);
+            Ok((message.id.unwrap_or(Value::Null), tool))
+        }
+        _ => serde_json::from_slice::<serde::de::IgnoredAny>(body).map(|_| (Value::Null, None)),
     }
+}
+
+/// The answer to a refused request: its status, the `WWW-Authenticate` challenge and a
+/// JSON-RPC error body saying why.
+fn refused(auth: &ResourceServer, refusal: &Refusal, id: Value) -> Response<ResponseBody> {
+    let status = refusal.status();
+    let mut response = error_response(status, id, -32001, &refusal.message());
+    if let Ok(challenge) = HeaderValue::from_str(&auth.challenge(refusal)) {
+        response
+            .headers_mut()
+            .insert(http::header::WWW_AUTHENTICATE, challenge);
+    }
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from_static("5"));
+    }
+    response
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response<ResponseBody> {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
 /// A response body that holds its request's concurrency permit until it ends, and ends by the
@@ -385,13 +505,7 @@ fn error_response(
     code: i64,
     message: &str,
 ) -> Response<ResponseBody> {
-    let body = Bytes::from(error_body(id, code, message).to_string());
-    let mut response = Response::new(Full::new(body).boxed());
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
+    json_response(status, &error_body(id, code, message))
 }
 
 #[cfg(test)]
@@ -438,11 +552,38 @@ mod tests {
         ];
         for (body, id) in cases {
             assert_eq!(
-                message_id(body).ok(),
+                peek(body).ok().map(|(id, _)| id),
                 id,
                 "{}",
                 String::from_utf8_lossy(body)
             );
+        }
+    }
+
+    #[test]
+    fn only_a_tools_call_names_a_tool_for_the_scope_check() {
+        let cases: [(&[u8], Option<&str>); 5] = [
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"notes_delete"}}"#,
+                Some("notes_delete"),
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"x"}}"#,
+                None,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}"#,
+                None,
+            ),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#, None),
+            (
+                br#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}]"#,
+                None,
+            ),
+        ];
+        for (body, tool) in cases {
+            let (_, named) = peek(body).unwrap();
+            assert_eq!(named.as_deref(), tool, "{}", String::from_utf8_lossy(body));
         }
     }
 

@@ -2,7 +2,8 @@
 //!
 //! Guarantees: the tool list is the principal's catalogue in name order (the registry's
 //! order), so it is byte-identical across calls; a call reaches a handler only through
-//! [`Caller::call`](toolgate_core::Caller::call), under the server's principal and run, with
+//! [`Caller::call`](toolgate_core::Caller::call), under the request's principal (its access
+//! token's, when the HTTP server is a resource server; else the server's) and the server's run, with
 //! origin `mcp` and the request's cancellation; a tool error is an `isError` result carrying the
 //! model-facing message and, in structured content, our stable code and `retryable`; an unknown
 //! tool is a JSON-RPC invalid-params error, as the MCP spec asks.
@@ -38,6 +39,7 @@ use toolgate_core::{
 use toolgate_wiring::{Ready, Store};
 
 use crate::approval;
+use crate::auth::Authenticated;
 use crate::catalogue::mcp_tool;
 use crate::prompts::{PromptDef, notes_prompts};
 use crate::resources::{NotesResources, ResourceSource};
@@ -72,6 +74,9 @@ struct Inner {
     structured: std::collections::BTreeSet<String>,
     resources: Option<Arc<dyn ResourceSource>>,
     prompts: Arc<[PromptDef]>,
+    /// Each request must bring its own principal ([`Authenticated`], from an access token);
+    /// a request without one is refused rather than served as the server's principal.
+    requires_token: bool,
 }
 
 /// Why serving stopped with an error.
@@ -119,6 +124,7 @@ impl McpServer {
                 structured,
                 resources: None,
                 prompts: Arc::new([]),
+                requires_token: false,
             }),
         }
     }
@@ -152,6 +158,30 @@ impl McpServer {
         self
     }
 
+    /// Serves each request as the principal its access token names (put in the request by the
+    /// HTTP front), never as the server's own, when `yes`.
+    pub fn requiring_tokens(mut self, yes: bool) -> Self {
+        Arc::make_mut(&mut self.inner).requires_token = yes;
+        self
+    }
+
+    /// The principal `ctx`'s request is served as: its token's, else (without authorization)
+    /// the server's.
+    fn principal_for(&self, ctx: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
+        let authenticated = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Authenticated>());
+        match authenticated {
+            Some(Authenticated(principal)) => Ok(principal.clone()),
+            None if self.inner.requires_token => Err(ErrorData::invalid_request(
+                "this request carries no authenticated principal",
+                None,
+            )),
+            None => Ok(self.inner.principal.clone()),
+        }
+    }
+
     /// The tools a host is offered, in order.
     pub fn tools(&self) -> &[Tool] {
         &self.inner.tools
@@ -159,13 +189,14 @@ impl McpServer {
 
     fn request(
         &self,
+        principal: Principal,
         tool: &str,
         arguments: Value,
         channel: ApprovalChannel,
         ct: CancelToken,
     ) -> CallRequest {
         CallRequest::new(
-            self.inner.principal.clone(),
+            principal,
             &self.inner.run_id,
             tool,
             arguments,
@@ -177,6 +208,7 @@ impl McpServer {
 
     async fn dispatch(
         &self,
+        principal: Principal,
         params: CallToolRequestParams,
         channel: ApprovalChannel,
         ct: CancelToken,
@@ -191,7 +223,7 @@ impl McpServer {
         let arguments = params
             .arguments
             .map_or(Value::Object(Default::default()), Value::Object);
-        let mut request = self.request(&params.name, arguments, channel, ct);
+        let mut request = self.request(principal, &params.name, arguments, channel, ct);
         if let Some(key) = key {
             request = request.with_idempotency_key(&key);
         }
@@ -207,14 +239,12 @@ impl McpServer {
         uri: &str,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<ReadResourceResult, ErrorData> {
-        let source = self
-            .inner
-            .resources
-            .as_ref()
-            .ok_or_else(|| no_such("resources"))?;
+        let principal = self.principal_for(ctx)?;
+        let source = self.resources_for(&principal)?;
         let read = source.read_call(uri)?;
         let outcome = with_cancellation(ctx, |ct| {
             self.inner.caller.call(self.request(
+                principal,
                 &read.tool,
                 read.arguments,
                 approval::channel_for(ctx),
@@ -246,6 +276,16 @@ impl McpServer {
                 None,
             )),
         }
+    }
+
+    /// The resources `principal` may list and read: those of a source whose read tool it may
+    /// call.
+    fn resources_for(&self, principal: &Principal) -> Result<&Arc<dyn ResourceSource>, ErrorData> {
+        self.inner
+            .resources
+            .as_ref()
+            .filter(|source| principal.in_catalogue(source.read_tool()))
+            .ok_or_else(|| no_such("resources"))
     }
 
     /// The MCP response to a dispatcher outcome; `Err` for what the spec makes a protocol
@@ -331,7 +371,15 @@ impl ServerHandler for McpServer {
         _params: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let list = ListToolsResult::with_all_items(self.inner.tools.clone());
+        let principal = self.principal_for(&ctx)?;
+        let tools = self
+            .inner
+            .tools
+            .iter()
+            .filter(|tool| principal.in_catalogue(&tool.name))
+            .cloned()
+            .collect();
+        let list = ListToolsResult::with_all_items(tools);
         // Cache hints exist from 2026-07-28 on; older clients get the list as they know it.
         // The list is the principal's own catalogue, so it is private to the caller.
         Ok(if approval::is_modern(&ctx) {
@@ -345,13 +393,9 @@ impl ServerHandler for McpServer {
     async fn list_resources(
         &self,
         params: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let source = self
-            .inner
-            .resources
-            .as_ref()
-            .ok_or_else(|| no_such("resources"))?;
+        let source = self.resources_for(&self.principal_for(&ctx)?)?;
         let cursor = params.as_ref().and_then(|p| p.cursor.as_deref());
         let page = source.list(cursor)?;
         let mut result = ListResourcesResult::with_all_items(page.resources);
@@ -426,8 +470,10 @@ impl ServerHandler for McpServer {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let principal = self.principal_for(&ctx)?;
         let channel = approval::channel_for(&ctx);
-        let outcome = with_cancellation(&ctx, |ct| self.dispatch(params, channel, ct)).await;
+        let outcome =
+            with_cancellation(&ctx, |ct| self.dispatch(principal, params, channel, ct)).await;
         self.respond(outcome)
     }
 }

@@ -88,6 +88,23 @@ pub struct ServeArgs {
     /// Also write every decision to this JSON Lines trace.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// HTTP only: serve without any authorization on a non-loopback address (anyone who can
+    /// connect may call every tool as the one local user). Refused with [serve.auth].
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+    /// HTTP only: require OAuth access tokens from this authorization server (its issuer
+    /// identifier); overrides [serve.auth] issuer. Needs --auth-resource and at least one
+    /// --auth-scope unless [serve.auth] gives them. Its host must be on the [egress] allowlist.
+    #[arg(long, value_name = "ISSUER")]
+    pub auth_issuer: Option<String>,
+    /// HTTP only: this server's canonical resource URI, which tokens must name in `aud`
+    /// (e.g. https://mcp.example.com/mcp); overrides [serve.auth] resource.
+    #[arg(long, value_name = "URI")]
+    pub auth_resource: Option<String>,
+    /// HTTP only: SCOPE=TOOL[,TOOL...]: the tools an OAuth scope grants (a tool name, or the
+    /// toolset's name for all of its tools); repeatable; replaces [serve.auth.scopes].
+    #[arg(long, value_name = "SCOPE=TOOLS")]
+    pub auth_scope: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -29,6 +29,17 @@ pub struct Config {
     /// The relay `email_send` delivers through; `email_send` is refused without one.
     #[serde(default)]
     pub smtp: Option<SmtpConfig>,
+    /// `toolgate serve`.
+    #[serde(default)]
+    pub serve: ServeConfig,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    /// `[serve.auth]`: the HTTP server as an OAuth 2.1 resource server.
+    #[serde(default)]
+    pub auth: Option<toolgate_mcp::auth::AuthConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]

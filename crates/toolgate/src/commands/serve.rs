@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use toolgate_core::Principal;
 use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
-use toolgate_mcp::{HttpLimits, McpServer, ServeError, serve_http, serve_stdio};
+use toolgate_mcp::auth::{AuthConfig, ResourceServer, egress_for};
+use toolgate_mcp::http::{Access, serve_http_with};
+use toolgate_mcp::{HttpLimits, McpServer, ServeError, serve_stdio};
 use toolgate_wiring::Seat;
 
 use super::{CommandError, open_store, server_runtime};
@@ -15,10 +17,24 @@ pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
     if args.http.is_none()
         && (args.max_body_bytes.is_some()
             || args.max_concurrent.is_some()
-            || args.request_timeout.is_some())
+            || args.request_timeout.is_some()
+            || args.insecure_no_auth
+            || args.auth_issuer.is_some()
+            || args.auth_resource.is_some()
+            || !args.auth_scope.is_empty())
     {
         return Err(CommandError::Usage(
-            "--max-body-bytes, --max-concurrent and --request-timeout apply to --http only".into(),
+            "--max-body-bytes, --max-concurrent, --request-timeout, --insecure-no-auth and \
+             --auth-* apply to --http only"
+                .into(),
+        ));
+    }
+    let auth_config = auth_config(config.serve.auth.as_ref(), args)?;
+    if auth_config.is_some() && args.insecure_no_auth {
+        return Err(CommandError::Usage(
+            "--insecure-no-auth contradicts the configured authorization ([serve.auth] or \
+             --auth-*): remove one"
+                .into(),
         ));
     }
     let kind = args.toolset.store();
@@ -31,7 +47,7 @@ pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
     // No approval channel yet: every call that needs a human is denied.
     let seat = Seat::new(Principal::local("local-user", &[]))
         .with_mode(config.mode.unwrap_or_default())
-        .with_trace(trace);
+        .with_trace(Arc::clone(&trace));
     let ready = toolgate_wiring::dispatcher(args.toolset, &store, &config.exits(), seat)?;
     // One run per server process: a host's retried write (a new JSON-RPC id) replays its
     // receipt instead of running again.
@@ -49,8 +65,31 @@ pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
             runtime.block_on(serve_stdio(server))?;
         }
         Some(address) => runtime.block_on(async {
-            // Checked before binding, so a public address is never listened on at all.
-            toolgate_mcp::http::refuse_non_loopback(address)?;
+            let access = match &auth_config {
+                Some(auth) => {
+                    let egress = egress_for(&config.egress, Arc::clone(&trace)).map_err(|e| {
+                        ServeError::Start(format!("the [egress] allowlist is refused: {e}"))
+                    })?;
+                    let tools: Vec<String> =
+                        server.tools().iter().map(|t| t.name.to_string()).collect();
+                    let resource_server =
+                        ResourceServer::start(auth, &args.toolset.to_string(), &tools, egress)
+                            .await
+                            .map_err(|e| ServeError::Start(e.to_string()))?;
+                    Access::OAuth(Arc::new(resource_server))
+                }
+                None if args.insecure_no_auth => Access::InsecureNoAuth,
+                None => {
+                    // Checked before binding, so a public address is never listened on at all.
+                    toolgate_mcp::http::refuse_non_loopback(address).map_err(|e| {
+                        ServeError::Start(format!(
+                            "{e}; configure [serve.auth] (or --auth-issuer), or pass \
+                             --insecure-no-auth to serve without authorization"
+                        ))
+                    })?;
+                    Access::LoopbackOnly
+                }
+            };
             let listener = tokio::net::TcpListener::bind(address)
                 .await
                 .map_err(|e| ServeError::Start(format!("cannot listen on {address}: {e}")))?;
@@ -66,16 +105,29 @@ pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
                 ..defaults
             };
             let bound = listener.local_addr()?;
+            let how = match &access {
+                Access::LoopbackOnly => "loopback only: no authorization is configured, so \
+                                         other machines cannot reach it"
+                    .to_string(),
+                Access::InsecureNoAuth => "WITHOUT AUTHORIZATION (--insecure-no-auth): anyone \
+                                           who can connect may call every tool"
+                    .to_string(),
+                Access::OAuth(auth) => format!(
+                    "OAuth access tokens required (resource {}, metadata at {})",
+                    auth.resource(),
+                    auth.metadata_paths()[0]
+                ),
+            };
             eprintln!(
-                "toolgate: serving {} ({}) at http://{bound}/mcp, loopback only: no \
-                 authorization is configured, so other machines cannot reach it",
+                "toolgate: serving {} ({}) at http://{bound}/mcp, {how}",
                 args.toolset,
                 path.display()
             );
-            serve_http(
+            serve_http_with(
                 server,
                 listener,
                 limits,
+                access,
                 toolgate_mcp::http::sigterm_or_ctrl_c(),
             )
             .await?;
@@ -84,6 +136,60 @@ pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
         })?,
     }
     Ok(())
+}
+
+/// `[serve.auth]` with the `--auth-*` flags over it; `None` when neither asks for authorization.
+fn auth_config(
+    configured: Option<&AuthConfig>,
+    args: &ServeArgs,
+) -> Result<Option<AuthConfig>, CommandError> {
+    let flagged = args.auth_issuer.is_some()
+        || args.auth_resource.is_some()
+        || !args.auth_scope.is_empty();
+    if configured.is_none() && !flagged {
+        return Ok(None);
+    }
+    let missing = |what: &str| {
+        CommandError::Usage(format!(
+            "authorization needs {what}: set it in [serve.auth] or pass it as a flag"
+        ))
+    };
+    let issuer = args
+        .auth_issuer
+        .clone()
+        .or_else(|| configured.map(|c| c.issuer.clone()))
+        .ok_or_else(|| missing("the issuer (--auth-issuer)"))?;
+    let resource = args
+        .auth_resource
+        .clone()
+        .or_else(|| configured.map(|c| c.resource.clone()))
+        .ok_or_else(|| missing("this server's resource URI (--auth-resource)"))?;
+    let scopes = if args.auth_scope.is_empty() {
+        configured.map(|c| c.scopes.clone()).unwrap_or_default()
+    } else {
+        let mut table = std::collections::BTreeMap::new();
+        for grant in &args.auth_scope {
+            let (scope, tools) = grant.split_once('=').ok_or_else(|| {
+                CommandError::Usage(format!(
+                    "--auth-scope {grant:?} is not SCOPE=TOOL[,TOOL...]"
+                ))
+            })?;
+            table.insert(
+                scope.trim().to_string(),
+                tools.split(',').map(|t| t.trim().to_string()).collect(),
+            );
+        }
+        table
+    };
+    let base = configured
+        .cloned()
+        .unwrap_or_else(|| AuthConfig::new(&issuer, &resource, Default::default()));
+    Ok(Some(AuthConfig {
+        issuer,
+        resource,
+        scopes,
+        ..base
+    }))
 }
 
 fn unix_now() -> u64 {

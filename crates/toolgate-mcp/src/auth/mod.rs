@@ -1,0 +1,421 @@
+//! The HTTP server as an OAuth 2.1 resource server (`[serve.auth]`): every request to `/mcp`
+//! carries a bearer JWT access token from the configured authorization server, for this
+//! server's resource URI; the caller's principal and the tools it may see come from the token.
+//!
+//! Guarantees: a request without a valid token never reaches rmcp or the dispatcher; a token
+//! in the query string is refused (RFC 6750 section 2.3 is not supported, since URLs are
+//! logged); when the keys cannot be fetched the request is refused (fail closed); a token is
+//! never logged, traced or forwarded: it is read from the header, checked, and dropped. The
+//! protected resource metadata (RFC 9728) names the authorization server, the scopes and the
+//! bearer method.
+//!
+//! rmcp has only the client side of OAuth, so this side is ours; the signature check is
+//! `jsonwebtoken`'s.
+
+pub mod grants;
+pub mod keys;
+pub mod token;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderMap;
+use http::header::AUTHORIZATION;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolgate_core::Principal;
+use toolgate_egress::Egress;
+
+use grants::{GrantError, Grants};
+use keys::{KeyCache, KeyError};
+use token::{PolicyError, TokenError, TokenPolicy, VerifiedToken};
+
+/// `[serve.auth]` in `toolgate.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// The authorization server's issuer identifier, exactly as its metadata and tokens say it.
+    pub issuer: String,
+    /// This server's canonical resource URI (RFC 8707), e.g. `https://mcp.example.com/mcp`:
+    /// tokens must name it in `aud`.
+    pub resource: String,
+    /// Accepted signing algorithms (asymmetric only). Default `["RS256"]`.
+    #[serde(default = "default_algorithms")]
+    pub algorithms: Vec<String>,
+    /// How far token times may be off this machine's clock, in seconds. Default 60.
+    #[serde(default = "default_skew")]
+    pub clock_skew_secs: u64,
+    /// Require the RFC 9068 `typ` header `at+jwt`. Default true.
+    #[serde(default = "default_true")]
+    pub require_at_jwt: bool,
+    /// The shortest time between two fetches of the key set when tokens name unknown keys,
+    /// in seconds. Default 30.
+    #[serde(default = "default_refresh")]
+    pub jwks_min_refresh_secs: u64,
+    /// Scope name to the tools it grants: tool names, or the served toolset's name for all
+    /// of them.
+    pub scopes: BTreeMap<String, Vec<String>>,
+}
+
+impl AuthConfig {
+    /// Tokens from `issuer` for `resource`, with `scopes` granting tools, and every other
+    /// setting at its default.
+    pub fn new(issuer: &str, resource: &str, scopes: BTreeMap<String, Vec<String>>) -> Self {
+        AuthConfig {
+            issuer: issuer.into(),
+            resource: resource.into(),
+            algorithms: default_algorithms(),
+            clock_skew_secs: default_skew(),
+            require_at_jwt: default_true(),
+            jwks_min_refresh_secs: default_refresh(),
+            scopes,
+        }
+    }
+}
+
+fn default_algorithms() -> Vec<String> {
+    vec!["RS256".into()]
+}
+fn default_skew() -> u64 {
+    60
+}
+fn default_true() -> bool {
+    true
+}
+fn default_refresh() -> u64 {
+    30
+}
+
+/// Why the resource server cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("[serve.auth] resource {0:?} is not an absolute http(s) URI")]
+    Resource(String),
+    #[error("[serve.auth] is refused: {0}")]
+    Policy(#[from] PolicyError),
+    #[error("[serve.auth.scopes] is refused: {0}")]
+    Grants(#[from] GrantError),
+    #[error("the authorization server's keys cannot be had: {0}")]
+    Keys(#[from] KeyError),
+}
+
+/// The principal a request's token speaks for, put into the request's extensions by the HTTP
+/// front for the MCP server to read.
+#[derive(Debug, Clone)]
+pub struct Authenticated(pub Principal);
+
+/// Why a request is refused, each with its HTTP answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No `Authorization: Bearer` header: 401 with a challenge naming the metadata.
+    NoToken,
+    /// A token in the URL: 400 `invalid_request`.
+    TokenInQuery,
+    /// The header is not `Bearer <token>`: 400 `invalid_request`.
+    MalformedHeader,
+    /// 401 `invalid_token`.
+    InvalidToken(TokenError),
+    /// The keys could not be fetched to check the token: 503, nothing runs.
+    Unverifiable(KeyError),
+    /// 403 `insufficient_scope`: `tool` needs one of `scopes`.
+    InsufficientScope { tool: String, scopes: Vec<String> },
+}
+
+impl Refusal {
+    pub fn status(&self) -> http::StatusCode {
+        match self {
+            Refusal::NoToken | Refusal::InvalidToken(_) => http::StatusCode::UNAUTHORIZED,
+            Refusal::TokenInQuery | Refusal::MalformedHeader => http::StatusCode::BAD_REQUEST,
+            Refusal::Unverifiable(_) => http::StatusCode::SERVICE_UNAVAILABLE,
+            Refusal::InsufficientScope { .. } => http::StatusCode::FORBIDDEN,
+        }
+    }
+
+    /// What the client is told (never the token).
+    pub fn message(&self) -> String {
+        match self {
+            Refusal::NoToken => {
+                "this server needs an OAuth access token: send Authorization: Bearer <token>"
+                    .into()
+            }
+            Refusal::TokenInQuery => "access tokens in the URL are refused: send the token in the Authorization header".into(),
+            Refusal::MalformedHeader => "the Authorization header is not `Bearer <token>`".into(),
+            Refusal::InvalidToken(error) => format!("invalid access token: {error}"),
+            Refusal::Unverifiable(error) => {
+                format!("the access token cannot be checked now ({error}); retry later")
+            }
+            Refusal::InsufficientScope { tool, scopes } => format!(
+                "the access token does not grant the tool {tool}: it needs the scope {}",
+                scopes.join(" or ")
+            ),
+        }
+    }
+}
+
+/// The media types an authorization server's metadata and key set come as.
+pub const AUTH_CONTENT_TYPES: [&str; 2] = ["application/json", "application/jwk-set+json"];
+
+/// The egress exit the key fetches go through: `allowlist`'s hosts and limits, answering in
+/// [`AUTH_CONTENT_TYPES`] only.
+pub fn egress_for(
+    allowlist: &toolgate_egress::EgressConfig,
+    trace: Arc<dyn toolgate_core::trace::TraceSink>,
+) -> Result<Arc<Egress>, toolgate_egress::ConfigError> {
+    let mut config = allowlist.clone();
+    config.content_types = AUTH_CONTENT_TYPES.map(String::from).to_vec();
+    Ok(Arc::new(Egress::new(
+        config,
+        Arc::new(toolgate_egress::SystemResolver),
+        trace,
+    )?))
+}
+
+/// Checks tokens for one served toolset.
+pub struct ResourceServer {
+    policy: TokenPolicy,
+    keys: KeyCache,
+    grants: Grants,
+    metadata_url: String,
+    metadata_paths: [String; 2],
+}
+
+impl ResourceServer {
+    /// Builds the checks of `config` for `toolset` (whose tools are `tools`) and fetches the
+    /// authorization server's keys through `egress`.
+    pub async fn start(
+        config: &AuthConfig,
+        toolset: &str,
+        tools: &[String],
+        egress: Arc<Egress>,
+    ) -> Result<ResourceServer, AuthError> {
+        let resource = url::Url::parse(&config.resource)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+            .ok_or_else(|| AuthError::Resource(config.resource.clone()))?;
+        let policy = TokenPolicy::new(
+            &config.issuer,
+            &config.resource,
+            &config.algorithms,
+            config.clock_skew_secs,
+            config.require_at_jwt,
+        )?;
+        let grants = Grants::new(&config.scopes, toolset, tools)?;
+        let keys = KeyCache::discover(
+            egress,
+            &config.issuer,
+            Duration::from_secs(config.jwks_min_refresh_secs),
+        )
+        .await?;
+        let (metadata_url, metadata_paths) = metadata_location(&resource);
+        Ok(ResourceServer {
+            policy,
+            keys,
+            grants,
+            metadata_url,
+            metadata_paths,
+        })
+    }
+
+    /// This server's resource URI.
+    pub fn resource(&self) -> &str {
+        self.policy.resource()
+    }
+
+    /// The paths the protected resource metadata is served at: the RFC 9728 location for the
+    /// resource's path, and the bare well-known path.
+    pub fn metadata_paths(&self) -> &[String; 2] {
+        &self.metadata_paths
+    }
+
+    /// The protected resource metadata document (RFC 9728).
+    pub fn metadata(&self) -> Value {
+        json!({
+            "resource": self.policy.resource(),
+            "authorization_servers": [self.policy.issuer()],
+            "scopes_supported": self.grants.scopes().collect::<Vec<_>>(),
+            "bearer_methods_supported": ["header"],
+            "resource_signing_alg_values_supported": [],
+            "resource_name": "toolgate MCP server",
+        })
+    }
+
+    /// The `WWW-Authenticate` value for `refusal` (RFC 6750 section 3, RFC 9728 section 5.1).
+    pub fn challenge(&self, refusal: &Refusal) -> String {
+        let all_scopes = self.grants.scopes().collect::<Vec<_>>().join(" ");
+        let base = format!("Bearer resource_metadata=\"{}\"", self.metadata_url);
+        let description = quoted(&refusal.message());
+        match refusal {
+            Refusal::NoToken => format!("{base}, scope=\"{all_scopes}\""),
+            Refusal::TokenInQuery | Refusal::MalformedHeader => {
+                format!("{base}, error=\"invalid_request\", error_description=\"{description}\"")
+            }
+            Refusal::InvalidToken(_) | Refusal::Unverifiable(_) => {
+                format!("{base}, error=\"invalid_token\", error_description=\"{description}\"")
+            }
+            Refusal::InsufficientScope { scopes, .. } => format!(
+                "{base}, error=\"insufficient_scope\", scope=\"{}\", error_description=\"{description}\"",
+                scopes.join(" ")
+            ),
+        }
+    }
+
+    /// The principal of a request with `headers` and `query`, or why it is refused.
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        query: Option<&str>,
+    ) -> Result<Principal, Refusal> {
+        if query.is_some_and(has_token_parameter) {
+            return Err(Refusal::TokenInQuery);
+        }
+        let token = bearer_token(headers)?;
+        let now = unix_now();
+        let keys = self.keys.current().await;
+        let verified = match token::verify(token, &keys, &self.policy, now) {
+            Err(error) if error.is_unknown_key() => match self.keys.refreshed().await {
+                Ok(Some(keys)) => token::verify(token, &keys, &self.policy, now),
+                Ok(None) => Err(error),
+                Err(fetch) => return Err(Refusal::Unverifiable(fetch)),
+            },
+            other => other,
+        }
+        .map_err(Refusal::InvalidToken)?;
+        Ok(self.principal_of(&verified))
+    }
+
+    /// `tool` unless `principal` may call it: then the refusal naming the scopes it needs. A
+    /// tool no scope grants is left to the dispatcher (it is not this server's).
+    pub fn check_tool(&self, principal: &Principal, tool: &str) -> Result<(), Refusal> {
+        if principal.in_catalogue(tool) || !self.grants.knows(tool) {
+            return Ok(());
+        }
+        Err(Refusal::InsufficientScope {
+            tool: tool.into(),
+            scopes: self
+                .grants
+                .scopes_granting(tool)
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+        })
+    }
+
+    fn principal_of(&self, token: &VerifiedToken) -> Principal {
+        let id = match (&token.subject, &token.client_id) {
+            (Some(subject), _) => subject.clone(),
+            (None, Some(client)) => format!("client:{client}"),
+            // `verify` refuses a token with neither.
+            (None, None) => String::new(),
+        };
+        let catalogue = self.grants.tools_for(&token.scopes);
+        Principal {
+            id,
+            tenant: self.policy.issuer().into(),
+            scopes: Arc::new(token.scopes.clone()),
+            catalogue: Some(Arc::new(catalogue)),
+        }
+    }
+}
+
+/// Where the metadata of `resource` is: its absolute URL (named in challenges) and the two
+/// paths served.
+fn metadata_location(resource: &url::Url) -> (String, [String; 2]) {
+    let bare = "/.well-known/oauth-protected-resource".to_string();
+    let path = resource.path().trim_end_matches('/');
+    let suffixed = format!("{bare}{path}");
+    let origin = resource.origin().ascii_serialization();
+    (format!("{origin}{suffixed}"), [suffixed, bare])
+}
+
+/// The token of an `Authorization: Bearer` header.
+fn bearer_token(headers: &HeaderMap) -> Result<&str, Refusal> {
+    let mut values = headers.get_all(AUTHORIZATION).iter();
+    let Some(value) = values.next() else {
+        return Err(Refusal::NoToken);
+    };
+    if values.next().is_some() {
+        return Err(Refusal::MalformedHeader);
+    }
+    let text = value.to_str().map_err(|_| Refusal::MalformedHeader)?;
+    let (scheme, token) = text.split_once(' ').ok_or(Refusal::MalformedHeader)?;
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
+        return Err(Refusal::MalformedHeader);
+    }
+    Ok(token)
+}
+
+fn has_token_parameter(query: &str) -> bool {
+    url::form_urlencoded::parse(query.as_bytes()).any(|(key, _)| key == "access_token")
+}
+
+/// `text` fit for a quoted-string: no quotes, backslashes or control characters.
+fn quoted(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '"' | '\\' => '\'',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect()
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn headers(values: &[&str]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for v in values {
+            map.append(AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn only_one_well_formed_bearer_header_yields_a_token() {
+        assert_eq!(bearer_token(&headers(&["Bearer abc.def.ghi"])), Ok("abc.def.ghi"));
+        assert_eq!(bearer_token(&headers(&["bearer abc"])), Ok("abc"));
+        assert_eq!(bearer_token(&headers(&[])), Err(Refusal::NoToken));
+        for bad in [&["Basic dXNlcjpwdw=="][..], &["Bearer"], &["Bearer "], &["Bearer a b"], &["Bearer a", "Bearer b"]] {
+            assert_eq!(bearer_token(&headers(bad)), Err(Refusal::MalformedHeader), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_token_in_the_query_string_is_noticed_however_it_is_encoded() {
+        for query in ["access_token=x", "a=1&access_token=", "access%5Ftoken=x"] {
+            assert!(has_token_parameter(query), "{query}");
+        }
+        for query in ["", "token=x", "a=access_token"] {
+            assert!(!has_token_parameter(query), "{query}");
+        }
+    }
+
+    #[test]
+    fn metadata_is_served_where_rfc_9728_puts_it_for_the_resource_path() {
+        let resource = url::Url::parse("https://mcp.example:8443/mcp").unwrap();
+        let (url, paths) = metadata_location(&resource);
+        assert_eq!(url, "https://mcp.example:8443/.well-known/oauth-protected-resource/mcp");
+        assert_eq!(
+            paths,
+            [
+                "/.well-known/oauth-protected-resource/mcp".to_string(),
+                "/.well-known/oauth-protected-resource".to_string()
+            ]
+        );
+    }
+
+    #[test]
+    fn challenge_text_cannot_break_out_of_its_quotes() {
+        assert_eq!(quoted("a \"b\" \\c\nd"), "a 'b' 'c d");
+    }
+}
