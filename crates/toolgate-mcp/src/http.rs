@@ -251,7 +251,10 @@ impl Front {
     async fn handle(&self, mut request: Request<Incoming>) -> Response<ResponseBody> {
         if let Some(auth) = &self.auth
             && request.method() == Method::GET
-            && auth.metadata_paths().iter().any(|p| p == request.uri().path())
+            && auth
+                .metadata_paths()
+                .iter()
+                .any(|p| p == request.uri().path())
         {
             return json_response(StatusCode::OK, &auth.metadata());
         }

@@ -195,15 +195,10 @@ impl McpServer {
         channel: ApprovalChannel,
         ct: CancelToken,
     ) -> CallRequest {
-        CallRequest::new(
-            principal,
-            &self.inner.run_id,
-            tool,
-            arguments,
-        )
-        .with_origin(Origin::Mcp)
-        .with_approval(channel)
-        .with_cancel(ct)
+        CallRequest::new(principal, &self.inner.run_id, tool, arguments)
+            .with_origin(Origin::Mcp)
+            .with_approval(channel)
+            .with_cancel(ct)
     }
 
     async fn dispatch(

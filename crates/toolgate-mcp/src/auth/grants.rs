@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Why the scope table is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GrantError {
-    #[error("scope {scope:?} grants {entry:?}, which is neither a tool of the served toolset nor its name ({toolset})")]
+    #[error(
+        "scope {scope:?} grants {entry:?}, which is neither a tool of the served toolset nor its name ({toolset})"
+    )]
     UnknownEntry {
         scope: String,
         entry: String,
@@ -126,7 +128,10 @@ mod tests {
             grants.tools_for(&set(&["notes:read"])),
             set(&["notes_get", "notes_search"])
         );
-        assert_eq!(grants.tools_for(&set(&["notes:all"])), set(&tools().iter().map(String::as_str).collect::<Vec<_>>()));
+        assert_eq!(
+            grants.tools_for(&set(&["notes:all"])),
+            set(&tools().iter().map(String::as_str).collect::<Vec<_>>())
+        );
         assert!(grants.tools_for(&set(&["other", "openid"])).is_empty());
         assert_eq!(grants.scopes_granting("notes_delete"), ["notes:all"]);
         assert_eq!(
@@ -146,7 +151,10 @@ mod tests {
                     toolset: "notes".into(),
                 },
             ),
-            (&[("notes:read", &[])], GrantError::Empty("notes:read".into())),
+            (
+                &[("notes:read", &[])],
+                GrantError::Empty("notes:read".into()),
+            ),
             (&[], GrantError::NoScopes),
         ];
         for (rows, expected) in cases {

@@ -1,6 +1,8 @@
 //! The authorization server's signing keys: its metadata (RFC 8414, or OpenID discovery) and
 //! JWKS, fetched through the egress exit, cached, and fetched again when a token names a key id
-//! the cache does not hold, at most once per [`KeyCache`]'s minimum interval.
+//! the cache does not hold (at most once per [`KeyCache`]'s minimum interval) and when the
+//! cached set is older than its maximum age, so that a key the server removed stops being
+//! trusted.
 //!
 //! Guarantees: only signature keys of a kind the token checks support are kept (a symmetric
 //! `oct` key, an encryption key or an unreadable entry is skipped, never guessed at); the
@@ -104,7 +106,9 @@ pub fn metadata_urls(issuer: &str) -> Vec<String> {
     if let Ok(url) = url::Url::parse(trimmed) {
         let path = url.path().trim_end_matches('/');
         let origin = url.origin().ascii_serialization();
-        urls.push(format!("{origin}/.well-known/oauth-authorization-server{path}"));
+        urls.push(format!(
+            "{origin}/.well-known/oauth-authorization-server{path}"
+        ));
     }
     urls.push(format!("{trimmed}/.well-known/openid-configuration"));
     urls
@@ -115,6 +119,7 @@ pub struct KeyCache {
     egress: Arc<Egress>,
     jwks_uri: String,
     min_refresh: Duration,
+    max_age: Duration,
     state: Mutex<State>,
 }
 
@@ -130,6 +135,7 @@ impl KeyCache {
         egress: Arc<Egress>,
         issuer: &str,
         min_refresh: Duration,
+        max_age: Duration,
     ) -> Result<KeyCache, KeyError> {
         let mut last = None;
         let mut metadata = None;
@@ -166,6 +172,7 @@ impl KeyCache {
             egress,
             jwks_uri,
             min_refresh,
+            max_age,
             state: Mutex::new(State {
                 keys: Arc::new(keys),
                 fetched_at: Instant::now(),
@@ -177,9 +184,14 @@ impl KeyCache {
         &self.jwks_uri
     }
 
-    /// The keys held now.
-    pub async fn current(&self) -> Arc<Vec<PublicKey>> {
-        Arc::clone(&self.state.lock().await.keys)
+    /// The keys held now, fetched again first when they are older than the maximum age.
+    pub async fn current(&self) -> Result<Arc<Vec<PublicKey>>, KeyError> {
+        let mut state = self.state.lock().await;
+        if state.fetched_at.elapsed() >= self.max_age {
+            state.fetched_at = Instant::now();
+            state.keys = Arc::new(fetch_keys(&self.egress, &self.jwks_uri).await?);
+        }
+        Ok(Arc::clone(&state.keys))
     }
 
     /// The keys after fetching them again, if the last fetch is older than the minimum

@@ -53,6 +53,10 @@ pub struct AuthConfig {
     /// in seconds. Default 30.
     #[serde(default = "default_refresh")]
     pub jwks_min_refresh_secs: u64,
+    /// The longest the key set is used before it is fetched again (so that a removed key stops
+    /// being trusted), in seconds. Default 300.
+    #[serde(default = "default_max_age")]
+    pub jwks_max_age_secs: u64,
     /// Scope name to the tools it grants: tool names, or the served toolset's name for all
     /// of them.
     pub scopes: BTreeMap<String, Vec<String>>,
@@ -69,6 +73,7 @@ impl AuthConfig {
             clock_skew_secs: default_skew(),
             require_at_jwt: default_true(),
             jwks_min_refresh_secs: default_refresh(),
+            jwks_max_age_secs: default_max_age(),
             scopes,
         }
     }
@@ -85,6 +90,9 @@ fn default_true() -> bool {
 }
 fn default_refresh() -> u64 {
     30
+}
+fn default_max_age() -> u64 {
+    300
 }
 
 /// Why the resource server cannot start.
@@ -136,10 +144,12 @@ impl Refusal {
     pub fn message(&self) -> String {
         match self {
             Refusal::NoToken => {
-                "this server needs an OAuth access token: send Authorization: Bearer <token>"
+                "this server needs an OAuth access token: send Authorization: Bearer <token>".into()
+            }
+            Refusal::TokenInQuery => {
+                "access tokens in the URL are refused: send the token in the Authorization header"
                     .into()
             }
-            Refusal::TokenInQuery => "access tokens in the URL are refused: send the token in the Authorization header".into(),
             Refusal::MalformedHeader => "the Authorization header is not `Bearer <token>`".into(),
             Refusal::InvalidToken(error) => format!("invalid access token: {error}"),
             Refusal::Unverifiable(error) => {
@@ -205,6 +215,7 @@ impl ResourceServer {
             egress,
             &config.issuer,
             Duration::from_secs(config.jwks_min_refresh_secs),
+            Duration::from_secs(config.jwks_max_age_secs),
         )
         .await?;
         let (metadata_url, metadata_paths) = metadata_location(&resource);
@@ -271,7 +282,7 @@ impl ResourceServer {
         }
         let token = bearer_token(headers)?;
         let now = unix_now();
-        let keys = self.keys.current().await;
+        let keys = self.keys.current().await.map_err(Refusal::Unverifiable)?;
         let verified = match token::verify(token, &keys, &self.policy, now) {
             Err(error) if error.is_unknown_key() => match self.keys.refreshed().await {
                 Ok(Some(keys)) => token::verify(token, &keys, &self.policy, now),
@@ -382,11 +393,24 @@ mod tests {
 
     #[test]
     fn only_one_well_formed_bearer_header_yields_a_token() {
-        assert_eq!(bearer_token(&headers(&["Bearer abc.def.ghi"])), Ok("abc.def.ghi"));
+        assert_eq!(
+            bearer_token(&headers(&["Bearer abc.def.ghi"])),
+            Ok("abc.def.ghi")
+        );
         assert_eq!(bearer_token(&headers(&["bearer abc"])), Ok("abc"));
         assert_eq!(bearer_token(&headers(&[])), Err(Refusal::NoToken));
-        for bad in [&["Basic dXNlcjpwdw=="][..], &["Bearer"], &["Bearer "], &["Bearer a b"], &["Bearer a", "Bearer b"]] {
-            assert_eq!(bearer_token(&headers(bad)), Err(Refusal::MalformedHeader), "{bad:?}");
+        for bad in [
+            &["Basic dXNlcjpwdw=="][..],
+            &["Bearer"],
+            &["Bearer "],
+            &["Bearer a b"],
+            &["Bearer a", "Bearer b"],
+        ] {
+            assert_eq!(
+                bearer_token(&headers(bad)),
+                Err(Refusal::MalformedHeader),
+                "{bad:?}"
+            );
         }
     }
 
@@ -404,7 +428,10 @@ mod tests {
     fn metadata_is_served_where_rfc_9728_puts_it_for_the_resource_path() {
         let resource = url::Url::parse("https://mcp.example:8443/mcp").unwrap();
         let (url, paths) = metadata_location(&resource);
-        assert_eq!(url, "https://mcp.example:8443/.well-known/oauth-protected-resource/mcp");
+        assert_eq!(
+            url,
+            "https://mcp.example:8443/.well-known/oauth-protected-resource/mcp"
+        );
         assert_eq!(
             paths,
             [

@@ -30,9 +30,13 @@ pub struct TokenPolicy {
 /// Why a policy cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyError {
-    #[error("unknown signing algorithm {0:?}: use RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384 or EdDSA")]
+    #[error(
+        "unknown signing algorithm {0:?}: use RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384 or EdDSA"
+    )]
     UnknownAlgorithm(String),
-    #[error("signing algorithm {0} is refused: only asymmetric algorithms can be checked against an authorization server's public keys")]
+    #[error(
+        "signing algorithm {0} is refused: only asymmetric algorithms can be checked against an authorization server's public keys"
+    )]
     SymmetricAlgorithm(String),
     #[error("no signing algorithm is accepted: list at least one")]
     NoAlgorithm,
@@ -147,7 +151,9 @@ fn raw_header(token: &str) -> Result<RawHeader, TokenError> {
     let (Some(header), Some(_), Some(_), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err(TokenError::Malformed("not three dot-separated parts".into()));
+        return Err(TokenError::Malformed(
+            "not three dot-separated parts".into(),
+        ));
     };
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(header)
@@ -195,9 +201,8 @@ fn pick_key<'a>(
     kid: Option<&str>,
     algorithm: Algorithm,
 ) -> Option<&'a PublicKey> {
-    let fits = |k: &&PublicKey| {
-        k.family == algorithm.family() && k.alg.is_none_or(|alg| alg == algorithm)
-    };
+    let fits =
+        |k: &&PublicKey| k.family == algorithm.family() && k.alg.is_none_or(|alg| alg == algorithm);
     match kid {
         Some(kid) => keys
             .iter()
@@ -425,11 +430,7 @@ mod tests {
                 with("iss", json!(format!("{ISSUER}/"))),
                 TokenError::WrongIssuer(Some(format!("{ISSUER}/"))),
             ),
-            (
-                "no issuer",
-                without("iss"),
-                TokenError::WrongIssuer(None),
-            ),
+            ("no issuer", without("iss"), TokenError::WrongIssuer(None)),
             (
                 "another audience",
                 with("aud", json!("https://other.example/mcp")),
@@ -440,7 +441,11 @@ mod tests {
                 with("aud", json!(["https://a.example", "https://b.example"])),
                 TokenError::WrongAudience(r#"["https://a.example","https://b.example"]"#.into()),
             ),
-            ("no audience", without("aud"), TokenError::WrongAudience("null".into())),
+            (
+                "no audience",
+                without("aud"),
+                TokenError::WrongAudience("null".into()),
+            ),
             ("no expiry", without("exp"), TokenError::NoExpiry),
             (
                 "expired beyond the skew",

@@ -143,9 +143,8 @@ fn auth_config(
     configured: Option<&AuthConfig>,
     args: &ServeArgs,
 ) -> Result<Option<AuthConfig>, CommandError> {
-    let flagged = args.auth_issuer.is_some()
-        || args.auth_resource.is_some()
-        || !args.auth_scope.is_empty();
+    let flagged =
+        args.auth_issuer.is_some() || args.auth_resource.is_some() || !args.auth_scope.is_empty();
     if configured.is_none() && !flagged {
         return Ok(None);
     }

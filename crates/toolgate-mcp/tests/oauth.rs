@@ -1,0 +1,559 @@
+//! The HTTP server as an OAuth 2.1 resource server, against a real authorization server on
+//! 127.0.0.1 (npm oidc-provider, started by `support/oidc.rs`): tokens it issues, and tokens
+//! the tests forge with its own signing key (so that only the one claim under test is wrong).
+//! Each test is named after what it prevents; a refused request must also leave no trace of a
+//! call, and no token may appear in the trace the server wrote.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/oidc.rs"]
+mod oidc;
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use oidc::{AuthServer, TestKey};
+use serde_json::{Value, json};
+use toolgate_core::Principal;
+use toolgate_core::trace::JsonlTrace;
+use toolgate_egress::{AllowEntry, EgressConfig};
+use toolgate_mcp::auth::{AuthConfig, ResourceServer, egress_for};
+use toolgate_mcp::http::{Access, serve_http_with};
+use toolgate_mcp::{HttpLimits, McpServer};
+use toolgate_wiring::{ExitsConfig, Seat, Store, StoreKind, ToolsetName};
+
+const OTHER_RESOURCE: &str = "http://127.0.0.1:1/mcp";
+
+struct Env {
+    auth: AuthServer,
+    url: String,
+    resource: String,
+    keys: Vec<TestKey>,
+    trace: std::path::PathBuf,
+    http: reqwest::Client,
+    _stop: tokio::sync::oneshot::Sender<()>,
+    _dir: tempfile::TempDir,
+}
+
+/// A notes server whose `notes:read` scope grants searching and reading, `notes:write` the
+/// whole toolset; the authorization server signs with `keys[0]`.
+async fn start(keys: Vec<TestKey>, max_age_secs: u64) -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let resource = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let auth = AuthServer::start(
+        &[&resource, OTHER_RESOURCE],
+        &["notes:read", "notes:write"],
+        &keys[..1],
+        300,
+    );
+    let issuer = auth.issuer();
+    let as_port = url::Url::parse(&issuer).unwrap().port().unwrap();
+
+    let trace_path = dir.path().join("trace.jsonl");
+    let trace: Arc<dyn toolgate_core::trace::TraceSink> =
+        Arc::new(JsonlTrace::create(&trace_path).unwrap());
+    let store = Store::open_or_init(StoreKind::Notes, &dir.path().join("notes.sqlite")).unwrap();
+    let seat = Seat::new(Principal::local("local-user", &[])).with_trace(Arc::clone(&trace));
+    let exits = ExitsConfig::new(EgressConfig::default(), None);
+    let ready = toolgate_wiring::dispatcher(ToolsetName::Notes, &store, &exits, seat).unwrap();
+    let server = McpServer::new(ready, "mcp-oauth-test");
+    let tools: Vec<String> = server.tools().iter().map(|t| t.name.to_string()).collect();
+
+    let mut scopes = BTreeMap::new();
+    scopes.insert(
+        "notes:read".to_string(),
+        vec!["notes_search".to_string(), "notes_get".to_string()],
+    );
+    scopes.insert("notes:write".to_string(), vec!["notes".to_string()]);
+    let mut config = AuthConfig::new(&issuer, &resource, scopes);
+    config.clock_skew_secs = 5;
+    config.jwks_min_refresh_secs = 0;
+    config.jwks_max_age_secs = max_age_secs;
+    // The authorization server is on this machine: allowed explicitly, as a test.
+    let allowlist = EgressConfig {
+        allow: vec![AllowEntry {
+            host: "127.0.0.1".into(),
+            schemes: vec!["http".into()],
+            ports: Some(vec![as_port]),
+            allow_private: true,
+        }],
+        ..EgressConfig::default()
+    };
+    let egress = egress_for(&allowlist, Arc::clone(&trace)).unwrap();
+    let resource_server = ResourceServer::start(&config, "notes", &tools, egress)
+        .await
+        .unwrap();
+
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(serve_http_with(
+        server,
+        listener,
+        HttpLimits::default(),
+        Access::OAuth(Arc::new(resource_server)),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    Env {
+        auth,
+        url: resource.clone(),
+        resource,
+        keys,
+        trace: trace_path,
+        http: support::http(),
+        _stop: stop,
+        _dir: dir,
+    }
+}
+
+impl Env {
+    async fn token(&self, client: &str, scope: &str) -> String {
+        let secret = format!("secret-{}", client.trim_start_matches("client-"));
+        self.auth
+            .token(client, &secret, &self.resource, scope)
+            .await
+    }
+
+    /// A token signed with `key` whose claims are good ones with `change` applied.
+    fn forged(&self, key: &TestKey, change: impl FnOnce(&mut Value)) -> String {
+        let now = unix_now();
+        let mut claims = json!({
+            "iss": self.auth.issuer(), "aud": self.resource, "sub": "mallory",
+            "client_id": "client-a", "scope": "notes:read notes:write",
+            "iat": now, "exp": now + 300,
+        });
+        change(&mut claims);
+        let mut header = Header::new(Algorithm::RS256);
+        header.typ = Some("at+jwt".into());
+        header.kid = Some(key.kid.clone());
+        let signing = EncodingKey::from_rsa_pem(key.private_pem.as_bytes()).unwrap();
+        jsonwebtoken::encode(&header, &claims, &signing).unwrap()
+    }
+
+    /// A 2026-07-28 `tools/call` with `token` (none when `None`): status, the
+    /// `WWW-Authenticate` header and the JSON-RPC message.
+    async fn call(
+        &self,
+        token: Option<&str>,
+        tool: &str,
+        arguments: Value,
+        extra: Value,
+    ) -> (u16, String, Value) {
+        let message = support::tools_call(1, tool, arguments, extra);
+        let mut request = support::post(
+            &self.http,
+            &self.url,
+            "tools/call",
+            Some(tool),
+            message.to_string(),
+        );
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let challenge = response
+            .headers()
+            .get("www-authenticate")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default();
+        let body = response.text().await.unwrap();
+        (status, challenge, support::message_of(&body))
+    }
+
+    async fn list_tools(&self, token: &str) -> Vec<String> {
+        let message = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+                             "params": {"_meta": support::modern_meta(false)}});
+        let response = support::post(
+            &self.http,
+            &self.url,
+            "tools/list",
+            None,
+            message.to_string(),
+        )
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(response.status(), 200);
+        let message = support::message_of(&response.text().await.unwrap());
+        message["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// Whether a note titled `title` exists, asked with a good token.
+    async fn has_note(&self, title: &str) -> bool {
+        let token = self.token("client-a", "notes:read").await;
+        let (status, _, message) = self
+            .call(
+                Some(&token),
+                "notes_search",
+                json!({"query": title}),
+                json!({}),
+            )
+            .await;
+        assert_eq!(status, 200, "{message}");
+        // The result echoes the query; a found note shows as its title field.
+        message["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("\"title\":{}", json!(title)))
+    }
+
+    fn trace_text(&self) -> String {
+        std::fs::read_to_string(&self.trace).unwrap()
+    }
+
+    fn assert_no_token_written(&self, tokens: &[&str]) {
+        let trace = self.trace_text();
+        for token in tokens {
+            // A token's signature alone identifies it.
+            let signature = token.rsplit('.').next().unwrap();
+            assert!(
+                signature.is_empty() || !trace.contains(signature),
+                "a token is in the trace"
+            );
+            assert!(!trace.contains(token), "a token is in the trace");
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn create(title: &str) -> Value {
+    json!({"title": title, "body": "written under OAuth"})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_a_token_is_told_where_the_metadata_is_and_runs_nothing() {
+    let env = start(TestKey::generate_many(&["k1"]), 300).await;
+    let (status, challenge, _) = env
+        .call(None, "notes_create", create("no token"), json!({}))
+        .await;
+    assert_eq!(status, 401);
+    assert!(challenge.starts_with("Bearer "), "{challenge}");
+    assert!(
+        challenge.contains("scope=\"notes:read notes:write\""),
+        "{challenge}"
+    );
+    let metadata_url = challenge
+        .split("resource_metadata=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_string();
+    let origin = env.url.trim_end_matches("/mcp");
+    assert_eq!(
+        metadata_url,
+        format!("{origin}/.well-known/oauth-protected-resource/mcp")
+    );
+    for url in [
+        metadata_url.clone(),
+        format!("{origin}/.well-known/oauth-protected-resource"),
+    ] {
+        let metadata: Value = env
+            .http
+            .get(&url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(metadata["resource"], env.resource, "{url}");
+        assert_eq!(
+            metadata["authorization_servers"],
+            json!([env.auth.issuer()])
+        );
+        assert_eq!(
+            metadata["scopes_supported"],
+            json!(["notes:read", "notes:write"])
+        );
+        assert_eq!(metadata["bearer_methods_supported"], json!(["header"]));
+    }
+    assert!(!env.has_note("no token").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_good_token_runs_the_call_as_its_own_principal() {
+    let env = start(TestKey::generate_many(&["k1"]), 300).await;
+    let token = env.token("client-a", "notes:read notes:write").await;
+    let (status, _, message) = env
+        .call(
+            Some(&token),
+            "notes_create",
+            create("good token"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{message}");
+    assert_eq!(message["result"]["isError"], false, "{message}");
+    assert!(env.has_note("good token").await);
+    let trace = env.trace_text();
+    assert!(
+        trace.contains("\"client-a\""),
+        "the call ran as the token's subject"
+    );
+    env.assert_no_token_written(&[&token]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_that_are_not_for_us_or_not_genuine_run_nothing() {
+    let keys = TestKey::generate_many(&["k1", "k9"]);
+    let env = start(keys.clone(), 300).await;
+    let (ours, stranger) = (&keys[0], &keys[1]);
+    let now = unix_now();
+    let genuine = env.token("client-a", "notes:read notes:write").await;
+    let for_another_resource = env
+        .auth
+        .token("client-a", "secret-a", OTHER_RESOURCE, "notes:write")
+        .await;
+    let tampered = {
+        // The payload changed (another subject), the signature kept.
+        let parts: Vec<&str> = genuine.split('.').collect();
+        let (_, mut claims) = oidc::decode_unverified(&genuine);
+        claims["sub"] = json!("mallory");
+        let payload = base64_url(claims.to_string().as_bytes());
+        format!("{}.{payload}.{}", parts[0], parts[2])
+    };
+    let alg_none = format!(
+        "{}.{}.",
+        base64_url(br#"{"alg":"none","typ":"at+jwt"}"#),
+        base64_url(oidc::decode_unverified(&genuine).1.to_string().as_bytes())
+    );
+    let hmac_with_public_key = {
+        let mut header = Header::new(Algorithm::HS256);
+        header.typ = Some("at+jwt".into());
+        header.kid = Some(ours.kid.clone());
+        let (_, claims) = oidc::decode_unverified(&genuine);
+        let secret = ours.public_jwk.to_string();
+        jsonwebtoken::encode(
+            &header,
+            &claims,
+            &EncodingKey::from_secret(secret.as_bytes()).unwrap(),
+        )
+        .unwrap()
+    };
+    let cases = [
+        ("a token for another resource", for_another_resource),
+        (
+            "an expired token",
+            env.forged(ours, |c| c["exp"] = json!(now - 60)),
+        ),
+        (
+            "a token not valid yet",
+            env.forged(ours, |c| c["nbf"] = json!(now + 120)),
+        ),
+        (
+            "a token from another issuer",
+            env.forged(ours, |c| c["iss"] = json!("http://127.0.0.1:2")),
+        ),
+        ("a tampered token", tampered),
+        ("an unsigned token (alg none)", alg_none),
+        (
+            "a token HMAC-signed with the public key",
+            hmac_with_public_key,
+        ),
+        (
+            "a token whose audience array lacks us",
+            env.forged(ours, |c| c["aud"] = json!([OTHER_RESOURCE, "urn:other"])),
+        ),
+        (
+            "a token signed with a key the server never had",
+            env.forged(stranger, |_| {}),
+        ),
+    ];
+    for (what, token) in &cases {
+        let title = format!("forged {what}");
+        let (status, challenge, message) = env
+            .call(Some(token), "notes_create", create(&title), json!({}))
+            .await;
+        assert_eq!(status, 401, "{what}: {message}");
+        assert!(
+            challenge.contains("error=\"invalid_token\""),
+            "{what}: {challenge}"
+        );
+        assert!(!env.has_note(&title).await, "{what} ran the tool");
+    }
+    // A token in the URL is refused even when it is genuine.
+    let response = support::post(
+        &env.http,
+        &format!("{}?access_token={genuine}", env.url),
+        "tools/call",
+        Some("notes_create"),
+        support::tools_call(1, "notes_create", create("query token"), json!({})).to_string(),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 400);
+    assert!(!env.has_note("query token").await);
+    let all: Vec<&str> = cases
+        .iter()
+        .map(|(_, t)| t.as_str())
+        .chain([genuine.as_str()])
+        .collect();
+    env.assert_no_token_written(&all);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_without_the_scope_neither_sees_nor_calls_the_tool() {
+    let env = start(TestKey::generate_many(&["k1"]), 300).await;
+    let reader = env.token("client-a", "notes:read").await;
+    let listed = env.list_tools(&reader).await;
+    assert_eq!(listed, ["notes_get", "notes_search"]);
+    let (status, challenge, message) = env
+        .call(
+            Some(&reader),
+            "notes_create",
+            create("reader wrote"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 403, "{message}");
+    assert!(
+        challenge.contains("error=\"insufficient_scope\""),
+        "{challenge}"
+    );
+    assert!(challenge.contains("scope=\"notes:write\""), "{challenge}");
+    assert!(!env.has_note("reader wrote").await);
+    let writer = env.token("client-a", "notes:write").await;
+    assert!(
+        env.list_tools(&writer)
+            .await
+            .contains(&"notes_create".to_string())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_key_is_trusted_after_one_refetch_and_a_removed_one_is_not() {
+    let keys = TestKey::generate_many(&["old", "new"]);
+    let env = start(keys.clone(), 2).await;
+    let (old, new) = (&env.keys[0], &env.keys[1]);
+    env.auth.rotate(&[new.clone(), old.clone()]).await;
+    let signed_by_new = env.token("client-a", "notes:write").await;
+    assert_eq!(oidc::decode_unverified(&signed_by_new).0["kid"], "new");
+    // The egress exit records every fetch in the trace.
+    let jwks_fetches = || {
+        let uri = env.auth.jwks_uri();
+        env.trace_text()
+            .lines()
+            .filter(|l| l.contains(&uri))
+            .count()
+    };
+    let before = jwks_fetches();
+    let (status, _, message) = env
+        .call(
+            Some(&signed_by_new),
+            "notes_create",
+            create("after rotation"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{message}");
+    assert_eq!(
+        jwks_fetches(),
+        before + 1,
+        "one refetch for the unknown key id"
+    );
+    env.auth.rotate(std::slice::from_ref(new)).await;
+    // Past the key set's maximum age the server fetches it again and drops the old key.
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let signed_by_old = env.forged(old, |_| {});
+    let (status, challenge, _) = env
+        .call(
+            Some(&signed_by_old),
+            "notes_create",
+            create("old key"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 401, "{challenge}");
+    assert!(!env.has_note("old key").await);
+    drop(keys);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn principals_never_share_effects_or_approvals() {
+    let env = start(TestKey::generate_many(&["k1"]), 300).await;
+    let alice = env.token("client-a", "notes:write").await;
+    let bob = env.token("client-b", "notes:write").await;
+    // The same write by each is two effects, not one replayed receipt.
+    for token in [&alice, &bob] {
+        let (status, _, message) = env
+            .call(Some(token), "notes_create", create("same write"), json!({}))
+            .await;
+        assert_eq!(status, 200, "{message}");
+        assert!(
+            message["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("same write")
+        );
+    }
+    let trace = env.trace_text();
+    let keys: std::collections::BTreeSet<String> = trace
+        .lines()
+        .filter(|l| l.contains("notes_create") && l.contains("\"ok\""))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|r| r["idempotency_key"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        keys.len(),
+        2,
+        "two principals, two effect identities: {keys:?}"
+    );
+
+    // Alice's delete asks for approval; Bob cannot answer it.
+    let (_, _, asked) = env
+        .call(
+            Some(&alice),
+            "notes_delete",
+            json!({"note_id": 1}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let ticket = asked["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let answer = json!({
+        "requestState": ticket,
+        "inputResponses": {"approval": {"action": "accept", "content": {"approve": true}}}
+    });
+    let (status, _, by_bob) = env
+        .call(
+            Some(&bob),
+            "notes_delete",
+            json!({"note_id": 1}),
+            answer.clone(),
+        )
+        .await;
+    assert_eq!(status, 200, "{by_bob}");
+    assert_ne!(
+        by_bob["result"]["isError"], false,
+        "Bob's answer ran Alice's delete: {by_bob}"
+    );
+    let (_, _, by_alice) = env
+        .call(Some(&alice), "notes_delete", json!({"note_id": 1}), answer)
+        .await;
+    assert_eq!(by_alice["result"]["isError"], false, "{by_alice}");
+    env.assert_no_token_written(&[&alice, &bob]);
+}
+
+fn base64_url(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
