@@ -8,6 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "../../toolgate-mcp/tests/support/oidc.rs"]
+mod oidc;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -27,13 +29,15 @@ enum Target<'a> {
     Stdio(&'a str),
     /// A running `toolgate serve --http` at this URL.
     Http(&'a str),
+    /// A running `toolgate serve --http` at this URL that needs this bearer token.
+    Authorized(&'a str, &'a str),
 }
 
 /// One Inspector run: `method` (with `extra` options) against `target`; the parsed `result`.
 fn inspect(dir: &Path, era: &str, target: Target, method: &str, extra: &[&str]) -> Value {
     let label = match target {
         Target::Stdio(toolset) => toolset.to_string(),
-        Target::Http(_) => "http".to_string(),
+        Target::Http(_) | Target::Authorized(..) => "http".to_string(),
     };
     let tag = format!("{era}-{label}-{}", method.replace('/', "_"));
     let out_path = dir.join(format!("{tag}.out"));
@@ -57,6 +61,11 @@ fn inspect(dir: &Path, era: &str, target: Target, method: &str, extra: &[&str]) 
         }
         Target::Http(url) => {
             command.args(["--server-url", url, "--transport", "http"]);
+        }
+        Target::Authorized(url, token) => {
+            command
+                .args(["--server-url", url, "--transport", "http"])
+                .args(["--header", &format!("Authorization: Bearer {token}")]);
         }
     }
     let mut child = command
@@ -158,15 +167,14 @@ fn inspector_lists_and_calls_books_in_both_eras() {
 
 /// `toolgate serve --http 127.0.0.1:0 --toolset TOOLSET` and the URL it says it listens at.
 fn serve_http(dir: &Path, toolset: &str) -> (Child, String) {
+    serve_http_at(dir, toolset, "127.0.0.1:0", &[])
+}
+
+/// `toolgate serve --http ADDRESS --toolset TOOLSET EXTRA...` and the URL it listens at.
+fn serve_http_at(dir: &Path, toolset: &str, address: &str, extra: &[&str]) -> (Child, String) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args([
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--toolset",
-            toolset,
-            "--db",
-        ])
+        .args(extra)
+        .args(["serve", "--http", address, "--toolset", toolset, "--db"])
         .arg(dir.join(format!("{toolset}.sqlite")))
         .current_dir(dir)
         .env_remove("XDG_DATA_HOME")
@@ -225,6 +233,59 @@ fn inspector_over_http_lists_and_calls_books_and_notes_in_both_eras() {
     }
     stop(books);
     stop(notes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspector_with_a_bearer_token_lists_and_calls_notes_in_both_eras() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let keys = oidc::TestKey::generate_many(&["k1"]);
+    let auth = oidc::AuthServer::start(&[&resource], &["notes:all"], &keys, 300);
+    let issuer = auth.issuer();
+    let as_port = issuer.rsplit(':').next().unwrap();
+    let config = dir.path().join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[egress.allow]]\nhost = \"127.0.0.1\"\nschemes = [\"http\"]\nports = [{as_port}]\n\
+             allow_private = true\n\n[serve.auth]\nissuer = \"{issuer}\"\nresource = \"{resource}\"\n\
+             [serve.auth.scopes]\n\"notes:all\" = [\"notes\"]\n"
+        ),
+    )
+    .unwrap();
+    let (server, url) = serve_http_at(
+        dir.path(),
+        "notes",
+        &format!("127.0.0.1:{port}"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let token = auth
+        .token("client-a", "secret-a", &resource, "notes:all")
+        .await;
+    let checks = {
+        let (dir, url, token) = (dir.path().to_path_buf(), url.clone(), token.clone());
+        tokio::task::spawn_blocking(move || {
+            for era in ERAS {
+                check_notes(&dir, era, Target::Authorized(&url, &token));
+            }
+        })
+    };
+    checks.await.unwrap();
+    stop(server);
+    // Nothing the server or the Inspector wrote holds the token.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).to_string();
+            assert!(!text.contains(&token), "{} holds the token", path.display());
+        }
+    }
 }
 
 /// The notes checks of one era against one target: the list, a write, and a search and a get

@@ -72,7 +72,15 @@ pub fn provider_script() -> PathBuf {
         node_dir().join("node_modules/oidc-provider/package.json"),
         "oidc-provider (npm)",
     );
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oauth/provider.mjs")
+    // Found from this file's own path (relative to the workspace root, two levels above any
+    // crate), so that other crates' tests can include this module too.
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(file!());
+    here.parent()
+        .and_then(Path::parent)
+        .expect("support/oidc.rs lives in a tests folder")
+        .join("oauth/provider.mjs")
 }
 
 /// An RSA 2048 signing key made for one test (by Node's crypto, no network).
