@@ -255,3 +255,93 @@ fn eval_refuses_bad_settings_before_loading_a_model() {
         assert!(!out_dir.exists(), "{args:?} made the output folder");
     }
 }
+
+#[test]
+fn serving_http_beyond_this_machine_without_authorization_is_refused_unless_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("notes.sqlite");
+    let db = db.to_str().unwrap();
+    let public = toolgate(
+        &[
+            "serve",
+            "--http",
+            "0.0.0.0:0",
+            "--toolset",
+            "notes",
+            "--db",
+            db,
+        ],
+        dir.path(),
+    );
+    assert!(!public.status.success());
+    let said = text(&public.stderr);
+    assert!(
+        said.contains("loopback")
+            && said.contains("--insecure-no-auth")
+            && said.contains("[serve.auth]"),
+        "{said}"
+    );
+
+    let config = dir.path().join("toolgate.toml");
+    std::fs::write(
+        &config,
+        "[serve.auth]\nissuer = \"https://as.example\"\nresource = \"https://mcp.example/mcp\"\n\
+         [serve.auth.scopes]\n\"notes:all\" = [\"notes\"]\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let both = toolgate(
+        &[
+            "--config",
+            config,
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--insecure-no-auth",
+            "--db",
+            db,
+        ],
+        dir.path(),
+    );
+    assert!(!both.status.success());
+    assert!(
+        text(&both.stderr).contains("contradicts"),
+        "{}",
+        text(&both.stderr)
+    );
+
+    // An authorization server off the egress allowlist is never asked: the server does not
+    // start, and says why.
+    let unlisted = toolgate(
+        &[
+            "--config",
+            config,
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--db",
+            db,
+        ],
+        dir.path(),
+    );
+    assert!(!unlisted.status.success());
+    let said = text(&unlisted.stderr);
+    assert!(
+        said.contains("as.example") && said.contains("keys cannot be had"),
+        "{said}"
+    );
+
+    let flags_without_http = toolgate(
+        &[
+            "serve",
+            "--stdio",
+            "--auth-issuer",
+            "https://as.example",
+            "--db",
+            db,
+        ],
+        dir.path(),
+    );
+    assert!(!flags_without_http.status.success());
+    assert!(text(&flags_without_http.stderr).contains("--http only"));
+}
