@@ -553,6 +553,41 @@ async fn principals_never_share_effects_or_approvals() {
     env.assert_no_token_written(&[&alice, &bob]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_the_keys_cannot_be_fetched_no_token_is_accepted() {
+    let mut env = start(TestKey::generate_many(&["k1"]), 1).await;
+    let token = env.token("client-a", "notes:write").await;
+    let (status, _, message) = env
+        .call(
+            Some(&token),
+            "notes_create",
+            create("before the outage"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{message}");
+    env.auth.stop();
+    // Past the key set's maximum age the keys must be fetched again, and cannot be.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (status, challenge, message) = env
+        .call(
+            Some(&token),
+            "notes_create",
+            create("during the outage"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 503, "{message}");
+    assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+    let text = message["error"]["message"].as_str().unwrap();
+    assert!(text.contains("cannot be checked now"), "{text}");
+    let trace = env.trace_text();
+    assert!(
+        !trace.contains("during the outage"),
+        "the call ran during the outage"
+    );
+}
+
 fn base64_url(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)

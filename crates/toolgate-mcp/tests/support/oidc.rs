@@ -356,11 +356,18 @@ impl AuthServer {
     }
 }
 
-impl Drop for AuthServer {
-    fn drop(&mut self) {
+impl AuthServer {
+    /// Stops the authorization server now (as if it went down); dropping it does too.
+    pub fn stop(&mut self) {
         self.stdin.take();
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for AuthServer {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
