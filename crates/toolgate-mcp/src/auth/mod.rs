@@ -281,7 +281,7 @@ impl ResourceServer {
             return Err(Refusal::TokenInQuery);
         }
         let token = bearer_token(headers)?;
-        let now = unix_now();
+        let now = toolgate_core::clock::unix_secs(std::time::SystemTime::now());
         let keys = self.keys.current().await.map_err(Refusal::Unverifiable)?;
         let verified = match token::verify(token, &keys, &self.policy, now) {
             Err(error) if error.is_unknown_key() => match self.keys.refreshed().await {
@@ -370,12 +370,6 @@ fn quoted(text: &str) -> String {
             c => c,
         })
         .collect()
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]

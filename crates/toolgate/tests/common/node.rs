@@ -15,11 +15,13 @@ pub fn node_dir() -> PathBuf {
     Path::new(&home).join(".cache/toolgate/node")
 }
 
-fn installed(path: PathBuf, what: &str) -> PathBuf {
+/// `path`, which must exist: else a failure naming what is missing and the script.
+pub fn installed(path: PathBuf, what: &str) -> PathBuf {
     assert!(
         path.exists(),
         "{what} is not installed at {}: run scripts/setup.sh (it installs Node 22, the MCP \
-         Inspector and the conformance suite there; set TOOLGATE_NODE_DIR to use another folder)",
+         Inspector, the conformance suite and oidc-provider there; set TOOLGATE_NODE_DIR to use \
+         another folder)",
         path.display()
     );
     path
