@@ -8,6 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+// It loads `common/node.rs` too, for its own tests' sake: the same finder twice, on purpose.
+#[allow(clippy::duplicate_mod)]
 #[path = "../../toolgate-mcp/tests/support/oidc.rs"]
 mod oidc;
 
