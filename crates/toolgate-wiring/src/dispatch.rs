@@ -10,6 +10,7 @@
 //! on another kind of store ([`WiringError::WrongStore`]), exits the allowlist does not admit,
 //! and tool declarations or registries the contract rejects.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use toolgate_core::trace::{NoTrace, TraceSink};
@@ -107,6 +108,42 @@ pub fn tools(
     }
 }
 
+/// Tools from outside any toolset (imported from other MCP servers), and the names withheld
+/// from the registry with the reason (imported tools in quarantine).
+#[derive(Default)]
+pub struct ExtraTools {
+    pub tools: Vec<Tool>,
+    pub withheld: BTreeMap<String, String>,
+}
+
+/// A dispatcher over some tools for one principal, whatever toolset (if any) they came from.
+pub struct Assembled {
+    pub registry: Arc<Registry>,
+    /// The dispatcher, with the seat's approval channel and mode for every call.
+    pub dispatcher: Caller,
+    /// The seat's principal, its catalogue set to exactly the tools.
+    pub principal: Principal,
+}
+
+/// The dispatcher over `tools` (with `withheld` names refused with their reason), for the
+/// seat's principal.
+pub fn assemble(
+    tools: Vec<Tool>,
+    withheld: BTreeMap<String, String>,
+    seat: Seat,
+) -> Result<Assembled, WiringError> {
+    let registry = Arc::new(Registry::new(tools)?.withholding(withheld));
+    let principal = seat.principal.with_catalogue(registry.names());
+    let dispatcher = Dispatcher::new(Arc::clone(&registry))?
+        .with_mode(seat.mode)
+        .with_trace(seat.trace);
+    Ok(Assembled {
+        registry,
+        dispatcher: Caller::new(dispatcher).with_approval(seat.approval),
+        principal,
+    })
+}
+
 /// The dispatcher over `toolset` on `store` with `exits`, for the seat's principal.
 pub fn dispatcher(
     toolset: ToolsetName,
@@ -114,17 +151,25 @@ pub fn dispatcher(
     exits: &ExitsConfig,
     seat: Seat,
 ) -> Result<Ready, WiringError> {
-    let tools = tools(toolset, store, exits, Arc::clone(&seat.trace))?;
-    let registry = Arc::new(Registry::new(tools)?);
-    let principal = seat.principal.with_catalogue(registry.names());
-    let dispatcher = Dispatcher::new(Arc::clone(&registry))?
-        .with_mode(seat.mode)
-        .with_trace(seat.trace);
+    dispatcher_with(toolset, store, exits, seat, ExtraTools::default())
+}
+
+/// As [`dispatcher`], with `extra` tools beside the toolset's (their names must not clash).
+pub fn dispatcher_with(
+    toolset: ToolsetName,
+    store: &Store,
+    exits: &ExitsConfig,
+    seat: Seat,
+    extra: ExtraTools,
+) -> Result<Ready, WiringError> {
+    let mut all = tools(toolset, store, exits, Arc::clone(&seat.trace))?;
+    all.extend(extra.tools);
+    let assembled = assemble(all, extra.withheld, seat)?;
     Ok(Ready {
         toolset,
-        registry,
-        dispatcher: Caller::new(dispatcher).with_approval(seat.approval),
-        principal,
+        registry: assembled.registry,
+        dispatcher: assembled.dispatcher,
+        principal: assembled.principal,
     })
 }
 

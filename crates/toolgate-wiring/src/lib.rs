@@ -23,7 +23,9 @@ pub mod exits;
 pub mod store;
 pub mod toolset;
 
-pub use dispatch::{Ready, Seat, dispatcher, tools};
+pub use dispatch::{
+    Assembled, ExtraTools, Ready, Seat, assemble, dispatcher, dispatcher_with, tools,
+};
 pub use error::WiringError;
 pub use exits::{Exits, ExitsConfig};
 pub use store::{Store, StoreConfig};

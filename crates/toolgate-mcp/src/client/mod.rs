@@ -1,8 +1,19 @@
-//! The MCP client side: other servers' tools imported under our policy. So far the pure parts:
-//! reading the `mcpServers` JSON ([`config`]), pinning tool definitions ([`pins`]) and the
-//! lock file that keeps the pins ([`lock`]);
-//! connecting, importing and the gateway are still to come (issue 12).
+//! The MCP client side: other servers' tools imported under our policy.
+//!
+//! - [`config`] reads the `mcpServers` JSON desktop hosts use;
+//! - [`upstream`] connects to one server (stdio child or Streamable HTTP through the egress
+//!   exit) and lists and calls its tools with bounds;
+//! - [`import`] decides, purely, what a remote tool becomes here (name, risk, description,
+//!   schema) or why it is refused;
+//! - [`imported`] declares it as a tool of ours whose calls are forwarded, with untrusted
+//!   results and claimed writes;
+//! - [`pins`] and [`lock`] pin each server's tool definitions and quarantine drift;
+//! - [`imports`] puts it all together for every configured server, for every front end.
 
 pub mod config;
+pub mod import;
+pub mod imported;
+pub mod imports;
 pub mod lock;
 pub mod pins;
+pub mod upstream;

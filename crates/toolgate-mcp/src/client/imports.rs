@@ -1,0 +1,491 @@
+//! Every configured server's tools, imported: connect, list, review against the pins, plan,
+//! declare. What every front end (`toolgate tools`, `ask`, `serve`, `mcp ...`) opens.
+//!
+//! Guarantees:
+//! - a server seen for the first time is pinned as seen, and the lock file is written before
+//!   any of its tools is offered; afterwards, a tool whose definition changed, a new tool and
+//!   a vanished tool are quarantined: withheld from the registry, and a call to one is refused
+//!   with the reason (see [`super::pins`]);
+//! - a server that cannot be reached does not stop the others: its pinned tools are withheld
+//!   with the reason it is unreachable;
+//! - a definition we refuse (see [`super::import`]) is withheld with its reason;
+//! - nothing is written but the lock file (on first use, or by [`accept`](Imports::accept)),
+//!   and that whole, through a temporary file.
+//!
+//! Refuses: an unreadable lock file (never treated as empty: that would re-pin whatever a
+//! server now says), an unreadable receipts database.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use toolgate_core::{Effect, Risk, Tool};
+use toolgate_store::SharedConnection;
+
+use super::config::ServerEntry;
+use super::import::{
+    ImportPlan, ImportRefusal, RiskSource, ServerRatings, local_name, plan_server,
+};
+use super::imported::{DEFAULT_CALL_DEADLINE, declare};
+use super::lock::{LockError, PinLock};
+use super::pins::{Drift, Review, ServerPins, pin, review};
+use super::upstream::{ConnectOptions, Upstream, UpstreamError};
+
+/// `[mcp]` in `toolgate.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpSettings {
+    /// The `mcpServers` JSON file (as desktop hosts write it).
+    pub config: Option<PathBuf>,
+    /// The pin lock file. Default: beside the `mcpServers` file, `<its name>.lock.json`.
+    pub lock: Option<PathBuf>,
+    /// Where forwarded writes are claimed and settled. Default: the user data folder.
+    pub receipts: Option<PathBuf>,
+    /// Longest one forwarded call may take, in seconds (default 60).
+    pub call_timeout_secs: Option<u64>,
+    /// Longest a server may take to start and finish the handshake, in seconds (default 30).
+    pub connect_timeout_secs: Option<u64>,
+    /// Our ratings, per server (by its namespace: the name normalized, `server-everything` →
+    /// `server_everything`).
+    #[serde(default)]
+    pub servers: BTreeMap<String, ServerRatings>,
+}
+
+/// The pin lock beside `config`: `servers.json` → `servers.lock.json`.
+pub fn default_lock_path(config: &Path) -> PathBuf {
+    let stem = config
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "mcp".into());
+    config.with_file_name(format!("{stem}.lock.json"))
+}
+
+/// Why importing could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportsError {
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error("cannot open the receipts database {path}: {detail}")]
+    Receipts { path: String, detail: String },
+    #[error("no server is named `{0}` in the mcpServers file")]
+    UnknownServer(String),
+    #[error("`{server}` cannot be reached, so nothing can be pinned or accepted: {error}")]
+    Unreachable {
+        server: String,
+        error: UpstreamError,
+    },
+    #[error("ratings name servers the mcpServers file does not have: {0}")]
+    RatingsForUnknownServers(String),
+}
+
+/// Opens (creating if needed) the SQLite ledger forwarded writes are claimed in.
+pub fn open_receipts(path: &Path) -> Result<SharedConnection, ImportsError> {
+    let fail = |detail: String| ImportsError::Receipts {
+        path: path.display().to_string(),
+        detail,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+    }
+    let conn = rusqlite::Connection::open(path).map_err(|e| fail(e.to_string()))?;
+    toolgate_core::idempotency::install(&conn).map_err(|e| fail(e.to_string()))?;
+    Ok(SharedConnection::new(conn, "MCP receipts database"))
+}
+
+/// What to import and how.
+pub struct ImportOptions {
+    pub servers: BTreeMap<String, ServerEntry>,
+    pub ratings: BTreeMap<String, ServerRatings>,
+    pub lock_path: PathBuf,
+    pub receipts: SharedConnection,
+    pub connect: ConnectOptions,
+    pub call_deadline: Duration,
+}
+
+impl ImportOptions {
+    pub fn new(
+        servers: BTreeMap<String, ServerEntry>,
+        lock_path: PathBuf,
+        receipts: SharedConnection,
+    ) -> Self {
+        ImportOptions {
+            servers,
+            ratings: BTreeMap::new(),
+            lock_path,
+            receipts,
+            connect: ConnectOptions::default(),
+            call_deadline: DEFAULT_CALL_DEADLINE,
+        }
+    }
+}
+
+/// Where one tool of a server stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolState {
+    /// Offered, under this plan.
+    Offered(ImportPlan),
+    /// Pinned and reviewed, but the definition is refused.
+    Refused(ImportRefusal),
+    /// Held back until reviewed and accepted.
+    Quarantined(Drift),
+    /// Pinned, but its server cannot be reached.
+    Unreachable,
+}
+
+/// One tool as `toolgate mcp list` and `toolgate tools` show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolEntry {
+    /// The server's own name for it.
+    pub remote_name: String,
+    /// Ours (`namespace__tool`), when it can have one.
+    pub local_name: Option<String>,
+    pub state: ToolState,
+}
+
+impl ToolEntry {
+    /// Risk, effect and source when offered.
+    pub fn rating(&self) -> Option<(Risk, Effect, RiskSource)> {
+        match &self.state {
+            ToolState::Offered(plan) => Some((plan.risk, plan.effect, plan.risk_source)),
+            ToolState::Refused(_) | ToolState::Quarantined(_) | ToolState::Unreachable => None,
+        }
+    }
+}
+
+/// One server, imported.
+#[derive(Debug)]
+pub struct ServerImport {
+    pub namespace: String,
+    pub given_name: String,
+    /// The negotiated revision and the server's name and version, when connected.
+    pub connected: Result<(Option<String>, Option<String>), UpstreamError>,
+    /// Pinned just now, on first use.
+    pub newly_pinned: bool,
+    pub tools: Vec<ToolEntry>,
+    /// Keys of its entry toolgate does not act on.
+    pub ignored_keys: Vec<String>,
+}
+
+/// Every configured server's tools, imported.
+pub struct Imports {
+    pub servers: Vec<ServerImport>,
+    /// The offered tools, declared.
+    pub tools: Vec<Tool>,
+    /// Local name → why it is not offered.
+    pub withheld: BTreeMap<String, String>,
+    upstreams: Vec<Arc<Upstream>>,
+    /// The catalogues as listed, per connected server.
+    catalogues: BTreeMap<String, Vec<Value>>,
+    lock: PinLock,
+    lock_path: PathBuf,
+}
+
+impl std::fmt::Debug for Imports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Imports")
+            .field("servers", &self.servers)
+            .field("withheld", &self.withheld)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The local name a remote tool is known by in messages, even when it cannot have one.
+fn shown_name(namespace: &str, remote: &str) -> String {
+    local_name(namespace, remote).unwrap_or_else(|| format!("{namespace}__{remote}"))
+}
+
+impl Imports {
+    /// Connects to every server, reviews each against the pins (pinning first-seen servers
+    /// and saving the lock), and declares what may be offered.
+    pub async fn open(options: ImportOptions) -> Result<Imports, ImportsError> {
+        let unknown: Vec<&str> = options
+            .ratings
+            .keys()
+            .filter(|name| !options.servers.contains_key(*name))
+            .map(String::as_str)
+            .collect();
+        if !unknown.is_empty() {
+            return Err(ImportsError::RatingsForUnknownServers(unknown.join(", ")));
+        }
+        let mut lock = PinLock::load(&options.lock_path)?;
+        let mut imports = Imports {
+            servers: Vec::new(),
+            tools: Vec::new(),
+            withheld: BTreeMap::new(),
+            upstreams: Vec::new(),
+            catalogues: BTreeMap::new(),
+            lock: PinLock::default(),
+            lock_path: options.lock_path.clone(),
+        };
+        let connected = futures_join(&options).await;
+        let mut lock_changed = false;
+        for ((namespace, entry), connection) in options.servers.iter().zip(connected) {
+            let mut server = ServerImport {
+                namespace: namespace.clone(),
+                given_name: entry.given_name.clone(),
+                connected: Ok((None, None)),
+                newly_pinned: false,
+                tools: Vec::new(),
+                ignored_keys: entry.ignored_keys.clone(),
+            };
+            let pins = lock.servers.get(namespace).cloned();
+            let listed = match connection {
+                Ok(upstream) => match upstream.list_tools().await {
+                    Ok(tools) => Ok((upstream, tools)),
+                    Err(e) => {
+                        upstream.close().await;
+                        Err(e)
+                    }
+                },
+                Err(e) => Err(e),
+            };
+            let (upstream, catalogue) = match listed {
+                Ok(pair) => pair,
+                Err(error) => {
+                    for remote in pins.iter().flat_map(|p| p.tools.keys()) {
+                        let local = shown_name(namespace, remote);
+                        imports.withheld.insert(
+                            local.clone(),
+                            format!("its MCP server `{namespace}` cannot be reached: {error}"),
+                        );
+                        server.tools.push(ToolEntry {
+                            remote_name: remote.clone(),
+                            local_name: Some(local),
+                            state: ToolState::Unreachable,
+                        });
+                    }
+                    server.connected = Err(error);
+                    imports.servers.push(server);
+                    continue;
+                }
+            };
+            server.connected = Ok((upstream.revision(), upstream.server_info()));
+            let pins = match pins {
+                Some(pins) => pins,
+                None => {
+                    let pins = pin(&catalogue);
+                    lock.servers.insert(namespace.clone(), pins.clone());
+                    lock_changed = true;
+                    server.newly_pinned = true;
+                    pins
+                }
+            };
+            let upstream = Arc::new(upstream);
+            let (entries, tools, withheld) = import_server(
+                namespace,
+                &catalogue,
+                &pins,
+                options.ratings.get(namespace),
+                &upstream,
+                &options,
+            );
+            server.tools = entries;
+            imports.tools.extend(tools);
+            imports.withheld.extend(withheld);
+            imports.catalogues.insert(namespace.clone(), catalogue);
+            imports.upstreams.push(upstream);
+            imports.servers.push(server);
+        }
+        if lock_changed {
+            lock.save(&options.lock_path)?;
+        }
+        imports.lock = lock;
+        Ok(imports)
+    }
+
+    /// The pins the lock file holds for `server`.
+    pub fn pins(&self, server: &str) -> Option<&ServerPins> {
+        self.lock.servers.get(server)
+    }
+
+    /// What `server` offers now, as listed.
+    pub fn catalogue(&self, server: &str) -> Option<&[Value]> {
+        self.catalogues.get(server).map(Vec::as_slice)
+    }
+
+    /// The review of `server`'s current catalogue against its pins.
+    pub fn review(&self, server: &str) -> Result<Review, ImportsError> {
+        let entry = self.server(server)?;
+        let catalogue = self.connected_catalogue(entry)?;
+        let pins = self.pins(server).cloned().unwrap_or_default();
+        Ok(review(&pins, catalogue))
+    }
+
+    /// Records `server`'s current catalogue as its pins (what `toolgate mcp accept` does) and
+    /// saves the lock; returns the review that was accepted. Takes effect at the next open.
+    pub fn accept(&mut self, server: &str) -> Result<Review, ImportsError> {
+        let accepted = self.review(server)?;
+        let entry = self.server(server)?;
+        let catalogue = self.connected_catalogue(entry)?;
+        let pins = pin(catalogue);
+        self.lock.servers.insert(server.to_string(), pins);
+        self.lock.save(&self.lock_path)?;
+        Ok(accepted)
+    }
+
+    fn server(&self, server: &str) -> Result<&ServerImport, ImportsError> {
+        self.servers
+            .iter()
+            .find(|s| s.namespace == server)
+            .ok_or_else(|| ImportsError::UnknownServer(server.into()))
+    }
+
+    fn connected_catalogue(&self, entry: &ServerImport) -> Result<&[Value], ImportsError> {
+        if let Err(error) = &entry.connected {
+            return Err(ImportsError::Unreachable {
+                server: entry.namespace.clone(),
+                error: error.clone(),
+            });
+        }
+        Ok(self.catalogue(&entry.namespace).unwrap_or_default())
+    }
+
+    /// Ends every session (stdio servers exit).
+    pub async fn close(self) {
+        drop(self.tools);
+        for upstream in self.upstreams {
+            if let Ok(upstream) = Arc::try_unwrap(upstream) {
+                upstream.close().await;
+            }
+        }
+    }
+}
+
+/// Connects to every server at once (a slow one does not hold up the others).
+async fn futures_join(options: &ImportOptions) -> Vec<Result<Upstream, UpstreamError>> {
+    let mut set = tokio::task::JoinSet::new();
+    for (index, entry) in options.servers.values().enumerate() {
+        let entry = entry.clone();
+        let connect = options.connect.clone();
+        set.spawn(async move { (index, Upstream::connect(&entry, &connect).await) });
+    }
+    let mut results: Vec<Option<Result<Upstream, UpstreamError>>> =
+        (0..options.servers.len()).map(|_| None).collect();
+    while let Some(joined) = set.join_next().await {
+        if let Ok((index, result)) = joined
+            && let Some(slot) = results.get_mut(index)
+        {
+            *slot = Some(result);
+        }
+    }
+    results
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|| Err(UpstreamError::Spawn("the connecting task failed".into())))
+        })
+        .collect()
+}
+
+type ServerTools = (Vec<ToolEntry>, Vec<Tool>, BTreeMap<String, String>);
+
+/// One connected server's tools: reviewed against `pins`, planned, declared.
+fn import_server(
+    namespace: &str,
+    catalogue: &[Value],
+    pins: &ServerPins,
+    ratings: Option<&ServerRatings>,
+    upstream: &Arc<Upstream>,
+    options: &ImportOptions,
+) -> ServerTools {
+    let reviewed = review(pins, catalogue);
+    let mut entries = Vec::new();
+    let mut withheld = BTreeMap::new();
+    for (remote, drift) in &reviewed.quarantined {
+        let local = shown_name(namespace, remote);
+        withheld.insert(local.clone(), drift.reason(namespace, remote));
+        entries.push(ToolEntry {
+            remote_name: remote.clone(),
+            local_name: Some(local),
+            state: ToolState::Quarantined(drift.clone()),
+        });
+    }
+    let accepted: Vec<Value> = catalogue
+        .iter()
+        .filter(|tool| {
+            tool.get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|name| reviewed.accepted.iter().any(|a| a == name))
+        })
+        .cloned()
+        .collect();
+    let (plans, refused) = plan_server(namespace, &accepted, ratings);
+    for (remote, refusal) in refused {
+        let local = local_name(namespace, &remote);
+        if let Some(local) = &local {
+            withheld.insert(
+                local.clone(),
+                format!("its definition is refused: {refusal}"),
+            );
+        }
+        entries.push(ToolEntry {
+            remote_name: remote,
+            local_name: local,
+            state: ToolState::Refused(refusal),
+        });
+    }
+    let mut tools = Vec::new();
+    for plan in plans {
+        match declare(
+            &plan,
+            Arc::clone(upstream),
+            options.receipts.clone(),
+            options.call_deadline,
+        ) {
+            Ok(tool) => {
+                tools.push(tool);
+                entries.push(ToolEntry {
+                    remote_name: plan.remote_name.clone(),
+                    local_name: Some(plan.local_name.clone()),
+                    state: ToolState::Offered(plan),
+                });
+            }
+            Err(e) => {
+                let refusal = ImportRefusal::Schema(e.to_string());
+                withheld.insert(
+                    plan.local_name.clone(),
+                    format!("its definition is refused: {refusal}"),
+                );
+                entries.push(ToolEntry {
+                    remote_name: plan.remote_name,
+                    local_name: Some(plan.local_name),
+                    state: ToolState::Refused(refusal),
+                });
+            }
+        }
+    }
+    entries.sort_by(|a, b| a.remote_name.cmp(&b.remote_name));
+    (entries, tools, withheld)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lock_sits_beside_the_servers_file() {
+        assert_eq!(
+            default_lock_path(Path::new("/etc/x/servers.json")),
+            PathBuf::from("/etc/x/servers.lock.json")
+        );
+        assert_eq!(
+            default_lock_path(Path::new("mcp.json")),
+            PathBuf::from("mcp.lock.json")
+        );
+    }
+
+    #[test]
+    fn mcp_settings_refuse_unknown_keys() {
+        let ok: McpSettings = toml::from_str(
+            "config = \"servers.json\"\n[servers.everything]\nrisk = \"low\"\neffect = \"read\"\n[servers.everything.tools.add]\nrisk = \"medium\"",
+        )
+        .unwrap();
+        assert_eq!(
+            ok.servers["everything"].tools["add"].risk,
+            Some(Risk::Medium)
+        );
+        assert!(toml::from_str::<McpSettings>("confg = \"x\"").is_err());
+    }
+}

@@ -1,0 +1,499 @@
+//! One connection to another MCP server: a stdio child process or a Streamable HTTP session,
+//! opened with rmcp's client, listed and called with bounds.
+//!
+//! Guarantees:
+//! - a stdio server gets exactly the environment its entry names (nothing inherited) and runs
+//!   as the leader of its own process group, so `npx`'s grandchildren die with it; its program
+//!   must be an absolute path or be found on the `PATH` its entry names, never on ours; its
+//!   stderr is drained into a bounded tail kept for error messages, so it can never block;
+//! - an HTTP server is reached only through the egress exit ([`Egress::session_client`]): its
+//!   URL passes the allowlist and address checks, the session connects only to the checked
+//!   addresses, and no redirect is followed;
+//! - both MCP revisions: 2026-07-28 by `server/discover`, falling back to a 2025-11-25
+//!   `initialize` for servers that do not know it, unless the caller pins one;
+//! - every connect, listing and call is bounded in time; a call that times out or is canceled
+//!   is abandoned, which sends the server `notifications/cancelled`;
+//! - requests the server makes of us (elicitation, sampling) are declined: approvals are ours,
+//!   asked by our dispatcher, never by a server on its own behalf.
+//!
+//! Refuses: a program that is not found under those rules, an unreachable or refused URL, a
+//! server that does not finish the handshake in time.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+use rmcp::RoleClient;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, MetaObject,
+    ProtocolVersion, RequestMetaObject,
+};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::{Map, Value};
+use tokio::io::AsyncBufReadExt;
+use toolgate_core::CancelToken;
+use toolgate_egress::Egress;
+
+use super::config::{ServerEntry, Transport};
+
+/// Lines of a stdio server's stderr kept for error messages.
+const STDERR_TAIL_LINES: usize = 40;
+/// Longest stderr line kept, in bytes.
+const STDERR_LINE_BYTES: usize = 400;
+/// Largest JSON response accepted from an HTTP server: far above any result we pass on (8 KiB
+/// by default), far below rmcp's 16 MiB.
+const MAX_HTTP_RESPONSE_BYTES: usize = 1024 * 1024;
+
+/// How connections are made.
+#[derive(Clone)]
+pub struct ConnectOptions {
+    /// The handshake (and, for stdio, the program's start).
+    pub connect_timeout: Duration,
+    /// One `tools/list` (all pages).
+    pub list_timeout: Duration,
+    /// `None`: 2026-07-28 with a fallback to 2025-11-25; `Some`: only that revision.
+    pub revision: Option<ProtocolVersion>,
+    /// The exit HTTP servers are reached through; without one, HTTP servers are refused.
+    pub egress: Option<Arc<Egress>>,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            connect_timeout: Duration::from_secs(30),
+            list_timeout: Duration::from_secs(30),
+            revision: None,
+            egress: None,
+        }
+    }
+}
+
+/// Why a server could not be reached or answered badly.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpstreamError {
+    #[error(
+        "`{command}` is not an absolute path and the entry's env names no PATH: toolgate passes a server only the environment its entry names; give the program's full path, or add \"PATH\": \"${{PATH}}\" to its env"
+    )]
+    NoPath { command: String },
+    #[error("`{command}` was not found on the PATH its entry names ({path})")]
+    NotFound { command: String, path: String },
+    #[error("the server could not be started: {0}")]
+    Spawn(String),
+    #[error("the server's URL is refused by the egress exit: {0}")]
+    Egress(String),
+    #[error("HTTP servers are reached through the egress exit, and none is configured")]
+    NoEgress,
+    #[error("a header is refused: {0}")]
+    BadHeader(String),
+    #[error(
+        "the server asks for authorization (OAuth), which toolgate does not do as a client yet"
+    )]
+    AuthorizationRequired,
+    #[error("the MCP handshake failed: {detail}{stderr}")]
+    Handshake { detail: String, stderr: String },
+    #[error("the server did not {what} within {seconds} s{stderr}")]
+    Timeout {
+        what: &'static str,
+        seconds: u64,
+        stderr: String,
+    },
+    #[error("the server's answer is unusable: {0}")]
+    Protocol(String),
+    #[error("the connection to the server is lost: {0}")]
+    Gone(String),
+    #[error("the call was canceled")]
+    Canceled,
+}
+
+impl UpstreamError {
+    /// Whether the request surely never reached the server (nothing can have happened).
+    pub fn never_sent(&self) -> bool {
+        match self {
+            UpstreamError::NoPath { .. }
+            | UpstreamError::NotFound { .. }
+            | UpstreamError::Spawn(_)
+            | UpstreamError::Egress(_)
+            | UpstreamError::NoEgress
+            | UpstreamError::BadHeader(_)
+            | UpstreamError::AuthorizationRequired
+            | UpstreamError::Handshake { .. } => true,
+            UpstreamError::Timeout { .. }
+            | UpstreamError::Protocol(_)
+            | UpstreamError::Gone(_)
+            | UpstreamError::Canceled => false,
+        }
+    }
+}
+
+/// The last lines a stdio server wrote to stderr.
+#[derive(Debug, Default)]
+struct StderrTail {
+    lines: VecDeque<String>,
+}
+
+impl StderrTail {
+    fn push(&mut self, line: &str) {
+        if self.lines.len() == STDERR_TAIL_LINES {
+            self.lines.pop_front();
+        }
+        self.lines.push_back(toolgate_core::observation::cut_string(
+            line,
+            STDERR_LINE_BYTES,
+        ));
+    }
+}
+
+/// A connected server.
+pub struct Upstream {
+    service: RunningService<RoleClient, ClientConfig>,
+    stderr: Arc<Mutex<StderrTail>>,
+    list_timeout: Duration,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("revision", &self.revision())
+            .finish_non_exhaustive()
+    }
+}
+
+fn client_config(revision: ProtocolVersion) -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("toolgate", env!("CARGO_PKG_VERSION")),
+    )
+    .with_protocol_version(revision)
+}
+
+fn lifecycle(revision: Option<&ProtocolVersion>) -> ClientLifecycleMode {
+    match revision {
+        Some(v) if *v == ProtocolVersion::V_2025_11_25 => ClientLifecycleMode::Initialize,
+        Some(v) => ClientLifecycleMode::Discover {
+            preferred_versions: vec![v.clone()],
+        },
+        None => ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+        },
+    }
+}
+
+/// `command` as the program to run: itself when absolute, else its first match on the `PATH`
+/// of `env` (the child's whole environment).
+pub fn resolve_program(
+    command: &str,
+    env: &BTreeMap<String, String>,
+    is_file: impl Fn(&Path) -> bool,
+) -> Result<PathBuf, UpstreamError> {
+    let path = Path::new(command);
+    if path.is_absolute() {
+        return Ok(path.to_path_buf());
+    }
+    let Some(search) = env.get("PATH") else {
+        return Err(UpstreamError::NoPath {
+            command: command.into(),
+        });
+    };
+    if command.contains('/') {
+        // A relative path with a directory is relative to the child's directory: ambiguous
+        // under a cleared environment, so refused like a missing PATH.
+        return Err(UpstreamError::NoPath {
+            command: command.into(),
+        });
+    }
+    std::env::split_paths(search)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(command))
+        .find(|candidate| is_file(candidate))
+        .ok_or_else(|| UpstreamError::NotFound {
+            command: command.into(),
+            path: search.clone(),
+        })
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+impl Upstream {
+    /// Connects to `entry` (see the module doc for the rules).
+    pub async fn connect(
+        entry: &ServerEntry,
+        options: &ConnectOptions,
+    ) -> Result<Upstream, UpstreamError> {
+        let stderr = Arc::new(Mutex::new(StderrTail::default()));
+        let revision = options
+            .revision
+            .clone()
+            .unwrap_or(ProtocolVersion::V_2025_11_25);
+        let info = client_config(revision);
+        let mode = lifecycle(options.revision.as_ref());
+        let started = match &entry.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let program = resolve_program(command, env, is_executable_file)?;
+                let mut cmd = tokio::process::Command::new(program);
+                cmd.args(args).env_clear().envs(env);
+                if let Some(dir) = cwd {
+                    cmd.current_dir(dir);
+                }
+                let mut wrapped = CommandWrap::from(cmd);
+                wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+                let (process, child_stderr) = TokioChildProcess::builder(wrapped)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| UpstreamError::Spawn(e.to_string()))?;
+                if let Some(child_stderr) = child_stderr {
+                    let tail = Arc::clone(&stderr);
+                    tokio::spawn(async move {
+                        let mut lines = tokio::io::BufReader::new(child_stderr).lines();
+                        while let Ok(Some(line)) = lines.next_line().await {
+                            if let Ok(mut tail) = tail.lock() {
+                                tail.push(&line);
+                            }
+                        }
+                    });
+                }
+                tokio::time::timeout(
+                    options.connect_timeout,
+                    info.serve_with_lifecycle(process, mode),
+                )
+                .await
+            }
+            Transport::Http { url, headers } => {
+                let egress = options.egress.as_ref().ok_or(UpstreamError::NoEgress)?;
+                let client = egress
+                    .session_client(url)
+                    .await
+                    .map_err(|e| UpstreamError::Egress(e.to_string()))?;
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(header_map(headers)?)
+                    .max_json_response_size(MAX_HTTP_RESPONSE_BYTES);
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                tokio::time::timeout(
+                    options.connect_timeout,
+                    info.serve_with_lifecycle(transport, mode),
+                )
+                .await
+            }
+        };
+        let tail_now = |tail: &Arc<Mutex<StderrTail>>| stderr_text(tail);
+        let service = match started {
+            Err(_) => {
+                return Err(UpstreamError::Timeout {
+                    what: "finish the MCP handshake",
+                    seconds: options.connect_timeout.as_secs(),
+                    stderr: tail_now(&stderr),
+                });
+            }
+            Ok(Err(e)) if e.is_authorization_required() => {
+                return Err(UpstreamError::AuthorizationRequired);
+            }
+            Ok(Err(e)) => {
+                // Give the child a moment to explain itself on stderr.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                return Err(UpstreamError::Handshake {
+                    detail: e.to_string(),
+                    stderr: tail_now(&stderr),
+                });
+            }
+            Ok(Ok(service)) => service,
+        };
+        Ok(Upstream {
+            service,
+            stderr,
+            list_timeout: options.list_timeout,
+        })
+    }
+
+    /// The negotiated protocol revision.
+    pub fn revision(&self) -> Option<String> {
+        self.service
+            .peer_info()
+            .map(|info| info.protocol_version.to_string())
+    }
+
+    /// The server's name and version, as it gives them.
+    pub fn server_info(&self) -> Option<String> {
+        let info = self.service.peer_info()?;
+        let implementation = info.server_info.as_ref()?;
+        Some(format!(
+            "{} {}",
+            implementation.name, implementation.version
+        ))
+    }
+
+    /// Every tool the server offers (all pages), as MCP `Tool` objects.
+    pub async fn list_tools(&self) -> Result<Vec<Value>, UpstreamError> {
+        let listed = tokio::time::timeout(self.list_timeout, self.service.list_all_tools())
+            .await
+            .map_err(|_| UpstreamError::Timeout {
+                what: "list its tools",
+                seconds: self.list_timeout.as_secs(),
+                stderr: stderr_text(&self.stderr),
+            })?
+            .map_err(|e| UpstreamError::Gone(format!("{e}{}", stderr_text(&self.stderr))))?;
+        listed
+            .iter()
+            .map(|tool| {
+                serde_json::to_value(tool).map_err(|e| UpstreamError::Protocol(e.to_string()))
+            })
+            .collect()
+    }
+
+    /// Calls the server's tool `name` with `arguments` and `meta`, for at most `deadline`,
+    /// abandoned when `cancel` fires. The result is the MCP `CallToolResult` as JSON.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        meta: Map<String, Value>,
+        deadline: Duration,
+        cancel: &CancelToken,
+    ) -> Result<Value, UpstreamError> {
+        let mut params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments);
+        if !meta.is_empty() {
+            params.meta = Some(RequestMetaObject(MetaObject(meta)));
+        }
+        let call = self.service.call_tool(params);
+        let result = tokio::select! {
+            result = tokio::time::timeout(deadline, call) => result,
+            () = cancel.canceled() => return Err(UpstreamError::Canceled),
+        };
+        let result = result
+            .map_err(|_| UpstreamError::Timeout {
+                what: "answer the call",
+                seconds: deadline.as_secs(),
+                stderr: String::new(),
+            })?
+            .map_err(|e| UpstreamError::Gone(e.to_string()))?;
+        serde_json::to_value(result).map_err(|e| UpstreamError::Protocol(e.to_string()))
+    }
+
+    /// What a stdio server last wrote to stderr (empty for HTTP).
+    pub fn stderr_tail(&self) -> String {
+        stderr_text(&self.stderr)
+    }
+
+    /// Ends the session (a stdio server's process group is killed if it does not exit).
+    pub async fn close(mut self) {
+        let _ = self
+            .service
+            .close_with_timeout(Duration::from_secs(3))
+            .await;
+    }
+}
+
+fn stderr_text(tail: &Arc<Mutex<StderrTail>>) -> String {
+    let Ok(tail) = tail.lock() else {
+        return String::new();
+    };
+    if tail.lines.is_empty() {
+        return String::new();
+    }
+    let lines: Vec<&str> = tail.lines.iter().map(String::as_str).collect();
+    format!("; its stderr ends with:\n{}", lines.join("\n"))
+}
+
+fn header_map(
+    headers: &BTreeMap<String, String>,
+) -> Result<HashMap<http::HeaderName, http::HeaderValue>, UpstreamError> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let header = http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| UpstreamError::BadHeader(format!("`{name}` is not a header name")))?;
+            let value = http::HeaderValue::from_str(value).map_err(|_| {
+                UpstreamError::BadHeader(format!("the value of `{name}` is not a header value"))
+            })?;
+            Ok((header, value))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(path: Option<&str>) -> BTreeMap<String, String> {
+        path.map(|p| [("PATH".to_string(), p.to_string())].into())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn program_is_never_looked_up_on_our_own_path() {
+        let exists = |p: &Path| p == Path::new("/opt/node/bin/npx");
+        let cases = [
+            ("/usr/bin/node", None, Ok(PathBuf::from("/usr/bin/node"))),
+            (
+                "npx",
+                Some("/nope:/opt/node/bin"),
+                Ok(PathBuf::from("/opt/node/bin/npx")),
+            ),
+            (
+                "npx",
+                None,
+                Err(UpstreamError::NoPath {
+                    command: "npx".into(),
+                }),
+            ),
+            (
+                "npx",
+                Some("relative/bin:/nope"),
+                Err(UpstreamError::NotFound {
+                    command: "npx".into(),
+                    path: "relative/bin:/nope".into(),
+                }),
+            ),
+            (
+                "bin/npx",
+                Some("/opt/node"),
+                Err(UpstreamError::NoPath {
+                    command: "bin/npx".into(),
+                }),
+            ),
+        ];
+        for (command, path, want) in cases {
+            assert_eq!(
+                resolve_program(command, &env(path), exists),
+                want,
+                "{command}"
+            );
+        }
+    }
+
+    #[test]
+    fn stderr_tail_is_bounded_in_lines_and_bytes() {
+        let mut tail = StderrTail::default();
+        for i in 0..100 {
+            tail.push(&format!("{i} {}", "x".repeat(1000)));
+        }
+        assert_eq!(tail.lines.len(), STDERR_TAIL_LINES);
+        assert!(tail.lines[0].starts_with("60 "));
+        assert!(tail.lines.iter().all(|l| l.len() <= STDERR_LINE_BYTES + 40));
+    }
+
+    #[test]
+    fn only_errors_before_sending_count_as_never_sent() {
+        assert!(UpstreamError::NoEgress.never_sent());
+        assert!(!UpstreamError::Gone("reset".into()).never_sent());
+        assert!(
+            !UpstreamError::Timeout {
+                what: "answer the call",
+                seconds: 1,
+                stderr: String::new()
+            }
+            .never_sent()
+        );
+    }
+}

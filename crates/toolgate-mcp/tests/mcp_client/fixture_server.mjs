@@ -1,0 +1,30 @@
+// A stdio MCP server whose tools are whatever a JSON file says, for the drift and poisoning
+// tests: start it, change the file, start it again. Built on the official TypeScript SDK that
+// scripts/setup.sh installs (its folder is argv[2]); every call is appended to a log (argv[4])
+// so a test can show what reached the server, and what never did.
+//
+//   node fixture_server.mjs NODE_MODULES TOOLS.json CALLS.log
+import { appendFileSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [nodeModules, toolsFile, callsLog] = process.argv.slice(2);
+const sdk = (rel) => import(pathToFileURL(join(nodeModules, "@modelcontextprotocol/sdk/dist/esm", rel)).href);
+const { Server } = await sdk("server/index.js");
+const { StdioServerTransport } = await sdk("server/stdio.js");
+const { ListToolsRequestSchema, CallToolRequestSchema } = await sdk("types.js");
+
+const tools = JSON.parse(readFileSync(toolsFile, "utf8"));
+const server = new Server({ name: "toolgate-fixture", version: "1.0.0" }, { capabilities: { tools: {} } });
+// `reply` (what a call answers) is ours, not part of the definition.
+server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: tools.map(({ reply, ...definition }) => definition) }));
+server.setRequestHandler(CallToolRequestSchema, async (request) => {
+  const { name, arguments: args } = request.params;
+  appendFileSync(callsLog, JSON.stringify({ name, arguments: args ?? {}, meta: request.params._meta ?? null }) + "\n");
+  const tool = tools.find((t) => t.name === name);
+  if (!tool) {
+    return { isError: true, content: [{ type: "text", text: `no tool ${name}` }] };
+  }
+  return { content: [{ type: "text", text: tool.reply ?? `${name} done with ${JSON.stringify(args ?? {})}` }] };
+});
+await server.connect(new StdioServerTransport());
