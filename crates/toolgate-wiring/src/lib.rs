@@ -28,5 +28,5 @@ pub use dispatch::{
 };
 pub use error::WiringError;
 pub use exits::{Exits, ExitsConfig};
-pub use store::{Store, StoreConfig};
+pub use store::{Store, StoreConfig, data_folder};
 pub use toolset::{StoreKind, ToolsetName, UnknownToolset};

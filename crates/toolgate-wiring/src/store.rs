@@ -94,7 +94,8 @@ impl StoreConfig {
 }
 
 /// `$XDG_DATA_HOME/toolgate`, else `$HOME/.local/share/toolgate`.
-fn data_folder() -> Result<PathBuf, WiringError> {
+/// The user data folder: `$XDG_DATA_HOME/toolgate`, else `~/.local/share/toolgate`.
+pub fn data_folder() -> Result<PathBuf, WiringError> {
     if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(xdg).join("toolgate"));
     }

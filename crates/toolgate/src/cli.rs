@@ -21,6 +21,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// Import the tools of the MCP servers in this `mcpServers` JSON file (as Claude Desktop,
+    /// Claude Code and Cursor write it) under our policy; overrides [mcp] config.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -49,18 +54,53 @@ pub enum Command {
     /// success with 95% CIs, tokens and calls per task, and the verdict.
     Eval(EvalCommand),
     /// Serve a toolset to MCP hosts (Claude Desktop, Claude Code, Cursor, ...) over stdio or
-    /// Streamable HTTP, both MCP revisions (2025-11-25, 2026-07-28). Every call goes through
-    /// the dispatcher; a call that needs a human's approval asks the person at the host
-    /// through the protocol, and is denied when the host cannot ask.
+    /// Streamable HTTP, both MCP revisions (2025-11-25, 2026-07-28), with or without the tools
+    /// imported from other MCP servers (--mcp-config: a gateway in front of them). Every call
+    /// goes through the dispatcher; a call that needs a human's approval asks the person at
+    /// the host through the protocol, and is denied when the host cannot ask.
     Serve(ServeArgs),
+    /// The MCP servers whose tools are imported (--mcp-config or [mcp] config): their tools,
+    /// risks, pins and quarantine; review and accept changed tool definitions.
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Connect to every server and show its tools: local name, risk and where it came from,
+    /// and whether each is offered, quarantined (changed, new or gone since pinned), refused
+    /// (a definition we do not accept) or unreachable.
+    List,
+    /// Pin the servers not pinned yet (as first use does): record a digest of each tool's
+    /// whole definition in the lock file. A pinned server's changes go through diff/accept.
+    Pin {
+        /// Only this server (its name as the mcpServers file gives it, or its namespace).
+        server: Option<String>,
+    },
+    /// Show how SERVER's tools differ from its pins: each quarantined tool's pinned
+    /// definition against the current one.
+    Diff {
+        /// The server (its name as the mcpServers file gives it, or its namespace).
+        server: String,
+    },
+    /// Record SERVER's current tool definitions as its pins, after `diff` has shown them:
+    /// its quarantined tools are offered again from the next start.
+    Accept {
+        /// The server (its name as the mcpServers file gives it, or its namespace).
+        server: String,
+    },
 }
 
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("transport").required(true).args(["stdio", "http"])))]
 pub struct ServeArgs {
-    /// Which toolset to serve.
+    /// Which toolset to serve (beside the tools imported with --mcp-config, if any).
     #[arg(long, value_parser = toolset_parser(), default_value = "notes")]
     pub toolset: ToolsetName,
+    /// Serve no toolset of ours: only the tools imported from the MCP servers of
+    /// --mcp-config or [mcp] config (a gateway in front of them).
+    #[arg(long, conflicts_with_all = ["toolset", "db"])]
+    pub no_toolset: bool,
     /// The toolset's database; created with its initial contents when missing. Default: the
     /// configured one, else the data folder.
     #[arg(long, value_name = "FILE")]

@@ -32,6 +32,9 @@ pub struct Config {
     /// `toolgate serve`.
     #[serde(default)]
     pub serve: ServeConfig,
+    /// `[mcp]`: the MCP servers whose tools are imported, our ratings of them, the pin lock.
+    #[serde(default)]
+    pub mcp: toolgate_mcp::client::imports::McpSettings,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -79,6 +79,53 @@ pub enum ImportsError {
     },
     #[error("ratings name servers the mcpServers file does not have: {0}")]
     RatingsForUnknownServers(String),
+    #[error("cannot read the mcpServers file {path}: {detail}")]
+    ServersFile { path: String, detail: String },
+    #[error("the mcpServers file {path} is refused: {source}")]
+    Servers {
+        path: String,
+        source: super::config::ConfigError,
+    },
+}
+
+/// The options for the servers in the `mcpServers` file `servers_file`, under `settings`:
+/// `${VAR}` in it is expanded from `env`; the lock and the receipts database are where the
+/// settings say, else beside the file and at `default_receipts`; HTTP servers are reached
+/// through `egress`.
+pub fn configured_options(
+    settings: &McpSettings,
+    servers_file: &Path,
+    default_receipts: &Path,
+    env: &BTreeMap<String, String>,
+    egress: Option<Arc<toolgate_egress::Egress>>,
+) -> Result<ImportOptions, ImportsError> {
+    let shown = servers_file.display().to_string();
+    let text = std::fs::read_to_string(servers_file).map_err(|e| ImportsError::ServersFile {
+        path: shown.clone(),
+        detail: e.to_string(),
+    })?;
+    let servers = super::config::parse(&text, env).map_err(|source| ImportsError::Servers {
+        path: shown,
+        source,
+    })?;
+    let lock = settings
+        .lock
+        .clone()
+        .unwrap_or_else(|| default_lock_path(servers_file));
+    let receipts_path = settings
+        .receipts
+        .clone()
+        .unwrap_or_else(|| default_receipts.to_path_buf());
+    let mut options = ImportOptions::new(servers, lock, open_receipts(&receipts_path)?);
+    options.ratings = settings.servers.clone();
+    if let Some(secs) = settings.call_timeout_secs {
+        options.call_deadline = Duration::from_secs(secs.max(1));
+    }
+    if let Some(secs) = settings.connect_timeout_secs {
+        options.connect.connect_timeout = Duration::from_secs(secs.max(1));
+    }
+    options.connect.egress = egress;
+    Ok(options)
 }
 
 /// Opens (creating if needed) the SQLite ledger forwarded writes are claimed in.

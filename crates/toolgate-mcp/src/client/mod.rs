@@ -7,10 +7,12 @@
 //!   schema) or why it is refused;
 //! - [`imported`] declares it as a tool of ours whose calls are forwarded, with untrusted
 //!   results and claimed writes;
-//! - [`pins`] and [`lock`] pin each server's tool definitions and quarantine drift;
+//! - [`pins`] and [`lock`] pin each server's tool definitions and quarantine drift, and
+//!   [`diff`] shows the drift;
 //! - [`imports`] puts it all together for every configured server, for every front end.
 
 pub mod config;
+pub mod diff;
 pub mod import;
 pub mod imported;
 pub mod imports;

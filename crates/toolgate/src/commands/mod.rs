@@ -4,6 +4,7 @@ mod ask;
 mod books;
 mod demo;
 mod eval;
+mod mcp;
 mod notes;
 mod serve;
 mod tools;
@@ -49,6 +50,8 @@ pub enum CommandError {
     NoTracePair { dir: String },
     #[error(transparent)]
     Serve(#[from] toolgate_mcp::ServeError),
+    #[error(transparent)]
+    Imports(#[from] toolgate_mcp::client::imports::ImportsError),
     #[error("measuring `{call}` failed: {message}")]
     Measurement { call: String, message: String },
 }
@@ -56,14 +59,15 @@ pub enum CommandError {
 pub fn run(cli: Cli) -> Result<(), CommandError> {
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
-        Command::Tools(args) => tools::run(&config, &args),
+        Command::Tools(args) => tools::run(&config, cli.mcp_config.as_deref(), &args),
         Command::Books(command) => books::run(&config, command),
         Command::Ask(args) => ask::ask(&config, &args),
         Command::Chat(args) => ask::chat(&config, &args),
         Command::Eval(command) => eval::run(&config, command),
         Command::Notes(command) => notes::run(&config, command),
         Command::Demo(args) => demo::run(&config, &args),
-        Command::Serve(args) => serve::run(&config, &args),
+        Command::Serve(args) => serve::run(&config, cli.mcp_config.as_deref(), &args),
+        Command::Mcp(command) => mcp::run(&config, cli.mcp_config.as_deref(), command),
     }
 }
 

@@ -1,4 +1,6 @@
-//! `toolgate serve`: one toolset to MCP hosts, through the wiring's dispatcher.
+//! `toolgate serve`: one toolset, the tools imported from other MCP servers, or both, to MCP
+//! hosts, through one dispatcher (the gateway: our risk levels, approvals asked through the
+//! protocol, pins, untrusted results and one trace in front of third-party servers).
 
 use std::sync::Arc;
 
@@ -7,13 +9,18 @@ use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
 use toolgate_mcp::auth::{AuthConfig, ResourceServer, egress_for};
 use toolgate_mcp::http::{Access, serve_http_with};
 use toolgate_mcp::{HttpLimits, McpServer, ServeError, serve_stdio};
-use toolgate_wiring::Seat;
+use toolgate_wiring::{ExtraTools, Seat};
 
+use super::mcp::{open_imports, server_heading};
 use super::{CommandError, open_store, server_runtime};
 use crate::cli::ServeArgs;
 use crate::config::Config;
 
-pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
+pub fn run(
+    config: &Config,
+    mcp_config: Option<&std::path::Path>,
+    args: &ServeArgs,
+) -> Result<(), CommandError> {
     if args.http.is_none()
         && (args.max_body_bytes.is_some()
             || args.max_concurrent.is_some()
@@ -37,31 +44,73 @@ pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
                 .into(),
         ));
     }
-    let kind = args.toolset.store();
-    let path = config.store_path(kind, args.db.as_deref())?;
-    let store = open_store(kind, &path)?;
     let trace: Arc<dyn TraceSink> = match &args.trace {
         Some(path) => Arc::new(JsonlTrace::create(path)?),
         None => Arc::new(NoTrace),
     };
-    // No approval channel yet: every call that needs a human is denied.
+    let runtime = server_runtime()?;
+    let imports = runtime.block_on(open_imports(config, mcp_config, Arc::clone(&trace)))?;
+    if args.no_toolset && imports.is_none() {
+        return Err(CommandError::Usage(
+            "--no-toolset serves only imported tools, and no MCP servers are configured: pass \
+             --mcp-config FILE or set [mcp] config"
+                .into(),
+        ));
+    }
+    if let Some(imports) = &imports {
+        for server in &imports.servers {
+            eprintln!("toolgate: importing {}", server_heading(server));
+        }
+    }
+    // No approval channel yet: every call that needs a human is denied (the MCP server asks
+    // the host through the protocol, per call).
     let seat = Seat::new(Principal::local("local-user", &[]))
         .with_mode(config.mode.unwrap_or_default())
         .with_trace(Arc::clone(&trace));
-    let ready = toolgate_wiring::dispatcher(args.toolset, &store, &config.exits(), seat)?;
+    let extra = imports
+        .as_ref()
+        .map_or_else(ExtraTools::default, |i| ExtraTools {
+            tools: i.tools.clone(),
+            withheld: i.withheld.clone(),
+        });
     // One run per server process: a host's retried write (a new JSON-RPC id) replays its
     // receipt instead of running again.
     let transport = if args.http.is_some() { "http" } else { "stdio" };
     let run_id = format!("mcp-{transport}-{}-{}", std::process::id(), unix_now());
-    let server = McpServer::for_toolset(ready, &store, &run_id);
-    let runtime = server_runtime()?;
+    let (server, served) = if args.no_toolset {
+        let assembled = toolgate_wiring::assemble(extra.tools, extra.withheld, seat)?;
+        let server = McpServer::serving(
+            &assembled.registry,
+            assembled.dispatcher,
+            assembled.principal,
+            &run_id,
+        );
+        (server, "the imported tools".to_string())
+    } else {
+        let kind = args.toolset.store();
+        let path = config.store_path(kind, args.db.as_deref())?;
+        let store = open_store(kind, &path)?;
+        let ready =
+            toolgate_wiring::dispatcher_with(args.toolset, &store, &config.exits(), seat, extra)?;
+        let imported = if imports.is_some() {
+            " and the imported tools"
+        } else {
+            ""
+        };
+        let server = McpServer::for_toolset(ready, &store, &run_id);
+        (
+            server,
+            format!("{} ({}){imported}", args.toolset, path.display()),
+        )
+    };
+    let grants_name = if args.no_toolset {
+        IMPORTED_GRANT.to_string()
+    } else {
+        args.toolset.to_string()
+    };
     match args.http {
         None => {
-            eprintln!(
-                "toolgate: serving {} ({}) over stdio",
-                args.toolset,
-                path.display()
-            );
+            eprintln!("toolgate: serving {served} over stdio");
             runtime.block_on(serve_stdio(server))?;
         }
         Some(address) => runtime.block_on(async {
@@ -72,10 +121,9 @@ pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
                     })?;
                     let tools: Vec<String> =
                         server.tools().iter().map(|t| t.name.to_string()).collect();
-                    let resource_server =
-                        ResourceServer::start(auth, &args.toolset.to_string(), &tools, egress)
-                            .await
-                            .map_err(|e| ServeError::Start(e.to_string()))?;
+                    let resource_server = ResourceServer::start(auth, &grants_name, &tools, egress)
+                        .await
+                        .map_err(|e| ServeError::Start(e.to_string()))?;
                     Access::OAuth(Arc::new(resource_server))
                 }
                 None if args.insecure_no_auth => Access::InsecureNoAuth,
@@ -118,11 +166,7 @@ pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
                     auth.metadata_paths()[0]
                 ),
             };
-            eprintln!(
-                "toolgate: serving {} ({}) at http://{bound}/mcp, {how}",
-                args.toolset,
-                path.display()
-            );
+            eprintln!("toolgate: serving {served} at http://{bound}/mcp, {how}");
             serve_http_with(
                 server,
                 listener,
@@ -135,8 +179,14 @@ pub fn run(config: &Config, args: &ServeArgs) -> Result<(), CommandError> {
             Ok::<_, CommandError>(())
         })?,
     }
+    if let Some(imports) = imports {
+        runtime.block_on(imports.close());
+    }
     Ok(())
 }
+
+/// What an OAuth scope names to grant every tool of a gateway that serves no toolset.
+const IMPORTED_GRANT: &str = "imported";
 
 /// `[serve.auth]` with the `--auth-*` flags over it; `None` when neither asks for authorization.
 fn auth_config(

@@ -5,6 +5,13 @@ use toolgate_core::{CallRequest, Principal, ToolSpec};
 use toolgate_eval::tokens;
 use toolgate_wiring::{Seat, ToolsetName};
 
+use std::path::Path;
+use std::sync::Arc;
+
+use toolgate_core::trace::NoTrace;
+use toolgate_mcp::client::imports::Imports;
+
+use super::mcp::{TOOL_HEADER, open_imports, server_heading, tool_rows};
 use super::{CommandError, open_store, runtime};
 use crate::cli::{OutputFormat, ToolsArgs};
 use crate::config::Config;
@@ -43,7 +50,11 @@ struct Report {
     results: Vec<(String, usize)>,
 }
 
-pub fn run(config: &Config, args: &ToolsArgs) -> Result<(), CommandError> {
+pub fn run(
+    config: &Config,
+    mcp_config: Option<&Path>,
+    args: &ToolsArgs,
+) -> Result<(), CommandError> {
     let toolsets: Vec<ToolsetName> = match args.toolset {
         Some(one) => vec![one],
         None => ToolsetName::ALL.to_vec(),
@@ -85,14 +96,74 @@ pub fn run(config: &Config, args: &ToolsArgs) -> Result<(), CommandError> {
             results,
         });
     }
+    let imports = rt.block_on(open_imports(config, mcp_config, Arc::new(NoTrace)))?;
     match args.format {
-        OutputFormat::Table => print!("{}", render_table(&reports, args.schema)),
-        OutputFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&render_json(&reports, args.schema)).unwrap_or_default()
-        ),
+        OutputFormat::Table => {
+            print!("{}", render_table(&reports, args.schema));
+            if let Some(imports) = &imports {
+                print!("{}", render_imported_table(imports));
+            }
+        }
+        OutputFormat::Json => {
+            let mut value = render_json(&reports, args.schema);
+            if let Some(imports) = &imports {
+                value["imported"] = render_imported_json(imports);
+            }
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            );
+        }
+    }
+    if let Some(imports) = imports {
+        rt.block_on(imports.close());
     }
     Ok(())
+}
+
+/// The definition tokens of the offered imported tools.
+fn imported_definition_tokens(imports: &Imports) -> usize {
+    let views: Vec<_> = imports.tools.iter().map(|t| t.spec.model_view()).collect();
+    tokens::count_definitions(&views)
+}
+
+fn render_imported_table(imports: &Imports) -> String {
+    let mut out = format!(
+        "imported from MCP servers: {} tools offered, definitions cost {} tokens in every request\n\n",
+        imports.tools.len(),
+        imported_definition_tokens(imports)
+    );
+    for server in &imports.servers {
+        out.push_str(&server_heading(server));
+        out.push('\n');
+        out.push_str(&table::render(&TOOL_HEADER, &tool_rows(server), 140));
+        out.push('\n');
+    }
+    out
+}
+
+fn render_imported_json(imports: &Imports) -> Value {
+    let servers: Vec<Value> = imports
+        .servers
+        .iter()
+        .map(|server| {
+            let tools: Vec<Value> = tool_rows(server)
+                .into_iter()
+                .map(|row| {
+                    json!({"name": row[0], "remote_name": row[1], "risk": row[2], "effect": row[3],
+                           "risk_from": row[4], "state": row[5]})
+                })
+                .collect();
+            json!({
+                "name": server.given_name,
+                "namespace": server.namespace,
+                "connected": server.connected.is_ok(),
+                "error": server.connected.as_ref().err().map(ToString::to_string),
+                "tools": tools,
+            })
+        })
+        .collect();
+    json!({"definition_tokens": imported_definition_tokens(imports), "servers": servers})
 }
 
 fn render_table(reports: &[Report], with_schema: bool) -> String {

@@ -1,0 +1,258 @@
+//! `toolgate mcp list|pin|diff|accept`, and the one way every command opens the MCP servers
+//! whose tools are imported (`--mcp-config`, else `[mcp] config`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use toolgate_core::trace::TraceSink;
+use toolgate_egress::{Egress, SystemResolver};
+use toolgate_mcp::client::diff;
+use toolgate_mcp::client::imports::{Imports, ServerImport, ToolState, configured_options};
+
+use super::{CommandError, runtime};
+use crate::cli::McpCommand;
+use crate::config::Config;
+use crate::table;
+
+/// The file the receipts of forwarded writes are kept in, in the data folder by default.
+const RECEIPTS_FILE: &str = "mcp-receipts.sqlite";
+
+/// The `mcpServers` file: the flag, else `[mcp] config`.
+fn servers_file(config: &Config, flag: Option<&Path>) -> Option<PathBuf> {
+    flag.map(Path::to_path_buf)
+        .or_else(|| config.mcp.config.clone())
+}
+
+/// Connects to every configured MCP server and imports its tools; `None` when no
+/// `mcpServers` file is configured. HTTP servers are reached through the `[egress]` exit.
+pub(crate) async fn open_imports(
+    config: &Config,
+    flag: Option<&Path>,
+    trace: Arc<dyn TraceSink>,
+) -> Result<Option<Imports>, CommandError> {
+    let Some(file) = servers_file(config, flag) else {
+        if !config.mcp.servers.is_empty() {
+            return Err(CommandError::Usage(
+                "[mcp.servers] rates MCP servers, but no mcpServers file is given: set [mcp] \
+                 config or pass --mcp-config FILE"
+                    .into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let egress = Egress::new(config.egress.clone(), Arc::new(SystemResolver), trace)
+        .map_err(|e| CommandError::Usage(format!("the [egress] allowlist is refused: {e}")))?;
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let receipts = match &config.mcp.receipts {
+        Some(path) => path.clone(),
+        None => toolgate_wiring::data_folder()?.join(RECEIPTS_FILE),
+    };
+    let options = configured_options(&config.mcp, &file, &receipts, &env, Some(Arc::new(egress)))?;
+    Ok(Some(Imports::open(options).await?))
+}
+
+pub fn run(config: &Config, flag: Option<&Path>, command: McpCommand) -> Result<(), CommandError> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let trace: Arc<dyn TraceSink> = Arc::new(toolgate_core::trace::NoTrace);
+        let Some(mut imports) = open_imports(config, flag, trace).await? else {
+            return Err(CommandError::Usage(
+                "no MCP servers are configured: pass --mcp-config FILE (an mcpServers JSON file \
+                 as desktop hosts write it) or set [mcp] config in toolgate.toml"
+                    .into(),
+            ));
+        };
+        let result = act(&mut imports, command);
+        imports.close().await;
+        result
+    })
+}
+
+fn act(imports: &mut Imports, command: McpCommand) -> Result<(), CommandError> {
+    match command {
+        McpCommand::List => {
+            print!("{}", render_list(imports));
+            Ok(())
+        }
+        McpCommand::Pin { server } => {
+            let only = server.map(|s| namespace_of(imports, &s)).transpose()?;
+            for s in imports
+                .servers
+                .iter()
+                .filter(|s| only.as_ref().is_none_or(|n| *n == s.namespace))
+            {
+                println!("{}", pin_line(s));
+            }
+            Ok(())
+        }
+        McpCommand::Diff { server } => {
+            let namespace = namespace_of(imports, &server)?;
+            let review = imports.review(&namespace)?;
+            let pins = imports.pins(&namespace).cloned().unwrap_or_default();
+            let current = imports.catalogue(&namespace).unwrap_or_default();
+            let text = diff::render(&namespace, &pins, &review, current);
+            if text.is_empty() {
+                println!("{namespace}: every tool is as pinned");
+            } else {
+                print!("{text}");
+                println!("accept these definitions with: toolgate mcp accept {namespace}");
+            }
+            Ok(())
+        }
+        McpCommand::Accept { server } => {
+            let namespace = namespace_of(imports, &server)?;
+            let accepted = imports.accept(&namespace)?;
+            if accepted.is_clean() {
+                println!("{namespace}: every tool was already as pinned; nothing changed");
+            } else {
+                let names: Vec<&str> = accepted.quarantined.keys().map(String::as_str).collect();
+                println!(
+                    "{namespace}: accepted the current definitions of {} ({}); they are offered from the next start",
+                    names.len(),
+                    names.join(", ")
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The namespace of the server `name` (as the file gives it, or already a namespace).
+fn namespace_of(imports: &Imports, name: &str) -> Result<String, CommandError> {
+    imports
+        .servers
+        .iter()
+        .find(|s| s.namespace == name || s.given_name == name)
+        .map(|s| s.namespace.clone())
+        .ok_or_else(|| {
+            let known: Vec<&str> = imports
+                .servers
+                .iter()
+                .map(|s| s.given_name.as_str())
+                .collect();
+            CommandError::Usage(format!(
+                "no MCP server is named `{name}` (configured: {})",
+                known.join(", ")
+            ))
+        })
+}
+
+fn pin_line(server: &ServerImport) -> String {
+    let count = server.tools.len();
+    if let Err(e) = &server.connected {
+        return format!("{}: not pinned now, unreachable: {e}", server.namespace);
+    }
+    if server.newly_pinned {
+        return format!("{}: pinned {count} tools", server.namespace);
+    }
+    let quarantined = server
+        .tools
+        .iter()
+        .filter(|t| matches!(t.state, ToolState::Quarantined(_)))
+        .count();
+    if quarantined == 0 {
+        format!(
+            "{}: already pinned, {count} tools as pinned",
+            server.namespace
+        )
+    } else {
+        format!(
+            "{}: already pinned; {quarantined} of {count} tools differ: review with `toolgate mcp diff {}`, then `toolgate mcp accept {}`",
+            server.namespace, server.namespace, server.namespace
+        )
+    }
+}
+
+/// A server's heading line in listings.
+pub(crate) fn server_heading(server: &ServerImport) -> String {
+    let name = if server.given_name == server.namespace {
+        server.namespace.clone()
+    } else {
+        format!("{} (namespace {})", server.given_name, server.namespace)
+    };
+    let status = match &server.connected {
+        Ok((revision, info)) => format!(
+            "connected{}{}{}",
+            info.as_ref()
+                .map(|i| format!(" to {i}"))
+                .unwrap_or_default(),
+            revision
+                .as_ref()
+                .map(|r| format!(", MCP {r}"))
+                .unwrap_or_default(),
+            if server.newly_pinned {
+                ", pinned now (first use)"
+            } else {
+                ""
+            }
+        ),
+        Err(e) => format!("UNREACHABLE: {e}"),
+    };
+    let mut line = format!("{name}: {status}");
+    if !server.ignored_keys.is_empty() {
+        line.push_str(&format!(
+            "\n  ignored keys (toolgate does not act on them): {}",
+            server.ignored_keys.join(", ")
+        ));
+    }
+    line
+}
+
+/// One row per tool: local name, remote name, risk, effect, where the risk came from, state.
+pub(crate) fn tool_rows(server: &ServerImport) -> Vec<Vec<String>> {
+    server
+        .tools
+        .iter()
+        .map(|tool| {
+            let (risk, effect, source) = match tool.rating() {
+                Some((r, e, s)) => (r.as_str(), e.as_str(), s.as_str()),
+                None => ("-", "-", "-"),
+            };
+            let state = match &tool.state {
+                ToolState::Offered(_) => "offered".to_string(),
+                ToolState::Quarantined(drift) => {
+                    format!(
+                        "QUARANTINED: {}",
+                        drift.reason(&server.namespace, &tool.remote_name)
+                    )
+                }
+                ToolState::Refused(why) => format!("REFUSED: {why}"),
+                ToolState::Unreachable => "withheld: server unreachable".to_string(),
+            };
+            vec![
+                tool.local_name.clone().unwrap_or_else(|| "-".into()),
+                tool.remote_name.clone(),
+                risk.into(),
+                effect.into(),
+                source.into(),
+                state,
+            ]
+        })
+        .collect()
+}
+
+pub(crate) const TOOL_HEADER: [&str; 6] = [
+    "TOOL",
+    "REMOTE NAME",
+    "RISK",
+    "EFFECT",
+    "RISK FROM",
+    "STATE",
+];
+
+fn render_list(imports: &Imports) -> String {
+    let mut out = String::new();
+    for server in &imports.servers {
+        out.push_str(&server_heading(server));
+        out.push('\n');
+        let rows = tool_rows(server);
+        if rows.is_empty() {
+            out.push_str("  (no tools)\n\n");
+            continue;
+        }
+        out.push_str(&table::render(&TOOL_HEADER, &rows, 140));
+        out.push('\n');
+    }
+    out
+}
