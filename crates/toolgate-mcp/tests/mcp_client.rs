@@ -541,3 +541,114 @@ async fn an_http_server_off_the_egress_allowlist_is_never_contacted() {
     assert!(error.contains("egress"), "{error}");
     assert!(imports.tools.is_empty());
 }
+
+/// A person at an MCP host in front of our gateway: approves or declines every question.
+#[derive(Clone)]
+struct Person {
+    approves: bool,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Person {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::builder()
+                .enable_elicitation()
+                .build(),
+            rmcp::model::Implementation::new("test-host", "0"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.asked.lock().unwrap().push(message);
+        }
+        Ok(if self.approves {
+            ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true}))
+        } else {
+            ElicitResult::new(ElicitationAction::Decline)
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_gateway_asks_the_host_per_call_and_a_declined_call_never_reaches_upstream() {
+    use rmcp::ServiceExt;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    use rmcp::transport::StreamableHttpClientTransport;
+
+    let fixture = Fixture::new();
+    let send = json!({"name": "message_send", "description": "Sends a message to someone.",
+                      "inputSchema": {"type": "object", "properties": {"to": {"type": "string"}},
+                                      "required": ["to"]}});
+    let imports = fixture
+        .open(
+            json!({"fixture": fixture.fixture_entry(&json!([send]))}),
+            "",
+            ConnectOptions::default(),
+        )
+        .await;
+    let ready = dispatcher(&imports, None);
+    let gateway = McpServer::serving(
+        &ready.registry,
+        ready.dispatcher.clone(),
+        ready.principal.clone(),
+        "gateway",
+    );
+    let spawned = support::spawn(gateway, HttpLimits::default()).await;
+    support::install_tls_provider();
+
+    let mut forwarded = 0;
+    for modern in [false, true] {
+        for approves in [false, true] {
+            let person = Person {
+                approves,
+                asked: Arc::default(),
+            };
+            let transport = StreamableHttpClientTransport::from_uri(spawned.url.clone());
+            let host = if modern {
+                person
+                    .clone()
+                    .serve_with_lifecycle(
+                        transport,
+                        ClientLifecycleMode::Discover {
+                            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                        },
+                    )
+                    .await
+                    .unwrap()
+            } else {
+                person.clone().serve(transport).await.unwrap()
+            };
+            let listed = host.list_all_tools().await.unwrap();
+            assert_eq!(listed[0].name, "fixture__message_send");
+            let to = format!("bob-{modern}-{approves}@example.org");
+            let params = rmcp::model::CallToolRequestParams::new("fixture__message_send")
+                .with_arguments(json!({"to": to}).as_object().cloned().unwrap());
+            let result = host.call_tool(params).await.unwrap();
+            let asked = person.asked.lock().unwrap().clone();
+            assert_eq!(asked.len(), 1, "modern={modern}: asked {asked:?}");
+            assert!(asked[0].contains("fixture__message_send"), "{}", asked[0]);
+            let calls = fixture.calls();
+            if approves {
+                forwarded += 1;
+                assert_eq!(result.is_error, Some(false), "{result:?}");
+                assert_eq!(calls.last().unwrap()["arguments"]["to"], to.as_str());
+            } else {
+                assert_eq!(result.is_error, Some(true), "{result:?}");
+            }
+            assert_eq!(
+                calls.len(),
+                forwarded,
+                "modern={modern} approves={approves}"
+            );
+            host.cancel().await.unwrap();
+        }
+    }
+    imports.close().await;
+}

@@ -33,13 +33,33 @@ enum Target<'a> {
     Http(&'a str),
     /// A running `toolgate serve --http` at this URL that needs this bearer token.
     Authorized(&'a str, &'a str),
+    /// It spawns `toolgate --config FILE serve --stdio --no-toolset`: a gateway in front of
+    /// the MCP servers that configuration imports.
+    Gateway(&'a Path),
 }
 
 /// One Inspector run: `method` (with `extra` options) against `target`; the parsed `result`.
 fn inspect(dir: &Path, era: &str, target: Target, method: &str, extra: &[&str]) -> Value {
+    let (status, result, stderr) = inspect_run(dir, era, target, method, extra);
+    assert!(
+        status.success(),
+        "{era} {method} {extra:?} failed ({status}):\nresult: {result}\nstderr: {stderr}"
+    );
+    result
+}
+
+/// One Inspector run, successful or not: its exit status, the parsed `result` and its stderr.
+fn inspect_run(
+    dir: &Path,
+    era: &str,
+    target: Target,
+    method: &str,
+    extra: &[&str],
+) -> (std::process::ExitStatus, Value, String) {
     let label = match target {
         Target::Stdio(toolset) => toolset.to_string(),
         Target::Http(_) | Target::Authorized(..) => "http".to_string(),
+        Target::Gateway(_) => "gateway".to_string(),
     };
     let tag = format!("{era}-{label}-{}", method.replace('/', "_"));
     let out_path = dir.join(format!("{tag}.out"));
@@ -60,6 +80,15 @@ fn inspect(dir: &Path, era: &str, target: Target, method: &str, extra: &[&str]) 
                 .arg(env!("CARGO_BIN_EXE_toolgate"))
                 .args(["serve", "--stdio", "--toolset", toolset, "--db"])
                 .arg(dir.join(format!("{toolset}.sqlite")));
+        }
+        Target::Gateway(config) => {
+            command
+                .args(["-e", &format!("HOME={}", dir.display())])
+                .arg("--")
+                .arg(env!("CARGO_BIN_EXE_toolgate"))
+                .arg("--config")
+                .arg(config)
+                .args(["serve", "--stdio", "--no-toolset"]);
         }
         Target::Http(url) => {
             command.args(["--server-url", url, "--transport", "http"]);
@@ -82,13 +111,12 @@ fn inspect(dir: &Path, era: &str, target: Target, method: &str, extra: &[&str]) 
     let status = node::wait_bounded(&mut child, Duration::from_secs(60), "the Inspector");
     let stdout = std::fs::read_to_string(&out_path).unwrap();
     let stderr = std::fs::read_to_string(&err_path).unwrap();
-    assert!(
-        status.success(),
-        "{era} {method} {extra:?} failed ({status}):\nstdout: {stdout}\nstderr: {stderr}"
-    );
-    let mut reply: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("one JSON object on stdout ({e}): {stdout}"));
-    reply["result"].take()
+    let mut reply: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "{era} {method}: one JSON object on stdout ({e}, {status}): {stdout}\nstderr: {stderr}"
+        )
+    });
+    (status, reply["result"].take(), stderr)
 }
 
 fn tool_names(result: &Value) -> Vec<String> {
@@ -422,4 +450,106 @@ fn inspector_lists_and_reads_notes_resources_and_prompts_in_both_eras() {
         let text = message["content"]["text"].as_str().unwrap();
         assert!(text.contains("\"quarterly zanzibar\""), "{era}: {text}");
     }
+}
+
+/// A `toolgate.toml` importing the pinned npm server-everything over stdio, rating only
+/// `get-sum` (low, read): every other tool of it is unrated, so high risk.
+fn gateway_config(dir: &Path) -> std::path::PathBuf {
+    let everything = node::installed(
+        node::node_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+        "@modelcontextprotocol/server-everything",
+    );
+    let servers = serde_json::json!({"mcpServers": {"everything": {
+        "command": node::node().display().to_string(),
+        "args": [everything.display().to_string(), "stdio"],
+    }}});
+    std::fs::write(dir.join("servers.json"), servers.to_string()).unwrap();
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp]\nconfig = \"{}\"\nreceipts = \"{}\"\n\
+             [mcp.servers.everything.tools.get-sum]\nrisk = \"low\"\neffect = \"read\"\n",
+            dir.join("servers.json").display(),
+            dir.join("receipts.sqlite").display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// The text of a tool result's content blocks, joined.
+fn result_text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("content blocks: {result}"))
+        .iter()
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn inspector_through_the_gateway_lists_and_calls_server_everything_in_both_eras() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = gateway_config(dir.path());
+    for era in ERAS {
+        let target = Target::Gateway(&config);
+        let listed = tool_names(&inspect(dir.path(), era, target, "tools/list", &[]));
+        for name in [
+            "everything__echo",
+            "everything__get_sum",
+            "everything__get_env",
+        ] {
+            assert!(listed.contains(&name.to_string()), "{era}: {listed:?}");
+        }
+        assert!(
+            listed.iter().all(|n| n.starts_with("everything__")),
+            "{listed:?}"
+        );
+
+        let sum = inspect(
+            dir.path(),
+            era,
+            target,
+            "tools/call",
+            &[
+                "--tool-name",
+                "everything__get_sum",
+                "--tool-args-json",
+                r#"{"a":2,"b":3}"#,
+            ],
+        );
+        assert_eq!(sum["isError"], false, "{era}: {sum}");
+        assert!(result_text(&sum).contains("5"), "{era}: {sum}");
+        let untrusted = sum["content"].as_array().unwrap().iter().any(|b| {
+            b["_meta"]["toolgate/untrusted"].is_object() || b["_meta"]["toolgate/untrusted"] == true
+        });
+        assert!(
+            untrusted,
+            "{era}: the upstream's text is not marked untrusted: {sum}"
+        );
+
+        // Unrated, so high risk: the Inspector cannot answer an approval request, so the call
+        // is denied and never forwarded.
+        let (status, echo, _) = inspect_run(
+            dir.path(),
+            era,
+            target,
+            "tools/call",
+            &[
+                "--tool-name",
+                "everything__echo",
+                "--tool-args-json",
+                r#"{"message":"hi"}"#,
+            ],
+        );
+        assert!(!status.success(), "{era}: {echo}");
+        assert_eq!(echo["isError"], true, "{era}: {echo}");
+        assert!(result_text(&echo).contains("approval"), "{era}: {echo}");
+    }
+    assert!(
+        dir.path().join("servers.lock.json").exists(),
+        "first use pins the server"
+    );
 }
