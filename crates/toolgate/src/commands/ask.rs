@@ -18,8 +18,11 @@ use toolgate_llm::{
     OpenAiResponsesModel,
 };
 
-use toolgate_wiring::Seat;
+use std::path::Path;
 
+use toolgate_wiring::{ExtraTools, Seat};
+
+use super::mcp::{open_imports, server_heading};
 use super::{CommandError, open_store, runtime};
 use crate::cli::{AgentArgs, AskArgs, ModeName};
 use crate::config::Config;
@@ -32,17 +35,21 @@ struct Session {
     transcript: Option<std::path::PathBuf>,
 }
 
-pub fn ask(config: &Config, args: &AskArgs) -> Result<(), CommandError> {
+pub fn ask(config: &Config, mcp_config: Option<&Path>, args: &AskArgs) -> Result<(), CommandError> {
     let rt = runtime()?;
-    let session = build(config, &args.agent)?;
+    let session = build(config, mcp_config, &args.agent, &rt)?;
     let question = args.question.join(" ");
     let result = rt.block_on(session.agent.ask(&run_id(), &question));
     finish(&session, &result)
 }
 
-pub fn chat(config: &Config, args: &AgentArgs) -> Result<(), CommandError> {
+pub fn chat(
+    config: &Config,
+    mcp_config: Option<&Path>,
+    args: &AgentArgs,
+) -> Result<(), CommandError> {
     let rt = runtime()?;
-    let session = build(config, args)?;
+    let session = build(config, mcp_config, args, &rt)?;
     let mut history: Vec<Message> = Vec::new();
     let stdin = std::io::stdin();
     let interactive = stdin.is_terminal();
@@ -71,7 +78,12 @@ fn run_id() -> String {
     format!("run-{nanos:x}-{}", std::process::id())
 }
 
-fn build(config: &Config, args: &AgentArgs) -> Result<Session, CommandError> {
+fn build(
+    config: &Config,
+    mcp_config: Option<&Path>,
+    args: &AgentArgs,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Session, CommandError> {
     let trace: Arc<dyn TraceSink> = match &args.trace {
         Some(file) => Arc::new(JsonlTrace::create(file)?),
         None => Arc::new(NoTrace),
@@ -94,7 +106,23 @@ fn build(config: &Config, args: &AgentArgs) -> Result<Session, CommandError> {
         .with_approval(approval)
         .with_mode(mode)
         .with_trace(Arc::clone(&trace));
-    let ready = toolgate_wiring::dispatcher(args.toolset, &store, &config.exits(), seat)?;
+    let imports = rt.block_on(open_imports(config, mcp_config, Arc::clone(&trace)))?;
+    let extra = match &imports {
+        Some(imports) => {
+            if !args.quiet {
+                for server in &imports.servers {
+                    println!("mcp: {}", server_heading(server));
+                }
+            }
+            ExtraTools {
+                tools: imports.tools.clone(),
+                withheld: imports.withheld.clone(),
+            }
+        }
+        None => ExtraTools::default(),
+    };
+    let ready =
+        toolgate_wiring::dispatcher_with(args.toolset, &store, &config.exits(), seat, extra)?;
     let spec = choose_model(args.model.as_deref().or(config.model.name.as_deref()))?;
     let model = load_model(&spec, args.ctx, !args.quiet)?;
     let model_name = model.name();

@@ -61,8 +61,8 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
     match cli.command {
         Command::Tools(args) => tools::run(&config, cli.mcp_config.as_deref(), &args),
         Command::Books(command) => books::run(&config, command),
-        Command::Ask(args) => ask::ask(&config, &args),
-        Command::Chat(args) => ask::chat(&config, &args),
+        Command::Ask(args) => ask::ask(&config, cli.mcp_config.as_deref(), &args),
+        Command::Chat(args) => ask::chat(&config, cli.mcp_config.as_deref(), &args),
         Command::Eval(command) => eval::run(&config, command),
         Command::Notes(command) => notes::run(&config, command),
         Command::Demo(args) => demo::run(&config, &args),
