@@ -678,6 +678,41 @@ async fn relative_date_is_rejected_with_todays_date() {
 }
 
 #[tokio::test]
+async fn a_withheld_name_is_refused_with_its_reason_and_never_listed() {
+    let registry = Registry::new([list_tool()]).unwrap().withholding(
+        [
+            (
+                "remote__lookup".to_string(),
+                "it changed since it was pinned".to_string(),
+            ),
+            // A withheld name that is also a tool stays a tool.
+            ("demo_list".to_string(), "stale".to_string()),
+        ]
+        .into(),
+    );
+    assert_eq!(
+        registry.withheld("remote__lookup"),
+        Some("it changed since it was pinned")
+    );
+    assert_eq!(registry.withheld("demo_list"), None);
+    assert_eq!(registry.names().collect::<Vec<_>>(), ["demo_list"]);
+    let d = Front {
+        d: Dispatcher::new(Arc::new(registry)).unwrap(),
+        channel: ApprovalChannel::None,
+    };
+    let refused = call(&d, alice(), "remote__lookup", json!({})).await;
+    let e = error_of(&refused);
+    assert_eq!(e.code, ErrorCode::Forbidden);
+    assert_eq!(
+        e.message,
+        "tool `remote__lookup` is withheld: it changed since it was pinned"
+    );
+    assert_eq!(refused.record.stage, Stage::Resolve);
+    let listed = call(&d, alice(), "demo_list", json!({"count": 2})).await;
+    assert!(listed.observation().is_some(), "{:?}", listed.result);
+}
+
+#[tokio::test]
 async fn unknown_tool_gets_closest_real_names() {
     let fx = Fixture::new();
     let d = fx.dispatcher();

@@ -61,7 +61,12 @@ fn inspect_run(
         Target::Http(_) | Target::Authorized(..) => "http".to_string(),
         Target::Gateway(_) => "gateway".to_string(),
     };
-    let tag = format!("{era}-{label}-{}", method.replace('/', "_"));
+    // A call's files are named after its tool too, so two calls in one era do not share them.
+    let tool = match extra {
+        ["--tool-name", name, ..] => format!("-{name}"),
+        _ => String::new(),
+    };
+    let tag = format!("{era}-{label}-{}{tool}", method.replace('/', "_"));
     let out_path = dir.join(format!("{tag}.out"));
     let err_path = dir.join(format!("{tag}.err"));
     let mut command = Command::new(node::node());
@@ -88,7 +93,8 @@ fn inspect_run(
                 .arg(env!("CARGO_BIN_EXE_toolgate"))
                 .arg("--config")
                 .arg(config)
-                .args(["serve", "--stdio", "--no-toolset"]);
+                .args(["serve", "--stdio", "--no-toolset", "--trace"])
+                .arg(dir.join(format!("{tag}.trace.jsonl")));
         }
         Target::Http(url) => {
             command.args(["--server-url", url, "--transport", "http"]);
@@ -547,6 +553,26 @@ fn inspector_through_the_gateway_lists_and_calls_server_everything_in_both_eras(
         assert!(!status.success(), "{era}: {echo}");
         assert_eq!(echo["isError"], true, "{era}: {echo}");
         assert!(result_text(&echo).contains("approval"), "{era}: {echo}");
+
+        // One trace in front of the third-party server: each call's decision is in it.
+        for (tool, outcome) in [
+            ("everything__get_sum", "ok"),
+            ("everything__echo", "approval_denied"),
+        ] {
+            let path = dir
+                .path()
+                .join(format!("{era}-gateway-tools_call-{tool}.trace.jsonl"));
+            let events: Vec<Value> = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let decision = events
+                .iter()
+                .find(|e| e["event"] == "tool_call" && e["gen_ai.tool.name"] == tool)
+                .unwrap_or_else(|| panic!("{era}: no decision for {tool}: {events:#?}"));
+            assert_eq!(decision["outcome"], outcome, "{era}: {decision}");
+        }
     }
     assert!(
         dir.path().join("servers.lock.json").exists(),
