@@ -88,6 +88,8 @@ pub struct ImportPlan {
     pub risk: Risk,
     pub effect: Effect,
     pub risk_source: RiskSource,
+    /// The digest of the definition this plan was made from ([`super::pins::tool_digest`]).
+    pub digest: String,
 }
 
 /// Why a tool is not imported.
@@ -277,6 +279,7 @@ pub fn plan_tool(
         risk,
         effect,
         risk_source,
+        digest: super::pins::tool_digest(tool),
     })
 }
 

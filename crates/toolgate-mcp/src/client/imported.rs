@@ -12,6 +12,9 @@
 //!   when the request surely never left or the server says the tool failed, and left standing
 //!   when the outcome is unknown (a timeout, a lost connection), so a retry is a `conflict`
 //!   that names the server to check rather than a second effect;
+//! - a server that announced a new tool list during the session is listed again before the
+//!   call, and a tool whose definition is no longer the one declared (pinned) is refused
+//!   before anything is sent;
 //! - a write carries its idempotency key to the server in `_meta` (under
 //!   [`crate::IDEMPOTENCY_KEY_META`]), so a toolgate server behind us replays instead of
 //!   repeating.
@@ -28,6 +31,7 @@ use toolgate_core::{
 use toolgate_store::SharedConnection;
 
 use super::import::ImportPlan;
+use super::pins::tool_digest;
 use super::upstream::{Upstream, UpstreamError};
 use crate::IDEMPOTENCY_KEY_META;
 
@@ -63,6 +67,7 @@ pub fn declare(
         server,
         remote,
         deadline,
+        digest: plan.digest.clone(),
     };
     if plan.effect.writes() {
         let ledger = receipts.clone();
@@ -85,6 +90,8 @@ struct Forward {
     server: String,
     remote: String,
     deadline: Duration,
+    /// The digest of the definition declared (the pinned one).
+    digest: String,
 }
 
 impl Forward {
@@ -94,6 +101,37 @@ impl Forward {
             // The schema says object and the dispatcher validated against it.
             _ => Map::new(),
         }
+    }
+
+    /// Refuses the call when the server announced a new tool list in which this tool is not
+    /// the one declared.
+    async fn check_unchanged(&self) -> Result<(), ToolError> {
+        let Some(tools) = self
+            .upstream
+            .announced_tools()
+            .await
+            .map_err(|e| self.upstream_error(&e))?
+        else {
+            return Ok(());
+        };
+        let current = tools
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some(self.remote.as_str()));
+        if current.is_some_and(|t| tool_digest(t) == self.digest) {
+            return Ok(());
+        }
+        let what = if current.is_some() {
+            "changed"
+        } else {
+            "was removed"
+        };
+        Err(ToolError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "the tool {} of server {} {what} during this session (the server announced a new tool list), so it is refused: nothing was sent; after a restart its change is quarantined for review with `toolgate mcp diff {}`",
+                self.remote, self.server, self.server
+            ),
+        ))
     }
 
     async fn send(
@@ -114,6 +152,7 @@ impl Forward {
     }
 
     async fn read(&self, ctx: ExecContext, args: Value) -> Result<ToolOutput, ToolError> {
+        self.check_unchanged().await?;
         let result = self
             .send(&ctx, args, Map::new())
             .await
@@ -127,6 +166,7 @@ impl Forward {
         args: Value,
         ledger: SharedConnection,
     ) -> Result<WriteOutput, ToolError> {
+        self.check_unchanged().await?;
         let key = ctx.write_key()?.clone();
         let now = ctx.now_unix;
         let what_to_check = format!(

@@ -14,25 +14,29 @@
 //! - every connect, listing and call is bounded in time; a call that times out or is canceled
 //!   is abandoned, which sends the server `notifications/cancelled`;
 //! - requests the server makes of us (elicitation, sampling) are declined: approvals are ours,
-//!   asked by our dispatcher, never by a server on its own behalf.
+//!   asked by our dispatcher, never by a server on its own behalf;
+//! - a server that announces a new tool list (`notifications/tools/list_changed`) is listed
+//!   again before the next call ([`Upstream::announced_tools`]), so a tool that changed during
+//!   the session is caught before it is called.
 //!
 //! Refuses: a program that is not found under those rules, an unreachable or refused URL, a
 //! server that does not finish the handshake in time.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
-use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, MetaObject,
     ProtocolVersion, RequestMetaObject,
 };
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Map, Value};
 use tokio::io::AsyncBufReadExt;
 use toolgate_core::CancelToken;
@@ -147,11 +151,32 @@ impl StderrTail {
     }
 }
 
+/// How we answer a server: our client info; requests it makes of us get rmcp's default
+/// answers (declined, or method not found); a new tool list is noted.
+#[derive(Clone)]
+struct UpstreamHandler {
+    config: ClientConfig,
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for UpstreamHandler {
+    fn get_info(&self) -> ClientConfig {
+        self.config.clone()
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.store(true, Ordering::SeqCst);
+    }
+}
+
 /// A connected server.
 pub struct Upstream {
-    service: RunningService<RoleClient, ClientConfig>,
+    service: RunningService<RoleClient, UpstreamHandler>,
     stderr: Arc<Mutex<StderrTail>>,
     list_timeout: Duration,
+    tools_changed: Arc<AtomicBool>,
+    /// The tool list as last listed after the server announced a change.
+    announced: tokio::sync::Mutex<Option<Arc<Vec<Value>>>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -232,7 +257,11 @@ impl Upstream {
             .revision
             .clone()
             .unwrap_or(ProtocolVersion::V_2025_11_25);
-        let info = client_config(revision);
+        let tools_changed = Arc::new(AtomicBool::new(false));
+        let info = UpstreamHandler {
+            config: client_config(revision),
+            tools_changed: Arc::clone(&tools_changed),
+        };
         let mode = lifecycle(options.revision.as_ref());
         let started = match &entry.transport {
             Transport::Stdio {
@@ -313,7 +342,27 @@ impl Upstream {
             service,
             stderr,
             list_timeout: options.list_timeout,
+            tools_changed,
+            announced: tokio::sync::Mutex::new(None),
         })
+    }
+
+    /// The server's tool list as it is now, if it has announced a change since we connected
+    /// (listed again when it announced one since the last look); `None` while it announced
+    /// none.
+    pub async fn announced_tools(&self) -> Result<Option<Arc<Vec<Value>>>, UpstreamError> {
+        let mut announced = self.announced.lock().await;
+        if self.tools_changed.swap(false, Ordering::SeqCst) {
+            match self.list_tools().await {
+                Ok(tools) => *announced = Some(Arc::new(tools)),
+                Err(e) => {
+                    // Look again next time: the change is still unreviewed.
+                    self.tools_changed.store(true, Ordering::SeqCst);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(announced.clone())
     }
 
     /// The negotiated protocol revision.

@@ -1,10 +1,12 @@
 // A stdio MCP server whose tools are whatever a JSON file says, for the drift and poisoning
-// tests: start it, change the file, start it again. Built on the official TypeScript SDK that
-// scripts/setup.sh installs (its folder is argv[2]); every call is appended to a log (argv[4])
-// so a test can show what reached the server, and what never did.
+// tests: start it, change the file, start it again; or change the file while it runs, and it
+// announces a new tool list (notifications/tools/list_changed), then appends a line to
+// CALLS.log.announced. Built on the official TypeScript SDK that scripts/setup.sh installs (its
+// folder is argv[2]); every call is appended to a log (argv[4]) so a test can show what reached
+// the server, and what never did.
 //
 //   node fixture_server.mjs NODE_MODULES TOOLS.json CALLS.log
-import { appendFileSync, readFileSync } from "node:fs";
+import { appendFileSync, readFileSync, watchFile } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -14,8 +16,11 @@ const { Server } = await sdk("server/index.js");
 const { StdioServerTransport } = await sdk("server/stdio.js");
 const { ListToolsRequestSchema, CallToolRequestSchema } = await sdk("types.js");
 
-const tools = JSON.parse(readFileSync(toolsFile, "utf8"));
-const server = new Server({ name: "toolgate-fixture", version: "1.0.0" }, { capabilities: { tools: {} } });
+let tools = JSON.parse(readFileSync(toolsFile, "utf8"));
+const server = new Server(
+  { name: "toolgate-fixture", version: "1.0.0" },
+  { capabilities: { tools: { listChanged: true } } },
+);
 // `reply` (what a call answers) is ours, not part of the definition.
 server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: tools.map(({ reply, ...definition }) => definition) }));
 server.setRequestHandler(CallToolRequestSchema, async (request) => {
@@ -27,4 +32,10 @@ server.setRequestHandler(CallToolRequestSchema, async (request) => {
   }
   return { content: [{ type: "text", text: tool.reply ?? `${name} done with ${JSON.stringify(args ?? {})}` }] };
 });
+server.onclose = () => process.exit(0);
 await server.connect(new StdioServerTransport());
+watchFile(toolsFile, { interval: 100 }, async () => {
+  tools = JSON.parse(readFileSync(toolsFile, "utf8"));
+  await server.sendToolListChanged();
+  appendFileSync(callsLog + ".announced", "tools/list_changed\n");
+});
