@@ -117,6 +117,7 @@ fn build(config: &Config, args: &AgentArgs) -> Result<Session, CommandError> {
                     .clone()
                     .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.into()),
             ),
+            ..AgentConfig::default()
         })
         .with_trace(trace);
     if !args.quiet {
