@@ -6,6 +6,7 @@ mod demo;
 mod eval;
 mod notes;
 mod serve;
+mod tool_search;
 mod tools;
 
 use std::path::Path;
@@ -39,6 +40,8 @@ pub enum CommandError {
     Eval(#[from] toolgate_eval::runner::RunnerError),
     #[error(transparent)]
     Suite(#[from] toolgate_eval::suite::SuiteError),
+    #[error(transparent)]
+    ToolSearchEval(#[from] toolgate_eval::tool_search::ToolSearchEvalError),
     #[error("{0}")]
     Usage(String),
     #[error("the run did not finish: {0}")]
