@@ -354,23 +354,24 @@ fn eval_tool_search_refuses_bad_settings_before_loading_a_model() {
     let (tasks, catalogue) = (tasks.to_str().unwrap(), catalogue.to_str().unwrap());
     let out_dir = dir.path().join("never-made");
     let out_arg = out_dir.to_str().unwrap();
-    let base = [
-        "eval",
-        "tool-search",
-        "--tasks",
-        tasks,
-        "--catalogue",
-        catalogue,
-        "--out",
-        out_arg,
+    let cases: [(&str, &str, &str); 3] = [
+        (tasks, "5", "not among the first 5 tools"),
+        (tasks, "10,900", "out of range"),
+        ("missing.toml", "10", "missing.toml"),
     ];
-    let cases: [(&[&str], &str); 3] = [
-        (&["--sizes", "5"], "not among the first 5 tools"),
-        (&["--sizes", "10,900"], "out of range"),
-        (&["--tasks", "missing.toml"], "missing.toml"),
-    ];
-    for (extra, expected) in cases {
-        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+    for (tasks, sizes, expected) in cases {
+        let args = [
+            "eval",
+            "tool-search",
+            "--tasks",
+            tasks,
+            "--catalogue",
+            catalogue,
+            "--sizes",
+            sizes,
+            "--out",
+            out_arg,
+        ];
         let out = toolgate(&args, dir.path());
         let stderr = text(&out.stderr);
         assert!(!out.status.success(), "{args:?}");
