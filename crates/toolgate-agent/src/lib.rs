@@ -2,10 +2,12 @@
 //! person answers.
 
 pub mod approvers;
+pub mod deferral;
 pub mod run;
 
 pub use approvers::TerminalApprover;
+pub use deferral::{DEFAULT_DEFER_THRESHOLD, DeferralConfig, ToolList};
 pub use run::{
     Agent, AgentConfig, AgentEvent, CallSummary, DEFAULT_SYSTEM_PROMPT, Observer, RunResult,
-    StopCause,
+    StopCause, ToolsAppended,
 };

@@ -5,18 +5,27 @@
 //! included as `is_error` results the model can act on; consecutive calls to parallel-safe
 //! tools run concurrently, anything else runs alone and in order; the run stops on a final
 //! answer, the round cap or the token budget, and says which.
+//!
+//! Tool definitions: every tool the principal may call, sent identically every round; past
+//! [`AgentConfig::deferral`]'s threshold, when the registry offers `tool_search`, the standing
+//! set (`tool_search` and the always-loaded tools) instead, and the definitions a search finds
+//! are appended for later rounds, never swapped in (see [`crate::deferral`]), so each request's
+//! tool list begins with every byte of the one before.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use toolgate_core::tool_search::{TOOL_SEARCH, names_in_result};
 use toolgate_core::trace::{NoTrace, TraceEvent, TraceSink};
 use toolgate_core::{CallOutcome, CallRequest, CallResult, Caller, Origin, Principal};
 use toolgate_llm::{
     ContentBlock, LlmError, Message, Model, ModelRequest, ModelResponse, StopReason, ToolCall,
     ToolChoice, ToolDefinition, ToolResult, Usage,
 };
+
+use crate::deferral::{DeferralConfig, ToolList};
 
 /// What the model is told before the user speaks, unless a caller says otherwise. Measured on
 /// the embedded model: shorter or gentler wordings made it describe how to use the tools
@@ -36,6 +45,9 @@ pub struct AgentConfig {
     pub max_tokens_per_turn: u32,
     pub temperature: Option<f32>,
     pub system: Option<String>,
+    /// When to send a standing set plus `tool_search` instead of every definition; `None`
+    /// never defers. Only a registry that offers `tool_search` can defer.
+    pub deferral: Option<DeferralConfig>,
 }
 
 impl Default for AgentConfig {
@@ -46,6 +58,7 @@ impl Default for AgentConfig {
             max_tokens_per_turn: 1024,
             temperature: None,
             system: Some(DEFAULT_SYSTEM_PROMPT.into()),
+            deferral: Some(DeferralConfig::default()),
         }
     }
 }
@@ -99,6 +112,9 @@ pub struct RunResult {
     pub calls: Vec<CallSummary>,
     /// The whole conversation, for transcripts and follow-up turns.
     pub transcript: Vec<Message>,
+    /// Tools whose definitions searches appended to the list, in order (empty when the run
+    /// did not defer).
+    pub appended_tools: Vec<String>,
 }
 
 /// Things worth showing a person while a run goes on.
@@ -165,7 +181,14 @@ impl Agent {
         self
     }
 
-    /// The tools this principal may see, as the model is shown them.
+    /// The tool list a run starts with: every visible tool, or the standing set when the run
+    /// defers.
+    pub fn tool_list(&self) -> ToolList {
+        ToolList::plan(self.tool_definitions(), self.config.deferral.as_ref())
+    }
+
+    /// The tools this principal may see, as the model is shown them (`tool_search` among them
+    /// when the registry offers it).
     pub fn tool_definitions(&self) -> Vec<ToolDefinition> {
         self.dispatcher
             .registry()
@@ -186,7 +209,8 @@ impl Agent {
 
     /// Continues a conversation (whose last message is the user's) to a stop.
     pub async fn run(&self, run_id: &str, history: Vec<Message>) -> RunResult {
-        let tools = self.tool_definitions();
+        let mut tools = self.tool_list();
+        let mut appended_tools = Vec::new();
         let mut messages = history;
         let mut usage = Usage::default();
         let mut calls = Vec::new();
@@ -205,11 +229,12 @@ impl Agent {
             let request = ModelRequest {
                 system: self.config.system.clone(),
                 messages: messages.clone(),
-                tools: tools.clone(),
+                tools: tools.definitions().to_vec(),
                 tool_choice: ToolChoice::Auto,
                 max_tokens: self.config.max_tokens_per_turn,
                 temperature: self.config.temperature,
                 parallel_tool_calls: true,
+                stable_tools: tools.is_deferred().then(|| tools.standing()),
             };
             self.notify(&AgentEvent::Request {
                 round,
@@ -236,6 +261,19 @@ impl Agent {
             let outcomes = self.dispatch_all(run_id, &response.tool_calls).await;
             let mut results = Vec::new();
             for (call, outcome) in response.tool_calls.iter().zip(&outcomes) {
+                if call.name == TOOL_SEARCH
+                    && let Some(observation) = outcome.observation()
+                {
+                    let appended = tools.append_found(&names_in_result(&observation.content));
+                    if !appended.is_empty() {
+                        self.trace.record(Arc::new(ToolsAppended {
+                            run_id: run_id.into(),
+                            round,
+                            tools: appended.clone(),
+                        }));
+                    }
+                    appended_tools.extend(appended);
+                }
                 calls.push(CallSummary {
                     round,
                     call_id: call.id.clone(),
@@ -266,6 +304,7 @@ impl Agent {
             usage,
             calls,
             transcript: messages,
+            appended_tools,
         };
         self.trace.record(Arc::new(RunEnd {
             run_id: run_id.into(),
@@ -420,6 +459,25 @@ impl TraceEvent for ModelTurn {
             }
         }
         event
+    }
+}
+
+/// Definitions a tool search found, appended to the run's tool list from the next round on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolsAppended {
+    pub run_id: String,
+    /// The round whose search found them.
+    pub round: u32,
+    pub tools: Vec<String>,
+}
+
+impl TraceEvent for ToolsAppended {
+    fn kind(&self) -> &'static str {
+        "tools_appended"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({"run_id": self.run_id, "round": self.round, "tools": self.tools})
     }
 }
 

@@ -12,6 +12,8 @@
 //! - approval is a channel chosen per call ([`ApprovalChannel`]): ask now, or return a ticket
 //!   ([`CallResult::ApprovalRequired`]) kept in SQLite ([`ApprovalLedger`]) that a retry redeems;
 //!   every non-approval is a typed [`Denial`];
+//! - past a threshold of tools, a run can offer [`tool_search`] (FTS5 over names and
+//!   descriptions, only the caller's tools) instead of every definition;
 //! - tools can be declared from a runtime JSON Schema ([`ToolBuilder::from_schema`]);
 //! - a handler calls other tools back through [`ToolCaller`], each call recorded with its
 //!   [`Origin`] and parent;
@@ -36,6 +38,7 @@ pub mod registry;
 pub mod schema;
 pub mod spec;
 pub mod tool;
+pub mod tool_search;
 pub mod trace;
 mod waits;
 

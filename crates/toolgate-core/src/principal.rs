@@ -53,6 +53,13 @@ impl Principal {
         self.catalogue.as_ref().is_none_or(|c| c.contains(tool))
     }
 
+    /// Whether this principal may see and call a tool named `tool` that requires `scopes`:
+    /// authenticated, the tool in its catalogue, every scope held. The registry's listing and
+    /// tool search both ask this one question, so what a caller can find is what it can call.
+    pub fn may_see(&self, tool: &str, scopes: &[String]) -> bool {
+        self.is_authenticated() && self.in_catalogue(tool) && self.missing_scopes(scopes).is_empty()
+    }
+
     /// The scopes `required` asks for that this principal lacks.
     pub fn missing_scopes<'a>(&self, required: &'a [String]) -> Vec<&'a str> {
         required

@@ -86,11 +86,8 @@ impl Registry {
         &'a self,
         principal: &'a Principal,
     ) -> impl Iterator<Item = &'a ToolSpec> + 'a {
-        self.specs().filter(move |spec| {
-            principal.is_authenticated()
-                && principal.in_catalogue(&spec.name)
-                && principal.missing_scopes(&spec.policy.scopes).is_empty()
-        })
+        self.specs()
+            .filter(move |spec| principal.may_see(&spec.name, &spec.policy.scopes))
     }
 
     pub fn model_views_for(&self, principal: &Principal) -> Vec<ModelView> {

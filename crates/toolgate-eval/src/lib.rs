@@ -12,4 +12,5 @@ pub mod runner;
 pub mod stats;
 pub mod suite;
 pub mod tokens;
+pub mod tool_search;
 pub mod trace_pair;

@@ -8,7 +8,8 @@
 //! Anthropic's rules this module enforces on the way out: user and assistant turns alternate
 //! (consecutive same-role messages are merged), a user turn's `tool_result` blocks come before any
 //! text, text blocks are never empty, `tool_use.input` is always an object, and the last tool
-//! definition carries `cache_control` so the tool prefix is cached across turns.
+//! definition carries `cache_control` so the tool prefix is cached across turns (the last of
+//! [`ModelRequest::stable_tools`] when a loop appends tools, so the marker never moves).
 //!
 //! Usage: Anthropic counts uncached, cache-write and cache-read input tokens separately;
 //! [`Usage::input_tokens`] is their sum and [`Usage::cached_input_tokens`] the cache reads.
@@ -37,7 +38,10 @@ pub fn build_request(request: &ModelRequest, model: &str) -> Value {
         Value::Array(messages_json(&request.messages)),
     );
     if !request.tools.is_empty() {
-        body.insert("tools".into(), tools_json(&request.tools));
+        body.insert(
+            "tools".into(),
+            tools_json(&request.tools, request.stable_tools),
+        );
         body.insert(
             "tool_choice".into(),
             tool_choice_json(&request.tool_choice, request.parallel_tool_calls),
@@ -49,9 +53,13 @@ pub fn build_request(request: &ModelRequest, model: &str) -> Value {
     Value::Object(body)
 }
 
-/// Tool definitions, the last one marked as the end of the cached prefix.
-fn tools_json(tools: &[ToolDefinition]) -> Value {
-    let last = tools.len().saturating_sub(1);
+/// Tool definitions, the last stable one marked as the end of the cached prefix (the last one
+/// of all when every tool is stable), so appending tools never changes one already sent.
+fn tools_json(tools: &[ToolDefinition], stable: Option<usize>) -> Value {
+    let last = stable
+        .unwrap_or(tools.len())
+        .min(tools.len())
+        .checked_sub(1);
     tools
         .iter()
         .enumerate()
@@ -61,7 +69,7 @@ fn tools_json(tools: &[ToolDefinition]) -> Value {
                 "description": tool.description,
                 "input_schema": tool.input_schema,
             });
-            if i == last
+            if Some(i) == last
                 && let Some(map) = t.as_object_mut()
             {
                 map.insert("cache_control".into(), json!({"type": "ephemeral"}));
@@ -275,6 +283,39 @@ mod tests {
 
     fn msg(role: Role, content: Vec<ContentBlock>) -> Message {
         Message { role, content }
+    }
+
+    #[test]
+    fn the_cache_marker_never_moves_onto_an_appended_tool() {
+        let tool = |name: &str| ToolDefinition {
+            name: name.into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+        };
+        let tools: Vec<ToolDefinition> = ["a", "b", "c", "d"].into_iter().map(tool).collect();
+        let cases: &[(usize, Option<usize>, Option<&str>)] = &[
+            (4, None, Some("d")),
+            (4, Some(2), Some("b")),
+            (2, Some(2), Some("b")),
+            (4, Some(9), Some("d")),
+            (4, Some(0), None),
+            (0, None, None),
+        ];
+        for (count, stable, marked) in cases {
+            let rendered = tools_json(&tools[..*count], *stable);
+            let with_marker: Vec<&str> = rendered
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|t| t.get("cache_control").is_some())
+                .map(|t| t["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                with_marker,
+                marked.iter().copied().collect::<Vec<_>>(),
+                "{count} tools, stable {stable:?}"
+            );
+        }
     }
 
     /// Shape of the merged turns: role and a short tag per block.

@@ -118,6 +118,12 @@ pub struct ModelRequest {
     pub temperature: Option<f32>,
     /// Whether the model may ask for several calls in one turn.
     pub parallel_tool_calls: bool,
+    /// How many leading `tools` stay the same for the rest of the conversation: a loop that
+    /// appends definitions found by a tool search sends its standing set first. An adapter that
+    /// marks a cache breakpoint in the tool list marks the last of these, so the bytes of a
+    /// tool already sent never change when more are appended. `None`: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable_tools: Option<usize>,
 }
 
 impl ModelRequest {
@@ -130,6 +136,7 @@ impl ModelRequest {
             max_tokens: 1024,
             temperature: None,
             parallel_tool_calls: true,
+            stable_tools: None,
         }
     }
 }

@@ -169,6 +169,55 @@ pub enum EvalAction {
         /// The eval's output directory.
         run_dir: PathBuf,
     },
+    /// Measure tool search: standing definition tokens and tool-selection accuracy at each
+    /// catalogue size, with every definition sent and with deferral (tool_search plus the
+    /// always-loaded tools, found definitions appended), with 95% CIs. Runs are saved as they
+    /// finish; --resume continues, --report-only re-renders the figures.
+    ToolSearch(ToolSearchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ToolSearchArgs {
+    /// The selection tasks (TOML: [eval] first, always_loaded; [[task]] id, prompt, tool).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "evals/tool-search/tasks.toml"
+    )]
+    pub tasks: PathBuf,
+    /// The fixture tools (JSON) that fill catalogues past the real tools.
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "evals/tool-search/catalogue.json"
+    )]
+    pub catalogue: PathBuf,
+    /// Catalogue sizes, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "N,...",
+        default_value = "10,50,200"
+    )]
+    pub sizes: Vec<usize>,
+    /// Runs per task, size and mode.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub runs: u32,
+    /// The model (as for `ask`).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Context window of the embedded model, in tokens (200 tools sent whole need about 25k).
+    #[arg(long, default_value_t = 32_768, value_parser = clap::value_parser!(u32).range(2048..=131_072))]
+    pub ctx: u32,
+    /// Output directory. Default: evals/runs/tool-search-<time>.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Continue an interrupted measurement in --out.
+    #[arg(long, requires = "out")]
+    pub resume: bool,
+    /// Only re-render report.md and report.json from --out's runs (no model).
+    #[arg(long, requires = "out", conflicts_with = "resume")]
+    pub report_only: bool,
 }
 
 #[derive(Debug, clap::Args)]

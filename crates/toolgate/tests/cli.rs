@@ -345,3 +345,73 @@ fn serving_http_beyond_this_machine_without_authorization_is_refused_unless_said
     assert!(!flags_without_http.status.success());
     assert!(text(&flags_without_http.stderr).contains("--http only"));
 }
+
+#[test]
+fn eval_tool_search_refuses_bad_settings_before_loading_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = repo_evals().join("tool-search/tasks.toml");
+    let catalogue = repo_evals().join("tool-search/catalogue.json");
+    let (tasks, catalogue) = (tasks.to_str().unwrap(), catalogue.to_str().unwrap());
+    let out_dir = dir.path().join("never-made");
+    let out_arg = out_dir.to_str().unwrap();
+    let cases: [(&str, &str, &str); 3] = [
+        (tasks, "5", "not among the first 5 tools"),
+        (tasks, "10,900", "out of range"),
+        ("missing.toml", "10", "missing.toml"),
+    ];
+    for (tasks, sizes, expected) in cases {
+        let args = [
+            "eval",
+            "tool-search",
+            "--tasks",
+            tasks,
+            "--catalogue",
+            catalogue,
+            "--sizes",
+            sizes,
+            "--out",
+            out_arg,
+        ];
+        let out = toolgate(&args, dir.path());
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("loading"), "{args:?}: {stderr}");
+        assert!(!out_dir.exists(), "{args:?} made the output folder");
+    }
+}
+
+#[test]
+fn eval_tool_search_report_re_renders_the_committed_measurement_byte_for_byte() {
+    let committed = repo_evals().join("runs/tool-search-embedded");
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("ts");
+    std::fs::create_dir(&run_dir).unwrap();
+    for file in ["plan.json", "runs.jsonl"] {
+        std::fs::copy(committed.join(file), run_dir.join(file)).unwrap();
+    }
+    let tasks = repo_evals().join("tool-search/tasks.toml");
+    let catalogue = repo_evals().join("tool-search/catalogue.json");
+    let out = toolgate(
+        &[
+            "eval",
+            "tool-search",
+            "--tasks",
+            tasks.to_str().unwrap(),
+            "--catalogue",
+            catalogue.to_str().unwrap(),
+            "--out",
+            run_dir.to_str().unwrap(),
+            "--report-only",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for file in ["report.md", "report.json"] {
+        assert_eq!(
+            std::fs::read_to_string(run_dir.join(file)).unwrap(),
+            std::fs::read_to_string(committed.join(file)).unwrap(),
+            "{file} differs from the committed one"
+        );
+    }
+}

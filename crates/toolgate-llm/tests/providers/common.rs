@@ -88,6 +88,7 @@ pub fn conversation() -> ModelRequest {
         max_tokens: 1024,
         temperature: Some(0.2),
         parallel_tool_calls: true,
+        stable_tools: None,
     }
 }
 

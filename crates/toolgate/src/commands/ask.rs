@@ -145,6 +145,7 @@ fn build(
                     .clone()
                     .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.into()),
             ),
+            ..AgentConfig::default()
         })
         .with_trace(trace);
     if !args.quiet {

@@ -1,4 +1,5 @@
-//! `toolgate eval`, `toolgate eval report DIR`, `toolgate eval trace-pair DIR`.
+//! `toolgate eval`, `toolgate eval report DIR`, `toolgate eval trace-pair DIR` (and
+//! `toolgate eval tool-search`, in `tool_search.rs`).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -20,6 +21,7 @@ pub fn run(_config: &Config, command: EvalCommand) -> Result<(), CommandError> {
     match command.action {
         Some(EvalAction::Report { run_dir }) => report(&run_dir),
         Some(EvalAction::TracePair { run_dir }) => pair(&run_dir),
+        Some(EvalAction::ToolSearch(args)) => super::tool_search::run(&args),
         None => run_suite(&command.run),
     }
 }

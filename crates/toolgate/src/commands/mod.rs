@@ -7,6 +7,7 @@ mod eval;
 mod mcp;
 mod notes;
 mod serve;
+mod tool_search;
 mod tools;
 
 use std::path::Path;
@@ -40,6 +41,8 @@ pub enum CommandError {
     Eval(#[from] toolgate_eval::runner::RunnerError),
     #[error(transparent)]
     Suite(#[from] toolgate_eval::suite::SuiteError),
+    #[error(transparent)]
+    ToolSearchEval(#[from] toolgate_eval::tool_search::ToolSearchEvalError),
     #[error("{0}")]
     Usage(String),
     #[error("the run did not finish: {0}")]
