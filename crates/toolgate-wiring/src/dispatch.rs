@@ -114,6 +114,8 @@ pub fn tools(
 pub struct ExtraTools {
     pub tools: Vec<Tool>,
     pub withheld: BTreeMap<String, String>,
+    /// Also offer `tool_search` over every tool (so a loop may defer their definitions).
+    pub with_search: bool,
 }
 
 /// A dispatcher over some tools for one principal, whatever toolset (if any) they came from.
@@ -132,7 +134,22 @@ pub fn assemble(
     withheld: BTreeMap<String, String>,
     seat: Seat,
 ) -> Result<Assembled, WiringError> {
-    let registry = Arc::new(Registry::new(tools)?.withholding(withheld));
+    assemble_with(tools, withheld, false, seat)
+}
+
+/// As [`assemble`], with `tool_search` over every tool when `with_search`.
+pub fn assemble_with(
+    tools: Vec<Tool>,
+    withheld: BTreeMap<String, String>,
+    with_search: bool,
+    seat: Seat,
+) -> Result<Assembled, WiringError> {
+    let registry = if with_search {
+        toolgate_core::tool_search::registry_with_search(tools)?
+    } else {
+        Registry::new(tools)?
+    };
+    let registry = Arc::new(registry.withholding(withheld));
     let principal = seat.principal.with_catalogue(registry.names());
     let dispatcher = Dispatcher::new(Arc::clone(&registry))?
         .with_mode(seat.mode)
@@ -164,7 +181,7 @@ pub fn dispatcher_with(
 ) -> Result<Ready, WiringError> {
     let mut all = tools(toolset, store, exits, Arc::clone(&seat.trace))?;
     all.extend(extra.tools);
-    let assembled = assemble(all, extra.withheld, seat)?;
+    let assembled = assemble_with(all, extra.withheld, extra.with_search, seat)?;
     Ok(Ready {
         toolset,
         registry: assembled.registry,
@@ -210,6 +227,45 @@ mod tests {
                 Err(WiringError::WrongStore { .. })
             ));
         }
+    }
+
+    #[tokio::test]
+    async fn with_search_the_dispatcher_also_offers_tool_search_over_every_tool() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_or_init(StoreKind::Books, &dir.path().join("b.sqlite")).unwrap();
+        let extra = ExtraTools {
+            with_search: true,
+            ..ExtraTools::default()
+        };
+        let seat = Seat::new(Principal::local("test", &[]));
+        let ready = dispatcher_with(
+            ToolsetName::BooksV2,
+            &store,
+            &ExitsConfig::default(),
+            seat,
+            extra,
+        )
+        .unwrap();
+        assert!(ready.principal.in_catalogue("tool_search"));
+        let found = ready
+            .dispatcher
+            .call(CallRequest::new(
+                ready.principal.clone(),
+                "run-1",
+                "tool_search",
+                json!({"query": "find books by author"}),
+            ))
+            .await;
+        let text = found.model_text();
+        assert!(text.contains("books_search"), "{text}");
+        let plain = dispatcher(
+            ToolsetName::BooksV2,
+            &store,
+            &ExitsConfig::default(),
+            Seat::new(Principal::local("test", &[])),
+        )
+        .unwrap();
+        assert!(plain.registry.get("tool_search").is_none());
     }
 
     #[tokio::test]

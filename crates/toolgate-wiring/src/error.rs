@@ -20,6 +20,8 @@ pub enum WiringError {
     Registry(#[from] toolgate_core::registry::RegistryError),
     #[error(transparent)]
     Dispatcher(#[from] toolgate_core::DispatcherError),
+    #[error(transparent)]
+    ToolSearch(#[from] toolgate_core::tool_search::ToolSearchError),
     #[error("toolset {toolset} does not work on a {store:?} store")]
     WrongStore {
         toolset: ToolsetName,

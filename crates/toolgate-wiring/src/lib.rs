@@ -24,7 +24,7 @@ pub mod store;
 pub mod toolset;
 
 pub use dispatch::{
-    Assembled, ExtraTools, Ready, Seat, assemble, dispatcher, dispatcher_with, tools,
+    Assembled, ExtraTools, Ready, Seat, assemble, assemble_with, dispatcher, dispatcher_with, tools,
 };
 pub use error::WiringError;
 pub use exits::{Exits, ExitsConfig};

@@ -317,6 +317,11 @@ pub struct AgentArgs {
     /// Print only the answer.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Offer `tool_search`: past 30 tools the model gets a small standing set and searches
+    /// for the rest, whose definitions are appended (never swapped in). Saves tokens; the
+    /// embedded 1.5B model rarely searches, so it is off by default (README, "Tool search").
+    #[arg(long)]
+    pub tool_search: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

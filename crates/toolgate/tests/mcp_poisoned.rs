@@ -25,7 +25,7 @@ use toolgate_llm::scripted::ScriptedModel;
 use toolgate_mcp::client::config::parse;
 use toolgate_mcp::client::imports::{ImportOptions, Imports, ToolState, open_receipts};
 use toolgate_mcp::client::pins::Drift;
-use toolgate_wiring::{ExitsConfig, ExtraTools, Seat, Store, StoreKind, ToolsetName};
+use toolgate_wiring::{ExitsConfig, Seat, Store, StoreKind, ToolsetName};
 
 #[derive(Deserialize)]
 struct Case {
@@ -119,10 +119,7 @@ impl World {
     /// The notes toolset plus the imported tools, driven by `model`, with nobody to approve.
     fn agent(&self, imports: &Imports, model: Arc<ScriptedModel>) -> Agent {
         let seat = Seat::new(Principal::local("local-user", &[]));
-        let extra = ExtraTools {
-            tools: imports.tools.clone(),
-            withheld: imports.withheld.clone(),
-        };
+        let extra = imports.extra_tools(false);
         let ready = toolgate_wiring::dispatcher_with(
             ToolsetName::Notes,
             &self.store,

@@ -114,12 +114,12 @@ fn build(
                     println!("mcp: {}", server_heading(server));
                 }
             }
-            ExtraTools {
-                tools: imports.tools.clone(),
-                withheld: imports.withheld.clone(),
-            }
+            imports.extra_tools(args.tool_search)
         }
-        None => ExtraTools::default(),
+        None => ExtraTools {
+            with_search: args.tool_search,
+            ..ExtraTools::default()
+        },
     };
     let ready =
         toolgate_wiring::dispatcher_with(args.toolset, &store, &config.exits(), seat, extra)?;

@@ -69,10 +69,7 @@ pub fn run(
         .with_trace(Arc::clone(&trace));
     let extra = imports
         .as_ref()
-        .map_or_else(ExtraTools::default, |i| ExtraTools {
-            tools: i.tools.clone(),
-            withheld: i.withheld.clone(),
-        });
+        .map_or_else(ExtraTools::default, |i| i.extra_tools(false));
     // One run per server process: a host's retried write (a new JSON-RPC id) replays its
     // receipt instead of running again.
     let transport = if args.http.is_some() { "http" } else { "stdio" };
