@@ -208,3 +208,32 @@ fn bad_mcp_configuration_is_refused_with_the_fix() {
         "{err}"
     );
 }
+
+#[test]
+fn our_own_stdio_server_is_imported_like_any_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let servers = json!({"mcpServers": {"books": {
+        "command": env!("CARGO_BIN_EXE_toolgate"),
+        "args": ["serve", "--stdio", "--toolset", "books-v2", "--db",
+                 dir.join("books.sqlite").display().to_string()],
+    }}});
+    std::fs::write(dir.join("servers.json"), servers.to_string()).unwrap();
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        "[mcp.servers.books]\nrisk = \"low\"\neffect = \"read\"\n\
+         [mcp.servers.books.tools.books_set_status]\nrisk = \"medium\"\neffect = \"undoable_write\"\n",
+    )
+    .unwrap();
+    let (ok, out, err) = run(dir, &["mcp", "list"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("books: connected to toolgate"), "{out}");
+    for (tool, risk) in [("books__books_get", "low"), ("books__books_set_status", "medium")] {
+        let row = out.lines().find(|l| l.starts_with(tool)).unwrap_or_else(|| panic!("{tool}: {out}"));
+        assert!(row.contains(risk) && row.contains("offered"), "{row}");
+    }
+    let (ok, out, err) = run(dir, &["tools", "--toolset", "books-v2", "--format", "json"]);
+    assert!(ok, "{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert!(report["imported"]["definition_tokens"].as_u64().unwrap() > 100, "{report}");
+}

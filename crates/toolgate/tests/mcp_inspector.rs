@@ -579,3 +579,39 @@ fn inspector_through_the_gateway_lists_and_calls_server_everything_in_both_eras(
         "first use pins the server"
     );
 }
+
+#[test]
+fn inspector_through_the_gateway_in_front_of_another_toolgate_calls_its_books() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = serde_json::json!({"mcpServers": {"books": {
+        "command": env!("CARGO_BIN_EXE_toolgate"),
+        "args": ["serve", "--stdio", "--toolset", "books-v2", "--db",
+                 dir.path().join("upstream-books.sqlite").display().to_string()],
+    }}});
+    std::fs::write(dir.path().join("servers.json"), servers.to_string()).unwrap();
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp]\nconfig = \"{}\"\nreceipts = \"{}\"\n[mcp.servers.books]\nrisk = \"low\"\neffect = \"read\"\n",
+            dir.path().join("servers.json").display(),
+            dir.path().join("receipts.sqlite").display()
+        ),
+    )
+    .unwrap();
+    let target = Target::Gateway(&config);
+    let listed = tool_names(&inspect(dir.path(), "modern", target, "tools/list", &[]));
+    assert_eq!(
+        listed,
+        ["books__books_get", "books__books_search", "books__books_set_status", "books__books_tag"]
+    );
+    let got = inspect(
+        dir.path(),
+        "modern",
+        target,
+        "tools/call",
+        &["--tool-name", "books__books_get", "--tool-args-json", r#"{"ids":[1]}"#],
+    );
+    assert_eq!(got["isError"], false, "{got}");
+    assert!(result_text(&got).contains("Suzanne Collins"), "{got}");
+}
