@@ -102,12 +102,29 @@ impl OAuthError {
                 | AuthError::ProtectedResourceMetadataInvalid { .. }
                 | AuthError::PkceUnsupported
         );
+        let text = chain(&error);
         if refusal {
-            OAuthError::Refused(error.to_string())
+            OAuthError::Refused(text)
         } else {
-            OAuthError::Flow(error.to_string())
+            OAuthError::Flow(text)
         }
     }
+}
+
+/// `error` and its sources, each once (rmcp's discovery error names the URL; its source says
+/// why, e.g. the egress exit's refusal).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// What was wrong with the redirect that came back.
@@ -392,6 +409,8 @@ pub async fn login(
     wait: Duration,
     show: impl FnOnce(&str),
 ) -> Result<LoggedIn, OAuthError> {
+    // A token file that would be refused later is refused before the person is sent anywhere.
+    tokens.entries()?;
     let (manager, accepted) = discovered_manager(url, challenge, egress).await?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", client.callback_port.unwrap_or(0)))
         .await
