@@ -105,7 +105,7 @@ pub enum UpstreamError {
         "the server asks for authorization (OAuth) and no token is stored for it: run `toolgate mcp login {server}`"
     )]
     AuthorizationRequired { server: String },
-    #[error("the server's authorization: {0}")]
+    #[error("OAuth with the server failed: {0}")]
     OAuth(String),
     #[error("the MCP handshake failed: {detail}{stderr}")]
     Handshake { detail: String, stderr: String },
