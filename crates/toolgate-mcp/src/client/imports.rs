@@ -168,9 +168,9 @@ pub async fn login(
         server: namespace.clone(),
         error,
     };
-    let unreachable = |error: UpstreamError| ImportsError::Unreachable {
+    let unreachable = |error: UpstreamError| ImportsError::Login {
         server: namespace.clone(),
-        error,
+        error: OAuthError::Unreachable(error.to_string()),
     };
     let egress = options
         .connect

@@ -67,6 +67,8 @@ const DEFAULT_OAUTH_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub enum OAuthError {
     #[error("the server does not ask for authorization: it answered without a token")]
     NotAsked,
+    #[error("the server cannot be reached: {0}")]
+    Unreachable(String),
     #[error(
         "the server asks for authorization but publishes no OAuth metadata (RFC 9728 or RFC 8414): refused (toolgate does not guess endpoints)"
     )]
