@@ -89,6 +89,17 @@ pub enum McpCommand {
         /// The server (its name as the mcpServers file gives it, or its namespace).
         server: String,
     },
+    /// Log in to the HTTP server SERVER with OAuth, when it asks for it: prints a URL to open
+    /// in your browser, waits for the redirect back to 127.0.0.1, and stores the tokens (per
+    /// issuer and resource, in a file only you can read: [mcp] tokens). The authorization
+    /// server must be on the [egress] allowlist.
+    Login {
+        /// The server (its name as the mcpServers file gives it, or its namespace).
+        server: String,
+        /// How long to wait for the browser to come back, in seconds (default 300).
+        #[arg(long = "wait-secs")]
+        wait_secs: Option<u64>,
+    },
 }
 
 #[derive(Debug, clap::Args)]

@@ -228,12 +228,21 @@ fn our_own_stdio_server_is_imported_like_any_other() {
     let (ok, out, err) = run(dir, &["mcp", "list"]);
     assert!(ok, "{err}");
     assert!(out.contains("books: connected to toolgate"), "{out}");
-    for (tool, risk) in [("books__books_get", "low"), ("books__books_set_status", "medium")] {
-        let row = out.lines().find(|l| l.starts_with(tool)).unwrap_or_else(|| panic!("{tool}: {out}"));
+    for (tool, risk) in [
+        ("books__books_get", "low"),
+        ("books__books_set_status", "medium"),
+    ] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(tool))
+            .unwrap_or_else(|| panic!("{tool}: {out}"));
         assert!(row.contains(risk) && row.contains("offered"), "{row}");
     }
     let (ok, out, err) = run(dir, &["tools", "--toolset", "books-v2", "--format", "json"]);
     assert!(ok, "{err}");
     let report: Value = serde_json::from_str(&out).unwrap();
-    assert!(report["imported"]["definition_tokens"].as_u64().unwrap() > 100, "{report}");
+    assert!(
+        report["imported"]["definition_tokens"].as_u64().unwrap() > 100,
+        "{report}"
+    );
 }

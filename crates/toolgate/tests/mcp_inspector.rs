@@ -603,14 +603,24 @@ fn inspector_through_the_gateway_in_front_of_another_toolgate_calls_its_books() 
     let listed = tool_names(&inspect(dir.path(), "modern", target, "tools/list", &[]));
     assert_eq!(
         listed,
-        ["books__books_get", "books__books_search", "books__books_set_status", "books__books_tag"]
+        [
+            "books__books_get",
+            "books__books_search",
+            "books__books_set_status",
+            "books__books_tag"
+        ]
     );
     let got = inspect(
         dir.path(),
         "modern",
         target,
         "tools/call",
-        &["--tool-name", "books__books_get", "--tool-args-json", r#"{"ids":[1]}"#],
+        &[
+            "--tool-name",
+            "books__books_get",
+            "--tool-args-json",
+            r#"{"ids":[1]}"#,
+        ],
     );
     assert_eq!(got["isError"], false, "{got}");
     assert!(result_text(&got).contains("Suzanne Collins"), "{got}");

@@ -9,6 +9,13 @@
 //! stdio (`command`) nor HTTP (`url`), or is both, or asks for the old SSE transport, is refused
 //! with the reason; keys toolgate does not act on (`autoApprove`, `disabled`, ...) are reported,
 //! never silently honored, since approvals are ours to enforce.
+//!
+//! An HTTP entry may carry Claude Code's `oauth` object: `clientId` (a client registered with
+//! the authorization server beforehand, else toolgate registers one dynamically),
+//! `callbackPort` (the port of the loopback redirect URI) and `scopes` (a space-separated
+//! string or a list). Other keys in it (`authServerMetadataUrl`, `clientSecret`, ...) are
+//! reported as ignored: the authorization server is always the one the server's own metadata
+//! names, and toolgate keeps no client secrets in this file.
 
 use std::collections::BTreeMap;
 
@@ -32,11 +39,24 @@ pub enum Transport {
     },
 }
 
+/// The `oauth` object of an HTTP entry: how toolgate logs in to the server, when it asks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OAuthEntry {
+    /// A pre-registered client id; `None`: dynamic client registration.
+    pub client_id: Option<String>,
+    /// The loopback redirect URI's port; `None`: any free one.
+    pub callback_port: Option<u16>,
+    /// Scopes to ask for; empty: what the server suggests.
+    pub scopes: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerEntry {
     /// The name as the file gives it.
     pub given_name: String,
     pub transport: Transport,
+    /// The `oauth` object of an HTTP entry (empty when absent).
+    pub oauth: OAuthEntry,
     /// Keys of the entry toolgate does not act on.
     pub ignored_keys: Vec<String>,
 }
@@ -135,7 +155,8 @@ pub fn namespace(given: &str) -> Result<String, ConfigError> {
 }
 
 const STDIO_KEYS: [&str; 5] = ["type", "command", "args", "env", "cwd"];
-const HTTP_KEYS: [&str; 3] = ["type", "url", "headers"];
+const HTTP_KEYS: [&str; 4] = ["type", "url", "headers", "oauth"];
+const OAUTH_KEYS: [&str; 3] = ["clientId", "callbackPort", "scopes"];
 
 fn server_entry(
     given: &str,
@@ -156,6 +177,8 @@ fn server_entry(
         expected,
     };
     let expand = |name: &str, value: &str| expand(given, name, value, environment);
+    let mut oauth = OAuthEntry::default();
+    let mut ignored_keys: Vec<String> = Vec::new();
     let (transport, known): (Transport, &[&str]) = match (stdio, http) {
         (true, true) => return Err(ConfigError::TwoTransports(given.into())),
         (false, false) => return Err(ConfigError::NoTransport(given.into())),
@@ -196,6 +219,11 @@ fn server_entry(
                 .into_iter()
                 .map(|(k, v)| Ok((k.clone(), expand(&format!("headers.{k}"), &v)?)))
                 .collect::<Result<_, ConfigError>>()?;
+            if let Some(object) = entry.get("oauth") {
+                let (parsed, ignored) = oauth_entry(given, object)?;
+                oauth = parsed;
+                ignored_keys.extend(ignored);
+            }
             (
                 Transport::Http {
                     url: expand("url", url)?,
@@ -205,16 +233,74 @@ fn server_entry(
             )
         }
     };
-    let ignored_keys = entry
-        .keys()
-        .filter(|k| !known.contains(&k.as_str()))
-        .cloned()
-        .collect();
+    ignored_keys.splice(
+        0..0,
+        entry
+            .keys()
+            .filter(|k| !known.contains(&k.as_str()))
+            .cloned(),
+    );
     Ok(ServerEntry {
         given_name: given.into(),
         transport,
+        oauth,
         ignored_keys,
     })
+}
+
+/// The `oauth` object of `given`'s entry, and its keys toolgate does not act on (as
+/// `oauth.KEY`).
+fn oauth_entry(given: &str, value: &Value) -> Result<(OAuthEntry, Vec<String>), ConfigError> {
+    let field = |name: &str, expected: &'static str| ConfigError::Field {
+        server: given.into(),
+        field: format!("oauth.{name}"),
+        expected,
+    };
+    let object = value.as_object().ok_or_else(|| ConfigError::Field {
+        server: given.into(),
+        field: "oauth".into(),
+        expected: "an object",
+    })?;
+    let client_id = match object.get("clientId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) if !id.trim().is_empty() => Some(id.clone()),
+        Some(_) => return Err(field("clientId", "a non-empty string")),
+    };
+    let callback_port = match object.get("callbackPort") {
+        None | Some(Value::Null) => None,
+        Some(port) => Some(
+            port.as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .filter(|p| *p != 0)
+                .ok_or_else(|| field("callbackPort", "a port number (1-65535)"))?,
+        ),
+    };
+    let scopes = match object.get("scopes") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(text)) => text.split_whitespace().map(str::to_string).collect(),
+        Some(list @ Value::Array(_)) => strings(Some(list))
+            .filter(|s| s.iter().all(|s| !s.is_empty() && !s.contains(' ')))
+            .ok_or_else(|| field("scopes", "a space-separated string or a list of scopes"))?,
+        Some(_) => {
+            return Err(field(
+                "scopes",
+                "a space-separated string or a list of scopes",
+            ));
+        }
+    };
+    let ignored = object
+        .keys()
+        .filter(|k| !OAUTH_KEYS.contains(&k.as_str()))
+        .map(|k| format!("oauth.{k}"))
+        .collect();
+    Ok((
+        OAuthEntry {
+            client_id,
+            callback_port,
+            scopes,
+        },
+        ignored,
+    ))
 }
 
 fn strings(value: Option<&Value>) -> Option<Vec<String>> {
@@ -333,6 +419,83 @@ mod tests {
                 headers: [("X-Key".to_string(), "k-ghp_secret".to_string())].into(),
             }
         );
+    }
+
+    #[test]
+    fn an_oauth_object_is_read_and_its_unknown_keys_are_reported_not_honored() {
+        let entry = one(json!({"type": "http", "url": "https://mcp.example/mcp",
+            "oauth": {"clientId": "my-app", "callbackPort": 8765, "scopes": "notes:read  notes:write",
+                      "authServerMetadataUrl": "https://evil.example/.well-known/x"}}))
+        .unwrap();
+        assert_eq!(
+            entry.oauth,
+            OAuthEntry {
+                client_id: Some("my-app".into()),
+                callback_port: Some(8765),
+                scopes: vec!["notes:read".into(), "notes:write".into()],
+            }
+        );
+        assert_eq!(entry.ignored_keys, ["oauth.authServerMetadataUrl"]);
+        let listed =
+            one(json!({"url": "https://mcp.example/mcp", "oauth": {"scopes": ["a", "b"]}}))
+                .unwrap();
+        assert_eq!(listed.oauth.scopes, ["a", "b"]);
+        assert_eq!(listed.oauth.client_id, None);
+        let none = one(json!({"url": "https://mcp.example/mcp"})).unwrap();
+        assert_eq!(none.oauth, OAuthEntry::default());
+        // On a stdio entry it means nothing, and says so.
+        let stdio = one(json!({"command": "a", "oauth": {"clientId": "x"}})).unwrap();
+        assert_eq!(stdio.ignored_keys, ["oauth"]);
+    }
+
+    #[test]
+    fn a_malformed_oauth_object_is_refused_not_guessed() {
+        let field = |name: &str, expected: &'static str| ConfigError::Field {
+            server: "files".into(),
+            field: name.into(),
+            expected,
+        };
+        let cases = [
+            (json!("yes"), field("oauth", "an object")),
+            (
+                json!({"clientId": ""}),
+                field("oauth.clientId", "a non-empty string"),
+            ),
+            (
+                json!({"clientId": 7}),
+                field("oauth.clientId", "a non-empty string"),
+            ),
+            (
+                json!({"callbackPort": 0}),
+                field("oauth.callbackPort", "a port number (1-65535)"),
+            ),
+            (
+                json!({"callbackPort": 70000}),
+                field("oauth.callbackPort", "a port number (1-65535)"),
+            ),
+            (
+                json!({"callbackPort": "8080"}),
+                field("oauth.callbackPort", "a port number (1-65535)"),
+            ),
+            (
+                json!({"scopes": ["a b"]}),
+                field(
+                    "oauth.scopes",
+                    "a space-separated string or a list of scopes",
+                ),
+            ),
+            (
+                json!({"scopes": 3}),
+                field(
+                    "oauth.scopes",
+                    "a space-separated string or a list of scopes",
+                ),
+            ),
+        ];
+        for (oauth, want) in cases {
+            let got = one(json!({"url": "https://mcp.example/mcp", "oauth": oauth.clone()}));
+            assert_eq!(got.unwrap_err(), want, "{oauth}");
+        }
     }
 
     #[test]

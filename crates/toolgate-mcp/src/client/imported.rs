@@ -234,7 +234,8 @@ impl Forward {
             | UpstreamError::Egress(_)
             | UpstreamError::NoEgress
             | UpstreamError::BadHeader(_)
-            | UpstreamError::AuthorizationRequired
+            | UpstreamError::AuthorizationRequired { .. }
+            | UpstreamError::OAuth(_)
             | UpstreamError::Protocol(_) => ErrorCode::PermanentDependency,
         };
         let hint = if error.never_sent() {

@@ -25,14 +25,16 @@ use serde_json::Value;
 use toolgate_core::{Effect, Risk, Tool};
 use toolgate_store::SharedConnection;
 
-use super::config::ServerEntry;
+use super::config::{ServerEntry, Transport};
+use super::credentials::TokenFile;
 use super::import::{
     ImportPlan, ImportRefusal, RiskSource, ServerRatings, local_name, plan_server,
 };
 use super::imported::{DEFAULT_CALL_DEADLINE, declare};
 use super::lock::{LockError, PinLock};
+use super::oauth::{LoggedIn, LoginClient, OAuthError};
 use super::pins::{Drift, Review, ServerPins, pin, review};
-use super::upstream::{ConnectOptions, Upstream, UpstreamError};
+use super::upstream::{ConnectOptions, Upstream, UpstreamError, authorization_challenge};
 
 /// `[mcp]` in `toolgate.toml`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -48,6 +50,10 @@ pub struct McpSettings {
     pub call_timeout_secs: Option<u64>,
     /// Longest a server may take to start and finish the handshake, in seconds (default 30).
     pub connect_timeout_secs: Option<u64>,
+    /// The OAuth tokens `toolgate mcp login` stores, per (issuer, resource): a file only you
+    /// may read (mode 0600; a wider one is refused). Default: the user data folder,
+    /// `mcp-tokens.json`.
+    pub tokens: Option<PathBuf>,
     /// Our ratings, per server (by its namespace: the name normalized, `server-everything` →
     /// `server_everything`).
     #[serde(default)]
@@ -86,16 +92,21 @@ pub enum ImportsError {
         path: String,
         source: super::config::ConfigError,
     },
+    #[error("`{server}` is a stdio server: only HTTP servers log in with OAuth")]
+    NotHttp { server: String },
+    #[error("logging in to `{server}` failed: {error}")]
+    Login { server: String, error: OAuthError },
 }
 
 /// The options for the servers in the `mcpServers` file `servers_file`, under `settings`:
-/// `${VAR}` in it is expanded from `env`; the lock and the receipts database are where the
-/// settings say, else beside the file and at `default_receipts`; HTTP servers are reached
-/// through `egress`.
+/// `${VAR}` in it is expanded from `env`; the lock, the receipts database and the token file
+/// are where the settings say, else beside the file, at `default_receipts` and at
+/// `default_tokens`; HTTP servers are reached through `egress`.
 pub fn configured_options(
     settings: &McpSettings,
     servers_file: &Path,
     default_receipts: &Path,
+    default_tokens: &Path,
     env: &BTreeMap<String, String>,
     egress: Option<Arc<toolgate_egress::Egress>>,
 ) -> Result<ImportOptions, ImportsError> {
@@ -125,7 +136,75 @@ pub fn configured_options(
         options.connect.connect_timeout = Duration::from_secs(secs.max(1));
     }
     options.connect.egress = egress;
+    options.connect.tokens = Some(Arc::new(TokenFile::new(
+        settings
+            .tokens
+            .clone()
+            .unwrap_or_else(|| default_tokens.to_path_buf()),
+    )));
     Ok(options)
+}
+
+/// Logs in to the HTTP server `server` (its namespace or its name as the file gives it) of
+/// `options` with OAuth, as [`super::oauth::login`] does, and stores its tokens in
+/// `options.connect.tokens`; `show` is given the URL the person must open.
+pub async fn login(
+    options: &ImportOptions,
+    server: &str,
+    wait: Duration,
+    show: impl FnOnce(&str),
+) -> Result<LoggedIn, ImportsError> {
+    let (namespace, entry) = options
+        .servers
+        .iter()
+        .find(|(namespace, entry)| *namespace == server || entry.given_name == server)
+        .ok_or_else(|| ImportsError::UnknownServer(server.into()))?;
+    let Transport::Http { url, .. } = &entry.transport else {
+        return Err(ImportsError::NotHttp {
+            server: namespace.clone(),
+        });
+    };
+    let failed = |error: OAuthError| ImportsError::Login {
+        server: namespace.clone(),
+        error,
+    };
+    let unreachable = |error: UpstreamError| ImportsError::Login {
+        server: namespace.clone(),
+        error: OAuthError::Unreachable(error.to_string()),
+    };
+    let egress = options
+        .connect
+        .egress
+        .as_ref()
+        .ok_or_else(|| unreachable(UpstreamError::NoEgress))?;
+    let tokens = options
+        .connect
+        .tokens
+        .as_ref()
+        .ok_or_else(|| failed(OAuthError::Flow("no token file is configured".into())))?;
+    let challenge = match authorization_challenge(entry, &options.connect)
+        .await
+        .map_err(unreachable)?
+    {
+        Some(challenge) => challenge,
+        None => return Err(failed(OAuthError::NotAsked)),
+    };
+    let client = LoginClient {
+        client_id: entry.oauth.client_id.clone(),
+        callback_port: entry.oauth.callback_port,
+        scopes: entry.oauth.scopes.clone(),
+    };
+    super::oauth::login(
+        url,
+        challenge.as_deref(),
+        &client,
+        tokens,
+        egress,
+        wait,
+        show,
+    )
+    .await
+    .map_err(failed)
 }
 
 /// Opens (creating if needed) the SQLite ledger forwarded writes are claimed in.

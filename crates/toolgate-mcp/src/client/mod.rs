@@ -9,13 +9,17 @@
 //!   results and claimed writes;
 //! - [`pins`] and [`lock`] pin each server's tool definitions and quarantine drift, and
 //!   [`diff`] shows the drift;
+//! - [`oauth`] logs in to servers that ask for OAuth and authorizes connections to them, with
+//!   tokens kept in [`credentials`];
 //! - [`imports`] puts it all together for every configured server, for every front end.
 
 pub mod config;
+pub mod credentials;
 pub mod diff;
 pub mod import;
 pub mod imported;
 pub mod imports;
 pub mod lock;
+pub mod oauth;
 pub mod pins;
 pub mod upstream;

@@ -9,6 +9,9 @@
 //! - an HTTP server is reached only through the egress exit ([`Egress::session_client`]): its
 //!   URL passes the allowlist and address checks, the session connects only to the checked
 //!   addresses, and no redirect is followed;
+//! - an HTTP server that answers 401 gets the token stored for it by `toolgate mcp login`
+//!   (see [`super::oauth`]): discovered from its challenge, sent only to it, refreshed when it
+//!   expires; a server that does not ask for authorization never sees a token;
 //! - both MCP revisions: 2026-07-28 by `server/discover`, falling back to a 2025-11-25
 //!   `initialize` for servers that do not know it, unless the caller pins one;
 //! - every connect, listing and call is bounded in time; a call that times out or is canceled
@@ -20,7 +23,9 @@
 //!   the session is caught before it is called.
 //!
 //! Refuses: a program that is not found under those rules, an unreachable or refused URL, a
-//! server that does not finish the handshake in time.
+//! server that does not finish the handshake in time, a server that asks for authorization
+//! when no token is stored for it (the error says to run `toolgate mcp login SERVER`), or
+//! whose authorization metadata fails our checks.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -34,6 +39,7 @@ use rmcp::model::{
     ProtocolVersion, RequestMetaObject,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningService};
+use rmcp::transport::auth::AuthClient;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient};
@@ -43,6 +49,8 @@ use toolgate_core::CancelToken;
 use toolgate_egress::Egress;
 
 use super::config::{ServerEntry, Transport};
+use super::credentials::TokenFile;
+use super::oauth::{self, Stored};
 
 /// Lines of a stdio server's stderr kept for error messages.
 const STDERR_TAIL_LINES: usize = 40;
@@ -63,6 +71,9 @@ pub struct ConnectOptions {
     pub revision: Option<ProtocolVersion>,
     /// The exit HTTP servers are reached through; without one, HTTP servers are refused.
     pub egress: Option<Arc<Egress>>,
+    /// The OAuth tokens `toolgate mcp login` stored; without it, a server that asks for
+    /// authorization is refused with the advice to log in.
+    pub tokens: Option<Arc<TokenFile>>,
 }
 
 impl Default for ConnectOptions {
@@ -72,6 +83,7 @@ impl Default for ConnectOptions {
             list_timeout: Duration::from_secs(30),
             revision: None,
             egress: None,
+            tokens: None,
         }
     }
 }
@@ -94,9 +106,11 @@ pub enum UpstreamError {
     #[error("a header is refused: {0}")]
     BadHeader(String),
     #[error(
-        "the server asks for authorization (OAuth), which toolgate does not do as a client yet"
+        "the server asks for authorization (OAuth) and no token is stored for it: run `toolgate mcp login {server}`"
     )]
-    AuthorizationRequired,
+    AuthorizationRequired { server: String },
+    #[error("OAuth with the server failed: {0}")]
+    OAuth(String),
     #[error("the MCP handshake failed: {detail}{stderr}")]
     Handshake { detail: String, stderr: String },
     #[error("the server did not {what} within {seconds} s{stderr}")]
@@ -123,7 +137,8 @@ impl UpstreamError {
             | UpstreamError::Egress(_)
             | UpstreamError::NoEgress
             | UpstreamError::BadHeader(_)
-            | UpstreamError::AuthorizationRequired
+            | UpstreamError::AuthorizationRequired { .. }
+            | UpstreamError::OAuth(_)
             | UpstreamError::Handshake { .. } => true,
             UpstreamError::Timeout { .. }
             | UpstreamError::Protocol(_)
@@ -301,19 +316,44 @@ impl Upstream {
             }
             Transport::Http { url, headers } => {
                 let egress = options.egress.as_ref().ok_or(UpstreamError::NoEgress)?;
-                let client = egress
-                    .session_client(url)
-                    .await
-                    .map_err(|e| UpstreamError::Egress(e.to_string()))?;
-                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(header_map(headers)?)
-                    .max_json_response_size(MAX_HTTP_RESPONSE_BYTES);
-                let transport = StreamableHttpClientTransport::with_client(client, config);
-                tokio::time::timeout(
-                    options.connect_timeout,
-                    info.serve_with_lifecycle(transport, mode),
-                )
-                .await
+                let plain =
+                    http_handshake(url, headers, egress, None, &info, &mode, options).await?;
+                match plain {
+                    Ok(Err(e)) if e.is_authorization_required() => {
+                        let challenge = e.auth_challenge().map(str::to_string);
+                        let manager = tokio::time::timeout(
+                            options.connect_timeout,
+                            stored_manager(entry, url, challenge.as_deref(), options, egress),
+                        )
+                        .await
+                        .map_err(|_| UpstreamError::Timeout {
+                            what: "finish OAuth discovery",
+                            seconds: options.connect_timeout.as_secs(),
+                            stderr: String::new(),
+                        })??;
+                        match http_handshake(
+                            url,
+                            headers,
+                            egress,
+                            Some(manager),
+                            &info,
+                            &mode,
+                            options,
+                        )
+                        .await?
+                        {
+                            // Refused with the stored token even after a refresh: it was
+                            // revoked or is for other scopes; a new login is the fix.
+                            Ok(Err(e)) if e.is_authorization_required() => {
+                                return Err(UpstreamError::AuthorizationRequired {
+                                    server: entry.given_name.clone(),
+                                });
+                            }
+                            authorized => authorized,
+                        }
+                    }
+                    plain => plain,
+                }
             }
         };
         let tail_now = |tail: &Arc<Mutex<StderrTail>>| stderr_text(tail);
@@ -326,7 +366,9 @@ impl Upstream {
                 });
             }
             Ok(Err(e)) if e.is_authorization_required() => {
-                return Err(UpstreamError::AuthorizationRequired);
+                return Err(UpstreamError::AuthorizationRequired {
+                    server: entry.given_name.clone(),
+                });
             }
             Ok(Err(e)) => {
                 // Give the child a moment to explain itself on stderr.
@@ -440,6 +482,115 @@ impl Upstream {
             .service
             .close_with_timeout(Duration::from_secs(3))
             .await;
+    }
+}
+
+type Handshake = Result<
+    Result<RunningService<RoleClient, UpstreamHandler>, rmcp::service::ClientInitializeError>,
+    tokio::time::error::Elapsed,
+>;
+
+/// One MCP handshake with the HTTP server at `url` through the egress exit, with `manager`'s
+/// tokens when given.
+async fn http_handshake(
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    egress: &Arc<Egress>,
+    manager: Option<rmcp::transport::auth::AuthorizationManager>,
+    info: &UpstreamHandler,
+    mode: &ClientLifecycleMode,
+    options: &ConnectOptions,
+) -> Result<Handshake, UpstreamError> {
+    let client = egress
+        .session_client(url)
+        .await
+        .map_err(|e| UpstreamError::Egress(e.to_string()))?;
+    let config = StreamableHttpClientTransportConfig::with_uri(url)
+        .custom_headers(header_map(headers)?)
+        .max_json_response_size(MAX_HTTP_RESPONSE_BYTES);
+    let info = info.clone();
+    let mode = mode.clone();
+    Ok(match manager {
+        None => {
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            tokio::time::timeout(
+                options.connect_timeout,
+                info.serve_with_lifecycle(transport, mode),
+            )
+            .await
+        }
+        Some(manager) => {
+            let transport = StreamableHttpClientTransport::with_client(
+                AuthClient::new(client, manager),
+                config,
+            );
+            tokio::time::timeout(
+                options.connect_timeout,
+                info.serve_with_lifecycle(transport, mode),
+            )
+            .await
+        }
+    })
+}
+
+/// The manager holding the stored tokens for `entry`'s server, which asked for authorization
+/// with `challenge`.
+async fn stored_manager(
+    entry: &ServerEntry,
+    url: &str,
+    challenge: Option<&str>,
+    options: &ConnectOptions,
+    egress: &Arc<Egress>,
+) -> Result<rmcp::transport::auth::AuthorizationManager, UpstreamError> {
+    let not_logged_in = || UpstreamError::AuthorizationRequired {
+        server: entry.given_name.clone(),
+    };
+    let tokens = options.tokens.as_ref().ok_or_else(not_logged_in)?;
+    match oauth::stored_authorization(url, challenge, tokens, egress).await {
+        Ok(Stored::Authorized(manager)) => Ok(*manager),
+        Ok(Stored::NotLoggedIn(_)) => Err(not_logged_in()),
+        Err(e) => Err(UpstreamError::OAuth(e.to_string())),
+    }
+}
+
+/// The `WWW-Authenticate` challenge `entry`'s server answers a handshake without a token
+/// with: `Ok(None)` when it does not ask for authorization (the handshake succeeded), `Ok(Some(None))`
+/// when it answers 401 without a challenge.
+pub async fn authorization_challenge(
+    entry: &ServerEntry,
+    options: &ConnectOptions,
+) -> Result<Option<Option<String>>, UpstreamError> {
+    let Transport::Http { url, headers } = &entry.transport else {
+        return Ok(None);
+    };
+    let egress = options.egress.as_ref().ok_or(UpstreamError::NoEgress)?;
+    let info = UpstreamHandler {
+        config: client_config(
+            options
+                .revision
+                .clone()
+                .unwrap_or(ProtocolVersion::V_2025_11_25),
+        ),
+        tools_changed: Arc::new(AtomicBool::new(false)),
+    };
+    let mode = lifecycle(options.revision.as_ref());
+    match http_handshake(url, headers, egress, None, &info, &mode, options).await? {
+        Err(_) => Err(UpstreamError::Timeout {
+            what: "answer the MCP handshake",
+            seconds: options.connect_timeout.as_secs(),
+            stderr: String::new(),
+        }),
+        Ok(Err(e)) if e.is_authorization_required() => {
+            Ok(Some(e.auth_challenge().map(str::to_string)))
+        }
+        Ok(Err(e)) => Err(UpstreamError::Handshake {
+            detail: e.to_string(),
+            stderr: String::new(),
+        }),
+        Ok(Ok(mut service)) => {
+            let _ = service.close_with_timeout(Duration::from_secs(3)).await;
+            Ok(None)
+        }
     }
 }
 

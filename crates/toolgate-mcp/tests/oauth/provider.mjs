@@ -16,11 +16,15 @@
 //     Options: --port P (0, the default, picks a free one), --scopes "a b c" (default
 //     "notes:read notes:write books:read"), --ttl SECS (access token lifetime, default 300),
 //     --clients FILE (a JSON array of client metadata replacing the built-in clients),
-//     --redirect-uri URI (the public client's, default http://127.0.0.1/callback).
+//     --redirect-uri URI (the public client's, default http://127.0.0.1/callback),
+//     --registration (open dynamic client registration, RFC 7591, at /reg).
 //
 // Built-in clients: confidential client-a/secret-a and client-b/secret-b (client_credentials,
 // client_secret_basic or client_secret_post, every --scopes scope), and a public client
-// public-client (authorization code + PKCE S256, no secret).
+// public-client (authorization code + PKCE S256, no secret). A client whose grant types include
+// refresh_token (a dynamically registered one) gets refresh tokens. Logging in goes through
+// oidc-provider's development interaction pages (any login name, no password check), which a
+// test scripts as a browser would.
 //
 // Every --resource is a resource server whose tokens are RS256 JWTs (header typ at+jwt) with
 // aud = that resource and scope = the requested scopes it knows; any other resource is
@@ -57,6 +61,7 @@ const { values: opts } = parseArgs({
     ttl: { type: 'string', default: '300' },
     clients: { type: 'string' },
     'redirect-uri': { type: 'string', default: 'http://127.0.0.1/callback' },
+    registration: { type: 'boolean', default: false },
     'max-seconds': { type: 'string', default: '600' },
   },
   strict: true,
@@ -153,8 +158,10 @@ function configuration(keys) {
     clients: clients(),
     scopes,
     ttl: { AccessToken: ttl, ClientCredentials: ttl },
+    issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
     features: {
       clientCredentials: { enabled: true },
+      registration: { enabled: opts.registration },
       resourceIndicators: {
         enabled: true,
         defaultResource: async (_ctx, _client, oneOf) => oneOf ?? resources[0],

@@ -125,6 +125,18 @@ impl AuthServer {
     /// `scopes` allowed, signing with `keys[0]` and serving all of `keys`, access tokens living
     /// `ttl_secs`. Panics if it has not printed its issuer within 20 s.
     pub fn start(resources: &[&str], scopes: &[&str], keys: &[TestKey], ttl_secs: u64) -> Self {
+        AuthServer::start_with(resources, scopes, keys, ttl_secs, &[])
+    }
+
+    /// As [`AuthServer::start`], with more `provider.mjs` options (`--registration`,
+    /// `--redirect-uri URI`, ...).
+    pub fn start_with(
+        resources: &[&str],
+        scopes: &[&str],
+        keys: &[TestKey],
+        ttl_secs: u64,
+        extra: &[&str],
+    ) -> Self {
         assert!(!resources.is_empty(), "at least one resource");
         let dir = tempfile::tempdir().unwrap();
         let jwks_file = dir.path().join("jwks.json");
@@ -147,6 +159,7 @@ impl AuthServer {
         for resource in resources {
             command.arg("--resource").arg(resource);
         }
+        command.args(extra);
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -1,5 +1,5 @@
-//! `toolgate mcp list|pin|diff|accept`, and the one way every command opens the MCP servers
-//! whose tools are imported (`--mcp-config`, else `[mcp] config`).
+//! `toolgate mcp list|pin|diff|accept|login`, and the one way every command opens the MCP
+//! servers whose tools are imported (`--mcp-config`, else `[mcp] config`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -7,8 +7,12 @@ use std::sync::Arc;
 
 use toolgate_core::trace::TraceSink;
 use toolgate_egress::{Egress, SystemResolver};
+use toolgate_mcp::client::credentials::DEFAULT_TOKEN_FILE;
 use toolgate_mcp::client::diff;
-use toolgate_mcp::client::imports::{Imports, ServerImport, ToolState, configured_options};
+use toolgate_mcp::client::imports::{
+    ImportOptions, Imports, ServerImport, ToolState, configured_options,
+};
+use toolgate_mcp::client::oauth::DEFAULT_LOGIN_WAIT;
 
 use super::{CommandError, runtime};
 use crate::cli::McpCommand;
@@ -31,6 +35,19 @@ pub(crate) async fn open_imports(
     flag: Option<&Path>,
     trace: Arc<dyn TraceSink>,
 ) -> Result<Option<Imports>, CommandError> {
+    let Some(options) = import_options(config, flag, trace)? else {
+        return Ok(None);
+    };
+    Ok(Some(Imports::open(options).await?))
+}
+
+/// How the configured MCP servers are reached; `None` when no `mcpServers` file is
+/// configured.
+fn import_options(
+    config: &Config,
+    flag: Option<&Path>,
+    trace: Arc<dyn TraceSink>,
+) -> Result<Option<ImportOptions>, CommandError> {
     let Some(file) = servers_file(config, flag) else {
         if !config.mcp.servers.is_empty() {
             return Err(CommandError::Usage(
@@ -48,20 +65,36 @@ pub(crate) async fn open_imports(
         Some(path) => path.clone(),
         None => toolgate_wiring::data_folder()?.join(RECEIPTS_FILE),
     };
-    let options = configured_options(&config.mcp, &file, &receipts, &env, Some(Arc::new(egress)))?;
-    Ok(Some(Imports::open(options).await?))
+    let tokens = match &config.mcp.tokens {
+        Some(path) => path.clone(),
+        None => toolgate_wiring::data_folder()?.join(DEFAULT_TOKEN_FILE),
+    };
+    let options = configured_options(
+        &config.mcp,
+        &file,
+        &receipts,
+        &tokens,
+        &env,
+        Some(Arc::new(egress)),
+    )?;
+    Ok(Some(options))
 }
+
+const NO_SERVERS: &str = "no MCP servers are configured: pass --mcp-config FILE (an mcpServers \
+     JSON file as desktop hosts write it) or set [mcp] config in toolgate.toml";
 
 pub fn run(config: &Config, flag: Option<&Path>, command: McpCommand) -> Result<(), CommandError> {
     let rt = runtime()?;
     rt.block_on(async {
         let trace: Arc<dyn TraceSink> = Arc::new(toolgate_core::trace::NoTrace);
+        if let McpCommand::Login { server, wait_secs } = &command {
+            let Some(options) = import_options(config, flag, trace)? else {
+                return Err(CommandError::Usage(NO_SERVERS.into()));
+            };
+            return login(&options, server, *wait_secs).await;
+        }
         let Some(mut imports) = open_imports(config, flag, trace).await? else {
-            return Err(CommandError::Usage(
-                "no MCP servers are configured: pass --mcp-config FILE (an mcpServers JSON file \
-                 as desktop hosts write it) or set [mcp] config in toolgate.toml"
-                    .into(),
-            ));
+            return Err(CommandError::Usage(NO_SERVERS.into()));
         };
         let result = act(&mut imports, command);
         imports.close().await;
@@ -69,8 +102,49 @@ pub fn run(config: &Config, flag: Option<&Path>, command: McpCommand) -> Result<
     })
 }
 
+/// `toolgate mcp login SERVER`: the URL to open goes to stderr, the outcome to stdout; no
+/// token is ever printed.
+async fn login(
+    options: &ImportOptions,
+    server: &str,
+    wait_secs: Option<u64>,
+) -> Result<(), CommandError> {
+    let wait = wait_secs
+        .map(|s| std::time::Duration::from_secs(s.max(1)))
+        .unwrap_or(DEFAULT_LOGIN_WAIT);
+    let shown_wait = wait.as_secs();
+    let logged_in = toolgate_mcp::client::imports::login(options, server, wait, |url| {
+        eprintln!(
+            "Open this URL in your browser to authorize toolgate (waiting up to {shown_wait} s \
+             for the redirect back to this machine):\n\n  {url}\n"
+        );
+    })
+    .await?;
+    let scopes = if logged_in.scopes.is_empty() {
+        "the server's default scopes".to_string()
+    } else {
+        format!("scopes {}", logged_in.scopes.join(" "))
+    };
+    println!(
+        "{server}: logged in (issuer {}, resource {}, client {}, {scopes}); the token is stored in {}",
+        logged_in.key.issuer,
+        logged_in.key.resource,
+        logged_in.client_id,
+        options
+            .connect
+            .tokens
+            .as_ref()
+            .map(|t| t.path().display().to_string())
+            .unwrap_or_default()
+    );
+    Ok(())
+}
+
 fn act(imports: &mut Imports, command: McpCommand) -> Result<(), CommandError> {
     match command {
+        McpCommand::Login { .. } => Err(CommandError::Usage(
+            "login does not open the servers' tools".into(),
+        )),
         McpCommand::List => {
             print!("{}", render_list(imports));
             Ok(())

@@ -1,0 +1,701 @@
+//! toolgate as an OAuth client of MCP servers, end to end on 127.0.0.1: a real authorization
+//! server (npm oidc-provider, `support/oidc.rs`, with dynamic client registration on), our own
+//! notes server as the OAuth resource server (`Access::OAuth`), and the client: `login` runs as
+//! `toolgate mcp login` does while the test plays the browser (follows the authorization URL,
+//! fills in oidc-provider's development login and consent forms, and lets the redirect hit the
+//! callback listener); then `Imports::open` imports the server's tools and a call goes through.
+//! Each other test is named after what it prevents.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/oidc.rs"]
+mod oidc;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use oidc::{AuthServer, TestKey};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use toolgate_core::{CallOutcome, CallRequest, Principal};
+use toolgate_egress::{AllowEntry, Egress, EgressConfig, StaticResolver};
+use toolgate_mcp::auth::{AuthConfig, ResourceServer, egress_for};
+use toolgate_mcp::client::config::parse;
+use toolgate_mcp::client::credentials::{CredentialKey, TokenFile};
+use toolgate_mcp::client::import::ServerRatings;
+use toolgate_mcp::client::imports::{ImportOptions, Imports, ImportsError, login, open_receipts};
+use toolgate_mcp::client::oauth::OAuthError;
+use toolgate_mcp::client::upstream::{ConnectOptions, UpstreamError};
+use toolgate_mcp::http::{Access, serve_http_with};
+use toolgate_mcp::{HttpLimits, McpServer};
+use toolgate_wiring::{ExitsConfig, Seat, Store, StoreKind, ToolsetName, assemble};
+
+const SCOPES: [&str; 2] = ["notes:read", "notes:write"];
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Our notes server at `http://127.0.0.1:<port><path>` as a resource server whose resource is
+/// `resource` (its URL unless a test says otherwise), trusting `issuer`; stops when dropped.
+struct NotesServer {
+    url: String,
+    port: u16,
+    _stop: tokio::sync::oneshot::Sender<()>,
+    _dir: tempfile::TempDir,
+}
+
+async fn notes_server(
+    listener: tokio::net::TcpListener,
+    resource: &str,
+    issuer: &str,
+) -> NotesServer {
+    let dir = tempfile::tempdir().unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let store = Store::open_or_init(StoreKind::Notes, &dir.path().join("notes.sqlite")).unwrap();
+    let seat = Seat::new(Principal::local("local-user", &[]));
+    let ready =
+        toolgate_wiring::dispatcher(ToolsetName::Notes, &store, &ExitsConfig::default(), seat)
+            .unwrap();
+    let server = McpServer::new(ready, "oauth-upstream");
+    let tools: Vec<String> = server.tools().iter().map(|t| t.name.to_string()).collect();
+    let mut scopes = BTreeMap::new();
+    scopes.insert(
+        "notes:read".to_string(),
+        vec!["notes_search".to_string(), "notes_get".to_string()],
+    );
+    scopes.insert("notes:write".to_string(), vec!["notes".to_string()]);
+    let mut config = AuthConfig::new(issuer, resource, scopes);
+    config.clock_skew_secs = 5;
+    let as_port = url::Url::parse(issuer).unwrap().port().unwrap();
+    let egress = egress_for(
+        &allow_ports(&[as_port]),
+        Arc::new(toolgate_core::trace::NoTrace),
+    )
+    .unwrap();
+    let resource_server = ResourceServer::start(&config, "notes", &tools, egress)
+        .await
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(serve_http_with(
+        server,
+        listener,
+        HttpLimits::default(),
+        Access::OAuth(Arc::new(resource_server)),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    NotesServer {
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        port,
+        _stop: stop,
+        _dir: dir,
+    }
+}
+
+fn allow_ports(ports: &[u16]) -> EgressConfig {
+    EgressConfig {
+        allow: vec![AllowEntry {
+            host: "127.0.0.1".into(),
+            schemes: vec!["http".into()],
+            ports: Some(ports.to_vec()),
+            allow_private: true,
+        }],
+        ..EgressConfig::default()
+    }
+}
+
+fn egress(ports: &[u16]) -> Arc<Egress> {
+    Arc::new(
+        Egress::new(
+            allow_ports(ports),
+            Arc::new(StaticResolver::new()),
+            Arc::new(toolgate_core::trace::NoTrace),
+        )
+        .unwrap(),
+    )
+}
+
+fn port_of(url: &str) -> u16 {
+    url::Url::parse(url).unwrap().port().unwrap()
+}
+
+async fn bound() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    (listener, url)
+}
+
+/// The client side: an `mcpServers` document, a token file, a lock and receipts, in a folder.
+struct Client {
+    dir: tempfile::TempDir,
+}
+
+impl Client {
+    fn new() -> Client {
+        Client {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn tokens_path(&self) -> PathBuf {
+        self.dir.path().join("mcp-tokens.json")
+    }
+
+    fn tokens(&self) -> TokenFile {
+        TokenFile::new(self.tokens_path())
+    }
+
+    /// Options for `servers` (an `mcpServers` object), reached through `egress`.
+    fn options(&self, servers: Value, egress: Arc<Egress>) -> ImportOptions {
+        let text = json!({"mcpServers": servers}).to_string();
+        let parsed = parse(&text, &BTreeMap::new()).unwrap();
+        let receipts = open_receipts(&self.dir.path().join("receipts.sqlite")).unwrap();
+        let mut options =
+            ImportOptions::new(parsed, self.dir.path().join("servers.lock.json"), receipts);
+        let ratings: BTreeMap<String, ServerRatings> = toml::from_str(
+            "[notes]\nrisk = \"low\"\neffect = \"read\"\n[notes_two]\nrisk = \"low\"\neffect = \"read\"",
+        )
+        .unwrap();
+        options.ratings = ratings
+            .into_iter()
+            .filter(|(name, _)| options.servers.contains_key(name))
+            .collect();
+        options.connect = ConnectOptions {
+            egress: Some(egress),
+            tokens: Some(Arc::new(self.tokens())),
+            ..ConnectOptions::default()
+        };
+        options
+    }
+}
+
+/// Logs in to `server` of `options` while playing the browser; the login's outcome.
+async fn login_as_browser(
+    options: &ImportOptions,
+    server: &str,
+) -> Result<toolgate_mcp::client::oauth::LoggedIn, ImportsError> {
+    let (url_tx, url_rx) = tokio::sync::oneshot::channel::<String>();
+    let browser = tokio::spawn(async move {
+        let Ok(url) = url_rx.await else {
+            return None;
+        };
+        Some(Browser::new().authorize(&url).await)
+    });
+    let outcome = login(options, server, WAIT, |url| {
+        let _ = url_tx.send(url.to_string());
+    })
+    .await;
+    if let (Some((status, body)), true) = (browser.await.unwrap(), outcome.is_ok()) {
+        assert_eq!(status, 200, "the callback page: {body}");
+    }
+    outcome
+}
+
+/// A person's browser, as far as oidc-provider's development interactions need one: cookies,
+/// redirects followed by hand, the login form (any name) and the consent form submitted.
+struct Browser {
+    http: reqwest::Client,
+    cookies: BTreeMap<String, String>,
+}
+
+impl Browser {
+    fn new() -> Browser {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Browser {
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(Duration::from_secs(10))
+                .build()
+                .unwrap(),
+            cookies: BTreeMap::new(),
+        }
+    }
+
+    async fn send(&mut self, request: reqwest::RequestBuilder) -> reqwest::Response {
+        let cookie = self
+            .cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let request = if cookie.is_empty() {
+            request
+        } else {
+            request.header("cookie", cookie)
+        };
+        let response = request.send().await.expect("the page answers");
+        for set in response.headers().get_all("set-cookie") {
+            let set = set.to_str().unwrap();
+            let pair = set.split(';').next().unwrap();
+            let (name, value) = pair.split_once('=').unwrap();
+            let expired = set
+                .to_ascii_lowercase()
+                .contains("expires=thu, 01 jan 1970");
+            if value.is_empty() || expired {
+                self.cookies.remove(name);
+            } else {
+                self.cookies.insert(name.to_string(), value.to_string());
+            }
+        }
+        response
+    }
+
+    /// Follows the authorization URL to the redirect back to the client; the status and body
+    /// of the callback page.
+    async fn authorize(&mut self, url: &str) -> (u16, String) {
+        let mut current = url::Url::parse(url).unwrap();
+        let mut form: Option<Vec<(&str, &str)>> = None;
+        for _ in 0..16 {
+            let request = match form.take() {
+                Some(fields) => self
+                    .http
+                    .post(current.clone())
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .body(oidc::form_urlencoded(&fields)),
+                None => self.http.get(current.clone()),
+            };
+            let response = self.send(request).await;
+            let status = response.status().as_u16();
+            if let Some(location) = response.headers().get("location") {
+                current = current.join(location.to_str().unwrap()).unwrap();
+                if current.path() == "/callback" {
+                    // The redirect back to toolgate's listener: the end of the browser's part.
+                    let page = self.http.get(current.clone()).send().await.unwrap();
+                    let status = page.status().as_u16();
+                    return (status, page.text().await.unwrap());
+                }
+                continue;
+            }
+            let body = response.text().await.unwrap();
+            assert_eq!(status, 200, "{current}: {body}");
+            if body.contains(r#"name="prompt" value="login""#) {
+                form = Some(vec![
+                    ("prompt", "login"),
+                    ("login", "alice"),
+                    ("password", "x"),
+                ]);
+            } else if body.contains(r#"name="prompt" value="consent""#) {
+                form = Some(vec![("prompt", "consent")]);
+            } else {
+                panic!("an unexpected page at {current}: {body}");
+            }
+        }
+        panic!("the authorization did not come back within 16 pages");
+    }
+}
+
+async fn call(imports: &Imports, tool: &str, args: Value) -> CallOutcome {
+    let seat = Seat::new(Principal::local("local-user", &[]));
+    let ready = assemble(imports.tools.clone(), imports.withheld.clone(), seat).unwrap();
+    ready
+        .dispatcher
+        .call(CallRequest::new(
+            ready.principal.clone(),
+            "run-1",
+            tool,
+            args,
+        ))
+        .await
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+fn connect_error(imports: &Imports, server: &str) -> UpstreamError {
+    imports
+        .servers
+        .iter()
+        .find(|s| s.namespace == server)
+        .unwrap()
+        .connected
+        .clone()
+        .unwrap_err()
+}
+
+/// One authorization server and two notes servers (two resources) behind it.
+struct Env {
+    auth: AuthServer,
+    one: NotesServer,
+    two: NotesServer,
+}
+
+async fn env() -> Env {
+    let (first, one_url) = bound().await;
+    let (second, two_url) = bound().await;
+    let auth = AuthServer::start_with(
+        &[&one_url, &two_url],
+        &SCOPES,
+        &[TestKey::generate("k1")],
+        300,
+        &["--registration"],
+    );
+    let issuer = auth.issuer();
+    let one = notes_server(first, &one_url, &issuer).await;
+    let two = notes_server(second, &two_url, &issuer).await;
+    Env { auth, one, two }
+}
+
+impl Env {
+    fn servers(&self) -> Value {
+        json!({
+            "notes": {"type": "http", "url": self.one.url},
+            "notes_two": {"type": "http", "url": self.two.url},
+        })
+    }
+
+    fn egress(&self) -> Arc<Egress> {
+        egress(&[self.one.port, self.two.port, port_of(&self.auth.issuer())])
+    }
+}
+
+#[tokio::test]
+async fn login_stores_a_private_token_per_resource_and_imported_calls_carry_it() {
+    let env = env().await;
+    let client = Client::new();
+    let options = client.options(env.servers(), env.egress());
+
+    let one = login_as_browser(&options, "notes").await.unwrap();
+    assert_eq!(one.key, CredentialKey::new(env.auth.issuer(), &env.one.url));
+    assert!(one.scopes.contains(&"notes:read".to_string()), "{one:?}");
+    let two = login_as_browser(&options, "notes_two").await.unwrap();
+    assert_eq!(two.key, CredentialKey::new(env.auth.issuer(), &env.two.url));
+
+    // One private file, one entry per (issuer, resource), each with its own token.
+    assert_eq!(mode(&client.tokens_path()), 0o600);
+    let entries = client.tokens().entries().unwrap();
+    let mut keys: Vec<&CredentialKey> = entries.iter().map(|e| &e.key).collect();
+    keys.sort();
+    let mut want = vec![&one.key, &two.key];
+    want.sort();
+    assert_eq!(keys, want);
+    let token = |key: &CredentialKey| -> Value {
+        let entry = entries.iter().find(|e| e.key == *key).unwrap();
+        serde_json::to_value(entry.credentials.token_response.as_ref().unwrap()).unwrap()
+    };
+    let (first, second) = (token(&one.key), token(&two.key));
+    assert_ne!(first["access_token"], second["access_token"]);
+    // Each token names its own server as the audience.
+    for (entry, resource) in [(&first, &env.one.url), (&second, &env.two.url)] {
+        let (_, claims) = oidc::decode_unverified(entry["access_token"].as_str().unwrap());
+        assert_eq!(claims["aud"], json!(resource));
+        assert_eq!(claims["iss"], json!(env.auth.issuer()));
+        assert_eq!(claims["sub"], json!("alice"));
+    }
+
+    let imports = Imports::open(client.options(env.servers(), env.egress()))
+        .await
+        .unwrap();
+    for server in &imports.servers {
+        assert!(server.connected.is_ok(), "{server:?}");
+    }
+    let outcome = call(
+        &imports,
+        "notes__notes_search",
+        json!({"query": "anything"}),
+    )
+    .await;
+    assert!(
+        outcome.observation().is_some(),
+        "the call failed: {:?}",
+        outcome.result
+    );
+    imports.close().await;
+}
+
+#[tokio::test]
+async fn a_server_that_asks_for_oauth_without_a_stored_token_says_to_log_in() {
+    let env = env().await;
+    let client = Client::new();
+    let imports = Imports::open(client.options(env.servers(), env.egress()))
+        .await
+        .unwrap();
+    let error = connect_error(&imports, "notes");
+    assert_eq!(
+        error,
+        UpstreamError::AuthorizationRequired {
+            server: "notes".into()
+        }
+    );
+    assert!(
+        error.to_string().contains("run `toolgate mcp login notes`"),
+        "{error}"
+    );
+    assert!(imports.tools.is_empty());
+    assert!(!client.tokens_path().exists(), "nothing is written");
+    imports.close().await;
+}
+
+#[tokio::test]
+async fn a_token_file_readable_by_others_is_refused_and_left_alone() {
+    let env = env().await;
+    let client = Client::new();
+    let options = client.options(env.servers(), env.egress());
+    login_as_browser(&options, "notes").await.unwrap();
+    std::fs::set_permissions(client.tokens_path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let before = std::fs::read(client.tokens_path()).unwrap();
+
+    let imports = Imports::open(client.options(env.servers(), env.egress()))
+        .await
+        .unwrap();
+    let error = connect_error(&imports, "notes").to_string();
+    assert!(error.contains("chmod 600"), "{error}");
+    assert!(imports.tools.is_empty());
+    imports.close().await;
+    // A new login is refused too, and the file is neither rewritten nor narrowed behind the
+    // person's back.
+    let refused = login_as_browser(&options, "notes").await.unwrap_err();
+    assert!(refused.to_string().contains("chmod 600"), "{refused}");
+    assert_eq!(mode(&client.tokens_path()), 0o644);
+    assert_eq!(std::fs::read(client.tokens_path()).unwrap(), before);
+}
+
+#[tokio::test]
+async fn an_authorization_server_off_the_egress_allowlist_is_never_contacted() {
+    let env = env().await;
+    let client = Client::new();
+    // Only the MCP server is allowed, not the authorization server.
+    let options = client.options(env.servers(), egress(&[env.one.port]));
+    let error = login_as_browser(&options, "notes").await.unwrap_err();
+    let text = error.to_string();
+    assert!(
+        matches!(
+            error,
+            ImportsError::Login {
+                error: OAuthError::Flow(_),
+                ..
+            }
+        ),
+        "{text}"
+    );
+    assert!(text.contains("blocked by the egress exit"), "{text}");
+    assert!(!client.tokens_path().exists());
+}
+
+#[tokio::test]
+async fn protected_resource_metadata_for_another_resource_is_refused() {
+    // The server at /mcp says, in its metadata, that it is the resource /other: a token asked
+    // for that resource must not be sent to it.
+    let (listener, url) = bound().await;
+    let other = url.replace("/mcp", "/other");
+    let auth = AuthServer::start_with(
+        &[&other],
+        &SCOPES,
+        &[TestKey::generate("k1")],
+        300,
+        &["--registration"],
+    );
+    let server = notes_server(listener, &other, &auth.issuer()).await;
+    assert_eq!(server.url, url);
+    let client = Client::new();
+    let options = client.options(
+        json!({"notes": {"type": "http", "url": url}}),
+        egress(&[server.port, port_of(&auth.issuer())]),
+    );
+    let error = login_as_browser(&options, "notes").await.unwrap_err();
+    let text = error.to_string();
+    assert!(
+        matches!(
+            error,
+            ImportsError::Login {
+                error: OAuthError::Refused(_),
+                ..
+            }
+        ),
+        "{text}"
+    );
+    assert!(text.contains("resource mismatch"), "{text}");
+    assert!(!client.tokens_path().exists());
+}
+
+#[tokio::test]
+async fn an_authorization_server_whose_metadata_names_another_issuer_is_refused() {
+    // A resource whose metadata points at an authorization server at /as on its own origin,
+    // which serves the real provider's metadata: its issuer is not the one it was found at (a
+    // mix-up), so nothing may be registered, asked or stored.
+    let auth = AuthServer::start_with(
+        &["http://127.0.0.1:1/mcp"],
+        &SCOPES,
+        &[TestKey::generate("k1")],
+        300,
+        &["--registration"],
+    );
+    let real_metadata = auth.discovery().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let origin = format!("http://127.0.0.1:{port}");
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    tokio::spawn(tampering_server(
+        listener,
+        origin.clone(),
+        real_metadata,
+        Arc::clone(&seen),
+    ));
+    let client = Client::new();
+    let options = client.options(
+        json!({"notes": {"type": "http", "url": format!("{origin}/mcp")}}),
+        egress(&[port, port_of(&auth.issuer())]),
+    );
+    let error = login_as_browser(&options, "notes").await.unwrap_err();
+    let text = error.to_string();
+    assert!(
+        matches!(
+            error,
+            ImportsError::Login {
+                error: OAuthError::Refused(_),
+                ..
+            }
+        ),
+        "{text}"
+    );
+    assert!(text.contains("issuer mismatch"), "{text}");
+    assert!(!client.tokens_path().exists());
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter()
+            .all(|p| !p.contains("reg") && !p.contains("token")),
+        "{seen:?}"
+    );
+}
+
+/// An MCP server that asks for OAuth and names an authorization server whose metadata it
+/// copies from a real one (so its `issuer` is not where it is served); records the paths asked.
+async fn tampering_server(
+    listener: tokio::net::TcpListener,
+    origin: String,
+    metadata: Value,
+    seen: Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    for _ in 0..64 {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            return;
+        };
+        let mut buf = vec![0u8; 16 * 1024];
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or(0);
+        let head = String::from_utf8_lossy(&buf[..n]).to_string();
+        let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+        seen.lock().unwrap().push(path.clone());
+        let (status, extra, body) = if path == "/mcp" {
+            (
+                "401 Unauthorized",
+                format!(
+                    "www-authenticate: Bearer resource_metadata=\"{origin}/.well-known/oauth-protected-resource/mcp\"\r\n"
+                ),
+                String::new(),
+            )
+        } else if path.starts_with("/.well-known/oauth-protected-resource") {
+            (
+                "200 OK",
+                String::new(),
+                json!({"resource": format!("{origin}/mcp"),
+                       "authorization_servers": [format!("{origin}/as")]})
+                .to_string(),
+            )
+        } else if path.contains("/.well-known/") {
+            ("200 OK", String::new(), metadata.to_string())
+        } else {
+            ("404 Not Found", String::new(), String::new())
+        };
+        let response = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n{extra}\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(response.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn an_expired_token_is_refreshed_and_stored_again_before_the_server_sees_it() {
+    // Access tokens live 4 s; rmcp refreshes once less than half their life is left.
+    let (listener, url) = bound().await;
+    let auth = AuthServer::start_with(
+        &[&url],
+        &SCOPES,
+        &[TestKey::generate("k1")],
+        4,
+        &["--registration"],
+    );
+    let server = notes_server(listener, &url, &auth.issuer()).await;
+    let client = Client::new();
+    let servers = json!({"notes": {"type": "http", "url": url}});
+    let ports = [server.port, port_of(&auth.issuer())];
+    let options = client.options(servers.clone(), egress(&ports));
+    let logged_in = login_as_browser(&options, "notes").await.unwrap();
+    let access_token = |file: &TokenFile| -> (String, bool) {
+        let stored = file.get(&logged_in.key).unwrap().unwrap();
+        let token = serde_json::to_value(stored.token_response.unwrap()).unwrap();
+        (
+            token["access_token"].as_str().unwrap().to_string(),
+            token["refresh_token"].is_string(),
+        )
+    };
+    let (first, has_refresh) = access_token(&client.tokens());
+    assert!(
+        has_refresh,
+        "a dynamically registered client gets a refresh token"
+    );
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let imports = Imports::open(client.options(servers, egress(&ports)))
+        .await
+        .unwrap();
+    assert!(
+        imports.servers[0].connected.is_ok(),
+        "{:?}",
+        imports.servers
+    );
+    let outcome = call(&imports, "notes__notes_search", json!({"query": "x"})).await;
+    assert!(outcome.observation().is_some(), "{:?}", outcome.result);
+    let (second, _) = access_token(&client.tokens());
+    assert_ne!(
+        first, second,
+        "the refreshed token replaced the old one in the file"
+    );
+    assert_eq!(mode(&client.tokens_path()), 0o600);
+    imports.close().await;
+}
+
+#[tokio::test]
+async fn a_preregistered_client_logs_in_on_its_callback_port_with_the_scopes_its_entry_names() {
+    let callback_port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let (listener, url) = bound().await;
+    let redirect = format!("http://127.0.0.1:{callback_port}/callback");
+    let auth = AuthServer::start_with(
+        &[&url],
+        &SCOPES,
+        &[TestKey::generate("k1")],
+        300,
+        &["--redirect-uri", &redirect],
+    );
+    let server = notes_server(listener, &url, &auth.issuer()).await;
+    let client = Client::new();
+    let servers = json!({"notes": {"type": "http", "url": url, "oauth": {
+        "clientId": "public-client", "callbackPort": callback_port, "scopes": "notes:read"}}});
+    let ports = [server.port, port_of(&auth.issuer())];
+    let logged_in = login_as_browser(&client.options(servers.clone(), egress(&ports)), "notes")
+        .await
+        .unwrap();
+    assert_eq!(logged_in.client_id, "public-client");
+    assert_eq!(logged_in.scopes, ["notes:read"]);
+
+    let imports = Imports::open(client.options(servers, egress(&ports)))
+        .await
+        .unwrap();
+    // The token grants notes:read only: the server lists just the tools that scope grants.
+    let mut names: Vec<&str> = imports.tools.iter().map(|t| t.spec.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["notes__notes_get", "notes__notes_search"]);
+    let outcome = call(&imports, "notes__notes_search", json!({"query": "x"})).await;
+    assert!(outcome.observation().is_some(), "{:?}", outcome.result);
+    imports.close().await;
+}
