@@ -219,13 +219,19 @@ fn our_own_stdio_server_is_imported_like_any_other() {
                  dir.join("books.sqlite").display().to_string()],
     }}});
     std::fs::write(dir.join("servers.json"), servers.to_string()).unwrap();
+    // The ratings go in a config file of its own name: the child runs in the same folder, and a
+    // ./toolgate.toml there would be its configuration too.
     std::fs::write(
-        dir.join("toolgate.toml"),
-        "[mcp.servers.books]\nrisk = \"low\"\neffect = \"read\"\n\
+        dir.join("gateway.toml"),
+        "[mcp]\nconfig = \"servers.json\"\n[mcp.servers.books]\nrisk = \"low\"\neffect = \"read\"\n\
          [mcp.servers.books.tools.books_set_status]\nrisk = \"medium\"\neffect = \"undoable_write\"\n",
     )
     .unwrap();
-    let (ok, out, err) = run(dir, &["mcp", "list"]);
+    let with_config = |args: &[&str]| {
+        let out = toolgate(&[&["--config", "gateway.toml"][..], args].concat(), dir);
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    };
+    let (ok, out, err) = with_config(&["mcp", "list"]);
     assert!(ok, "{err}");
     assert!(out.contains("books: connected to toolgate"), "{out}");
     for (tool, risk) in [
@@ -238,7 +244,7 @@ fn our_own_stdio_server_is_imported_like_any_other() {
             .unwrap_or_else(|| panic!("{tool}: {out}"));
         assert!(row.contains(risk) && row.contains("offered"), "{row}");
     }
-    let (ok, out, err) = run(dir, &["tools", "--toolset", "books-v2", "--format", "json"]);
+    let (ok, out, err) = with_config(&["tools", "--toolset", "books-v2", "--format", "json"]);
     assert!(ok, "{err}");
     let report: Value = serde_json::from_str(&out).unwrap();
     assert!(

@@ -32,7 +32,9 @@ server.setRequestHandler(CallToolRequestSchema, async (request) => {
   }
   return { content: [{ type: "text", text: tool.reply ?? `${name} done with ${JSON.stringify(args ?? {})}` }] };
 });
+// The file watcher would keep Node alive: end with the session, or when stdin closes.
 server.onclose = () => process.exit(0);
+process.stdin.on("end", () => process.exit(0));
 await server.connect(new StdioServerTransport());
 watchFile(toolsFile, { interval: 100 }, async () => {
   tools = JSON.parse(readFileSync(toolsFile, "utf8"));
