@@ -8,6 +8,10 @@
 #[path = "../../toolgate/tests/common/node.rs"]
 #[allow(dead_code)]
 mod node_install;
+// It loads `common/node.rs` too, for its own sake: the same finder twice, on purpose.
+#[allow(clippy::duplicate_mod)]
+#[path = "support/oidc.rs"]
+mod oidc;
 mod support;
 
 use std::collections::BTreeMap;
@@ -699,5 +703,108 @@ async fn the_gateway_asks_the_host_per_call_and_a_declined_call_never_reaches_up
             host.cancel().await.unwrap();
         }
     }
+    imports.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_behind_oauth_serves_imported_tools_only_to_a_token_that_grants_them() {
+    use toolgate_mcp::auth::{AuthConfig, ResourceServer, egress_for};
+    use toolgate_mcp::http::{Access, serve_http_with};
+
+    let fixture = Fixture::new();
+    let imports = fixture
+        .open(
+            json!({"fixture": fixture.fixture_entry(&json!([note_tool("Finds notes.")]))}),
+            RATED_READ,
+            ConnectOptions::default(),
+        )
+        .await;
+    let ready = dispatcher(&imports, None);
+    let gateway = McpServer::serving(
+        &ready.registry,
+        ready.dispatcher.clone(),
+        ready.principal.clone(),
+        "gateway-oauth",
+    );
+    let tools: Vec<String> = gateway.tools().iter().map(|t| t.name.to_string()).collect();
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let resource = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let keys = oidc::TestKey::generate_many(&["k1"]);
+    let auth = oidc::AuthServer::start(&[&resource], &["gw:all", "gw:none"], &keys, 300);
+    let as_port = url::Url::parse(&auth.issuer()).unwrap().port().unwrap();
+    // `imported` names every imported tool of a gateway that serves no toolset; `gw:none`
+    // is a scope the authorization server issues and the gateway grants nothing for.
+    let scopes = BTreeMap::from([("gw:all".to_string(), vec!["imported".to_string()])]);
+    let config = AuthConfig::new(&auth.issuer(), &resource, scopes);
+    let allowlist = EgressConfig {
+        allow: vec![AllowEntry {
+            host: "127.0.0.1".into(),
+            schemes: vec!["http".into()],
+            ports: Some(vec![as_port]),
+            allow_private: true,
+        }],
+        ..EgressConfig::default()
+    };
+    let egress = egress_for(&allowlist, Arc::new(toolgate_core::trace::NoTrace)).unwrap();
+    let resource_server = ResourceServer::start(&config, "imported", &tools, egress)
+        .await
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(serve_http_with(
+        gateway.requiring_tokens(true),
+        listener,
+        HttpLimits::default(),
+        Access::OAuth(Arc::new(resource_server)),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+
+    let http = support::http();
+    let call = |token: Option<String>| {
+        let http = http.clone();
+        let resource = resource.clone();
+        async move {
+            let body = support::tools_call(
+                1,
+                "fixture__note_search",
+                json!({"query": "milk"}),
+                json!({}),
+            );
+            let mut request = support::post(
+                &http,
+                &resource,
+                "tools/call",
+                Some("fixture__note_search"),
+                body.to_string(),
+            );
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap())
+        }
+    };
+    let (status, _) = call(None).await;
+    assert_eq!(status, 401);
+    let none = auth
+        .token("client-a", "secret-a", &resource, "gw:none")
+        .await;
+    let (status, body) = call(Some(none)).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        fixture.calls().is_empty(),
+        "a refused request reached the upstream server"
+    );
+    let all = auth
+        .token("client-a", "secret-a", &resource, "gw:all")
+        .await;
+    let (status, body) = call(Some(all)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("note_search done"), "{body}");
+    assert_eq!(fixture.calls().len(), 1);
+    let _ = stop.send(());
     imports.close().await;
 }
