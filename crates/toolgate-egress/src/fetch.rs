@@ -31,7 +31,7 @@ use crate::addr::check_addresses;
 use crate::canon::{Host, Target, canonicalize_url, cut, next_hop, url_for_trace};
 use crate::config::{ConfigError, EgressConfig, Policy};
 use crate::error::{BlockReason, EgressError};
-use crate::resolve::Resolver;
+use crate::resolve::{Resolver, addresses_of};
 use crate::trace_event::{EgressDecision, Request};
 
 /// A fetched page.
@@ -277,18 +277,7 @@ impl Egress {
             .policy
             .check_target(target.scheme, &target.host, target.port)?;
         record.hop_rules.push(permit.rule());
-        let addrs = match &target.host {
-            Host::Ip(ip) => vec![*ip],
-            Host::Domain(name) => {
-                self.resolver
-                    .resolve(name)
-                    .await
-                    .map_err(|detail| EgressError::Resolve {
-                        host: name.clone(),
-                        detail,
-                    })?
-            }
-        };
+        let addrs = addresses_of(self.resolver.as_ref(), &target.host).await?;
         record.addresses = addrs.iter().map(ToString::to_string).collect();
         check_addresses(&addrs, permit.allow_private)?;
         Ok(addrs)

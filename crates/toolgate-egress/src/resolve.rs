@@ -83,3 +83,23 @@ impl Resolver for StaticResolver {
         Box::pin(async move { answer })
     }
 }
+
+/// The addresses `host` stands for: an IP literal itself, a name as `resolver` answers (one
+/// lookup, shared by every exit so each checks exactly the addresses it will connect to).
+pub async fn addresses_of(
+    resolver: &dyn Resolver,
+    host: &crate::canon::Host,
+) -> Result<Vec<IpAddr>, crate::error::EgressError> {
+    match host {
+        crate::canon::Host::Ip(ip) => Ok(vec![*ip]),
+        crate::canon::Host::Domain(name) => {
+            resolver
+                .resolve(name)
+                .await
+                .map_err(|detail| crate::error::EgressError::Resolve {
+                    host: name.clone(),
+                    detail,
+                })
+        }
+    }
+}

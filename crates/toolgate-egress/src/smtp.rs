@@ -34,7 +34,7 @@ use crate::canon::{Host, Scheme, canonical_host, cut};
 use crate::config::{ConfigError, Permit, Policy};
 use crate::error::EgressError;
 use crate::fetch::ensure_crypto_provider;
-use crate::resolve::Resolver;
+use crate::resolve::{Resolver, addresses_of};
 use crate::trace_event::{EgressDecision, Request};
 
 /// How the connection to the relay is protected.
@@ -201,18 +201,7 @@ impl SmtpRelay {
             self.policy
                 .check_target(Scheme::Smtp, &self.host, self.config.port)?;
         *rule = Some(permit.rule());
-        let addrs: Vec<IpAddr> = match &self.host {
-            Host::Ip(ip) => vec![*ip],
-            Host::Domain(name) => {
-                self.resolver
-                    .resolve(name)
-                    .await
-                    .map_err(|detail| EgressError::Resolve {
-                        host: name.clone(),
-                        detail,
-                    })?
-            }
-        };
+        let addrs: Vec<IpAddr> = addresses_of(self.resolver.as_ref(), &self.host).await?;
         *addresses = addrs.iter().map(ToString::to_string).collect();
         check_addresses(&addrs, permit.allow_private)?;
         let Some(first) = addrs.first() else {

@@ -412,28 +412,44 @@ fn plan_differences(a: &Plan, b: &Plan) -> Vec<String> {
     out
 }
 
-/// Reads the records of a run directory; a last line cut off by a kill is dropped (and removed
-/// from the file, so appends start on a fresh line).
-pub fn load_records(runs_path: &Path) -> Result<Vec<RunRecord>, RunnerError> {
-    if !runs_path.exists() {
+/// Why a JSON Lines record file could not be read.
+#[derive(Debug)]
+pub enum RecordsError {
+    Io(std::io::Error),
+    /// A complete line that is not a record: the parser's message.
+    Parse(String),
+}
+
+/// Reads the JSON Lines records at `path` (none when it is missing); a last line cut off by a
+/// kill is dropped, and removed from the file so appends start on a fresh line. Shared by every
+/// eval that saves its runs as they finish.
+pub fn load_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, RecordsError> {
+    if !path.exists() {
         return Ok(Vec::new());
     }
-    let text = std::fs::read_to_string(runs_path).map_err(io(runs_path))?;
+    let text = std::fs::read_to_string(path).map_err(RecordsError::Io)?;
     let complete_len = if text.ends_with('\n') || text.is_empty() {
         text.len()
     } else {
         text.rfind('\n').map_or(0, |i| i + 1)
     };
     if complete_len < text.len() {
-        std::fs::write(runs_path, &text[..complete_len]).map_err(io(runs_path))?;
+        std::fs::write(path, &text[..complete_len]).map_err(RecordsError::Io)?;
     }
     text[..complete_len]
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            serde_json::from_str(l).map_err(|e| {
-                RunnerError::Usage(format!("{}: unreadable record: {e}", runs_path.display()))
-            })
-        })
+        .map(|l| serde_json::from_str(l).map_err(|e| RecordsError::Parse(e.to_string())))
         .collect()
+}
+
+/// Reads the records of a run directory (see [`load_jsonl`]).
+pub fn load_records(runs_path: &Path) -> Result<Vec<RunRecord>, RunnerError> {
+    load_jsonl(runs_path).map_err(|e| match e {
+        RecordsError::Io(e) => io(runs_path)(e),
+        RecordsError::Parse(message) => RunnerError::Usage(format!(
+            "{}: unreadable record: {message}",
+            runs_path.display()
+        )),
+    })
 }

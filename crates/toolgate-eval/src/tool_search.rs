@@ -729,30 +729,15 @@ fn plan_differences(a: &Plan, b: &Plan) -> Vec<String> {
     out
 }
 
-/// Reads a run directory's records; a last line cut off by a kill is dropped (and removed).
+/// Reads a run directory's records (see [`crate::runner::load_jsonl`]).
 pub fn load_records(runs_path: &Path) -> Result<Vec<SelectionRecord>, ToolSearchEvalError> {
-    if !runs_path.exists() {
-        return Ok(Vec::new());
-    }
-    let text = std::fs::read_to_string(runs_path).map_err(io(runs_path))?;
-    let complete = if text.ends_with('\n') || text.is_empty() {
-        text.len()
-    } else {
-        text.rfind('\n').map_or(0, |i| i + 1)
-    };
-    if complete < text.len() {
-        std::fs::write(runs_path, &text[..complete]).map_err(io(runs_path))?;
-    }
-    text[..complete]
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            serde_json::from_str(l).map_err(|e| ToolSearchEvalError::Parse {
-                path: runs_path.display().to_string(),
-                message: format!("unreadable record: {e}"),
-            })
-        })
-        .collect()
+    crate::runner::load_jsonl(runs_path).map_err(|e| match e {
+        crate::runner::RecordsError::Io(e) => io(runs_path)(e),
+        crate::runner::RecordsError::Parse(message) => ToolSearchEvalError::Parse {
+            path: runs_path.display().to_string(),
+            message: format!("unreadable record: {message}"),
+        },
+    })
 }
 
 /// The figures of one size and mode.
