@@ -63,6 +63,10 @@ pub enum Command {
     /// risks, pins and quarantine; review and accept changed tool definitions.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Run the security suites and say what was attempted, what was blocked and which trace
+    /// line shows each block; write a JSON report. Exits 1 when anything leaked, a case that
+    /// must pass was blocked, a block is missing from the trace or a case could not be checked.
+    Check(CheckArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -436,4 +440,27 @@ pub enum BooksCommand {
         #[arg(long, value_name = "FILE")]
         db: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Which suite: injection (user tasks crossed with injection goals, through the real loop
+    /// and model), egress (URLs that must be blocked and ones that must pass, against the real
+    /// egress exit), auth (token cases against the MCP server over HTTP), robustness
+    /// (malformed JSON-RPC over stdio and HTTP, a load run), or all of them in that order.
+    #[arg(value_parser = PossibleValuesParser::new(["injection", "egress", "auth", "robustness", "all"]))]
+    pub suite: String,
+
+    /// More cases, in the suite's own format (see `security/<suite>/` for examples), run
+    /// beside the built-in ones. Repeatable. With `all`, give each file to one suite instead.
+    #[arg(long = "cases", value_name = "FILE")]
+    pub cases: Vec<PathBuf>,
+
+    /// Where the report (`<suite>.json`) and the trace files the table cites are written.
+    #[arg(long, value_name = "DIR", default_value = "toolgate-check")]
+    pub out: PathBuf,
+
+    /// Print nothing but the tables (no progress lines on stderr).
+    #[arg(long)]
+    pub quiet: bool,
 }

@@ -2,6 +2,7 @@
 
 mod ask;
 mod books;
+mod check;
 mod demo;
 mod eval;
 mod mcp;
@@ -55,6 +56,10 @@ pub enum CommandError {
     Serve(#[from] toolgate_mcp::ServeError),
     #[error(transparent)]
     Imports(#[from] toolgate_mcp::client::imports::ImportsError),
+    #[error(transparent)]
+    Check(#[from] toolgate_check::CheckError),
+    #[error("{0}")]
+    ChecksFailed(String),
     #[error("measuring `{call}` failed: {message}")]
     Measurement { call: String, message: String },
 }
@@ -71,6 +76,7 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Demo(args) => demo::run(&config, &args),
         Command::Serve(args) => serve::run(&config, cli.mcp_config.as_deref(), &args),
         Command::Mcp(command) => mcp::run(&config, cli.mcp_config.as_deref(), command),
+        Command::Check(args) => check::run(&config, &args),
     }
 }
 
