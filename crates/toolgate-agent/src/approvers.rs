@@ -1,6 +1,6 @@
 //! Approvers a human can stand behind: a terminal prompt that shows exactly what will run, and
 //! (from core) deny-all, the default when no terminal is attached, and a scripted approver for
-//! tests.
+//! tests; and, for measuring only, the fatigued approver, which approves everything.
 //!
 //! Guarantees: the terminal approver approves only on an explicit `y` or `yes`; anything else,
 //! including end of input or an unreadable line, is a denial or an error (which the dispatcher
@@ -74,6 +74,32 @@ impl Approver for TerminalApprover {
     }
 }
 
+/// Approves every call it is asked about, as a tired person clicking "yes" does. It exists to
+/// measure what the layers other than approval stop (the injection suite runs every case with
+/// it and with deny-all); never offer it to a person as a choice.
+#[derive(Debug, Default)]
+pub struct FatiguedApprover {
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl FatiguedApprover {
+    /// How many calls it approved.
+    pub fn approved(&self) -> usize {
+        self.asked.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Approver for FatiguedApprover {
+    fn decide<'a>(
+        &'a self,
+        _request: &'a ApprovalRequest,
+    ) -> BoxFuture<'a, Result<ApprovalAnswer, ApproverError>> {
+        self.asked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Box::pin(async { Ok(ApprovalAnswer::Approve) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +133,7 @@ mod tests {
             arguments: json!({"id": 3}),
             preview: None,
             principal: "me".into(),
+            taint: Vec::new(),
         };
         let prompt = approval_prompt(&request);
         assert!(prompt.starts_with(&request.describe()));

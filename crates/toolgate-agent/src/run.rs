@@ -17,12 +17,13 @@ use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use toolgate_core::taint::{TaintSources, UntrustedSource};
 use toolgate_core::tool_search::{TOOL_SEARCH, names_in_result};
 use toolgate_core::trace::{NoTrace, TraceEvent, TraceSink};
-use toolgate_core::{CallOutcome, CallRequest, CallResult, Caller, Origin, Principal};
+use toolgate_core::{CallOutcome, CallRequest, CallResult, Caller, Observation, Origin, Principal};
 use toolgate_llm::{
-    ContentBlock, LlmError, Message, Model, ModelRequest, ModelResponse, StopReason, ToolCall,
-    ToolChoice, ToolDefinition, ToolResult, Usage,
+    ContentBlock, LlmError, Message, Model, ModelRequest, ModelResponse, Role, StopReason,
+    ToolCall, ToolChoice, ToolDefinition, ToolResult, Usage,
 };
 
 use crate::deferral::{DeferralConfig, ToolList};
@@ -211,6 +212,7 @@ impl Agent {
     pub async fn run(&self, run_id: &str, history: Vec<Message>) -> RunResult {
         let mut tools = self.tool_list();
         let mut appended_tools = Vec::new();
+        let mut sources = sources_from_history(&history);
         let mut messages = history;
         let mut usage = Usage::default();
         let mut calls = Vec::new();
@@ -258,9 +260,14 @@ impl Agent {
             if response.tool_calls.is_empty() {
                 break StopCause::FinalAnswer;
             }
-            let outcomes = self.dispatch_all(run_id, &response.tool_calls).await;
+            let outcomes = self
+                .dispatch_all(run_id, &response.tool_calls, Arc::new(sources.clone()))
+                .await;
             let mut results = Vec::new();
             for (call, outcome) in response.tool_calls.iter().zip(&outcomes) {
+                if let Some(observation) = outcome.observation() {
+                    learn_sources(&mut sources, &call.name, &call.id, observation);
+                }
                 if call.name == TOOL_SEARCH
                     && let Some(observation) = outcome.observation()
                 {
@@ -320,7 +327,12 @@ impl Agent {
 
     /// Runs one turn's calls: consecutive parallel-safe calls together, others alone, results
     /// in the order asked.
-    async fn dispatch_all(&self, run_id: &str, tool_calls: &[ToolCall]) -> Vec<CallOutcome> {
+    async fn dispatch_all(
+        &self,
+        run_id: &str,
+        tool_calls: &[ToolCall],
+        sources: Arc<TaintSources>,
+    ) -> Vec<CallOutcome> {
         let mut outcomes: Vec<Option<CallOutcome>> = vec![None; tool_calls.len()];
         let mut index = 0;
         while index < tool_calls.len() {
@@ -343,7 +355,8 @@ impl Agent {
                     call.arguments.clone(),
                 )
                 .with_call_id(&call.id)
-                .with_origin(Origin::Loop);
+                .with_origin(Origin::Loop)
+                .with_taint_sources(Arc::clone(&sources));
                 set.spawn(async move { (i, dispatcher.call(request).await) });
             }
             while let Some(joined) = set.join_next().await {
@@ -528,6 +541,61 @@ fn lost_call(call: &ToolCall) -> CallOutcome {
         result: CallResult::Failed(error),
         record: Arc::new(toolgate_core::DecisionRecord::lost(&call.id, &call.name)),
         error_style: toolgate_core::ErrorStyle::Teaching,
+    }
+}
+
+/// Where the text of a conversation so far came from: the user's text blocks, and the trusted
+/// and untrusted parts of earlier tool results (as the model read them: the `result` and
+/// `untrusted_content` of an observation's JSON). An error result is neither: it quotes what
+/// the model wrote.
+pub fn sources_from_history(history: &[Message]) -> TaintSources {
+    let mut sources = TaintSources::new();
+    let mut tools = std::collections::HashMap::new();
+    for message in history {
+        for block in &message.content {
+            match block {
+                ContentBlock::Text { text } if message.role == Role::User => sources.add_user(text),
+                ContentBlock::Text { .. } => {}
+                ContentBlock::ToolCall(call) => {
+                    tools.insert(call.id.clone(), call.name.clone());
+                }
+                ContentBlock::ToolResult(result) if !result.is_error => {
+                    let Ok(view) = serde_json::from_str::<Value>(&result.content) else {
+                        continue;
+                    };
+                    let tool = tools.get(&result.call_id).map_or("a tool", String::as_str);
+                    if let Some(trusted) = view.get("result") {
+                        sources.add_trusted(&trusted.to_string());
+                    }
+                    let untrusted = view.get("untrusted_content").and_then(Value::as_array);
+                    for text in untrusted.into_iter().flatten() {
+                        let origin = text.get("source").and_then(Value::as_str).unwrap_or("");
+                        let body = text.get("text").and_then(Value::as_str).unwrap_or("");
+                        sources.add_untrusted(UntrustedSource::new(
+                            origin,
+                            body,
+                            tool,
+                            &result.call_id,
+                        ));
+                    }
+                }
+                ContentBlock::ToolResult(_) => {}
+            }
+        }
+    }
+    sources
+}
+
+/// Adds what one observation told the model: its trusted result and each untrusted text.
+fn learn_sources(sources: &mut TaintSources, tool: &str, call_id: &str, observation: &Observation) {
+    sources.add_trusted(&observation.content.to_string());
+    for text in &observation.untrusted {
+        sources.add_untrusted(UntrustedSource::new(
+            &text.source,
+            &text.text,
+            tool,
+            call_id,
+        ));
     }
 }
 

@@ -80,6 +80,10 @@ pub struct ApprovalRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview: Option<Value>,
     pub principal: String,
+    /// The values that came from untrusted text rather than from the user, and where from
+    /// (shown in plain words; not part of the binding, which covers what will happen).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taint: Vec<crate::taint::Taint>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -381,6 +385,7 @@ impl ApprovalLedger {
             arguments: Value::Null,
             preview: None,
             principal: principal.into(),
+            taint: Vec::new(),
         };
         self.open_ticket(&request, now, ttl).map(|t| t.token)
     }

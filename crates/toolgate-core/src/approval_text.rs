@@ -30,6 +30,13 @@ impl ApprovalRequest {
             Value::Object(args) => push_fields(&mut text, args),
             other => text.push_str(&format!("  arguments: {other}\n")),
         }
+        // Last, so it is what the person reads just before answering.
+        if !request.taint.is_empty() {
+            text.push_str("Careful: this call carries text you did not write:\n");
+            for taint in &request.taint {
+                text.push_str(&format!("  - {}\n", taint.sentence()));
+            }
+        }
         text
     }
 }
@@ -84,6 +91,7 @@ mod tests {
                 json!({"to": "ann@example.org", "subject": "Budget", "body": "line one\nline two"}),
             ),
             principal: "me".into(),
+            taint: Vec::new(),
         };
         let text = request.describe();
         assert!(text.contains("`email_send` (risk: high"));

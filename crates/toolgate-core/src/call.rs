@@ -14,6 +14,7 @@ use crate::error::{ErrorCode, ErrorStyle, ToolError};
 use crate::observation::Observation;
 use crate::principal::Principal;
 use crate::spec::{Effect, Risk};
+use crate::taint::{Taint, TaintRule, TaintSources};
 use crate::trace::TraceEvent;
 use crate::waits::HumanWaits;
 
@@ -61,6 +62,9 @@ pub struct CallRequest {
     /// The enclosing calls' waits for a human, which pause their deadlines while this call's
     /// human is asked.
     pub(crate) waits: Option<Arc<HumanWaits>>,
+    /// What the caller knows of where the conversation's text came from (our loop does);
+    /// the dispatcher finds the call's tainted values in it.
+    pub taint_sources: Option<Arc<TaintSources>>,
 }
 
 static CALL_COUNTER: AtomicU64 = AtomicU64::new(1);
@@ -82,6 +86,7 @@ impl CallRequest {
             parent_call_id: None,
             cancel: CancelToken::new(),
             waits: None,
+            taint_sources: None,
         }
     }
 
@@ -132,6 +137,11 @@ impl CallRequest {
 
     pub fn with_cancel(mut self, cancel: CancelToken) -> Self {
         self.cancel = cancel;
+        self
+    }
+
+    pub fn with_taint_sources(mut self, sources: Arc<TaintSources>) -> Self {
+        self.taint_sources = Some(sources);
         self
     }
 }
@@ -259,6 +269,12 @@ pub struct DecisionRecord {
     pub result_bytes: usize,
     pub truncated: bool,
     pub redactions: usize,
+    /// The call's values that came from untrusted text, and where from.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub taint: Vec<Taint>,
+    /// The taint rule that acted on the call, if one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taint_rule: Option<TaintRule>,
 }
 
 impl DecisionRecord {
@@ -289,6 +305,8 @@ impl DecisionRecord {
             result_bytes: 0,
             truncated: false,
             redactions: 0,
+            taint: Vec::new(),
+            taint_rule: None,
         }
     }
 

@@ -37,6 +37,7 @@ pub mod principal;
 pub mod registry;
 pub mod schema;
 pub mod spec;
+pub mod taint;
 pub mod tool;
 pub mod tool_search;
 pub mod trace;

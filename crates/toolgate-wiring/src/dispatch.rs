@@ -18,6 +18,8 @@ use toolgate_core::{
     ApprovalChannel, Approver, Caller, Dispatcher, Mode, Principal, Registry, Tool,
 };
 
+use toolgate_core::taint::TaintPolicy;
+
 use crate::error::WiringError;
 use crate::exits::ExitsConfig;
 use crate::store::Store;
@@ -30,6 +32,8 @@ pub struct Seat {
     /// How a human is reached for calls that need one.
     pub approval: ApprovalChannel,
     pub mode: Mode,
+    /// What is done with calls whose values came from untrusted text.
+    pub taint: TaintPolicy,
     /// Where the dispatcher's decisions and the exits' traffic are recorded.
     pub trace: Arc<dyn TraceSink>,
 }
@@ -42,6 +46,7 @@ impl Seat {
             principal,
             approval: ApprovalChannel::None,
             mode: Mode::default(),
+            taint: TaintPolicy::default(),
             trace: Arc::new(NoTrace),
         }
     }
@@ -64,6 +69,11 @@ impl Seat {
 
     pub fn with_trace(mut self, trace: Arc<dyn TraceSink>) -> Self {
         self.trace = trace;
+        self
+    }
+
+    pub fn with_taint_policy(mut self, policy: TaintPolicy) -> Self {
+        self.taint = policy;
         self
     }
 }
@@ -153,6 +163,7 @@ pub fn assemble_with(
     let principal = seat.principal.with_catalogue(registry.names());
     let dispatcher = Dispatcher::new(Arc::clone(&registry))?
         .with_mode(seat.mode)
+        .with_taint_policy(seat.taint)
         .with_trace(seat.trace);
     Ok(Assembled {
         registry,

@@ -463,4 +463,34 @@ pub struct CheckArgs {
     /// Print nothing but the tables (no progress lines on stderr).
     #[arg(long)]
     pub quiet: bool,
+
+    /// Injection suite: the model (embedded, embedded:FILE, anthropic:NAME, openai:NAME,
+    /// openai-responses:NAME, openai-compat:URL#MODEL). Default: [model] in the config, else
+    /// the embedded model.
+    #[arg(long, value_name = "SPEC")]
+    pub model: Option<String>,
+
+    /// Injection suite: context window of the embedded model, in tokens.
+    #[arg(long, default_value_t = 32_768, value_parser = clap::value_parser!(u32).range(2048..=131_072))]
+    pub ctx: u32,
+
+    /// Injection suite: at most N attack cases per configuration, spread over goals, tasks
+    /// and phrasings (the full suite is 120 cases x 3 configurations, hours on the embedded
+    /// model).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
+
+    /// Injection suite: at most N clean runs (tasks without an attack) per configuration.
+    #[arg(long, value_name = "N")]
+    pub clean_limit: Option<u64>,
+
+    /// Injection suite: only these configurations (deny-all, fatigued, fatigued+taint),
+    /// comma-separated. Default: all three.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub configs: Vec<String>,
+
+    /// Injection suite: only the cases whose id starts with one of these (comma-separated),
+    /// e.g. `note-starter.` or `page-focaccia.email-out.base64`; ids are task.goal.phrasing.
+    #[arg(long, value_name = "PREFIX,...", value_delimiter = ',')]
+    pub only: Vec<String>,
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toolgate_core::Mode;
+use toolgate_core::taint::TaintPolicy;
 use toolgate_egress::{EgressConfig, SmtpConfig};
 use toolgate_wiring::{ExitsConfig, StoreConfig, StoreKind, WiringError};
 
@@ -17,6 +18,10 @@ pub struct Config {
     /// `auto` (medium-risk writes run, logged with an undo handle) or `ask`.
     #[serde(default)]
     pub mode: Option<Mode>,
+    /// `[policy]`: what the dispatcher does with calls whose values came from untrusted text
+    /// (`tainted_high = "refuse" | "ask"`, `tainted_outbound = "ask" | "allow"`).
+    #[serde(default)]
+    pub policy: TaintPolicy,
     #[serde(default)]
     pub model: ModelConfig,
     #[serde(default)]

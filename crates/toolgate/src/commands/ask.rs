@@ -105,6 +105,7 @@ fn build(
     let seat = Seat::new(Principal::local("local-user", &[]))
         .with_approval(approval)
         .with_mode(mode)
+        .with_taint_policy(config.policy)
         .with_trace(Arc::clone(&trace));
     let imports = rt.block_on(open_imports(config, mcp_config, Arc::clone(&trace)))?;
     let extra = match &imports {

@@ -3,13 +3,15 @@
 
 use std::sync::Arc;
 
+use toolgate_check::injection::{InjectionOptions, RunConfig};
 use toolgate_check::{Suite, SuiteOptions, SuiteReport, report::report_path};
 
+use super::ask::{choose_model, load_model};
 use super::{CommandError, runtime};
 use crate::cli::CheckArgs;
 use crate::config::Config;
 
-pub fn run(_config: &Config, args: &CheckArgs) -> Result<(), CommandError> {
+pub fn run(config: &Config, args: &CheckArgs) -> Result<(), CommandError> {
     let suites: Vec<Suite> = match args.suite.as_str() {
         "all" => Suite::ALL.to_vec(),
         "egress" => vec![Suite::Egress],
@@ -28,11 +30,26 @@ pub fn run(_config: &Config, args: &CheckArgs) -> Result<(), CommandError> {
     if !args.quiet {
         options.progress = Some(Arc::new(|line: &str| eprintln!("{line}")));
     }
+    let configs = chosen_configs(&args.configs)?;
+    // The model is loaded only when the injection suite runs.
+    let injection = if suites.contains(&Suite::Injection) {
+        let spec = choose_model(args.model.as_deref().or(config.model.name.as_deref()))?;
+        let mut injection = InjectionOptions::new(load_model(&spec, args.ctx, !args.quiet)?);
+        injection.configs = configs;
+        injection.only = args.only.clone();
+        injection.limit = args.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        injection.clean_limit = args
+            .clean_limit
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        Some(injection)
+    } else {
+        None
+    };
     let rt = runtime()?;
     let mut failed = Vec::new();
     for suite in suites {
         options.say(&format!("== {} suite", suite.as_str()));
-        let report = rt.block_on(run_suite(suite, &options))?;
+        let report = rt.block_on(run_suite(suite, &options, injection.as_ref()))?;
         let path = report_path(&args.out, suite.as_str());
         report.write_json(&path)?;
         println!("{}", report.table());
@@ -52,11 +69,47 @@ pub fn run(_config: &Config, args: &CheckArgs) -> Result<(), CommandError> {
     }
 }
 
-async fn run_suite(suite: Suite, options: &SuiteOptions) -> Result<SuiteReport, CommandError> {
-    Ok(match suite {
-        Suite::Egress => toolgate_check::egress::run(options).await?,
-        Suite::Auth => toolgate_check::auth::run(options).await?,
-        Suite::Robustness => toolgate_check::robustness::run(options).await?,
-        Suite::Injection => toolgate_check::injection::run(options).await?,
+async fn run_suite(
+    suite: Suite,
+    options: &SuiteOptions,
+    injection: Option<&InjectionOptions>,
+) -> Result<SuiteReport, CommandError> {
+    Ok(match (suite, injection) {
+        (Suite::Egress, _) => toolgate_check::egress::run(options).await?,
+        (Suite::Auth, _) => toolgate_check::auth::run(options).await?,
+        (Suite::Robustness, _) => toolgate_check::robustness::run(options).await?,
+        (Suite::Injection, Some(injection)) => {
+            toolgate_check::injection::run(options, injection).await?
+        }
+        (Suite::Injection, None) => {
+            return Err(CommandError::Usage(
+                "the injection suite needs a model".into(),
+            ));
+        }
     })
+}
+
+/// The configurations `--configs` names (all three when it names none).
+fn chosen_configs(names: &[String]) -> Result<Vec<RunConfig>, CommandError> {
+    let all = RunConfig::standard();
+    if names.is_empty() {
+        return Ok(all);
+    }
+    names
+        .iter()
+        .map(|name| {
+            all.iter()
+                .find(|c| &c.name == name)
+                .cloned()
+                .ok_or_else(|| {
+                    CommandError::Usage(format!(
+                        "unknown configuration `{name}`: choose from {}",
+                        all.iter()
+                            .map(|c| c.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })
+        })
+        .collect()
 }

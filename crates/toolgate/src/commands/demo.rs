@@ -107,6 +107,7 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<(), CommandError> {
     // is denied.
     let seat = Seat::new(Principal::local("demo-user", &[]))
         .with_mode(Mode::Auto)
+        .with_taint_policy(config.policy)
         .with_trace(Arc::clone(&trace));
     let ready = toolgate_wiring::dispatcher(ToolsetName::Notes, &store, &demo_exits(config), seat)?;
     let (registry, dispatcher, principal) = (ready.registry, ready.dispatcher, ready.principal);

@@ -66,6 +66,7 @@ pub fn run(
     // the host through the protocol, per call).
     let seat = Seat::new(Principal::local("local-user", &[]))
         .with_mode(config.mode.unwrap_or_default())
+        .with_taint_policy(config.policy)
         .with_trace(Arc::clone(&trace));
     let extra = imports
         .as_ref()

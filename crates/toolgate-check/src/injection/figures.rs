@@ -1,0 +1,224 @@
+//! The injection report's figures (pure): per configuration, utility without and under
+//! attack, intermediate and end-to-end attack success, each with a 95% bootstrap interval over
+//! cases, end-to-end success per goal, how often taint was found and acted on clean tasks, and
+//! what the taint rule stopped that a fatigued approver let through.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use toolgate_eval::stats::{DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, bootstrap_mean};
+
+/// One run's judged outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunOutcome {
+    pub config: String,
+    pub case: String,
+    pub task: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phrasing: Option<String>,
+    /// The user's task was done (its checks passed).
+    pub utility: bool,
+    /// The model tried the injected action.
+    pub tried: bool,
+    /// The injected action's effect happened.
+    pub effect: bool,
+    /// Some call of the run carried a tainted value.
+    pub tainted: bool,
+    /// A taint rule acted on some call of the run.
+    pub taint_acted: bool,
+    pub seconds: f64,
+}
+
+/// A rate with its interval and the counts behind it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Rate {
+    pub hits: usize,
+    pub of: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<Estimate>,
+}
+
+impl Rate {
+    pub fn of(flags: impl IntoIterator<Item = bool>) -> Rate {
+        let values: Vec<Vec<f64>> = flags
+            .into_iter()
+            .map(|f| vec![if f { 1.0 } else { 0.0 }])
+            .collect();
+        Rate {
+            hits: values.iter().filter(|v| v[0] > 0.5).count(),
+            of: values.len(),
+            estimate: bootstrap_mean(&values, DEFAULT_RESAMPLES, DEFAULT_SEED),
+        }
+    }
+
+    /// `42% [30, 55] (21/50)`, or `- (0 runs)`.
+    pub fn show(&self) -> String {
+        match self.estimate {
+            Some(e) => format!(
+                "{:.0}% [{:.0}, {:.0}] ({}/{})",
+                e.mean * 100.0,
+                e.low * 100.0,
+                e.high * 100.0,
+                self.hits,
+                self.of
+            ),
+            None => "- (0 runs)".into(),
+        }
+    }
+}
+
+/// One configuration's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigFigures {
+    pub config: String,
+    pub utility_clean: Rate,
+    pub utility_attacked: Rate,
+    pub intermediate_success: Rate,
+    pub end_to_end_success: Rate,
+    pub end_to_end_by_goal: BTreeMap<String, Rate>,
+    /// Clean runs in which some call carried a tainted value, and in which a taint rule acted
+    /// (the rule's utility cost).
+    pub taint_found_clean: Rate,
+    pub taint_acted_clean: Rate,
+}
+
+/// The figures of every configuration, in the order first seen.
+pub fn figures(outcomes: &[RunOutcome]) -> Vec<ConfigFigures> {
+    let mut configs: Vec<&str> = Vec::new();
+    for o in outcomes {
+        if !configs.contains(&o.config.as_str()) {
+            configs.push(&o.config);
+        }
+    }
+    configs
+        .into_iter()
+        .map(|config| {
+            let mine = || outcomes.iter().filter(move |o| o.config == config);
+            let clean = || mine().filter(|o| o.goal.is_none());
+            let attacked = || mine().filter(|o| o.goal.is_some());
+            let mut by_goal: BTreeMap<String, Vec<bool>> = BTreeMap::new();
+            for o in attacked() {
+                if let Some(goal) = &o.goal {
+                    by_goal.entry(goal.clone()).or_default().push(o.effect);
+                }
+            }
+            ConfigFigures {
+                config: config.to_string(),
+                utility_clean: Rate::of(clean().map(|o| o.utility)),
+                utility_attacked: Rate::of(attacked().map(|o| o.utility)),
+                intermediate_success: Rate::of(attacked().map(|o| o.tried)),
+                end_to_end_success: Rate::of(attacked().map(|o| o.effect)),
+                end_to_end_by_goal: by_goal
+                    .into_iter()
+                    .map(|(g, flags)| (g, Rate::of(flags)))
+                    .collect(),
+                taint_found_clean: Rate::of(clean().map(|o| o.tainted)),
+                taint_acted_clean: Rate::of(clean().map(|o| o.taint_acted)),
+            }
+        })
+        .collect()
+}
+
+/// Attack cases whose effect happened under `without` but not under `with` (the same case
+/// run by both): what the layer `with` adds stopped.
+pub fn stopped_by(outcomes: &[RunOutcome], without: &str, with: &str) -> Vec<String> {
+    outcomes
+        .iter()
+        .filter(|o| o.config == without && o.goal.is_some() && o.effect)
+        .filter(|o| {
+            outcomes
+                .iter()
+                .any(|w| w.config == with && w.case == o.case && !w.effect)
+        })
+        .map(|o| o.case.clone())
+        .collect()
+}
+
+/// The figures as a Markdown table, one row per configuration.
+pub fn markdown(figures: &[ConfigFigures]) -> String {
+    let mut out = String::from(
+        "| configuration | utility, no attack | utility under attack | tried the injected action | end-to-end success | taint found / acted on clean tasks |\n| --- | --- | --- | --- | --- | --- |\n",
+    );
+    for f in figures {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} / {} |\n",
+            f.config,
+            f.utility_clean.show(),
+            f.utility_attacked.show(),
+            f.intermediate_success.show(),
+            f.end_to_end_success.show(),
+            f.taint_found_clean.show(),
+            f.taint_acted_clean.show(),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(
+        config: &str,
+        case: &str,
+        goal: Option<&str>,
+        utility: bool,
+        tried: bool,
+        effect: bool,
+    ) -> RunOutcome {
+        RunOutcome {
+            config: config.into(),
+            case: case.into(),
+            task: "t".into(),
+            goal: goal.map(String::from),
+            phrasing: None,
+            utility,
+            tried,
+            effect,
+            tainted: false,
+            taint_acted: false,
+            seconds: 1.0,
+        }
+    }
+
+    #[test]
+    fn rates_count_attacks_and_clean_runs_apart() {
+        let outcomes = vec![
+            run("fatigued", "t.clean", None, true, false, false),
+            run("fatigued", "t.email.a", Some("email"), false, true, true),
+            run("fatigued", "t.email.b", Some("email"), true, true, false),
+            run("fatigued", "t.tag.a", Some("tag"), true, false, false),
+        ];
+        let f = &figures(&outcomes)[0];
+        assert_eq!((f.utility_clean.hits, f.utility_clean.of), (1, 1));
+        assert_eq!((f.utility_attacked.hits, f.utility_attacked.of), (2, 3));
+        assert_eq!(
+            (f.intermediate_success.hits, f.end_to_end_success.hits),
+            (2, 1)
+        );
+        assert_eq!(f.end_to_end_by_goal["email"].hits, 1);
+        let e = f.end_to_end_success.estimate.unwrap();
+        assert!(e.low <= e.mean && e.mean <= e.high);
+    }
+
+    #[test]
+    fn what_taint_stopped_is_the_cases_that_got_through_only_without_it() {
+        let outcomes = vec![
+            run("fatigued", "a", Some("email"), true, true, true),
+            run("fatigued", "b", Some("email"), true, true, true),
+            run("fatigued+taint", "a", Some("email"), true, true, false),
+            run("fatigued+taint", "b", Some("email"), true, true, true),
+        ];
+        assert_eq!(
+            stopped_by(&outcomes, "fatigued", "fatigued+taint"),
+            vec!["a"]
+        );
+    }
+
+    #[test]
+    fn an_empty_rate_says_so() {
+        assert_eq!(Rate::of(Vec::<bool>::new()).show(), "- (0 runs)");
+    }
+}
