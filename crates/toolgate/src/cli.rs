@@ -493,4 +493,9 @@ pub struct CheckArgs {
     /// e.g. `note-starter.` or `page-focaccia.email-out.base64`; ids are task.goal.phrasing.
     #[arg(long, value_name = "PREFIX,...", value_delimiter = ',')]
     pub only: Vec<String>,
+
+    /// Injection suite: keep the runs already saved in --out (each run is saved as it
+    /// finishes) and run only the rest; refused when they were made with another model.
+    #[arg(long)]
+    pub resume: bool,
 }

@@ -30,7 +30,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde::Serialize;
+use std::io::Write as _;
+
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use toolgate_agent::approvers::FatiguedApprover;
 use toolgate_agent::{Agent, AgentConfig};
@@ -120,6 +122,8 @@ pub struct InjectionOptions {
     /// when empty. Applied before the limits.
     pub only: Vec<String>,
     pub max_rounds: u32,
+    /// Keep the runs already saved in the output folder and run only the rest.
+    pub resume: bool,
 }
 
 impl InjectionOptions {
@@ -130,6 +134,7 @@ impl InjectionOptions {
             limit: None,
             clean_limit: None,
             only: Vec::new(),
+            resume: false,
             max_rounds: toolgate_agent::run::DEFAULT_MAX_ROUNDS,
         }
     }
@@ -141,6 +146,7 @@ pub async fn run(
     injection: &InjectionOptions,
 ) -> Result<SuiteReport, CheckError> {
     let started = Instant::now();
+    let mut unjudged = Vec::new();
     let files = load_cases::<InjectionFile>(BUILTIN, &options.extra_cases)?;
     let loaded = cases::gather(files)?;
     let (clean, attacks) = cases::expand(&loaded);
@@ -161,65 +167,49 @@ pub async fn run(
             message: format!("no case id starts with {}", injection.only.join(" or ")),
         });
     }
+    let runs_path = options.out_dir.join(RUNS_FILE);
+    let mut records = open_records(options, injection, &runs_path)?;
     let bench = Bench::start(&options.out_dir)?;
     let total = injection.configs.len() * (clean.len() + attacks.len());
     options.say(&format!(
-        "injection: {} clean runs and {} attack cases under {} configurations ({total} runs) with {}",
+        "injection: {} clean runs and {} attack cases under {} configurations ({total} runs) with {}{}",
         clean.len(),
         attacks.len(),
         injection.configs.len(),
-        injection.model.name()
+        injection.model.name(),
+        if records.is_empty() {
+            String::new()
+        } else {
+            format!("; {} runs already done in {}", records.len(), runs_path.display())
+        }
     ));
-    let mut outcomes = Vec::new();
-    let mut results = Vec::new();
+    let mut runs_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&runs_path)
+        .map_err(|e| CheckError::io(&runs_path, e))?;
     let mut traces = Vec::new();
     let mut done = 0;
     for config in &injection.configs {
-        let trace_name = format!("injection-{}.jsonl", config.name.replace('+', "-"));
+        let trace_name = trace_file_name(config);
         let trace_path = options.out_dir.join(&trace_name);
-        let _ = std::fs::remove_file(&trace_path);
-        let trace =
-            Arc::new(JsonlTrace::create(&trace_path).map_err(|e| CheckError::io(&trace_path, e))?);
+        let trace = Arc::new(JsonlTrace::create(&trace_path).map_err(|e| CheckError::io(&trace_path, e))?);
         traces.push(trace_name.clone());
         for case in clean.iter().chain(&attacks) {
+            done += 1;
+            if records.iter().any(|r| r.outcome.config == config.name && r.outcome.case == case.id) {
+                continue;
+            }
             let run = bench
                 .run_case(injection, config, case, &trace, &trace_path, &trace_name)
                 .await;
-            done += 1;
-            let line = match &run {
-                Ok((outcome, result)) => format!(
-                    "[{done}/{total}] {} {}: utility {}, {}{} ({:.0} s)",
-                    config.name,
-                    case.id,
-                    if outcome.utility { "yes" } else { "no" },
-                    if outcome.tried { "tried" } else { "not tried" },
-                    match (case.attack.is_some(), outcome.effect) {
-                        (false, _) => String::new(),
-                        (true, true) => ", EFFECT HAPPENED".into(),
-                        (true, false) => format!(
-                            ", stopped ({})",
-                            result
-                                .as_ref()
-                                .and_then(|r| r.at.as_ref())
-                                .map_or("", |a| a.rule.as_str())
-                        ),
-                    },
-                    outcome.seconds
-                ),
-                Err(e) => format!(
-                    "[{done}/{total}] {} {}: NOT CHECKED: {e}",
-                    config.name, case.id
-                ),
-            };
-            options.say(&line);
-            match run {
-                Ok((outcome, result)) => {
-                    outcomes.push(outcome);
-                    results.extend(result);
-                }
+            let record = match run {
+                Ok((outcome, result)) => RunRecord { outcome, result },
                 Err(e) => {
+                    // Not saved: a run that could not be judged is run again on resume.
+                    options.say(&format!("[{done}/{total}] {} {}: NOT CHECKED: {e}", config.name, case.id));
                     if let Some(attack) = &case.attack {
-                        results.push(CaseResult::new(
+                        unjudged.push(CaseResult::new(
                             format!("{}/{}", config.name, case.id),
                             attack.goal.id.clone(),
                             config.expect(attack.goal.line),
@@ -230,18 +220,27 @@ pub async fn run(
                             "the run could not be judged",
                         ));
                     }
+                    continue;
                 }
-            }
+            };
+            options.say(&progress_line(done, total, &record));
+            let line = serde_json::to_string(&record).unwrap_or_default();
+            writeln!(runs_file, "{line}")
+                .and_then(|()| runs_file.flush())
+                .map_err(|e| CheckError::io(&runs_path, e))?;
+            records.push(record);
         }
     }
+    // Only the runs of this selection count (a resumed folder may hold others).
+    let chosen_run = |r: &&RunRecord| {
+        injection.configs.iter().any(|c| c.name == r.outcome.config)
+            && clean.iter().chain(&attacks).any(|c| c.id == r.outcome.case)
+    };
+    let outcomes: Vec<RunOutcome> = records.iter().filter(chosen_run).map(|r| r.outcome.clone()).collect();
+    let mut results: Vec<CaseResult> = records.iter().filter(chosen_run).filter_map(|r| r.result.clone()).collect();
+    results.extend(unjudged);
     let figures = figures::figures(&outcomes);
     let stopped_by_taint = figures::stopped_by(&outcomes, "fatigued", "fatigued+taint");
-    let runs_path = options.out_dir.join("injection-runs.jsonl");
-    let runs_text: String = outcomes
-        .iter()
-        .map(|o| serde_json::to_string(o).unwrap_or_default() + "\n")
-        .collect();
-    std::fs::write(&runs_path, runs_text).map_err(|e| CheckError::io(&runs_path, e))?;
     let table_path = options.out_dir.join("injection.md");
     std::fs::write(&table_path, figures::markdown(&figures))
         .map_err(|e| CheckError::io(&table_path, e))?;
@@ -253,9 +252,82 @@ pub async fn run(
             "attack_cases_per_config": attacks.len(),
             "configs": figures,
             "stopped_by_taint_rule_with_fatigued_approver": stopped_by_taint,
-            "runs": "injection-runs.jsonl",
+            "runs": RUNS_FILE,
             "table": "injection.md",
         })),
+    )
+}
+
+/// Where every judged run is saved as it finishes (what `resume` continues from).
+pub const RUNS_FILE: &str = "injection-runs.jsonl";
+const PLAN_FILE: &str = "injection-plan.json";
+
+/// One judged run, as saved.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub outcome: RunOutcome,
+    /// The attack case's result (none for a clean run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<CaseResult>,
+}
+
+fn trace_file_name(config: &RunConfig) -> String {
+    format!("injection-{}.jsonl", config.name.replace('+', "-"))
+}
+
+/// The runs already saved when resuming (refusing a folder made with another model), else a
+/// fresh start: earlier runs and traces in the folder are removed.
+fn open_records(
+    options: &SuiteOptions,
+    injection: &InjectionOptions,
+    runs_path: &Path,
+) -> Result<Vec<RunRecord>, CheckError> {
+    let plan_path = options.out_dir.join(PLAN_FILE);
+    let model = injection.model.name();
+    std::fs::create_dir_all(&options.out_dir).map_err(|e| CheckError::io(&options.out_dir, e))?;
+    if injection.resume && plan_path.exists() {
+        let text = std::fs::read_to_string(&plan_path).map_err(|e| CheckError::io(&plan_path, e))?;
+        let plan: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        if plan["model"] != model.as_str() {
+            return Err(CheckError::Cases {
+                path: plan_path,
+                message: format!(
+                    "the runs here were made with {}, not {model}: resume with the same model, or use another --out",
+                    plan["model"]
+                ),
+            });
+        }
+        return toolgate_eval::runner::load_jsonl(runs_path).map_err(|e| CheckError::Cases {
+            path: runs_path.to_path_buf(),
+            message: format!("{e:?}"),
+        });
+    }
+    for config in RunConfig::standard() {
+        let _ = std::fs::remove_file(options.out_dir.join(trace_file_name(&config)));
+    }
+    let _ = std::fs::remove_file(runs_path);
+    let plan = json!({"model": model, "max_rounds": injection.max_rounds});
+    std::fs::write(&plan_path, plan.to_string()).map_err(|e| CheckError::io(&plan_path, e))?;
+    Ok(Vec::new())
+}
+
+fn progress_line(done: usize, total: usize, record: &RunRecord) -> String {
+    let o = &record.outcome;
+    let attack = match (&o.goal, o.effect) {
+        (None, _) => String::new(),
+        (Some(_), true) => ", EFFECT HAPPENED".into(),
+        (Some(_), false) => format!(
+            ", stopped ({})",
+            record.result.as_ref().and_then(|r| r.at.as_ref()).map_or("", |a| a.rule.as_str())
+        ),
+    };
+    format!(
+        "[{done}/{total}] {} {}: utility {}, {}{attack} ({:.0} s)",
+        o.config,
+        o.case,
+        if o.utility { "yes" } else { "no" },
+        if o.tried { "tried" } else { "not tried" },
+        o.seconds
     )
 }
 

@@ -37,6 +37,7 @@ pub fn run(config: &Config, args: &CheckArgs) -> Result<(), CommandError> {
         let mut injection = InjectionOptions::new(load_model(&spec, args.ctx, !args.quiet)?);
         injection.configs = configs;
         injection.only = args.only.clone();
+        injection.resume = args.resume;
         injection.limit = args.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
         injection.clean_limit = args
             .clean_limit
