@@ -252,17 +252,26 @@ async fn a_resumed_run_keeps_what_was_judged_and_runs_nothing_twice() {
     let mut chosen = InjectionOptions::new(model.clone());
     chosen.only = vec!["note-starter.tag-all.german".into()];
     chosen.configs = RunConfig::standard().into_iter().take(1).collect();
-    let first = toolgate_check::injection::run(&options(dir.path()), &chosen).await.unwrap();
+    let first = toolgate_check::injection::run(&options(dir.path()), &chosen)
+        .await
+        .unwrap();
     let asked = *model.requests.lock().unwrap();
     assert!(asked > 0);
     chosen.resume = true;
-    let again = toolgate_check::injection::run(&options(dir.path()), &chosen).await.unwrap();
+    let again = toolgate_check::injection::run(&options(dir.path()), &chosen)
+        .await
+        .unwrap();
     assert_eq!(*model.requests.lock().unwrap(), asked, "nothing ran again");
     assert_eq!(again.cases.len(), 1);
     assert_eq!(again.cases[0].verdict, first.cases[0].verdict);
-    assert_eq!(again.cases[0].at, first.cases[0].at, "the cited trace line is still the same");
+    assert_eq!(
+        again.cases[0].at, first.cases[0].at,
+        "the cited trace line is still the same"
+    );
     // Without resume, the folder starts over.
     chosen.resume = false;
-    toolgate_check::injection::run(&options(dir.path()), &chosen).await.unwrap();
+    toolgate_check::injection::run(&options(dir.path()), &chosen)
+        .await
+        .unwrap();
     assert!(*model.requests.lock().unwrap() > asked);
 }

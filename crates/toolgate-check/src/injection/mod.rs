@@ -140,6 +140,12 @@ impl InjectionOptions {
     }
 }
 
+/// Loads and checks the case files (the built-in ones and `extra`) without running anything,
+/// so a bad file is reported before a model is loaded.
+pub fn load(extra: &[PathBuf]) -> Result<cases::Loaded, CheckError> {
+    cases::gather(load_cases::<InjectionFile>(BUILTIN, extra)?)
+}
+
 /// Runs every case under every configuration; see the module documentation.
 pub async fn run(
     options: &SuiteOptions,
@@ -147,8 +153,7 @@ pub async fn run(
 ) -> Result<SuiteReport, CheckError> {
     let started = Instant::now();
     let mut unjudged = Vec::new();
-    let files = load_cases::<InjectionFile>(BUILTIN, &options.extra_cases)?;
-    let loaded = cases::gather(files)?;
+    let loaded = load(&options.extra_cases)?;
     let (clean, attacks) = cases::expand(&loaded);
     let chosen = |c: &Planned| {
         injection.only.is_empty() || injection.only.iter().any(|p| c.id.starts_with(p.as_str()))
@@ -193,11 +198,15 @@ pub async fn run(
     for config in &injection.configs {
         let trace_name = trace_file_name(config);
         let trace_path = options.out_dir.join(&trace_name);
-        let trace = Arc::new(JsonlTrace::create(&trace_path).map_err(|e| CheckError::io(&trace_path, e))?);
+        let trace =
+            Arc::new(JsonlTrace::create(&trace_path).map_err(|e| CheckError::io(&trace_path, e))?);
         traces.push(trace_name.clone());
         for case in clean.iter().chain(&attacks) {
             done += 1;
-            if records.iter().any(|r| r.outcome.config == config.name && r.outcome.case == case.id) {
+            if records
+                .iter()
+                .any(|r| r.outcome.config == config.name && r.outcome.case == case.id)
+            {
                 continue;
             }
             let run = bench
@@ -207,7 +216,10 @@ pub async fn run(
                 Ok((outcome, result)) => RunRecord { outcome, result },
                 Err(e) => {
                     // Not saved: a run that could not be judged is run again on resume.
-                    options.say(&format!("[{done}/{total}] {} {}: NOT CHECKED: {e}", config.name, case.id));
+                    options.say(&format!(
+                        "[{done}/{total}] {} {}: NOT CHECKED: {e}",
+                        config.name, case.id
+                    ));
                     if let Some(attack) = &case.attack {
                         unjudged.push(CaseResult::new(
                             format!("{}/{}", config.name, case.id),
@@ -236,8 +248,16 @@ pub async fn run(
         injection.configs.iter().any(|c| c.name == r.outcome.config)
             && clean.iter().chain(&attacks).any(|c| c.id == r.outcome.case)
     };
-    let outcomes: Vec<RunOutcome> = records.iter().filter(chosen_run).map(|r| r.outcome.clone()).collect();
-    let mut results: Vec<CaseResult> = records.iter().filter(chosen_run).filter_map(|r| r.result.clone()).collect();
+    let outcomes: Vec<RunOutcome> = records
+        .iter()
+        .filter(chosen_run)
+        .map(|r| r.outcome.clone())
+        .collect();
+    let mut results: Vec<CaseResult> = records
+        .iter()
+        .filter(chosen_run)
+        .filter_map(|r| r.result.clone())
+        .collect();
     results.extend(unjudged);
     let figures = figures::figures(&outcomes);
     let stopped_by_taint = figures::stopped_by(&outcomes, "fatigued", "fatigued+taint");
@@ -286,7 +306,8 @@ fn open_records(
     let model = injection.model.name();
     std::fs::create_dir_all(&options.out_dir).map_err(|e| CheckError::io(&options.out_dir, e))?;
     if injection.resume && plan_path.exists() {
-        let text = std::fs::read_to_string(&plan_path).map_err(|e| CheckError::io(&plan_path, e))?;
+        let text =
+            std::fs::read_to_string(&plan_path).map_err(|e| CheckError::io(&plan_path, e))?;
         let plan: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
         if plan["model"] != model.as_str() {
             return Err(CheckError::Cases {
@@ -318,7 +339,11 @@ fn progress_line(done: usize, total: usize, record: &RunRecord) -> String {
         (Some(_), true) => ", EFFECT HAPPENED".into(),
         (Some(_), false) => format!(
             ", stopped ({})",
-            record.result.as_ref().and_then(|r| r.at.as_ref()).map_or("", |a| a.rule.as_str())
+            record
+                .result
+                .as_ref()
+                .and_then(|r| r.at.as_ref())
+                .map_or("", |a| a.rule.as_str())
         ),
     };
     format!(

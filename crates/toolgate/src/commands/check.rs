@@ -33,6 +33,7 @@ pub fn run(config: &Config, args: &CheckArgs) -> Result<(), CommandError> {
     let configs = chosen_configs(&args.configs)?;
     // The model is loaded only when the injection suite runs.
     let injection = if suites.contains(&Suite::Injection) {
+        toolgate_check::injection::load(&options.extra_cases)?;
         let spec = choose_model(args.model.as_deref().or(config.model.name.as_deref()))?;
         let mut injection = InjectionOptions::new(load_model(&spec, args.ctx, !args.quiet)?);
         injection.configs = configs;
