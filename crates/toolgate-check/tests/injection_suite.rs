@@ -2,6 +2,8 @@
 //! page server and SMTP server, driven by a model that obeys every injection (the worst case;
 //! a stand-in for the model only, never a figure). Real-model runs are in the CLI's tests.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::{Arc, Mutex};
 
 use regex::Regex;
