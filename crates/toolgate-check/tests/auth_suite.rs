@@ -120,7 +120,7 @@ async fn the_committed_cases_pass_and_every_block_cites_its_auth_line() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_case_expecting_a_block_for_a_token_the_server_accepts_fails_as_leaked() {
+async fn a_block_the_server_lets_through_fails_as_leaked_and_an_unsendable_case_as_not_checked() {
     let dir = tempfile::tempdir().unwrap();
     let cases = dir.path().join("mine.toml");
     // A perfectly valid token, claimed to be expired.
@@ -135,6 +135,16 @@ status = 401
 rule = "expired"
 [case.token]
 exp = "now+300"
+
+# A token no HTTP header can carry: the case cannot be checked, and that fails too.
+[[case]]
+id = "unsendable"
+category = "malformed"
+expect = "block"
+status = 400
+rule = "malformed_header"
+[case.token]
+raw = "line\nbreak"
 "#,
     )
     .unwrap();
@@ -151,12 +161,15 @@ exp = "now+300"
     assert_eq!(case.facts["status"], 200, "{}", case.facts);
     assert!(report.table().contains("LEAKED"));
     assert_eq!(report.totals.leaked, 1, "{}", report.table());
+    let unsendable = report.cases.iter().find(|c| c.id == "unsendable").unwrap();
+    assert_eq!(unsendable.verdict, Verdict::Error, "{}", unsendable.detail);
+    assert!(report.table().contains("NOT CHECKED"));
     // Everything else still holds.
     assert!(
         report
             .cases
             .iter()
-            .filter(|c| c.id != case.id)
+            .filter(|c| c.id != case.id && c.id != unsendable.id)
             .all(|c| !c.verdict.fails()),
         "{}",
         report.table()
