@@ -20,6 +20,8 @@
 //! ([`crate::auth`]) every request to `/mcp` needs a valid bearer token (401, 403 or 503
 //! otherwise, before rmcp sees it), the protected resource metadata is served at its well-known
 //! paths, and the token's principal is handed to the MCP server in the request's extensions.
+//! Each request to `/mcp` leaves one `auth` line in the resource server's trace: the refusal's
+//! rule, or the allow as it is handed on.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -44,7 +46,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{Authenticated, Refusal, ResourceServer};
+use crate::auth::{Authenticated, Refusal, RequestFacts, ResourceServer};
 use crate::server::{McpServer, ServeError};
 
 /// Who may reach the server.
@@ -266,6 +268,7 @@ impl Front {
                 &format!("no MCP endpoint here: use {MCP_PATH}"),
             );
         }
+        let http_method = request.method().as_str().to_string();
         let principal = match &self.auth {
             None => None,
             Some(auth) => match auth
@@ -278,10 +281,24 @@ impl Front {
                         .insert(Authenticated(principal.clone()));
                     Some(principal)
                 }
-                Err(refusal) => return refused(auth, &refusal, Value::Null),
+                Err(refusal) => {
+                    let facts = RequestFacts {
+                        http_method: &http_method,
+                        ..RequestFacts::default()
+                    };
+                    auth.record_refusal(&refusal, facts);
+                    return refused(auth, &refusal, Value::Null);
+                }
             },
         };
         if request.method() != Method::POST {
+            if let Some(auth) = &self.auth {
+                auth.record_allow(RequestFacts {
+                    http_method: &http_method,
+                    principal: principal.as_ref(),
+                    ..RequestFacts::default()
+                });
+            }
             // GET streams and DELETE of a session are rmcp's; they are not calls.
             return self.mcp.handle(request).await.map(BodyExt::boxed);
         }
@@ -326,7 +343,7 @@ impl Front {
                 );
             }
         };
-        let (id, tool) = match peek(&bytes) {
+        let Peeked { id, method, tool } = match peek(&bytes) {
             Ok(peeked) => peeked,
             Err(error) => {
                 return error_response(
@@ -337,10 +354,20 @@ impl Front {
                 );
             }
         };
-        if let (Some(auth), Some(principal), Some(tool)) = (&self.auth, &principal, &tool)
-            && let Err(refusal) = auth.check_tool(principal, tool)
-        {
-            return refused(auth, &refusal, id);
+        if let Some(auth) = &self.auth {
+            let facts = RequestFacts {
+                http_method: &http_method,
+                rpc_method: method.as_deref(),
+                tool: tool.as_deref(),
+                principal: principal.as_ref(),
+            };
+            if let (Some(principal), Some(tool)) = (&principal, &tool)
+                && let Err(refusal) = auth.check_tool(principal, tool)
+            {
+                auth.record_refusal(&refusal, facts);
+                return refused(auth, &refusal, id);
+            }
+            auth.record_allow(facts);
         }
         // One timer bounds both the wait for the response and its body.
         let mut deadline = Box::pin(tokio::time::sleep(self.limits.request_time));
@@ -373,10 +400,20 @@ impl Front {
     }
 }
 
-/// The id of the single JSON-RPC message in `body` (null for a notification or anything else
-/// that is JSON) and, for a `tools/call`, the tool it names; or why `body` is not JSON. Only
+/// What the front reads of a POST body.
+#[derive(Debug, PartialEq)]
+struct Peeked {
+    /// The JSON-RPC id (null for a notification or anything else that is JSON).
+    id: Value,
+    /// The JSON-RPC method, when it is a string.
+    method: Option<String>,
+    /// For a `tools/call`, the tool it names.
+    tool: Option<String>,
+}
+
+/// What the single JSON-RPC message in `body` is ([`Peeked`]), or why `body` is not JSON. Only
 /// these are built; the rest is skipped.
-fn peek(body: &[u8]) -> Result<(Value, Option<String>), serde_json::Error> {
+fn peek(body: &[u8]) -> Result<Peeked, serde_json::Error> {
     #[derive(serde::Deserialize)]
     struct Params {
         #[serde(default)]
@@ -395,15 +432,28 @@ fn peek(body: &[u8]) -> Result<(Value, Option<String>), serde_json::Error> {
     let is_object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
     match is_object.then(|| serde_json::from_slice::<Message>(body)) {
         Some(Ok(message)) => {
-            let calls = message.method.as_ref().and_then(Value::as_str) == Some("tools/call");
+            let method = message
+                .method
+                .as_ref()
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            let calls = method.as_deref() == Some("tools/call");
             let tool = message
                 .params
                 .and_then(|p| p.name)
                 .and_then(|n| n.as_str().map(str::to_string))
                 .filter(|_| calls);
-            Ok((message.id.unwrap_or(Value::Null), tool))
+            Ok(Peeked {
+                id: message.id.unwrap_or(Value::Null),
+                method,
+                tool,
+            })
         }
-        _ => serde_json::from_slice::<serde::de::IgnoredAny>(body).map(|_| (Value::Null, None)),
+        _ => serde_json::from_slice::<serde::de::IgnoredAny>(body).map(|_| Peeked {
+            id: Value::Null,
+            method: None,
+            tool: None,
+        }),
     }
 }
 
@@ -555,7 +605,7 @@ mod tests {
         ];
         for (body, id) in cases {
             assert_eq!(
-                peek(body).ok().map(|(id, _)| id),
+                peek(body).ok().map(|p| p.id),
                 id,
                 "{}",
                 String::from_utf8_lossy(body)
@@ -584,9 +634,17 @@ mod tests {
                 None,
             ),
         ];
+        let listed = peek(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).unwrap();
+        assert_eq!(listed.method.as_deref(), Some("tools/list"));
+        assert_eq!(peek(b"[1]").unwrap().method, None);
         for (body, tool) in cases {
-            let (_, named) = peek(body).unwrap();
-            assert_eq!(named.as_deref(), tool, "{}", String::from_utf8_lossy(body));
+            let peeked = peek(body).unwrap();
+            assert_eq!(
+                peeked.tool.as_deref(),
+                tool,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
         }
     }
 

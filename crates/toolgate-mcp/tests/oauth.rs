@@ -84,7 +84,8 @@ async fn start(keys: Vec<TestKey>, max_age_secs: u64) -> Env {
     let egress = egress_for(&allowlist, Arc::clone(&trace)).unwrap();
     let resource_server = ResourceServer::start(&config, "notes", &tools, egress)
         .await
-        .unwrap();
+        .unwrap()
+        .with_trace(Arc::clone(&trace));
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(serve_http_with(
@@ -208,6 +209,16 @@ impl Env {
 
     fn trace_text(&self) -> String {
         std::fs::read_to_string(&self.trace).unwrap()
+    }
+
+    /// The last `auth` decision the server traced.
+    fn last_auth(&self) -> Value {
+        self.trace_text()
+            .lines()
+            .rev()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["event"] == "auth")
+            .expect("an auth line in the trace")
     }
 
     fn assert_no_token_written(&self, tokens: &[&str]) {
@@ -346,35 +357,49 @@ async fn tokens_that_are_not_for_us_or_not_genuine_run_nothing() {
         .unwrap()
     };
     let cases = [
-        ("a token for another resource", for_another_resource),
+        (
+            "a token for another resource",
+            for_another_resource,
+            "wrong_audience",
+        ),
         (
             "an expired token",
             env.forged(ours, |c| c["exp"] = json!(now - 60)),
+            "expired",
         ),
         (
             "a token not valid yet",
             env.forged(ours, |c| c["nbf"] = json!(now + 120)),
+            "not_yet_valid",
         ),
         (
             "a token from another issuer",
             env.forged(ours, |c| c["iss"] = json!("http://127.0.0.1:2")),
+            "wrong_issuer",
         ),
-        ("a tampered token", tampered),
-        ("an unsigned token (alg none)", alg_none),
+        ("a tampered token", tampered, "bad_signature"),
+        (
+            "an unsigned token (alg none)",
+            alg_none,
+            "algorithm_refused",
+        ),
         (
             "a token HMAC-signed with the public key",
             hmac_with_public_key,
+            "algorithm_refused",
         ),
         (
             "a token whose audience array lacks us",
             env.forged(ours, |c| c["aud"] = json!([OTHER_RESOURCE, "urn:other"])),
+            "wrong_audience",
         ),
         (
             "a token signed with a key the server never had",
             env.forged(stranger, |_| {}),
+            "unknown_key",
         ),
     ];
-    for (what, token) in &cases {
+    for (what, token, rule) in &cases {
         let title = format!("forged {what}");
         let (status, challenge, message) = env
             .call(Some(token), "notes_create", create(&title), json!({}))
@@ -384,6 +409,12 @@ async fn tokens_that_are_not_for_us_or_not_genuine_run_nothing() {
             challenge.contains("error=\"invalid_token\""),
             "{what}: {challenge}"
         );
+        // The refusal is in the trace with its rule, before anything else.
+        let decided = env.last_auth();
+        assert_eq!(decided["decision"], "refuse", "{what}: {decided}");
+        assert_eq!(decided["rule"], *rule, "{what}: {decided}");
+        assert_eq!(decided["http.response.status_code"], 401, "{what}");
+        assert_eq!(decided["resource"], env.resource.as_str(), "{what}");
         assert!(!env.has_note(&title).await, "{what} ran the tool");
     }
     // A token in the URL is refused even when it is genuine.
@@ -398,10 +429,11 @@ async fn tokens_that_are_not_for_us_or_not_genuine_run_nothing() {
     .await
     .unwrap();
     assert_eq!(response.status(), 400);
+    assert_eq!(env.last_auth()["rule"], "token_in_query");
     assert!(!env.has_note("query token").await);
     let all: Vec<&str> = cases
         .iter()
-        .map(|(_, t)| t.as_str())
+        .map(|(_, t, _)| t.as_str())
         .chain([genuine.as_str()])
         .collect();
     env.assert_no_token_written(&all);
@@ -413,6 +445,13 @@ async fn a_token_without_the_scope_neither_sees_nor_calls_the_tool() {
     let reader = env.token("client-a", "notes:read").await;
     let listed = env.list_tools(&reader).await;
     assert_eq!(listed, ["notes_get", "notes_search"]);
+    // The allow says what the list leaves out.
+    let decided = env.last_auth();
+    assert_eq!(decided["decision"], "allow", "{decided}");
+    assert_eq!(decided["rpc.method"], "tools/list", "{decided}");
+    let withheld = decided["withheld"].as_array().unwrap();
+    assert!(withheld.contains(&json!("notes_create")), "{decided}");
+    assert!(!withheld.contains(&json!("notes_search")), "{decided}");
     let (status, challenge, message) = env
         .call(
             Some(&reader),
@@ -427,6 +466,20 @@ async fn a_token_without_the_scope_neither_sees_nor_calls_the_tool() {
         "{challenge}"
     );
     assert!(challenge.contains("scope=\"notes:write\""), "{challenge}");
+    let decided = env.last_auth();
+    assert_eq!(
+        (
+            &decided["rule"],
+            &decided["gen_ai.tool.name"],
+            &decided["principal"]
+        ),
+        (
+            &json!("insufficient_scope"),
+            &json!("notes_create"),
+            &json!("client-a")
+        ),
+        "{decided}"
+    );
     assert!(!env.has_note("reader wrote").await);
     let writer = env.token("client-a", "notes:write").await;
     assert!(

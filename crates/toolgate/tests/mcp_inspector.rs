@@ -203,15 +203,23 @@ fn inspector_lists_and_calls_books_in_both_eras() {
 
 /// `toolgate serve --http 127.0.0.1:0 --toolset TOOLSET` and the URL it says it listens at.
 fn serve_http(dir: &Path, toolset: &str) -> (Child, String) {
-    serve_http_at(dir, toolset, "127.0.0.1:0", &[])
+    serve_http_at(dir, toolset, "127.0.0.1:0", &[], &[])
 }
 
 /// `toolgate serve --http ADDRESS --toolset TOOLSET EXTRA...` and the URL it listens at.
-fn serve_http_at(dir: &Path, toolset: &str, address: &str, extra: &[&str]) -> (Child, String) {
+/// `extra` goes before `serve` (global options), `serve_extra` after it.
+fn serve_http_at(
+    dir: &Path,
+    toolset: &str,
+    address: &str,
+    extra: &[&str],
+    serve_extra: &[&str],
+) -> (Child, String) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(extra)
         .args(["serve", "--http", address, "--toolset", toolset, "--db"])
         .arg(dir.join(format!("{toolset}.sqlite")))
+        .args(serve_extra)
         .current_dir(dir)
         .env_remove("XDG_DATA_HOME")
         .env("HOME", dir)
@@ -295,11 +303,13 @@ async fn inspector_with_a_bearer_token_lists_and_calls_notes_in_both_eras() {
         ),
     )
     .unwrap();
+    let trace = dir.path().join("serve.trace.jsonl");
     let (server, url) = serve_http_at(
         dir.path(),
         "notes",
         &format!("127.0.0.1:{port}"),
         &["--config", config.to_str().unwrap()],
+        &["--trace", trace.to_str().unwrap()],
     );
     let token = auth
         .token("client-a", "secret-a", &resource, "notes:all")
@@ -314,6 +324,22 @@ async fn inspector_with_a_bearer_token_lists_and_calls_notes_in_both_eras() {
     };
     checks.await.unwrap();
     stop(server);
+    // Each request's authorization decision is in the server's trace, as the token's principal.
+    let decisions: Vec<serde_json::Value> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "auth")
+        .collect();
+    for method in ["tools/list", "tools/call"] {
+        assert!(
+            decisions.iter().any(|d| d["decision"] == "allow"
+                && d["rpc.method"] == method
+                && d["principal"] == "client-a"
+                && d["resource"] == resource.as_str()),
+            "{method}: {decisions:?}"
+        );
+    }
     // Nothing the server or the Inspector wrote holds the token.
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         let path = entry.unwrap().path();

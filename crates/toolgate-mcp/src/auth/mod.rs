@@ -9,9 +9,13 @@
 //! protected resource metadata (RFC 9728) names the authorization server, the scopes and the
 //! bearer method.
 //!
+//! Every decision is one `auth` line in the trace given to [`ResourceServer::with_trace`]
+//! ([`decision::AuthDecision`]: the rule, the resource, the principal; never the token).
+//!
 //! rmcp has only the client side of OAuth, so this side is ours; the signature check is
 //! `jsonwebtoken`'s.
 
+pub mod decision;
 pub mod grants;
 pub mod keys;
 pub mod token;
@@ -25,8 +29,10 @@ use http::header::AUTHORIZATION;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::Principal;
+use toolgate_core::trace::{NoTrace, TraceSink};
 use toolgate_egress::Egress;
 
+use decision::{AuthDecision, Decision};
 use grants::{GrantError, Grants};
 use keys::{KeyCache, KeyError};
 use token::{PolicyError, TokenError, TokenPolicy, VerifiedToken};
@@ -131,6 +137,19 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// The rule that refused, as the trace's `auth` event names it: a stable snake_case name
+    /// (a token check's [`TokenError::rule`] for an invalid token).
+    pub fn rule(&self) -> &'static str {
+        match self {
+            Refusal::NoToken => "no_token",
+            Refusal::TokenInQuery => "token_in_query",
+            Refusal::MalformedHeader => "malformed_header",
+            Refusal::InvalidToken(error) => error.rule(),
+            Refusal::Unverifiable(_) => "keys_unavailable",
+            Refusal::InsufficientScope { .. } => "insufficient_scope",
+        }
+    }
+
     pub fn status(&self) -> http::StatusCode {
         match self {
             Refusal::NoToken | Refusal::InvalidToken(_) => http::StatusCode::UNAUTHORIZED,
@@ -188,6 +207,18 @@ pub struct ResourceServer {
     grants: Grants,
     metadata_url: String,
     metadata_paths: [String; 2],
+    /// The served tools, in name order (for what an allow withholds).
+    tools: Vec<String>,
+    trace: Arc<dyn TraceSink>,
+}
+
+/// What the front knows of a request when it decides.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestFacts<'a> {
+    pub http_method: &'a str,
+    pub rpc_method: Option<&'a str>,
+    pub tool: Option<&'a str>,
+    pub principal: Option<&'a Principal>,
 }
 
 impl ResourceServer {
@@ -219,13 +250,67 @@ impl ResourceServer {
         )
         .await?;
         let (metadata_url, metadata_paths) = metadata_location(&resource);
+        let mut tools = tools.to_vec();
+        tools.sort();
         Ok(ResourceServer {
             policy,
             keys,
             grants,
             metadata_url,
             metadata_paths,
+            tools,
+            trace: Arc::new(NoTrace),
         })
+    }
+
+    /// Records every decision in `trace` (by default, nowhere).
+    pub fn with_trace(mut self, trace: Arc<dyn TraceSink>) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    /// Records that `refusal` answered the request described by `facts`.
+    pub fn record_refusal(&self, refusal: &Refusal, facts: RequestFacts<'_>) {
+        self.record(
+            Decision::Refuse,
+            refusal.rule(),
+            Some(refusal.status().as_u16()),
+            facts,
+        );
+    }
+
+    /// Records that the request described by `facts` goes to the MCP server.
+    pub fn record_allow(&self, facts: RequestFacts<'_>) {
+        self.record(Decision::Allow, decision::VALID_TOKEN, None, facts);
+    }
+
+    fn record(
+        &self,
+        decision: Decision,
+        rule: &'static str,
+        status: Option<u16>,
+        facts: RequestFacts<'_>,
+    ) {
+        let withheld = match (decision, facts.principal) {
+            (Decision::Allow, Some(principal)) => self
+                .tools
+                .iter()
+                .filter(|tool| !principal.in_catalogue(tool))
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        };
+        self.trace.record(Arc::new(AuthDecision {
+            decision,
+            rule,
+            status,
+            resource: self.policy.resource().to_string(),
+            http_method: facts.http_method.to_string(),
+            rpc_method: facts.rpc_method.map(str::to_string),
+            tool: facts.tool.map(str::to_string),
+            principal: facts.principal.map(|p| p.id.clone()),
+            withheld,
+        }));
     }
 
     /// This server's resource URI.
@@ -433,6 +518,43 @@ mod tests {
                 "/.well-known/oauth-protected-resource".to_string()
             ]
         );
+    }
+
+    #[test]
+    fn every_refusal_has_a_stable_rule_name_and_its_status() {
+        let cases = [
+            (Refusal::NoToken, "no_token", 401),
+            (Refusal::TokenInQuery, "token_in_query", 400),
+            (Refusal::MalformedHeader, "malformed_header", 400),
+            (Refusal::InvalidToken(TokenError::Expired), "expired", 401),
+            (
+                Refusal::InvalidToken(TokenError::WrongAudience("\"x\"".into())),
+                "wrong_audience",
+                401,
+            ),
+            (
+                Refusal::InvalidToken(TokenError::AlgorithmRefused("none".into())),
+                "algorithm_refused",
+                401,
+            ),
+            (
+                Refusal::Unverifiable(KeyError::NoKeys { url: "u".into() }),
+                "keys_unavailable",
+                503,
+            ),
+            (
+                Refusal::InsufficientScope {
+                    tool: "t".into(),
+                    scopes: vec![],
+                },
+                "insufficient_scope",
+                403,
+            ),
+        ];
+        for (refusal, rule, status) in cases {
+            assert_eq!(refusal.rule(), rule, "{refusal:?}");
+            assert_eq!(refusal.status().as_u16(), status, "{refusal:?}");
+        }
     }
 
     #[test]

@@ -132,6 +132,25 @@ pub enum TokenError {
 }
 
 impl TokenError {
+    /// The check that failed, as a stable snake_case name (the `rule` of the trace's `auth`
+    /// event); never any part of the token.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            TokenError::Malformed(_) => "malformed_token",
+            TokenError::AlgorithmRefused(_) => "algorithm_refused",
+            TokenError::WrongType(_) => "wrong_type",
+            TokenError::UnknownKey(_) => "unknown_key",
+            TokenError::BadSignature => "bad_signature",
+            TokenError::WrongIssuer(_) => "wrong_issuer",
+            TokenError::WrongAudience(_) => "wrong_audience",
+            TokenError::NoExpiry => "no_expiry",
+            TokenError::Expired => "expired",
+            TokenError::NotYetValid => "not_yet_valid",
+            TokenError::IssuedInFuture => "issued_in_future",
+            TokenError::NoSubject => "no_subject",
+        }
+    }
+
     /// Whether fetching the key set again could change the answer.
     pub fn is_unknown_key(&self) -> bool {
         matches!(self, TokenError::UnknownKey(_))
@@ -474,6 +493,32 @@ mod tests {
         let mut anonymous = without("sub");
         anonymous.as_object_mut().unwrap().remove("client_id");
         assert_eq!(claims_result(anonymous).unwrap_err(), TokenError::NoSubject);
+    }
+
+    #[test]
+    fn every_failed_check_has_a_rule_name_of_its_own() {
+        let all = [
+            TokenError::Malformed(String::new()),
+            TokenError::AlgorithmRefused(String::new()),
+            TokenError::WrongType(None),
+            TokenError::UnknownKey(None),
+            TokenError::BadSignature,
+            TokenError::WrongIssuer(None),
+            TokenError::WrongAudience(String::new()),
+            TokenError::NoExpiry,
+            TokenError::Expired,
+            TokenError::NotYetValid,
+            TokenError::IssuedInFuture,
+            TokenError::NoSubject,
+        ];
+        let names: BTreeSet<&str> = all.iter().map(TokenError::rule).collect();
+        assert_eq!(names.len(), all.len(), "{names:?}");
+        assert!(
+            names
+                .iter()
+                .all(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_')),
+            "{names:?}"
+        );
     }
 
     #[test]

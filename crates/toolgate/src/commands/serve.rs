@@ -121,7 +121,8 @@ pub fn run(
                         server.tools().iter().map(|t| t.name.to_string()).collect();
                     let resource_server = ResourceServer::start(auth, &grants_name, &tools, egress)
                         .await
-                        .map_err(|e| ServeError::Start(e.to_string()))?;
+                        .map_err(|e| ServeError::Start(e.to_string()))?
+                        .with_trace(Arc::clone(&trace));
                     Access::OAuth(Arc::new(resource_server))
                 }
                 None if args.insecure_no_auth => Access::InsecureNoAuth,
