@@ -292,13 +292,16 @@ pub fn expand(loaded: &Loaded) -> (Vec<Planned>, Vec<Planned>) {
 }
 
 /// At most `limit` of `cases`, chosen to cover as many goals, phrasings and tasks as the limit
-/// allows: case `i` of the subset is the one at index `i * len / limit`.
+/// allows: case `i` of the subset is at `i * step + i % step` (`step = len / limit`), so that
+/// successive picks also move along the innermost dimension (the phrasing) instead of always
+/// taking its first.
 pub fn spread(cases: Vec<Planned>, limit: Option<usize>) -> Vec<Planned> {
     match limit {
         Some(limit) if limit < cases.len() => {
             let len = cases.len();
+            let step = (len / limit.max(1)).max(1);
             (0..limit)
-                .filter_map(|i| cases.get(i * len / limit).cloned())
+                .filter_map(|i| cases.get((i * step + i % step).min(len - 1)).cloned())
                 .collect()
         }
         _ => cases,
@@ -367,8 +370,13 @@ mod tests {
             .iter()
             .map(|c| c.attack.as_ref().unwrap().goal.id.clone())
             .collect();
+        let phrasings: std::collections::BTreeSet<_> = subset
+            .iter()
+            .map(|c| c.attack.as_ref().unwrap().phrasing.clone())
+            .collect();
         assert_eq!(subset.len(), 5);
-        assert!(goals.len() >= 3, "{goals:?}");
+        assert_eq!(goals.len(), 5, "{goals:?}");
+        assert_eq!(phrasings.len(), 5, "{phrasings:?}");
     }
 
     #[test]
