@@ -101,6 +101,13 @@ async fn the_suite_passes_on_the_committed_cases_and_cites_every_refusal() {
         load["write_sends"].as_u64() > load["writes"].as_u64(),
         "retries were sent: {load}"
     );
+    // Every send but the first of each write was answered from its receipt, and the trace says so.
+    assert_eq!(
+        load["replays_in_trace"].as_u64().unwrap()
+            + load["writes_with_one_effect"].as_u64().unwrap(),
+        load["write_sends"].as_u64().unwrap(),
+        "{load}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -226,4 +233,25 @@ fn a_malformed_case_file_is_a_clear_error_naming_the_file_and_case() {
         assert!(message.contains(&format!("bad-{i}.toml")), "{message}");
         assert!(message.contains(want), "{want}: {message}");
     }
+}
+
+/// The longer load run (30 s); `cargo test -p toolgate-check --test robustness_suite --
+/// --ignored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "30 s of load; run on demand"]
+async fn the_long_load_run_keeps_one_effect_per_write_and_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../security/robustness/long/load-30s.toml");
+    let file: CaseFile = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut harness = Harness::start(dir.path()).await.unwrap();
+    let (result, figures) = harness.run_load(&file.load[0]).await;
+    println!("{}", serde_json::to_string_pretty(&figures).unwrap());
+    let results = harness.finish(vec![result]).await;
+    assert_eq!(
+        results[0].verdict,
+        Verdict::Stopped,
+        "{}",
+        results[0].detail
+    );
 }

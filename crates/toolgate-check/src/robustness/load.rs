@@ -45,6 +45,9 @@ pub struct LoadFigures {
     pub failures: usize,
     /// Up to 5 of them, for the reviewer.
     pub failure_samples: Vec<String>,
+    /// `notes_create` calls the dispatcher's trace marks `duplicate` (a retry answered with the
+    /// first effect's receipt); set by the harness from the trace.
+    pub replays_in_trace: usize,
     /// Writes found in the store with exactly one row.
     pub writes_with_one_effect: usize,
     /// Writes with more than one row (a retry ran twice): must be 0.

@@ -693,7 +693,20 @@ impl Harness {
         }
         let mark = self.trace_mark();
         let nonce = format!("{}-{}", self.nonce, case.id);
-        let figures = load::run(case, &self.http, &self.store, &nonce).await;
+        let mut figures = load::run(case, &self.http, &self.store, &nonce).await;
+        figures.replays_in_trace = TraceIndex::read(&self.trace_path)
+            .map(|index| {
+                index
+                    .lines
+                    .iter()
+                    .filter(|l| {
+                        l.line > mark
+                            && l.event["duplicate"] == true
+                            && l.event["gen_ai.tool.name"] == "notes_create"
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
         self.probes += 1;
         let kept_serving = self
             .http
@@ -715,8 +728,8 @@ impl Harness {
             });
         let summary = format!(
             "{} clients for {} ms: {} requests ({}/s); {} writes sent {} times, {} with exactly \
-             one effect; {} reads; {} busy, {} failed; resident memory {:+} KiB after warm-up \
-             (bound {} KiB)",
+             one effect, {} retries replayed; {} reads; {} busy, {} failed; resident memory \
+             {:+} KiB after warm-up (bound {} KiB)",
             figures.clients,
             figures.duration_ms,
             figures.requests,
@@ -724,6 +737,7 @@ impl Harness {
             figures.writes,
             figures.write_sends,
             figures.writes_with_one_effect,
+            figures.replays_in_trace,
             figures.reads,
             figures.busy,
             figures.failures,
