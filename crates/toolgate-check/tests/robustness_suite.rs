@@ -111,7 +111,7 @@ async fn the_suite_passes_on_the_committed_cases_and_cites_every_refusal() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wrong_expected_code_a_refused_control_and_a_lost_session_fail() {
+async fn a_wrong_expected_code_a_refused_control_and_a_stopped_server_fail() {
     let dir = tempfile::tempdir().unwrap();
     let mut harness = Harness::start(dir.path()).await.unwrap();
 

@@ -78,6 +78,14 @@
 //! store), and resident memory (`/proc/self/status` VmRSS of this process, which holds the
 //! server and the clients) at the end of the warm-up, at the end and at its peak, with the
 //! case's bound.
+//!
+//! # Not covered
+//!
+//! The stdio cases drive the transport function of `toolgate serve` in this process, not a
+//! child process's own stdin (the CLI's tests do that); the HTTP cases send whole requests
+//! (no slow or half-open connections, no HTTP/2, no GET streams or DELETE of sessions), to a
+//! server without OAuth (the auth suite covers tokens); the memory figure is this process's,
+//! server and clients together.
 
 pub mod format;
 pub mod load;
@@ -379,7 +387,12 @@ impl Harness {
             }
         } else {
             let before = match self.shared_session().await {
-                Ok(session) => session.list_tools(&probe_id, PROBE_WAIT).await,
+                Ok(session) => {
+                    let listed = session.list_tools(&probe_id, PROBE_WAIT).await;
+                    // Lines before this probe's answer belong to no case of this one.
+                    session.take_late();
+                    listed
+                }
                 Err(why) => Err(why),
             };
             self.probes += 1;
@@ -466,6 +479,31 @@ impl Harness {
         };
         self.probes += 1;
         let kept_serving = after.map(|_| ());
+        // Whatever came before the probe's answer came late from the case: recorded, and an
+        // answer to a case that expected none.
+        let mut answer = answer;
+        let mut answer_line = answer_line;
+        for line in session.take_late() {
+            let message = serde_json::from_slice::<Value>(&line)
+                .ok()
+                .filter(|v| v.get("jsonrpc").is_some());
+            let at = transcript.record(
+                "wire_received_late",
+                json!({
+                    "case": case.id, "transport": "stdio",
+                    "message": message.clone().unwrap_or(Value::Null),
+                    "raw": if message.is_none() { Value::String(wire::preview(&line)) } else { Value::Null },
+                }),
+            );
+            if answer.silent && message.is_some() {
+                answer = Answer {
+                    http_status: None,
+                    message,
+                    silent: false,
+                };
+                answer_line = at;
+            }
+        }
         self.transcript.record(
             "probe",
             json!({

@@ -114,6 +114,7 @@ pub struct StdioSession {
     served: Option<tokio::task::JoinHandle<Result<(), ServeError>>>,
     ended_with: Option<String>,
     stop: Option<oneshot::Sender<()>>,
+    late: Vec<Vec<u8>>,
 }
 
 impl StdioSession {
@@ -151,6 +152,7 @@ impl StdioSession {
             served: Some(served),
             ended_with: None,
             stop: Some(stop),
+            late: Vec::new(),
         })
     }
 
@@ -265,8 +267,15 @@ impl StdioSession {
     }
 
     async fn list(&mut self, list: Value, wait: Duration) -> Result<usize, String> {
-        let (answer, _) = self.request(&list, wait).await.map_err(|e| e.to_string())?;
+        let (answer, others) = self.request(&list, wait).await.map_err(|e| e.to_string())?;
+        self.late.extend(others);
         tool_count(&answer)
+    }
+
+    /// The lines read while waiting for a probe's answer that were not its answer (a late
+    /// answer to a case), since the last call.
+    pub fn take_late(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.late)
     }
 
     /// Closes the input and waits (bounded) for the session to end; how it ended.
