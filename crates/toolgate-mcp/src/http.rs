@@ -6,7 +6,7 @@
 //! - a POST body over [`HttpLimits::max_body_bytes`] is refused with 413 before rmcp sees it,
 //!   read no further than the cap;
 //! - a body that is not JSON, is not UTF-8, or nests deeper than
-//!   [`MAX_NESTING`](crate::stdio::MAX_NESTING) gets 400 with `-32700` (rmcp would answer 415
+//!   [`MAX_NESTING`](crate::MAX_NESTING) gets 400 with `-32700` (rmcp would answer 415
 //!   in plain text);
 //! - a JSON body that rmcp cannot read as a JSON-RPC message (a wrong `jsonrpc`, no method, an
 //!   id of the wrong type, a batch) gets 400 with `-32600` and rmcp's reason, instead of rmcp's
