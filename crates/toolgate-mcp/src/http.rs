@@ -5,7 +5,12 @@
 //! Guarantees, each answered with a JSON-RPC error body a client can show:
 //! - a POST body over [`HttpLimits::max_body_bytes`] is refused with 413 before rmcp sees it,
 //!   read no further than the cap;
-//! - a body that is not JSON gets 400 with `-32700` (rmcp would answer 415 in plain text);
+//! - a body that is not JSON, is not UTF-8, or nests deeper than
+//!   [`MAX_NESTING`](crate::MAX_NESTING) gets 400 with `-32700` (rmcp would answer 415
+//!   in plain text);
+//! - a JSON body that rmcp cannot read as a JSON-RPC message (a wrong `jsonrpc`, no method, an
+//!   id of the wrong type, a batch) gets 400 with `-32600` and rmcp's reason, instead of rmcp's
+//!   plain-text 415;
 //! - at most [`HttpLimits::max_concurrent`] POSTs are served at once; one more gets 503 with
 //!   `Retry-After` at once instead of queueing;
 //! - a POST's whole response, streamed or not, ends by [`HttpLimits::request_time`]; past it
@@ -343,6 +348,14 @@ impl Front {
                 );
             }
         };
+        if let Some(why) = unreadable(&bytes) {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                -32700,
+                &format!("Parse error: {why}"),
+            );
+        }
         let Peeked { id, method, tool } = match peek(&bytes) {
             Ok(peeked) => peeked,
             Err(error) => {
@@ -371,11 +384,30 @@ impl Front {
         }
         // One timer bounds both the wait for the response and its body.
         let mut deadline = Box::pin(tokio::time::sleep(self.limits.request_time));
+        let json_body = parts
+            .headers
+            .get(CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
         let request = Request::from_parts(parts, Full::new(bytes));
         let response = tokio::select! {
             response = self.mcp.handle(request) => response,
             () = deadline.as_mut() => return timed_out(id, self.limits.request_time),
         };
+        if json_body && response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+            // rmcp read JSON it could not take as a JSON-RPC message; its reason is plain text.
+            let reason = tokio::select! {
+                body = response.into_body().collect() => body
+                    .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+                    .unwrap_or_default(),
+                () = deadline.as_mut() => return timed_out(id, self.limits.request_time),
+            };
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                id,
+                -32600,
+                &format!("Invalid Request: not a JSON-RPC message this server reads ({reason})"),
+            );
+        }
         let streamed = response
             .headers()
             .get(CONTENT_TYPE)
@@ -455,6 +487,21 @@ fn peek(body: &[u8]) -> Result<Peeked, serde_json::Error> {
             tool: None,
         }),
     }
+}
+
+/// Why `body` cannot be parsed as rmcp parses it, beyond not being JSON: it is not UTF-8
+/// (serde_json skips the bytes of a string it does not keep), or it nests deeper than rmcp's
+/// parser goes.
+fn unreadable(body: &[u8]) -> Option<String> {
+    if let Err(e) = std::str::from_utf8(body) {
+        return Some(format!("the body is not UTF-8 ({e})"));
+    }
+    (crate::stdio::nesting(body) > crate::stdio::MAX_NESTING).then(|| {
+        format!(
+            "the body nests arrays and objects deeper than {} levels",
+            crate::stdio::MAX_NESTING
+        )
+    })
 }
 
 /// The answer to a refused request: its status, the `WWW-Authenticate` challenge and a
@@ -610,6 +657,31 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(body)
             );
+        }
+    }
+
+    #[test]
+    fn bodies_rmcp_cannot_parse_are_named_before_it_sees_them() {
+        let deep = format!("{}{}", "[".repeat(101), "]".repeat(101));
+        let text = format!("{{\"x\":\"{}\"}}", "[".repeat(500));
+        let cases: [(&[u8], Option<&str>); 4] = [
+            (br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, None),
+            (b"{\"x\":\"\xff\xfe\"}", Some("not UTF-8")),
+            (deep.as_bytes(), Some("deeper than 100")),
+            // Brackets inside strings are text, not nesting.
+            (text.as_bytes(), None),
+        ];
+        for (body, why) in cases {
+            let got = unreadable(body);
+            assert_eq!(
+                got.is_some(),
+                why.is_some(),
+                "{}: {got:?}",
+                String::from_utf8_lossy(body)
+            );
+            if let (Some(got), Some(why)) = (got, why) {
+                assert!(got.contains(why), "{got}");
+            }
         }
     }
 

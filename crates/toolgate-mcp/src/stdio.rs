@@ -10,6 +10,13 @@
 //! - a line longer than [`MAX_LINE_BYTES`] is read through to its end without keeping more than
 //!   the cap in memory, answered with a `-32600` error (id null) whose message names the cap,
 //!   and dropped;
+//! - a line nested deeper than [`MAX_NESTING`] arrays and objects is answered with `-32700`
+//!   (id null) and dropped (rmcp's parser would refuse it as a syntax error and drop it without
+//!   a word, leaving the request unanswered);
+//! - before the session has begun (no `initialize` request, and no 2026-07-28 request carrying
+//!   its `_meta`, has been passed on), a notification or a response is dropped with a note on
+//!   stderr: rmcp would end the whole session on it. An `initialize` that rmcp refuses puts
+//!   the session back to not begun;
 //! - a blank line is ignored.
 //!
 //! Every line on stdout is one whole JSON-RPC message: rmcp's replies and the guard's go through
@@ -23,12 +30,13 @@
 
 use std::future::Future;
 use std::io::{BufRead, ErrorKind};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::service::ServerInitializeError;
 use rmcp::transport::async_rw::AsyncRwTransport;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::{mpsc, watch};
 
@@ -36,6 +44,10 @@ use crate::server::{McpServer, ServeError};
 
 /// The longest line accepted on stdin, in bytes (the newline excluded): 4 MiB.
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+
+/// The deepest nesting of arrays and objects a line may have (serde_json, which rmcp parses
+/// with, stops at 128).
+pub const MAX_NESTING: usize = 100;
 
 /// How long after SIGTERM in-flight calls may run before they are cancelled.
 pub const DRAIN_DEADLINE: Duration = Duration::from_secs(6);
@@ -74,26 +86,71 @@ pub async fn serve_stdio_until(
     server: McpServer,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    // stdin is read on a thread of its own: a blocked read then never holds up the runtime's
-    // shutdown, and the reader holds at most one capped line plus the channel's few.
+    serve_lines(
+        server,
+        |to_guard| read_lines(std::io::stdin().lock(), MAX_LINE_BYTES, to_guard),
+        tokio::io::stdout(),
+        shutdown,
+    )
+    .await
+}
+
+/// The stdio transport on another pair of streams: `input` is read as stdin is (on a thread
+/// of its own, through the same line guard) and every reply is written to `output` as to
+/// stdout, under the contract of the module docs. For a host that is not a parent process (a
+/// test or a robustness harness driving the real transport over a pipe).
+pub async fn serve_io_until(
+    server: McpServer,
+    input: impl std::io::Read + Send + 'static,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    serve_lines(
+        server,
+        move |to_guard| read_lines(std::io::BufReader::new(input), MAX_LINE_BYTES, to_guard),
+        output,
+        shutdown,
+    )
+    .await
+}
+
+async fn serve_lines(
+    server: McpServer,
+    reader: impl FnOnce(&mpsc::Sender<Inbound>) + Send + 'static,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    // The input is read on a thread of its own: a blocked read then never holds up the
+    // runtime's shutdown, and the reader holds at most one capped line plus the channel's few.
     let (inbound_tx, inbound_rx) = mpsc::channel::<Inbound>(2);
     std::thread::Builder::new()
         .name("toolgate-stdin".into())
-        .spawn(move || read_lines(std::io::stdin().lock(), MAX_LINE_BYTES, &inbound_tx))
+        .spawn(move || reader(&inbound_tx))
         .map_err(|e| ServeError::Start(format!("cannot start the stdin reader: {e}")))?;
 
     let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(16);
-    let writer = tokio::spawn(write_lines(out_rx, tokio::io::stdout()));
+    let writer = tokio::spawn(write_lines(out_rx, output));
     let (guard_to_rmcp, rmcp_in) = tokio::io::duplex(PIPE_BYTES);
     let (rmcp_out, rmcp_to_writer) = tokio::io::duplex(PIPE_BYTES);
-    let forwarder = tokio::spawn(forward_lines(rmcp_to_writer, out_tx.clone()));
+    let lifecycle = Arc::new(Mutex::new(Lifecycle::default()));
+    let forwarder = tokio::spawn(forward_lines(
+        rmcp_to_writer,
+        out_tx.clone(),
+        Arc::clone(&lifecycle),
+    ));
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopper = tokio::spawn(async move {
         shutdown.await;
         let _ = stop_tx.send(true);
     });
-    let guard = tokio::spawn(guard(inbound_rx, guard_to_rmcp, out_tx, stop_rx.clone()));
+    let guard = tokio::spawn(guard(
+        inbound_rx,
+        guard_to_rmcp,
+        out_tx,
+        stop_rx.clone(),
+        lifecycle,
+    ));
 
     let transport = AsyncRwTransport::new_server(rmcp_in, rmcp_out);
     let outcome = match server.serve(transport).await {
@@ -203,6 +260,15 @@ fn classify(mut line: Vec<u8>) -> Option<Inbound> {
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         });
+    let verdict = verdict.and_then(|()| {
+        if nesting(&line) > MAX_NESTING {
+            Err(format!(
+                "the message nests arrays and objects deeper than {MAX_NESTING} levels"
+            ))
+        } else {
+            Ok(())
+        }
+    });
     Some(match verdict {
         Ok(()) => {
             line.push(b'\n');
@@ -210,6 +276,88 @@ fn classify(mut line: Vec<u8>) -> Option<Inbound> {
         }
         Err(why) => Inbound::Malformed(why),
     })
+}
+
+/// How deeply `json` (valid JSON) nests arrays and objects; brackets inside strings do not
+/// count.
+pub(crate) fn nesting(json: &[u8]) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in json {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Whether the session has begun, as far as the guard can tell: rmcp ends a session whose
+/// first message (pings aside) is not a request, so until then notifications and responses
+/// are not passed on.
+#[derive(Debug, Default)]
+struct Lifecycle {
+    begun: bool,
+    /// The id of the request that began it, until rmcp has answered it.
+    opening: Option<Value>,
+}
+
+/// What the guard needs to know of a message before the session has begun.
+#[derive(Debug, PartialEq)]
+enum Opening {
+    /// An `initialize` request, or a 2026-07-28 request with its `_meta`: it begins the
+    /// session (if rmcp accepts it); the id.
+    Begins(Value),
+    /// A notification or a response: rmcp would end the session on it.
+    Fatal,
+    /// Anything else (a ping, a request rmcp refuses and answers, a line that is not an
+    /// object): rmcp answers it and keeps waiting.
+    Other,
+}
+
+fn opening(line: &[u8]) -> Opening {
+    // Read whole only while the session has not begun: a few messages at most.
+    let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(line) else {
+        return Opening::Other;
+    };
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Opening::Other;
+    }
+    let id = message
+        .get("id")
+        .filter(|id| id.is_string() || id.is_i64() || id.is_u64());
+    match (message.get("method").and_then(Value::as_str), id) {
+        (Some(method), Some(id)) => {
+            let modern = message
+                .get("params")
+                .and_then(|p| p.get("_meta"))
+                .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+                .is_some();
+            if method == "initialize" || (modern && method != "ping") {
+                Opening::Begins(id.clone())
+            } else {
+                Opening::Other
+            }
+        }
+        (Some(_), None) if !message.contains_key("id") => Opening::Fatal,
+        (None, Some(_)) if message.contains_key("result") || message.contains_key("error") => {
+            Opening::Fatal
+        }
+        _ => Opening::Other,
+    }
 }
 
 /// The JSON-RPC error line (id null) the guard answers a rejected line with.
@@ -241,6 +389,7 @@ async fn guard(
     mut to_rmcp: DuplexStream,
     out: mpsc::Sender<Vec<u8>>,
     mut stop: watch::Receiver<bool>,
+    lifecycle: Arc<Mutex<Lifecycle>>,
 ) {
     loop {
         let next = tokio::select! {
@@ -251,6 +400,25 @@ async fn guard(
         match next {
             None => break,
             Some(Inbound::Message(line)) => {
+                let pass = match lifecycle.lock() {
+                    Ok(mut state) if !state.begun => match opening(&line) {
+                        Opening::Begins(id) => {
+                            state.begun = true;
+                            state.opening = Some(id);
+                            true
+                        }
+                        Opening::Fatal => false,
+                        Opening::Other => true,
+                    },
+                    _ => true,
+                };
+                if !pass {
+                    eprintln!(
+                        "toolgate: dropped a notification or response sent before the session \
+                         began (initialize first)"
+                    );
+                    continue;
+                }
                 if to_rmcp.write_all(&line).await.is_err() {
                     break;
                 }
@@ -267,7 +435,12 @@ async fn guard(
 
 /// Hands each whole line rmcp writes to the writer; keeps reading (and dropping) if the writer
 /// is gone, so rmcp never blocks on a full pipe.
-async fn forward_lines(from_rmcp: DuplexStream, out: mpsc::Sender<Vec<u8>>) {
+/// An error answer to the request that began the session puts it back to not begun.
+async fn forward_lines(
+    from_rmcp: DuplexStream,
+    out: mpsc::Sender<Vec<u8>>,
+    lifecycle: Arc<Mutex<Lifecycle>>,
+) {
     let mut from_rmcp = BufReader::new(from_rmcp);
     let mut writer_alive = true;
     loop {
@@ -275,6 +448,14 @@ async fn forward_lines(from_rmcp: DuplexStream, out: mpsc::Sender<Vec<u8>>) {
         match from_rmcp.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {
+                if let Ok(mut state) = lifecycle.lock()
+                    && state.opening.is_some()
+                    && let Ok(answer) = serde_json::from_slice::<Value>(&line)
+                    && answer.get("id") == state.opening.as_ref()
+                {
+                    state.begun = answer.get("error").is_none();
+                    state.opening = None;
+                }
                 if line.last() != Some(&b'\n') {
                     line.push(b'\n');
                 }
@@ -347,6 +528,46 @@ mod tests {
             matches!(&got[..], [Inbound::Malformed(why)] if why.contains("UTF-8")),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_a_parse_error_and_brackets_in_strings_do_not_count() {
+        let deep = format!(
+            "{}{}",
+            "[".repeat(MAX_NESTING + 1),
+            "]".repeat(MAX_NESTING + 1)
+        );
+        let got = lines_of(format!("{deep}\n").as_bytes(), 1 << 20);
+        assert!(
+            matches!(&got[..], [Inbound::Malformed(why)] if why.contains("deeper")),
+            "{got:?}"
+        );
+        let at_limit = format!("{}{}", "[".repeat(MAX_NESTING), "]".repeat(MAX_NESTING));
+        assert_eq!(nesting(at_limit.as_bytes()), MAX_NESTING);
+        assert_eq!(nesting(br#"{"a":"[[[[\"{{{{","b":[1]}"#), 2);
+    }
+
+    #[test]
+    fn before_the_session_begins_only_what_rmcp_would_end_it_on_is_held_back() {
+        let table: [(&[u8], Opening); 10] = [
+            (br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#, Opening::Begins(json!(1))),
+            (
+                br#"{"jsonrpc":"2.0","id":"a","method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#,
+                Opening::Begins(json!("a")),
+            ),
+            (br#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#, Opening::Other),
+            (br#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#, Opening::Other),
+            (br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#, Opening::Fatal),
+            (br#"{"jsonrpc":"2.0","id":9,"result":{}}"#, Opening::Fatal),
+            (br#"{"jsonrpc":"2.0","id":9,"error":{"code":1,"message":"m"}}"#, Opening::Fatal),
+            // rmcp answers these with an error and keeps waiting.
+            (br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#, Opening::Other),
+            (br#"{"jsonrpc":"1.0","method":"notifications/initialized"}"#, Opening::Other),
+            (br#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#, Opening::Other),
+        ];
+        for (line, want) in table {
+            assert_eq!(opening(line), want, "{}", String::from_utf8_lossy(line));
+        }
     }
 
     #[test]

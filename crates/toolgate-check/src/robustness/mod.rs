@@ -1,0 +1,861 @@
+//! The robustness suite: malformed, truncated and oversize JSON-RPC sent to the real MCP server
+//! over stdio and over HTTP, each followed by a valid request that must succeed ("the server
+//! keeps serving"), and a bounded load run of concurrent, retried writes.
+//!
+//! # What runs
+//!
+//! One notes toolset (a fresh store in the output folder) behind one [`McpServer`], served
+//! - over **stdio**: [`toolgate_mcp::serve_io_until`], the transport of `toolgate serve` (its
+//!   line guard and rmcp's framing) on an OS pipe in and an in-process stream out. Cases run on
+//!   one shared session, initialized with the 2025-11-25 handshake, unless they say
+//!   `fresh = true` (a new session, not initialized). A session a case ended is replaced before
+//!   the next case, and the case that ended it fails;
+//! - over **HTTP**: [`toolgate_mcp::serve_http`] on 127.0.0.1 with the production
+//!   [`HttpLimits`](toolgate_mcp::HttpLimits) (1 MiB bodies, 64 at once), each case one POST
+//!   with the headers a 2026-07-28 host sends (`Mcp-Method` and `Mcp-Name` taken from the
+//!   payload when it names them).
+//!
+//! # Contract of a wire case
+//!
+//! Before the case a probe (`tools/list`) must succeed, else the case is
+//! [`Observed::Error`] (nothing to judge against: a harness fault or a server already gone).
+//! The payload is sent, the first answer read (bounded: 5 s, or 400 ms for a silence), then the
+//! probe is sent again on the same session (stdio; on a fresh session as a 2026-07-28
+//! request, which needs no handshake) or server (HTTP). A case expected to be refused is `Stopped` only when the answer
+//! matches **and** the probe succeeds; a wrong answer, no answer, a hang or a server that
+//! stopped serving is `Leaked`. A control (`expect.result`) must be served and the server keep
+//! serving, else it is `WronglyBlocked`.
+//!
+//! Where it is logged: a refusal made by the transport (the line guard, rmcp's decoder, the
+//! HTTP front) reaches no dispatcher and writes no trace line, so the suite's transcript
+//! (`robustness-transcript.jsonl`, every message sent and answer received, one JSON line each)
+//! is the record, and the report cites the line of the answer. A `tool_error` case reached the
+//! dispatcher: it cites the dispatcher's own `tool_call` line in `robustness-trace.jsonl`
+//! (`error.type` is the code). The load run cites the first `tool_call` line whose
+//! `duplicate` is true: a retry answered with the first effect's receipt. Every cited line is
+//! re-read at the end; one that does not say what it is cited for is dropped, which fails its
+//! case as `Unlogged`.
+//!
+//! # Case file format (`security/robustness/*.toml`, `--cases FILE`)
+//!
+//! ```toml
+//! [[case]]
+//! id = "stdio-truncated-json"      # unique across all files
+//! category = "truncated-json"
+//! transport = "stdio"              # or "http"
+//! description = "..."              # optional
+//! # the payload: exactly one of
+//! send = '{"jsonrpc": "2.0", "id": 1, "method": "tools/li'
+//! # send_hex = "7b 00 ff"         # raw bytes (invalid UTF-8, NUL)
+//! # parts = [['{"a":', 1], ["[", 100000], ["]", 100000], ["}", 1]]   # [text, times] pairs
+//! fresh = false                    # stdio only: a new, uninitialized session
+//! headers = { "content-type" = "text/plain" }   # http only: replace defaults; "" removes
+//! timeout_ms = 5000                # optional, 1 to 60000
+//! # the answer: exactly one of error / tool_error / silence / result, and http_status (http)
+//! expect = { error = -32700 }                      # a JSON-RPC error with this code
+//! # expect = { error = -32600, http_status = 413 }
+//! # expect = { tool_error = "invalid_argument" }   # tools/call isError with this code
+//! # expect = { silence = true }                    # no answer (a notification)
+//! # expect = { result = true }                     # a control: served
+//!
+//! [[load]]
+//! id = "load-http-24-clients"
+//! clients = 24            # 1 to 64
+//! duration_ms = 3000      # 200 to 600000, warm-up (the first fifth) included
+//! retries = 3             # each write sent this many times, 2 to 10
+//! rss_growth_mib = 64     # bound on resident memory growth after the warm-up
+//! ```
+//! stdio payloads get a newline when they lack one (a payload with newlines is several
+//! lines). Refused, naming the file and case: an unknown field, a missing or doubled payload or
+//! expectation, `http_status`/`headers` on stdio, `fresh` on HTTP, a payload over 64 MiB, and
+//! an unbounded load run.
+//!
+//! # Figures
+//!
+//! `figures.wire`: cases per transport, stdio sessions started and the cases that ended one,
+//! probes sent. `figures.load`: per load run, requests and their rate, writes and sends,
+//! successes, replays, failures, the writes with exactly one effect (rows counted in the
+//! store), and resident memory (`/proc/self/status` VmRSS of this process, which holds the
+//! server and the clients) at the end of the warm-up, at the end and at its peak, with the
+//! case's bound.
+//!
+//! # Not covered
+//!
+//! The stdio cases drive the transport function of `toolgate serve` in this process, not a
+//! child process's own stdin (the CLI's tests do that); the HTTP cases send whole requests
+//! (no slow or half-open connections, no HTTP/2, no GET streams or DELETE of sessions), to a
+//! server without OAuth (the auth suite covers tokens); the memory figure is this process's,
+//! server and clients together.
+
+pub mod format;
+pub mod load;
+pub mod wire;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use toolgate_core::Principal;
+use toolgate_core::trace::JsonlTrace;
+use toolgate_mcp::{HttpLimits, McpServer, ServeError};
+use toolgate_wiring::{ExitsConfig, Seat, Store, StoreKind, ToolsetName};
+
+use crate::cases::{self, CaseSource};
+use crate::{CaseResult, CheckError, Expect, Observed, SuiteOptions, SuiteReport, TraceIndex};
+use crate::{TraceLocation, Verdict};
+
+pub use format::{Answer, CaseFile, Expected, LoadCase, Transport, WireCase};
+pub use load::LoadFigures;
+use wire::{Http, StdioSession, Transcript, WireFault};
+
+const SUITE: &str = "robustness";
+
+/// The repository's own case files, compiled in.
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "security/robustness/stdio.toml",
+        include_str!("../../../../security/robustness/stdio.toml"),
+    ),
+    (
+        "security/robustness/http.toml",
+        include_str!("../../../../security/robustness/http.toml"),
+    ),
+    (
+        "security/robustness/load.toml",
+        include_str!("../../../../security/robustness/load.toml"),
+    ),
+];
+
+/// The transcript's file name in the output folder.
+pub const TRANSCRIPT_FILE: &str = "robustness-transcript.jsonl";
+/// The dispatcher's trace file name in the output folder.
+pub const TRACE_FILE: &str = "robustness-trace.jsonl";
+/// The notes store the server serves, in the output folder (replaced on each run).
+pub const STORE_FILE: &str = "robustness-notes.sqlite";
+
+/// How long an answer is waited for unless the case says otherwise.
+const ANSWER_WAIT: Duration = Duration::from_secs(5);
+/// How long a silence is waited for unless the case says otherwise.
+const SILENCE_WAIT: Duration = Duration::from_millis(400);
+/// How long a probe may take.
+const PROBE_WAIT: Duration = Duration::from_secs(5);
+
+/// Runs the suite: the built-in case files and `options.extra_cases`.
+pub async fn run(options: &SuiteOptions) -> Result<SuiteReport, CheckError> {
+    let started = Instant::now();
+    let files = load(&options.extra_cases)?;
+    let mut harness = Harness::start(&options.out_dir).await?;
+    let mut results = Vec::new();
+    let mut load_figures = Vec::new();
+    for source in &files {
+        for case in &source.file.case {
+            options.say(&format!("robustness: {} ({})", case.id, case.category));
+            results.push(harness.run_wire(case).await);
+        }
+    }
+    for source in &files {
+        for case in &source.file.load {
+            options.say(&format!(
+                "robustness: {} ({} clients for {} ms)",
+                case.id, case.clients, case.duration_ms
+            ));
+            let (result, figures) = harness.run_load(case).await;
+            results.push(result);
+            load_figures.push(figures);
+        }
+    }
+    let wire_figures = harness.figures();
+    let results = harness.finish(results).await;
+    let figures = json!({"wire": wire_figures, "load": load_figures});
+    Ok(SuiteReport::new(
+        SUITE,
+        files.iter().map(|f| f.origin.clone()).collect(),
+        vec![TRANSCRIPT_FILE.into(), TRACE_FILE.into()],
+        results,
+        started.elapsed().as_millis() as u64,
+    )
+    .with_figures(figures))
+}
+
+/// The built-in case files and `extra`, checked: unique ids, every case runnable.
+pub fn load(extra: &[PathBuf]) -> Result<Vec<CaseSource<CaseFile>>, CheckError> {
+    let files = cases::load_cases::<CaseFile>(BUILTIN, extra)?;
+    cases::unique_ids(files.iter().flat_map(|f| {
+        let wire = f.file.case.iter().map(|c| c.id.as_str());
+        let load = f.file.load.iter().map(|c| c.id.as_str());
+        wire.chain(load).map(|id| (f.origin.as_str(), id))
+    }))?;
+    for f in &files {
+        let refuse = |id: &str, why: String| CheckError::Cases {
+            path: PathBuf::from(&f.origin),
+            message: format!("case `{id}`: {why}"),
+        };
+        for case in &f.file.case {
+            format::check_wire(case).map_err(|why| refuse(&case.id, why))?;
+        }
+        for case in &f.file.load {
+            format::check_load(case).map_err(|why| refuse(&case.id, why))?;
+        }
+    }
+    Ok(files)
+}
+
+/// What running one wire case came to, before it is judged.
+enum Run {
+    /// The case could not be checked (the probe before it failed, a harness fault).
+    NotChecked(String),
+    Done {
+        answer: Answer,
+        /// The transcript line of the answer (or of the silence, or of the failure).
+        answer_line: usize,
+        /// The probe after the case: `Err` when the server stopped serving.
+        kept_serving: Result<(), String>,
+    },
+}
+
+/// The real server, its two transports, and what the suite has recorded so far.
+pub struct Harness {
+    server: McpServer,
+    store: Store,
+    out_dir: PathBuf,
+    transcript: Transcript,
+    trace_path: PathBuf,
+    http: Http,
+    http_stop: Option<oneshot::Sender<()>>,
+    http_served: Option<tokio::task::JoinHandle<Result<(), ServeError>>>,
+    shared: Option<StdioSession>,
+    sessions_started: usize,
+    /// The cases after which a stdio session had ended, with how it ended.
+    sessions_ended: Vec<Value>,
+    probes: usize,
+    cases: [usize; 2],
+    nonce: String,
+}
+
+impl Harness {
+    /// A fresh notes store, trace and transcript in `out_dir`, and the server on stdio (on
+    /// demand) and on a new port of 127.0.0.1.
+    pub async fn start(out_dir: &Path) -> Result<Self, CheckError> {
+        std::fs::create_dir_all(out_dir).map_err(|e| CheckError::io(out_dir, e))?;
+        let store_path = out_dir.join(STORE_FILE);
+        for suffix in ["", "-wal", "-shm"] {
+            let path = PathBuf::from(format!("{}{suffix}", store_path.display()));
+            if path.exists() {
+                std::fs::remove_file(&path).map_err(|e| CheckError::io(&path, e))?;
+            }
+        }
+        let trace_path = out_dir.join(TRACE_FILE);
+        if trace_path.exists() {
+            std::fs::remove_file(&trace_path).map_err(|e| CheckError::io(&trace_path, e))?;
+        }
+        let trace = JsonlTrace::create(&trace_path).map_err(|e| CheckError::io(&trace_path, e))?;
+        let transcript_path = out_dir.join(TRANSCRIPT_FILE);
+        let transcript = Transcript::create(&transcript_path, TRANSCRIPT_FILE)
+            .map_err(|e| CheckError::io(&transcript_path, e))?;
+        let store = Store::open_or_init(StoreKind::Notes, &store_path)
+            .map_err(|e| CheckError::setup(SUITE, format!("the notes store: {e}")))?;
+        let seat = Seat::new(Principal::local("robustness", &[])).with_trace(Arc::new(trace));
+        let ready =
+            toolgate_wiring::dispatcher(ToolsetName::Notes, &store, &ExitsConfig::default(), seat)
+                .map_err(|e| CheckError::setup(SUITE, format!("the notes dispatcher: {e}")))?;
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        let nonce = format!("{}-{millis}", std::process::id());
+        let server = McpServer::for_toolset(ready, &store, &format!("robustness-{nonce}"));
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| CheckError::setup(SUITE, format!("cannot listen on 127.0.0.1: {e}")))?;
+        let address = listener
+            .local_addr()
+            .map_err(|e| CheckError::setup(SUITE, format!("the listener has no address: {e}")))?;
+        let (http_stop, stopped) = oneshot::channel::<()>();
+        let http_served = tokio::spawn(toolgate_mcp::serve_http(
+            server.clone(),
+            listener,
+            HttpLimits::default(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        let http =
+            Http::new(format!("http://{address}/mcp")).map_err(|e| CheckError::setup(SUITE, e))?;
+        Ok(Harness {
+            server,
+            store,
+            out_dir: out_dir.to_path_buf(),
+            transcript,
+            trace_path,
+            http,
+            http_stop: Some(http_stop),
+            http_served: Some(http_served),
+            shared: None,
+            sessions_started: 0,
+            sessions_ended: Vec::new(),
+            probes: 0,
+            cases: [0, 0],
+            nonce,
+        })
+    }
+
+    /// The HTTP endpoint's URL.
+    pub fn http_url(&self) -> &str {
+        &self.http.url
+    }
+
+    /// Shuts the HTTP server down and waits (bounded) until it has stopped; the cases sent to
+    /// it afterwards find nothing there.
+    pub async fn stop_http(&mut self) {
+        if let Some(stop) = self.http_stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(served) = self.http_served.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(20), served).await;
+        }
+    }
+
+    /// Runs and judges one wire case.
+    pub async fn run_wire(&mut self, case: &WireCase) -> CaseResult {
+        let mark = self.trace_mark();
+        let run = match format::payload(case) {
+            Err(why) => Run::NotChecked(format!("the case is malformed: {why}")),
+            Ok(payload) => match case.transport {
+                Transport::Stdio => {
+                    self.cases[0] += 1;
+                    self.stdio_case(case, &payload).await
+                }
+                Transport::Http => {
+                    self.cases[1] += 1;
+                    self.http_case(case, payload).await
+                }
+            },
+        };
+        self.judge(case, run, mark)
+    }
+
+    fn waits(case: &WireCase) -> Duration {
+        let default = if case.expect.silence {
+            SILENCE_WAIT
+        } else {
+            ANSWER_WAIT
+        };
+        case.timeout_ms.map_or(default, Duration::from_millis)
+    }
+
+    fn record_sent(&self, case: &WireCase, payload: &[u8]) {
+        self.transcript.record(
+            "wire_sent",
+            json!({
+                "case": case.id, "transport": case.transport.as_str(),
+                "bytes": payload.len(), "preview": wire::preview(payload),
+            }),
+        );
+    }
+
+    /// A working shared stdio session (replacing one that ended), or why there is none.
+    async fn shared_session(&mut self) -> Result<&mut StdioSession, String> {
+        if self.shared.as_ref().is_none_or(StdioSession::ended) {
+            if let Some(old) = self.shared.take() {
+                old.close(Duration::from_secs(2)).await;
+            }
+            let mut session = StdioSession::start(self.server.clone())
+                .map_err(|e| format!("cannot start a stdio session: {e}"))?;
+            self.sessions_started += 1;
+            session.initialize(PROBE_WAIT).await?;
+            self.shared = Some(session);
+        }
+        self.shared
+            .as_mut()
+            .ok_or_else(|| "no stdio session".to_string())
+    }
+
+    async fn stdio_case(&mut self, case: &WireCase, payload: &[u8]) -> Run {
+        let wait = Self::waits(case);
+        let probe_id = format!("probe-before-{}", case.id);
+        let mut fresh = None;
+        if case.fresh {
+            match StdioSession::start(self.server.clone()) {
+                Ok(session) => {
+                    self.sessions_started += 1;
+                    fresh = Some(session);
+                }
+                Err(e) => return Run::NotChecked(format!("cannot start a stdio session: {e}")),
+            }
+        } else {
+            let before = match self.shared_session().await {
+                Ok(session) => {
+                    let listed = session.list_tools(&probe_id, PROBE_WAIT).await;
+                    // Lines before this probe's answer belong to no case of this one.
+                    session.take_late();
+                    listed
+                }
+                Err(why) => Err(why),
+            };
+            self.probes += 1;
+            if let Err(why) = before {
+                self.transcript.record(
+                    "probe",
+                    json!({"case": case.id, "when": "before", "ok": false, "detail": why}),
+                );
+                return Run::NotChecked(format!(
+                    "the stdio session did not answer tools/list before the case: {why}"
+                ));
+            }
+        }
+        self.record_sent(case, payload);
+        let transcript = &self.transcript;
+        let session = match fresh.as_mut() {
+            Some(session) => session,
+            None => match self.shared.as_mut() {
+                Some(session) => session,
+                None => return Run::NotChecked("no stdio session".into()),
+            },
+        };
+        let sent = session.send(payload, ANSWER_WAIT.max(wait)).await;
+        let (answer, answer_line) = match sent {
+            Err(fault) => {
+                let line = transcript.record(
+                    "wire_failed",
+                    json!({"case": case.id, "transport": "stdio", "detail": fault.to_string()}),
+                );
+                (Answer::default(), line)
+            }
+            Ok(()) => match session.next_line(wait).await {
+                Ok(line) => {
+                    let message = serde_json::from_slice::<Value>(&line)
+                        .ok()
+                        .filter(|v| v.get("jsonrpc").is_some());
+                    let at = transcript.record(
+                        "wire_received",
+                        json!({
+                            "case": case.id, "transport": "stdio",
+                            "message": message.clone().unwrap_or(Value::Null),
+                            "raw": if message.is_none() { Value::String(wire::preview(&line)) } else { Value::Null },
+                        }),
+                    );
+                    (
+                        Answer {
+                            http_status: None,
+                            message,
+                            silent: false,
+                        },
+                        at,
+                    )
+                }
+                Err(WireFault::TimedOut(waited)) => {
+                    let at = transcript.record(
+                        "wire_silence",
+                        json!({"case": case.id, "transport": "stdio", "waited_ms": waited.as_millis() as u64}),
+                    );
+                    (
+                        Answer {
+                            silent: true,
+                            ..Answer::default()
+                        },
+                        at,
+                    )
+                }
+                Err(fault @ WireFault::Closed(_)) => {
+                    let at = transcript.record(
+                        "wire_failed",
+                        json!({"case": case.id, "transport": "stdio", "detail": fault.to_string()}),
+                    );
+                    (Answer::default(), at)
+                }
+            },
+        };
+        // The server keeps serving: on the same stream, a new request must be answered.
+        let probe_id = format!("probe-after-{}", case.id);
+        let after = if case.fresh {
+            // A new session is probed as a 2026-07-28 host would use it: that works whether
+            // the case left it not begun or began it as 2026-07-28.
+            session.list_tools_modern(&probe_id, PROBE_WAIT).await
+        } else {
+            session.list_tools(&probe_id, PROBE_WAIT).await
+        };
+        self.probes += 1;
+        let kept_serving = after.map(|_| ());
+        // Whatever came before the probe's answer came late from the case: recorded, and an
+        // answer to a case that expected none.
+        let mut answer = answer;
+        let mut answer_line = answer_line;
+        for line in session.take_late() {
+            let message = serde_json::from_slice::<Value>(&line)
+                .ok()
+                .filter(|v| v.get("jsonrpc").is_some());
+            let at = transcript.record(
+                "wire_received_late",
+                json!({
+                    "case": case.id, "transport": "stdio",
+                    "message": message.clone().unwrap_or(Value::Null),
+                    "raw": if message.is_none() { Value::String(wire::preview(&line)) } else { Value::Null },
+                }),
+            );
+            if answer.silent && message.is_some() {
+                answer = Answer {
+                    http_status: None,
+                    message,
+                    silent: false,
+                };
+                answer_line = at;
+            }
+        }
+        self.transcript.record(
+            "probe",
+            json!({
+                "case": case.id, "when": "after", "ok": kept_serving.is_ok(),
+                "detail": kept_serving.as_ref().err(),
+            }),
+        );
+        if kept_serving.is_err() {
+            let outcome = session
+                .outcome(Duration::from_secs(2))
+                .await
+                .unwrap_or_else(|| "still running but not answering".into());
+            self.transcript.record(
+                "session_ended",
+                json!({"case": case.id, "transport": "stdio", "outcome": outcome}),
+            );
+            self.sessions_ended
+                .push(json!({"case": case.id, "outcome": outcome}));
+        }
+        if let Some(session) = fresh {
+            session.close(Duration::from_secs(2)).await;
+        }
+        Run::Done {
+            answer,
+            answer_line,
+            kept_serving,
+        }
+    }
+
+    async fn http_case(&mut self, case: &WireCase, payload: Vec<u8>) -> Run {
+        let wait = Self::waits(case);
+        let probe_id = format!("probe-before-{}", case.id);
+        self.probes += 1;
+        if let Err(why) = self.http.list_tools(&probe_id, PROBE_WAIT).await {
+            self.transcript.record(
+                "probe",
+                json!({"case": case.id, "when": "before", "ok": false, "detail": why}),
+            );
+            return Run::NotChecked(format!(
+                "the HTTP server did not answer tools/list before the case: {why}"
+            ));
+        }
+        self.record_sent(case, &payload);
+        // The headers a host sends for this message: its method and tool, when it names them.
+        let parsed = serde_json::from_slice::<Value>(&payload).ok();
+        let method = parsed
+            .as_ref()
+            .and_then(|v| v.get("method"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let name = parsed
+            .as_ref()
+            .and_then(|v| v.pointer("/params/name"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let posted = self
+            .http
+            .post(
+                payload,
+                method.as_deref(),
+                name.as_deref(),
+                &case.headers,
+                wait.max(Duration::from_millis(100)),
+            )
+            .await;
+        let (answer, answer_line) = match posted {
+            Ok(response) => {
+                let at = self.transcript.record(
+                    "wire_received",
+                    json!({
+                        "case": case.id, "transport": "http", "http_status": response.status,
+                        "message": response.message.clone().unwrap_or(Value::Null),
+                        "raw": if response.message.is_none() { Value::String(wire::preview(&response.body)) } else { Value::Null },
+                    }),
+                );
+                (
+                    Answer {
+                        http_status: Some(response.status),
+                        silent: response.body.iter().all(u8::is_ascii_whitespace),
+                        message: response.message,
+                    },
+                    at,
+                )
+            }
+            Err(fault) => {
+                let at = self.transcript.record(
+                    "wire_failed",
+                    json!({"case": case.id, "transport": "http", "detail": fault.to_string()}),
+                );
+                (Answer::default(), at)
+            }
+        };
+        let probe_id = format!("probe-after-{}", case.id);
+        self.probes += 1;
+        let kept_serving = self
+            .http
+            .list_tools(&probe_id, PROBE_WAIT)
+            .await
+            .map(|_| ());
+        self.transcript.record(
+            "probe",
+            json!({
+                "case": case.id, "when": "after", "ok": kept_serving.is_ok(),
+                "detail": kept_serving.as_ref().err(),
+            }),
+        );
+        Run::Done {
+            answer,
+            answer_line,
+            kept_serving,
+        }
+    }
+
+    /// The dispatcher's trace lines so far (0 when it cannot be read).
+    fn trace_mark(&self) -> usize {
+        TraceIndex::read(&self.trace_path)
+            .ok()
+            .and_then(|index| index.lines.last().map(|l| l.line))
+            .unwrap_or(0)
+    }
+
+    /// The first dispatcher trace line after `mark` that `matches`.
+    fn trace_line_after(&self, mark: usize, matches: impl Fn(&Value) -> bool) -> Option<usize> {
+        let index = TraceIndex::read(&self.trace_path).ok()?;
+        index
+            .lines
+            .iter()
+            .find(|l| l.line > mark && l.event["event"] == "tool_call" && matches(&l.event))
+            .map(|l| l.line)
+    }
+
+    /// The verdict of `case` from what running it came to; `mark` is the dispatcher trace's
+    /// last line before the case.
+    fn judge(&self, case: &WireCase, run: Run, mark: usize) -> CaseResult {
+        let expect = if case.expect.result {
+            Expect::Allow
+        } else {
+            Expect::Block
+        };
+        let what = if case.description.is_empty() {
+            format!("{} over {}", case.category, case.transport.as_str())
+        } else {
+            case.description.clone()
+        };
+        let (answer, answer_line, kept_serving) = match run {
+            Run::NotChecked(why) => {
+                return CaseResult::new(
+                    &case.id,
+                    &case.category,
+                    expect,
+                    Observed::Error {
+                        message: why.clone(),
+                    },
+                    None,
+                    format!("{what}: not checked: {why}"),
+                );
+            }
+            Run::Done {
+                answer,
+                answer_line,
+                kept_serving,
+            } => (answer, answer_line, kept_serving),
+        };
+        let judged = format::judge_answer(&case.expect, &answer);
+        let transcript_at = |rule: &str| TraceLocation {
+            file: TRANSCRIPT_FILE.into(),
+            line: answer_line,
+            rule: rule.into(),
+            hops: vec![],
+        };
+        let at = match (&judged, &case.expect.tool_error) {
+            // The dispatcher refused the arguments: its own trace line shows it. Only lines
+            // written since the case began count (probes are tools/list, which the dispatcher
+            // does not see).
+            (Ok(rule), Some(code)) => self
+                .trace_line_after(mark, |e| e["error.type"] == code.as_str())
+                .map(|line| TraceLocation {
+                    file: TRACE_FILE.into(),
+                    line,
+                    rule: rule.clone(),
+                    hops: vec![],
+                }),
+            (Ok(rule), None) => Some(transcript_at(rule)),
+            (Err(_), _) => Some(transcript_at("unexpected answer")),
+        };
+        let (observed, detail) = match (&judged, &kept_serving, expect) {
+            (Ok(rule), Ok(()), Expect::Allow) => (
+                Observed::Passed,
+                format!("{what}: served ({rule}); the server keeps serving"),
+            ),
+            (Ok(rule), Ok(()), _) => (
+                Observed::Blocked,
+                format!("{what}: refused ({rule}); the server keeps serving"),
+            ),
+            (Err(why), _, Expect::Allow) => (Observed::Blocked, format!("{what}: {why}")),
+            (Err(why), _, _) => (Observed::Passed, format!("{what}: {why}")),
+            (Ok(rule), Err(why), Expect::Allow) => (
+                Observed::Blocked,
+                format!("{what}: served ({rule}), but then the server stopped serving: {why}"),
+            ),
+            (Ok(rule), Err(why), _) => (
+                Observed::Passed,
+                format!("{what}: refused ({rule}), but then the server stopped serving: {why}"),
+            ),
+        };
+        CaseResult::new(&case.id, &case.category, expect, observed, at, detail)
+    }
+
+    /// Runs one load case over HTTP and judges it.
+    pub async fn run_load(&mut self, case: &LoadCase) -> (CaseResult, LoadFigures) {
+        let probe_id = format!("probe-before-{}", case.id);
+        self.probes += 1;
+        if let Err(why) = self.http.list_tools(&probe_id, PROBE_WAIT).await {
+            let result = CaseResult::new(
+                &case.id,
+                &case.category,
+                Expect::Block,
+                Observed::Error {
+                    message: why.clone(),
+                },
+                None,
+                format!("load run not started: the HTTP server did not answer: {why}"),
+            );
+            return (result, LoadFigures::default());
+        }
+        let mark = self.trace_mark();
+        let nonce = format!("{}-{}", self.nonce, case.id);
+        let mut figures = load::run(case, &self.http, &self.store, &nonce).await;
+        figures.replays_in_trace = TraceIndex::read(&self.trace_path)
+            .map(|index| {
+                index
+                    .lines
+                    .iter()
+                    .filter(|l| {
+                        l.line > mark
+                            && l.event["duplicate"] == true
+                            && l.event["gen_ai.tool.name"] == "notes_create"
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
+        self.probes += 1;
+        let kept_serving = self
+            .http
+            .list_tools(&format!("probe-after-{}", case.id), PROBE_WAIT)
+            .await;
+        let mut problems = figures.problems();
+        if let Err(why) = &kept_serving {
+            problems.push(format!("the server stopped serving after the run: {why}"));
+        }
+        let at = self
+            .trace_line_after(mark, |e| {
+                e["duplicate"] == true && e["gen_ai.tool.name"] == "notes_create"
+            })
+            .map(|line| TraceLocation {
+                file: TRACE_FILE.into(),
+                line,
+                rule: "idempotency: a retry replayed the first effect's receipt".into(),
+                hops: vec![],
+            });
+        let summary = format!(
+            "{} clients for {} ms: {} requests ({}/s); {} writes sent {} times, {} with exactly \
+             one effect, {} retries replayed; {} reads; {} busy, {} failed; resident memory \
+             {:+} KiB after warm-up (bound {} KiB)",
+            figures.clients,
+            figures.duration_ms,
+            figures.requests,
+            figures.requests_per_s,
+            figures.writes,
+            figures.write_sends,
+            figures.writes_with_one_effect,
+            figures.replays_in_trace,
+            figures.reads,
+            figures.busy,
+            figures.failures,
+            figures.rss_growth_kib,
+            figures.rss_growth_bound_kib
+        );
+        let (observed, detail) = if problems.is_empty() {
+            (Observed::Blocked, format!("{summary}; no retry ran twice"))
+        } else {
+            (
+                Observed::Passed,
+                format!("{summary}: {}", problems.join("; ")),
+            )
+        };
+        let result = CaseResult::new(
+            &case.id,
+            &case.category,
+            Expect::Block,
+            observed,
+            at,
+            detail,
+        )
+        .with_facts(serde_json::to_value(&figures).unwrap_or(Value::Null));
+        (result, figures)
+    }
+
+    /// The wire figures so far.
+    pub fn figures(&self) -> Value {
+        json!({
+            "stdio_cases": self.cases[0],
+            "http_cases": self.cases[1],
+            "stdio_sessions_started": self.sessions_started,
+            "stdio_sessions_ended_by_a_case": self.sessions_ended,
+            "probes": self.probes,
+            "out_dir": self.out_dir.display().to_string(),
+        })
+    }
+
+    /// Stops both transports (bounded) and re-reads every cited line: a citation the file does
+    /// not bear out is dropped, so its block counts as unlogged.
+    pub async fn finish(mut self, results: Vec<CaseResult>) -> Vec<CaseResult> {
+        if let Some(session) = self.shared.take() {
+            session.close(Duration::from_secs(5)).await;
+        }
+        self.stop_http().await;
+        let transcript = TraceIndex::read(&self.out_dir.join(TRANSCRIPT_FILE)).ok();
+        let trace = TraceIndex::read(&self.trace_path).ok();
+        results
+            .into_iter()
+            .map(|c| {
+                let Some(at) = &c.at else { return c };
+                let index = if at.file == TRANSCRIPT_FILE {
+                    transcript.as_ref()
+                } else {
+                    trace.as_ref()
+                };
+                let borne_out = index
+                    .and_then(|i| i.lines.iter().find(|l| l.line == at.line))
+                    .is_some_and(|l| {
+                        if at.file == TRANSCRIPT_FILE {
+                            l.event["case"] == c.id.as_str()
+                        } else {
+                            l.event["event"] == "tool_call"
+                        }
+                    });
+                if borne_out || c.verdict == Verdict::Error {
+                    c
+                } else {
+                    let facts = c.facts.clone();
+                    CaseResult::new(
+                        c.id,
+                        c.category,
+                        c.expect,
+                        c.observed,
+                        None,
+                        format!("{} (its cited line {} was not found)", c.detail, at.cite()),
+                    )
+                    .with_facts(facts)
+                }
+            })
+            .collect()
+    }
+}
