@@ -22,7 +22,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use toolgate_core::Principal;
-use toolgate_egress::{EgressConfig, SmtpConfig, SmtpSecurity};
+use toolgate_egress::EgressConfig;
 use toolgate_mcp::{HttpLimits, McpServer};
 use toolgate_wiring::{ExitsConfig, Seat, Store, StoreKind, ToolsetName};
 
@@ -84,15 +84,7 @@ async fn start() -> Server {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_or_init(StoreKind::Notes, &dir.path().join("notes.sqlite")).unwrap();
     let exits = ExitsConfig::new(EgressConfig::default(), None)
-        .allow_loopback("smtp", sink.port())
-        .with_relay(SmtpConfig {
-            host: "127.0.0.1".into(),
-            port: sink.port(),
-            security: SmtpSecurity::None,
-            from: "Notes Assistant <assistant@example.org>".into(),
-            timeout_secs: 10,
-            hello_name: None,
-        });
+        .with_loopback_relay(sink.port(), "Notes Assistant <assistant@example.org>");
     let seat = Seat::new(Principal::local("local-user", &[]));
     let ready = toolgate_wiring::dispatcher(ToolsetName::Notes, &store, &exits, seat).unwrap();
     let spawned = support::spawn(

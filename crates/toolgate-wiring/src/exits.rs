@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use toolgate_core::trace::TraceSink;
 use toolgate_egress::{
-    AllowEntry, Egress, EgressConfig, Resolver, SmtpConfig, SmtpRelay, SystemResolver,
+    AllowEntry, Egress, EgressConfig, Resolver, SmtpConfig, SmtpRelay, SmtpSecurity, SystemResolver,
 };
 
 use crate::error::WiringError;
@@ -44,6 +44,19 @@ impl ExitsConfig {
             allow_private: true,
         });
         self
+    }
+
+    /// Deliver mail in the clear to a relay on this machine at `127.0.0.1:port` (a local mail
+    /// server, or a test's), allowing exactly that port, with `from` as the sender.
+    pub fn with_loopback_relay(self, port: u16, from: &str) -> Self {
+        self.allow_loopback("smtp", port).with_relay(SmtpConfig {
+            host: "127.0.0.1".into(),
+            port,
+            security: SmtpSecurity::None,
+            from: from.into(),
+            timeout_secs: 10,
+            hello_name: None,
+        })
     }
 
     /// Deliver mail through `smtp` (which the allowlist must still allow).
@@ -84,7 +97,6 @@ impl ExitsConfig {
 #[cfg(test)]
 mod tests {
     use toolgate_core::trace::NoTrace;
-    use toolgate_egress::SmtpSecurity;
 
     use super::*;
 
@@ -97,6 +109,20 @@ mod tests {
             timeout_secs: 1,
             hello_name: None,
         }
+    }
+
+    #[test]
+    fn a_loopback_relay_allows_its_own_port_and_no_other() {
+        let exits =
+            ExitsConfig::default().with_loopback_relay(2526, "Test <test@localhost.localdomain>");
+        assert_eq!(exits.smtp.as_ref().map(|s| s.port), Some(2526));
+        assert!(exits.build(Arc::new(NoTrace)).unwrap().relay.is_some());
+        let entry = &exits.egress.allow[0];
+        assert_eq!(
+            (entry.host.as_str(), entry.ports.as_deref()),
+            ("127.0.0.1", Some(&[2526][..]))
+        );
+        assert_eq!(entry.schemes, vec!["smtp".to_string()]);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_agent::{Agent, RunResult};
 use toolgate_core::{ErrorCode, Principal};
-use toolgate_egress::{EgressConfig, SmtpConfig, SmtpSecurity};
+use toolgate_egress::EgressConfig;
 use toolgate_llm::scripted::ScriptedModel;
 use toolgate_mcp::client::config::parse;
 use toolgate_mcp::client::imports::{ImportOptions, Imports, ToolState, open_receipts};
@@ -69,15 +69,7 @@ impl World {
         let store =
             Store::open_or_init(StoreKind::Notes, &dir.path().join("notes.sqlite")).unwrap();
         let exits = ExitsConfig::new(EgressConfig::default(), None)
-            .allow_loopback("smtp", sink.port())
-            .with_relay(SmtpConfig {
-                host: "127.0.0.1".into(),
-                port: sink.port(),
-                security: SmtpSecurity::None,
-                from: "Notes Assistant <assistant@example.org>".into(),
-                timeout_secs: 10,
-                hello_name: None,
-            });
+            .with_loopback_relay(sink.port(), "Notes Assistant <assistant@example.org>");
         World {
             dir,
             sink,

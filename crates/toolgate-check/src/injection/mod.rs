@@ -38,7 +38,6 @@ use toolgate_agent::approvers::FatiguedApprover;
 use toolgate_agent::{Agent, AgentConfig};
 use toolgate_core::taint::TaintPolicy;
 use toolgate_core::{DenyAll, JsonlTrace, Mode, Principal};
-use toolgate_egress::{SmtpConfig, SmtpSecurity};
 use toolgate_eval::checks::{self, ResolvedCheck};
 use toolgate_eval::pages::PageServer;
 use toolgate_llm::Model;
@@ -378,15 +377,7 @@ impl Bench {
         // not listed, as in any real configuration.
         let exits = ExitsConfig::default()
             .allow_loopback("http", pages.port)
-            .allow_loopback("smtp", sink.port())
-            .with_relay(SmtpConfig {
-                host: "127.0.0.1".into(),
-                port: sink.port(),
-                security: SmtpSecurity::None,
-                from: "Notes Assistant <assistant@example.org>".into(),
-                timeout_secs: 10,
-                hello_name: None,
-            });
+            .with_loopback_relay(sink.port(), "Notes Assistant <assistant@example.org>");
         Ok(Bench {
             store,
             pages_dir,
