@@ -270,6 +270,17 @@ async fn a_resumed_run_keeps_what_was_judged_and_runs_nothing_twice() {
         again.cases[0].at, first.cases[0].at,
         "the cited trace line is still the same"
     );
+    // Report-only reads the same runs and runs nothing, even for cases not made yet.
+    chosen.report_only = true;
+    chosen.only.push("note-starter.tag-all.french".into());
+    let reported = toolgate_check::injection::run(&options(dir.path()), &chosen)
+        .await
+        .unwrap();
+    assert_eq!(*model.requests.lock().unwrap(), asked);
+    assert_eq!(reported.cases.len(), 1);
+    assert_eq!(reported.figures["runs_missing"], 1);
+    chosen.report_only = false;
+    chosen.only.pop();
     // Without resume, the folder starts over.
     chosen.resume = false;
     toolgate_check::injection::run(&options(dir.path()), &chosen)

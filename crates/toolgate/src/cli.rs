@@ -498,4 +498,9 @@ pub struct CheckArgs {
     /// finishes) and run only the rest; refused when they were made with another model.
     #[arg(long)]
     pub resume: bool,
+
+    /// Injection suite: run nothing; report the runs already saved in --out for this
+    /// selection (runs not made yet are counted as missing).
+    #[arg(long)]
+    pub report_only: bool,
 }

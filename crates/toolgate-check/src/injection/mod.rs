@@ -123,6 +123,9 @@ pub struct InjectionOptions {
     pub max_rounds: u32,
     /// Keep the runs already saved in the output folder and run only the rest.
     pub resume: bool,
+    /// Run nothing: report the saved runs of the selection (implies `resume`); runs not made
+    /// yet are counted as missing in the figures.
+    pub report_only: bool,
 }
 
 impl InjectionOptions {
@@ -134,6 +137,7 @@ impl InjectionOptions {
             clean_limit: None,
             only: Vec::new(),
             resume: false,
+            report_only: false,
             max_rounds: toolgate_agent::run::DEFAULT_MAX_ROUNDS,
         }
     }
@@ -202,9 +206,10 @@ pub async fn run(
         traces.push(trace_name.clone());
         for case in clean.iter().chain(&attacks) {
             done += 1;
-            if records
-                .iter()
-                .any(|r| r.outcome.config == config.name && r.outcome.case == case.id)
+            if injection.report_only
+                || records
+                    .iter()
+                    .any(|r| r.outcome.config == config.name && r.outcome.case == case.id)
             {
                 continue;
             }
@@ -272,6 +277,7 @@ pub async fn run(
             "configs": figures,
             "stopped_by_taint_rule_with_fatigued_approver": stopped_by_taint,
             "runs": RUNS_FILE,
+        "runs_missing": total - outcomes.len(),
             "table": "injection.md",
         })),
     )
@@ -304,7 +310,13 @@ fn open_records(
     let plan_path = options.out_dir.join(PLAN_FILE);
     let model = injection.model.name();
     std::fs::create_dir_all(&options.out_dir).map_err(|e| CheckError::io(&options.out_dir, e))?;
-    if injection.resume && plan_path.exists() {
+    if injection.report_only && !plan_path.exists() {
+        return Err(CheckError::Cases {
+            path: plan_path,
+            message: "no saved runs to report: run the suite into this folder first".into(),
+        });
+    }
+    if (injection.resume || injection.report_only) && plan_path.exists() {
         let text =
             std::fs::read_to_string(&plan_path).map_err(|e| CheckError::io(&plan_path, e))?;
         let plan: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();

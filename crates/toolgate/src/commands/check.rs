@@ -39,6 +39,7 @@ pub fn run(config: &Config, args: &CheckArgs) -> Result<(), CommandError> {
         injection.configs = configs;
         injection.only = args.only.clone();
         injection.resume = args.resume;
+        injection.report_only = args.report_only;
         injection.limit = args.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
         injection.clean_limit = args
             .clean_limit
