@@ -196,15 +196,22 @@ pub async fn run(
         .append(true)
         .open(&runs_path)
         .map_err(|e| CheckError::io(&runs_path, e))?;
-    let mut traces = Vec::new();
-    let mut done = 0;
+    // One trace per configuration, opened for appending (a resumed run keeps earlier lines).
+    let mut sinks = Vec::new();
     for config in &injection.configs {
         let trace_name = trace_file_name(config);
         let trace_path = options.out_dir.join(&trace_name);
         let trace =
             Arc::new(JsonlTrace::create(&trace_path).map_err(|e| CheckError::io(&trace_path, e))?);
-        traces.push(trace_name.clone());
-        for case in clean.iter().chain(&attacks) {
+        sinks.push((config, trace, trace_path, trace_name));
+    }
+    let traces: Vec<String> = sinks.iter().map(|(.., name)| name.clone()).collect();
+    let mut done = 0;
+    // Case-major: an interrupted run has the same cases under every configuration, so the
+    // configurations stay comparable at any point of a long run.
+    for case in clean.iter().chain(&attacks) {
+        for (config, trace, trace_path, trace_name) in &sinks {
+            let config: &RunConfig = config;
             done += 1;
             if injection.report_only
                 || records
@@ -214,7 +221,7 @@ pub async fn run(
                 continue;
             }
             let run = bench
-                .run_case(injection, config, case, &trace, &trace_path, &trace_name)
+                .run_case(injection, config, case, trace, trace_path, trace_name)
                 .await;
             let record = match run {
                 Ok((outcome, result)) => RunRecord { outcome, result },

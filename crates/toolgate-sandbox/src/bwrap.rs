@@ -1,0 +1,263 @@
+//! The bubblewrap command line for one run, as a pure function of what is mounted, so the
+//! isolation it asks for is table-tested rather than read off a shell script.
+//!
+//! Guarantees: every namespace is unshared and required (`--unshare-user`, not `-try`), so a
+//! kernel that cannot make one makes bubblewrap fail and nothing runs; the network namespace
+//! has only its own loopback; no capabilities; a non-root user; a new session (no terminal
+//! injection); the sandbox dies with its parent; the only host paths inside are `/usr`
+//! (read-only), the loader cache, the init, and the run's own folders; the root is read-only.
+//! The environment is built here from nothing (the host's is never passed in).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// Where things are inside the sandbox.
+pub const CODE_DIR: &str = "/sandbox/code";
+pub const DATA_DIR: &str = "/sandbox/data";
+pub const WORK_DIR: &str = "/sandbox/work";
+pub const INIT_PATH: &str = "/sandbox/.init";
+/// The bridge's descriptor number inside.
+pub const BRIDGE_FD: i32 = 3;
+/// Descriptors bubblewrap binds from (opened by the runner, so bubblewrap, which may run as
+/// an unprivileged user, needs no access to the host paths themselves).
+pub const CODE_FD: i32 = 4;
+pub const DATA_FD: i32 = 5;
+pub const WORK_FD: i32 = 6;
+pub const INIT_FD: i32 = 7;
+/// The unprivileged user the program runs as (`nobody`).
+pub const SANDBOX_UID: u32 = 65534;
+
+/// The host folders of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mounts {
+    /// The script and the generated tools module (read-only inside).
+    pub code: PathBuf,
+    /// The task's data (a notes export), read-only; none when the task needs none.
+    pub data: Option<PathBuf>,
+    /// The conversation's working folder: the only writable host folder.
+    pub work: PathBuf,
+    /// The init program on the host.
+    pub init: PathBuf,
+}
+
+/// Paths inside the sandbox the init lets the program read (Landlock).
+pub fn readable(mounts: &Mounts) -> Vec<PathBuf> {
+    let mut paths = vec![
+        PathBuf::from("/usr"),
+        PathBuf::from(CODE_DIR),
+        PathBuf::from("/proc"),
+        PathBuf::from("/dev"),
+    ];
+    if Path::new("/etc/ld.so.cache").exists() {
+        paths.push(PathBuf::from("/etc/ld.so.cache"));
+    }
+    if mounts.data.is_some() {
+        paths.push(PathBuf::from(DATA_DIR));
+    }
+    paths
+}
+
+/// Paths inside the sandbox the program may write (Landlock).
+pub fn writable() -> Vec<PathBuf> {
+    vec![PathBuf::from(WORK_DIR), PathBuf::from("/tmp")]
+}
+
+fn push(args: &mut Vec<OsString>, items: &[&str]) {
+    args.extend(items.iter().map(OsString::from));
+}
+
+fn bind_fd(args: &mut Vec<OsString>, flag: &str, fd: i32, inside: &str) {
+    args.push(flag.into());
+    args.push(fd.to_string().into());
+    args.push(inside.into());
+}
+
+/// bubblewrap's arguments, up to and including `--` (the init and its arguments follow). The
+/// run's folders are bound from descriptors [`CODE_FD`], [`DATA_FD`] (when there is data),
+/// [`WORK_FD`] and [`INIT_FD`].
+pub fn arguments(mounts: &Mounts) -> Vec<OsString> {
+    let mut args = Vec::new();
+    push(
+        &mut args,
+        &[
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--disable-userns",
+            "--uid",
+            "65534",
+            "--gid",
+            "65534",
+            "--hostname",
+            "sandbox",
+            "--cap-drop",
+            "ALL",
+            "--new-session",
+            "--die-with-parent",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--symlink",
+            "usr/lib",
+            "/lib",
+            "--symlink",
+            "usr/lib64",
+            "/lib64",
+            "--symlink",
+            "usr/sbin",
+            "/sbin",
+            "--ro-bind-try",
+            "/etc/ld.so.cache",
+            "/etc/ld.so.cache",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            "--dir",
+            "/sandbox",
+        ],
+    );
+    bind_fd(&mut args, "--ro-bind-fd", CODE_FD, CODE_DIR);
+    if mounts.data.is_some() {
+        bind_fd(&mut args, "--ro-bind-fd", DATA_FD, DATA_DIR);
+    }
+    bind_fd(&mut args, "--bind-fd", WORK_FD, WORK_DIR);
+    bind_fd(&mut args, "--ro-bind-fd", INIT_FD, INIT_PATH);
+    push(
+        &mut args,
+        &[
+            "--remount-ro",
+            "/",
+            "--chdir",
+            WORK_DIR,
+            "--setenv",
+            "HOME",
+            WORK_DIR,
+            "--setenv",
+            "PATH",
+            "/usr/bin:/bin",
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            "--setenv",
+            "PYTHONDONTWRITEBYTECODE",
+            "1",
+            "--setenv",
+            "PYTHONUNBUFFERED",
+            "1",
+            "--setenv",
+            "TOOLGATE_BRIDGE_FD",
+            "3",
+            "--",
+        ],
+    );
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mounts(data: bool) -> Mounts {
+        Mounts {
+            code: PathBuf::from("/host/code"),
+            data: data.then(|| PathBuf::from("/host/notes")),
+            work: PathBuf::from("/host/work"),
+            init: PathBuf::from("/host/init"),
+        }
+    }
+
+    fn strings(data: bool) -> Vec<String> {
+        arguments(&mounts(data))
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn has_pair(args: &[String], flag: &str, value: &str) -> bool {
+        args.windows(2).any(|w| w[0] == flag && w[1] == value)
+    }
+
+    #[test]
+    fn every_namespace_is_required_so_a_missing_one_runs_nothing() {
+        let args = strings(false);
+        for flag in [
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+        ] {
+            assert!(args.iter().any(|a| a == flag), "{flag} missing");
+        }
+        assert!(
+            !args
+                .iter()
+                .any(|a| a == "--unshare-user-try" || a == "--share-net")
+        );
+    }
+
+    #[test]
+    fn no_capabilities_and_not_root_prevent_privileged_escapes() {
+        let args = strings(false);
+        assert!(has_pair(&args, "--cap-drop", "ALL"));
+        assert!(has_pair(&args, "--uid", "65534"));
+        assert!(args.iter().any(|a| a == "--new-session"));
+        assert!(args.iter().any(|a| a == "--die-with-parent"));
+        assert!(args.iter().any(|a| a == "--disable-userns"));
+    }
+
+    #[test]
+    fn only_the_work_folder_is_a_writable_host_mount() {
+        let args = strings(true);
+        let writable: Vec<_> = args
+            .windows(3)
+            .filter(|w| w[0] == "--bind" || w[0] == "--bind-fd" || w[0] == "--dev-bind")
+            .map(|w| w[2].clone())
+            .collect();
+        assert_eq!(writable, vec![WORK_DIR.to_owned()]);
+        assert!(has_pair(&args, "--remount-ro", "/"));
+    }
+
+    #[test]
+    fn home_and_the_rest_of_the_host_are_not_mounted() {
+        let args = strings(true);
+        let sources: Vec<_> = args
+            .windows(3)
+            .filter(|w| w[0].contains("bind"))
+            .map(|w| w[1].clone())
+            .collect();
+        let fds = [CODE_FD, DATA_FD, WORK_FD, INIT_FD].map(|fd| fd.to_string());
+        assert_eq!(
+            sources,
+            vec![
+                "/usr",
+                "/etc/ld.so.cache",
+                &fds[0],
+                &fds[1],
+                &fds[2],
+                &fds[3]
+            ]
+        );
+    }
+
+    #[test]
+    fn data_is_mounted_only_when_the_task_has_some() {
+        assert!(!strings(false).iter().any(|a| a == DATA_DIR));
+        assert!(strings(true).iter().any(|a| a == DATA_DIR));
+        assert!(!readable(&mounts(false)).contains(&PathBuf::from(DATA_DIR)));
+    }
+
+    #[test]
+    fn arguments_end_with_the_separator() {
+        assert_eq!(strings(false).last().map(String::as_str), Some("--"));
+    }
+}

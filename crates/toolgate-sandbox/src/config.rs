@@ -1,0 +1,105 @@
+//! What a sandbox is allowed: resource limits, which optional layers are required, and where
+//! its programs are. Defaults are what a notebook script needs and no more.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Resource limits. CPU, address space, processes, file size and open files are kernel rlimits
+/// set inside the sandbox before the program starts; the wall clock is enforced from outside
+/// and kills the whole process tree. Time a script spends waiting for a tool call (a human
+/// asked to approve one) does not count against the wall clock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    pub cpu_seconds: u64,
+    pub address_space_bytes: u64,
+    pub processes: u64,
+    pub file_size_bytes: u64,
+    pub open_files: u64,
+    #[serde(with = "millis")]
+    pub wall: Duration,
+    /// Bytes of stdout kept; the rest is counted and said to be cut.
+    pub stdout_bytes: usize,
+    pub stderr_bytes: usize,
+    /// Tool calls one run may make over the bridge.
+    pub tool_calls: usize,
+    /// Bytes of one bridge request (a tool call's JSON line).
+    pub bridge_request_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            cpu_seconds: 20,
+            address_space_bytes: 1 << 30,
+            processes: 32,
+            file_size_bytes: 64 << 20,
+            open_files: 128,
+            wall: Duration::from_secs(30),
+            stdout_bytes: 16 * 1024,
+            stderr_bytes: 4 * 1024,
+            tool_calls: 500,
+            bridge_request_bytes: 1 << 20,
+        }
+    }
+}
+
+/// Whether a layer must be in place for anything to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Requirement {
+    /// Nothing runs without it.
+    #[default]
+    Required,
+    /// Used where the kernel has it; the run report says whether it was.
+    IfAvailable,
+}
+
+/// The program that sets up the layers a process must apply to itself (rlimits, Landlock,
+/// seccomp) inside the namespaces, then executes the interpreter: `toolgate-sandbox-init`, or
+/// the `toolgate` binary with its hidden `sandbox-init` subcommand.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InitProgram {
+    pub path: PathBuf,
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SandboxConfig {
+    /// bubblewrap; found in `PATH` when `None`.
+    pub bwrap: Option<PathBuf>,
+    /// The interpreter, from the system (`/usr` is the only software mounted inside).
+    pub python: PathBuf,
+    pub init: InitProgram,
+    pub limits: Limits,
+    pub seccomp: Requirement,
+    pub landlock: Requirement,
+}
+
+impl SandboxConfig {
+    pub fn new(init: InitProgram) -> Self {
+        SandboxConfig {
+            bwrap: None,
+            python: PathBuf::from("/usr/bin/python3"),
+            init,
+            limits: Limits::default(),
+            seccomp: Requirement::Required,
+            landlock: Requirement::Required,
+        }
+    }
+}
+
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}

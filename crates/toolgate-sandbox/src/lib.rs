@@ -1,0 +1,25 @@
+//! OS-level isolation for model-written code, and the bridge that sends its tool calls back
+//! through the dispatcher.
+//!
+//! A run is a fresh process tree made by bubblewrap (user, PID, mount, IPC, UTS and network
+//! namespaces; `/usr` and the run's own folders mounted, nothing else of the host; no
+//! capabilities; a non-root user), inside which [`init`] sets rlimits, Landlock and a seccomp
+//! filter before executing the system's Python. Each layer comes from a well-kept mechanism
+//! (bubblewrap, the `landlock` crate, `seccompiler`); this crate only decides what they allow.
+//!
+//! Refuses: running anything when bubblewrap is missing, a namespace cannot be made, or a
+//! required layer cannot be applied ([`SandboxError::LayerUnavailable`] names the layer and the
+//! fix). Tool calls from code reach only what [`ToolBridge`] offers; [`tool`] makes the
+//! `code_execution` tool whose bridge is the dispatcher itself.
+
+pub mod bwrap;
+pub mod config;
+pub mod error;
+pub mod init;
+pub mod python;
+pub mod run;
+pub mod seccomp;
+
+pub use config::{InitProgram, Limits, Requirement, SandboxConfig};
+pub use error::{Layer, SandboxError};
+pub use run::{BridgeReply, Captured, Job, NoTools, RunReport, Sandbox, Stopped, ToolBridge};
