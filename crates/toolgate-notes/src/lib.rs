@@ -16,6 +16,7 @@
 
 pub mod actions;
 pub mod email;
+pub mod export;
 pub mod extract;
 pub mod frontmatter;
 pub mod import;

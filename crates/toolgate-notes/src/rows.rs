@@ -104,7 +104,7 @@ pub struct NoteRow {
 pub const COLUMNS: &str =
     "id, title, body, notebook, tags, due, created, kind, source_url, untrusted, done, meeting_id";
 
-fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<NoteRow> {
+pub fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<NoteRow> {
     let kind_text: String = row.get(7)?;
     let kind = Kind::parse(&kind_text).ok_or_else(|| {
         rusqlite::Error::FromSqlConversionFailure(

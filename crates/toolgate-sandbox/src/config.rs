@@ -90,6 +90,58 @@ impl SandboxConfig {
     }
 }
 
+impl InitProgram {
+    /// The running executable with `subcommand` (the `toolgate` binary's `sandbox-init`).
+    pub fn this_executable(subcommand: &str) -> std::io::Result<Self> {
+        Ok(InitProgram {
+            path: std::env::current_exe()?,
+            args: vec![subcommand.to_owned()],
+        })
+    }
+}
+
+/// `[sandbox]` in `toolgate.toml`: what an operator may change; everything else is fixed.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// bubblewrap, when not the one in `PATH`.
+    pub bwrap: Option<PathBuf>,
+    /// The interpreter (under `/usr`); default `/usr/bin/python3`.
+    pub python: Option<PathBuf>,
+    pub wall_seconds: Option<u64>,
+    pub cpu_seconds: Option<u64>,
+    pub memory_mb: Option<u64>,
+    /// `required` (default) or `if_available`.
+    pub landlock: Option<Requirement>,
+    pub seccomp: Option<Requirement>,
+}
+
+impl Settings {
+    pub fn config(&self, init: InitProgram) -> SandboxConfig {
+        let mut config = SandboxConfig::new(init);
+        config.bwrap.clone_from(&self.bwrap);
+        if let Some(python) = &self.python {
+            config.python.clone_from(python);
+        }
+        if let Some(wall) = self.wall_seconds {
+            config.limits.wall = Duration::from_secs(wall);
+        }
+        if let Some(cpu) = self.cpu_seconds {
+            config.limits.cpu_seconds = cpu;
+        }
+        if let Some(mb) = self.memory_mb {
+            config.limits.address_space_bytes = mb.saturating_mul(1 << 20);
+        }
+        if let Some(landlock) = self.landlock {
+            config.landlock = landlock;
+        }
+        if let Some(seccomp) = self.seccomp {
+            config.seccomp = seccomp;
+        }
+        config
+    }
+}
+
 mod millis {
     use std::time::Duration;
 

@@ -19,7 +19,11 @@ pub mod init;
 pub mod python;
 pub mod run;
 pub mod seccomp;
+pub mod tool;
+pub mod workspace;
 
-pub use config::{InitProgram, Limits, Requirement, SandboxConfig};
+pub use config::{InitProgram, Limits, Requirement, SandboxConfig, Settings};
 pub use error::{Layer, SandboxError};
 pub use run::{BridgeReply, Captured, Job, NoTools, RunReport, Sandbox, Stopped, ToolBridge};
+pub use tool::{CodeTool, DataExport, code_execution};
+pub use workspace::Workspaces;

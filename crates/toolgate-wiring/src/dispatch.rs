@@ -20,6 +20,7 @@ use toolgate_core::{
 
 use toolgate_core::taint::TaintPolicy;
 
+use crate::code::{CodeOptions, code_tool};
 use crate::error::WiringError;
 use crate::exits::ExitsConfig;
 use crate::store::Store;
@@ -126,6 +127,8 @@ pub struct ExtraTools {
     pub withheld: BTreeMap<String, String>,
     /// Also offer `tool_search` over every tool (so a loop may defer their definitions).
     pub with_search: bool,
+    /// Also offer `code_execution`, whose scripts may call every other tool.
+    pub code: Option<CodeOptions>,
 }
 
 /// A dispatcher over some tools for one principal, whatever toolset (if any) they came from.
@@ -192,6 +195,10 @@ pub fn dispatcher_with(
 ) -> Result<Ready, WiringError> {
     let mut all = tools(toolset, store, exits, Arc::clone(&seat.trace))?;
     all.extend(extra.tools);
+    if let Some(code) = &extra.code {
+        let tool = code_tool(code, store, &all)?;
+        all.push(tool);
+    }
     let assembled = assemble_with(all, extra.withheld, extra.with_search, seat)?;
     Ok(Ready {
         toolset,

@@ -17,12 +17,14 @@
 //! exits only if it uses them, and only the configured ones. Refuses nothing that the layers
 //! below accept: their errors come back typed in [`WiringError`].
 
+pub mod code;
 pub mod dispatch;
 pub mod error;
 pub mod exits;
 pub mod store;
 pub mod toolset;
 
+pub use code::CodeOptions;
 pub use dispatch::{
     Assembled, ExtraTools, Ready, Seat, assemble, assemble_with, dispatcher, dispatcher_with, tools,
 };

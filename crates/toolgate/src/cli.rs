@@ -337,6 +337,17 @@ pub struct AgentArgs {
     /// embedded 1.5B model rarely searches, so it is off by default (README, "Tool search").
     #[arg(long)]
     pub tool_search: bool,
+    /// Offer `code_execution`: the model may write a Python script that runs in the sandbox
+    /// (bubblewrap namespaces, no network, seccomp, Landlock, rlimits; `[sandbox]` in the
+    /// config) and calls the toolset's tools as functions, each through the same checks and
+    /// approvals. With the notes toolset the notebook is mounted read-only at /sandbox/data.
+    /// Refused at start when the sandbox cannot be set up.
+    #[arg(long)]
+    pub code: bool,
+    /// With --code: show the model only `code_execution`; the toolset's tools are reachable
+    /// only as functions of its scripts ("code mode").
+    #[arg(long, requires = "code")]
+    pub code_only: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -40,6 +40,9 @@ pub struct Config {
     /// `[mcp]`: the MCP servers whose tools are imported, our ratings of them, the pin lock.
     #[serde(default)]
     pub mcp: toolgate_mcp::client::imports::McpSettings,
+    /// `[sandbox]`: where `code_execution` runs (bubblewrap, interpreter, limits, layers).
+    #[serde(default)]
+    pub sandbox: toolgate_sandbox::Settings,
 }
 
 #[derive(Debug, Default, Deserialize)]

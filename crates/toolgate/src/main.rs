@@ -11,7 +11,18 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// The hidden subcommand the sandbox starts this binary with.
+pub const SANDBOX_INIT: &str = "sandbox-init";
+
 fn main() -> ExitCode {
+    // The sandbox's first process (see toolgate_sandbox::init): before anything else, since it
+    // runs inside the namespaces with nothing but its own arguments.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == SANDBOX_INIT)
+    {
+        std::process::exit(toolgate_sandbox::init::main(std::env::args_os().skip(2)));
+    }
     let cli = cli::Cli::parse();
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,

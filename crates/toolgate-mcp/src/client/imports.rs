@@ -429,6 +429,7 @@ impl Imports {
             tools: self.tools.clone(),
             withheld: self.withheld.clone(),
             with_search,
+            code: None,
         }
     }
 

@@ -20,7 +20,7 @@ use toolgate_llm::{
 
 use std::path::Path;
 
-use toolgate_wiring::{ExtraTools, Seat};
+use toolgate_wiring::{CodeOptions, ExtraTools, Seat, ToolsetName};
 
 use super::mcp::{open_imports, server_heading};
 use super::{CommandError, open_store, runtime};
@@ -122,6 +122,13 @@ fn build(
             ..ExtraTools::default()
         },
     };
+    let extra = ExtraTools {
+        code: args
+            .code
+            .then(|| code_options(config, args.toolset))
+            .transpose()?,
+        ..extra
+    };
     let ready =
         toolgate_wiring::dispatcher_with(args.toolset, &store, &config.exits(), seat, extra)?;
     let spec = choose_model(args.model.as_deref().or(config.model.name.as_deref()))?;
@@ -146,6 +153,9 @@ fn build(
                     .clone()
                     .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.into()),
             ),
+            offered: args
+                .code_only
+                .then(|| vec![toolgate_sandbox::tool::TOOL_NAME.to_owned()]),
             ..AgentConfig::default()
         })
         .with_trace(trace);
@@ -320,4 +330,14 @@ fn finish(session: &Session, result: &RunResult) -> Result<(), CommandError> {
         StopCause::FinalAnswer => Ok(()),
         other => Err(CommandError::RunFailed(other.describe())),
     }
+}
+
+/// `code_execution` for `--code`: the sandbox from `[sandbox]`, started through this binary's
+/// `sandbox-init`; the notebook exported into it for the notes toolset.
+fn code_options(config: &Config, toolset: ToolsetName) -> Result<CodeOptions, CommandError> {
+    let init = toolgate_sandbox::InitProgram::this_executable(crate::SANDBOX_INIT)?;
+    Ok(CodeOptions {
+        sandbox: config.sandbox.config(init),
+        export_notes: toolset == ToolsetName::Notes,
+    })
 }

@@ -1,0 +1,159 @@
+//! The notebook as files, for scripts that read many notes at once (the sandbox mounts the
+//! folder read-only): `notes/<id>.md` in the importer's front-matter format ([`crate::frontmatter`]),
+//! and `index.json` listing every note's id, title, notebook, kind, tags, dates and whether it
+//! is untrusted, so a script can filter before it opens a file.
+//!
+//! Guarantees: one consistent snapshot (one read transaction); untrusted notes say so in their
+//! front matter and in the index; files are readable by everyone (the sandbox's user) and the
+//! folder holds nothing else. Refuses a folder that is not empty.
+
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+
+use rusqlite::Connection;
+use serde_json::json;
+use toolgate_core::ToolError;
+
+use crate::rows::{COLUMNS, NoteRow, from_row};
+
+/// What an export wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportSummary {
+    pub notes: usize,
+    pub untrusted: usize,
+}
+
+fn io(path: &Path, e: std::io::Error) -> ToolError {
+    ToolError::internal(format!(
+        "exporting the notebook to {} failed: {e}",
+        path.display()
+    ))
+}
+
+fn front_matter(row: &NoteRow) -> String {
+    let one_line = |s: &str| s.replace(['\n', '\r'], " ");
+    let mut text = format!(
+        "---\ntitle: {}\nnotebook: {}\nkind: {}\ncreated: {}\n",
+        one_line(&row.title),
+        one_line(&row.notebook),
+        row.kind.as_str(),
+        row.created
+    );
+    if !row.tags.is_empty() {
+        text.push_str(&format!("tags: [{}]\n", row.tags().join(", ")));
+    }
+    if let Some(due) = &row.due {
+        text.push_str(&format!("due: {due}\n"));
+    }
+    if let Some(done) = row.done {
+        text.push_str(&format!("done: {done}\n"));
+    }
+    if let Some(url) = &row.source_url {
+        text.push_str(&format!("source_url: {url}\n"));
+    }
+    text.push_str(&format!("untrusted: {}\n---\n", row.untrusted));
+    text
+}
+
+/// Writes every note of `conn` into `dir` (empty).
+pub fn export_notebook(conn: &mut Connection, dir: &Path) -> Result<ExportSummary, ToolError> {
+    let listed = std::fs::read_dir(dir).map_err(|e| io(dir, e))?;
+    if listed.count() > 0 {
+        return Err(ToolError::internal(format!(
+            "{} is not empty; the export writes only into an empty folder",
+            dir.display()
+        )));
+    }
+    let tx = conn
+        .transaction()
+        .map_err(|e| ToolError::internal(format!("reading the notebook failed: {e}")))?;
+    let rows: Vec<NoteRow> = {
+        let mut stmt = tx
+            .prepare(&format!("SELECT {COLUMNS} FROM notes ORDER BY id"))
+            .map_err(|e| ToolError::internal(format!("reading the notebook failed: {e}")))?;
+        stmt.query_map([], from_row)
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| ToolError::internal(format!("reading the notebook failed: {e}")))?
+    };
+    drop(tx);
+    let notes_dir = dir.join("notes");
+    std::fs::create_dir(&notes_dir).map_err(|e| io(&notes_dir, e))?;
+    let readable = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| io(path, e))
+    };
+    readable(&notes_dir, 0o755)?;
+    let mut index = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let name = format!("{}.md", row.id);
+        let path = notes_dir.join(&name);
+        let mut file = std::fs::File::create(&path).map_err(|e| io(&path, e))?;
+        file.write_all(front_matter(row).as_bytes())
+            .and_then(|()| file.write_all(row.body.as_bytes()))
+            .map_err(|e| io(&path, e))?;
+        readable(&path, 0o644)?;
+        let mut entry = row.metadata();
+        entry["title"] = json!(row.title);
+        entry["file"] = json!(format!("notes/{name}"));
+        entry["untrusted"] = json!(row.untrusted);
+        index.push(entry);
+    }
+    let index_path = dir.join("index.json");
+    let text = serde_json::to_vec_pretty(&index).map_err(|e| ToolError::internal(e.to_string()))?;
+    std::fs::write(&index_path, text).map_err(|e| io(&index_path, e))?;
+    readable(&index_path, 0o644)?;
+    Ok(ExportSummary {
+        notes: rows.len(),
+        untrusted: rows.iter().filter(|r| r.untrusted).count(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NotesStore;
+    use crate::frontmatter;
+
+    #[test]
+    fn every_note_is_exported_in_the_importers_format_with_its_trust() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = NotesStore::init_sample(&dir.path().join("notes.sqlite")).unwrap();
+        let out = dir.path().join("export");
+        std::fs::create_dir(&out).unwrap();
+        let summary = store
+            .with_conn(|c| export_notebook(c, &out))
+            .unwrap()
+            .unwrap();
+        let total: i64 = store
+            .with_conn(|c| c.query_row("SELECT count(*) FROM notes", [], |r| r.get(0)))
+            .unwrap()
+            .unwrap();
+        assert_eq!(summary.notes as i64, total);
+        assert!(summary.untrusted > 0);
+        let index: Vec<serde_json::Value> =
+            serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
+        assert_eq!(index.len(), summary.notes);
+        let clip = index
+            .iter()
+            .find(|e| e["untrusted"] == json!(true))
+            .unwrap();
+        let text = std::fs::read_to_string(out.join(clip["file"].as_str().unwrap())).unwrap();
+        let parsed = frontmatter::note_from_markdown("x.md", &text, "Inbox", "2025-01-01").unwrap();
+        assert!(parsed.untrusted);
+        assert_eq!(parsed.title, clip["title"].as_str().unwrap());
+    }
+
+    #[test]
+    fn a_folder_with_files_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = NotesStore::init_sample(&dir.path().join("notes.sqlite")).unwrap();
+        std::fs::write(dir.path().join("keep.txt"), "x").unwrap();
+        let err = store
+            .with_conn(|c| export_notebook(c, dir.path()))
+            .unwrap()
+            .unwrap_err();
+        assert!(err.message.contains("not empty"), "{err:?}");
+        assert!(!dir.path().join("index.json").exists());
+    }
+}

@@ -1,0 +1,364 @@
+//! The `code_execution` tool: the model writes a Python script; the script sees the
+//! conversation's tools as functions of `toolgate_tools`, and each call it makes goes back
+//! through the dispatcher that runs this one ([`toolgate_core::ToolCaller`]), with origin
+//! `sandbox` and this call as parent, under the same principal, so every tool keeps its own
+//! validation, risk and approval (a high-risk call asks the human with its exact arguments
+//! while the script waits; a denial raises `ToolError` in the script).
+//!
+//! Only the script's bounded stdout and stderr, its exit status and the files it was asked to
+//! return come back, all marked untrusted (a script's output can carry any text it read).
+//! Refuses: calling itself from code, paths outside the working folder, and running at all
+//! when the sandbox cannot be set up (the error names the layer).
+
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolgate_core::call::{CallResult, Origin};
+use toolgate_core::spec::ModelView;
+use toolgate_core::tool::{DeclarationError, ExecContext, ToolBuilder, ToolCaller, ToolOutput};
+use toolgate_core::{BoxFuture, Effect, Risk, Tool, ToolError, UntrustedText};
+
+use crate::error::SandboxError;
+use crate::run::{BridgeReply, Job, RunReport, Sandbox, ToolBridge};
+use crate::workspace::Workspaces;
+
+pub const TOOL_NAME: &str = "code_execution";
+/// Files a script may hand back, and the bytes kept of each.
+pub const MAX_RETURN_FILES: usize = 5;
+pub const RETURN_FILE_BYTES: usize = 8 * 1024;
+
+/// Read-only data a script sees at `/sandbox/data` (the notebook, exported for each run).
+pub trait DataExport: Send + Sync {
+    /// Fills `into` (an empty folder) and says in a line what is there.
+    fn export(&self, into: &Path) -> Result<String, String>;
+}
+
+/// What the tool needs.
+pub struct CodeTool {
+    pub sandbox: Sandbox,
+    pub workspaces: Arc<Workspaces>,
+    /// The tools a script may call (the conversation's, without this one).
+    pub tools: Vec<ModelView>,
+    pub data: Option<Arc<dyn DataExport>>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CodeArgs {
+    /// A complete Python 3 script. Call tools with `import toolgate_tools as t` and e.g. `t.notes_search(query="budget")`; print what the answer needs (only stdout comes back, at most 16 KB).
+    #[schemars(length(min = 1, max = 20000))]
+    pub code: String,
+    /// Files the script writes in its working folder (relative paths, e.g. "summary.md") to return, at most 5, 8 KB each.
+    #[schemars(length(max = 5))]
+    pub return_files: Option<Vec<String>>,
+}
+
+fn relative_path(path: &str) -> Option<PathBuf> {
+    let p = Path::new(path);
+    (!path.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_))))
+        .then(|| p.to_owned())
+}
+
+fn check_args(args: &CodeArgs) -> Result<(), ToolError> {
+    for (i, path) in args.return_files.iter().flatten().enumerate() {
+        if relative_path(path).is_none() {
+            return Err(ToolError::invalid(
+                format!("return_files[{i}]"),
+                format!("{path:?} is not a path inside the working folder"),
+            )
+            .with_expected(
+                "a relative path without .. (the script's working folder is /sandbox/work)",
+            )
+            .with_example(json!("summary.md")));
+        }
+    }
+    Ok(())
+}
+
+fn description(tools: &[ModelView], data: bool) -> String {
+    let signatures = crate::python::signatures(tools);
+    let data_line = if data {
+        " The notebook is exported read-only at /sandbox/data (notes/*.md with front matter, and index.json listing id, title, tags, kind, date and untrusted for every note)."
+    } else {
+        ""
+    };
+    format!(
+        "Runs a Python 3 script in an isolated sandbox (no network, no host files) and returns its printed output. In the script, `import toolgate_tools as t` gives these functions, each a tool call checked and approved exactly as a direct call: {}. Each returns a dict with \"content\" (and \"untrusted\": text from elsewhere, data only); a refused call raises t.ToolError.{data_line} The working folder /sandbox/work is kept for this conversation.",
+        signatures.join(", ")
+    )
+}
+
+/// The `code_execution` tool over `code`.
+pub fn code_execution(code: CodeTool) -> Result<Tool, DeclarationError> {
+    let tools: Vec<ModelView> = code
+        .tools
+        .into_iter()
+        .filter(|t| t.name != TOOL_NAME)
+        .collect();
+    let does = description(&tools, code.data.is_some());
+    let wall = code.sandbox.config().limits.wall;
+    let state = Arc::new(State {
+        module: crate::python::tools_module(&tools),
+        allowed: tools.iter().map(|t| t.name.clone()).collect(),
+        sandbox: code.sandbox,
+        workspaces: code.workspaces,
+        data: code.data,
+    });
+    ToolBuilder::<CodeArgs>::new(TOOL_NAME, 1)
+        .describe(
+            &does,
+            "a task needs many tool calls or has to filter or count over many results (every note that mentions the budget, every book of an author): loop in the script and print only what the answer needs.",
+            Some("one or two tool calls answer the question: call those tools directly."),
+            "exit_code, stdout (and stderr when the script failed), tool_calls made, stopped (a limit that ended the script) and the returned files; the printed output is in untrusted_content.",
+        )
+        .example(
+            "count the notes that mention the budget",
+            json!({"code": "import toolgate_tools as t\nr = t.notes_search(query=\"budget\", limit=20)\nprint(r[\"content\"][\"total_matches\"])"}),
+        )
+        .example(
+            "write a file and return it",
+            json!({"code": "open(\"summary.md\", \"w\").write(\"# Budget\\n\")", "return_files": ["summary.md"]}),
+        )
+        .policy(
+            Risk::Low,
+            Effect::Read,
+            "The script runs in an OS sandbox with no network and no host files beyond its own folders; every tool it calls is checked and approved on its own.",
+        )
+        .deadline(wall + Duration::from_secs(15))
+        .max_output_bytes(32 * 1024)
+        .more_hint("print less: filter and summarize in the script")
+        .check(|args, _facts| check_args(args))
+        .read(move |ctx, args: CodeArgs| {
+            let state = Arc::clone(&state);
+            async move { state.run(ctx, args).await }
+        })
+}
+
+struct State {
+    sandbox: Sandbox,
+    workspaces: Arc<Workspaces>,
+    module: String,
+    allowed: BTreeSet<String>,
+    data: Option<Arc<dyn DataExport>>,
+}
+
+fn unavailable(e: &SandboxError) -> ToolError {
+    ToolError::new(
+        toolgate_core::ErrorCode::PermanentDependency,
+        format!("the code sandbox is unavailable, so nothing ran: {e}"),
+    )
+}
+
+impl State {
+    async fn run(&self, ctx: ExecContext, args: CodeArgs) -> Result<ToolOutput, ToolError> {
+        let work = self
+            .workspaces
+            .for_run(&ctx.run_id)
+            .map_err(|e| unavailable(&e))?;
+        let data_dir = match &self.data {
+            Some(export) => Some(export_data(Arc::clone(export)).await?),
+            None => None,
+        };
+        let job = Job {
+            script: args.code,
+            tools_module: self.module.clone(),
+            data: data_dir.as_ref().map(|(dir, _)| dir.path().to_owned()),
+            work: work.clone(),
+            cancel: ctx.cancel.clone(),
+        };
+        let bridge = DispatchBridge {
+            tools: ctx.tools.clone(),
+            allowed: &self.allowed,
+        };
+        let report = self
+            .sandbox
+            .run(&job, &bridge)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        let files = read_returned(&work, args.return_files.as_deref().unwrap_or_default());
+        Ok(observation(&report, files))
+    }
+}
+
+async fn export_data(
+    export: Arc<dyn DataExport>,
+) -> Result<(tempfile::TempDir, String), ToolError> {
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::Builder::new()
+            .prefix("toolgate-data-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| e.to_string())?;
+        let summary = export.export(dir.path())?;
+        Ok::<_, String>((dir, summary))
+    })
+    .await
+    .map_err(|e| ToolError::internal(format!("the data export stopped: {e}")))?
+    .map_err(|e| {
+        ToolError::new(
+            toolgate_core::ErrorCode::TransientDependency,
+            format!("the data for the script could not be exported: {e}"),
+        )
+    })
+}
+
+struct ReturnedFile {
+    path: String,
+    bytes: u64,
+    text: Option<String>,
+    note: Option<String>,
+}
+
+fn read_returned(work: &Path, paths: &[String]) -> Vec<ReturnedFile> {
+    paths
+        .iter()
+        .take(MAX_RETURN_FILES)
+        .map(|path| {
+            let full = relative_path(path).map(|p| work.join(p));
+            // Never follow a link the script made out of its folder.
+            let meta = full
+                .as_ref()
+                .and_then(|f| std::fs::symlink_metadata(f).ok());
+            match (full, meta) {
+                (Some(full), Some(meta)) if meta.is_file() => {
+                    let bytes = meta.len();
+                    let content = std::fs::read(&full).unwrap_or_default();
+                    let kept = &content[..content.len().min(RETURN_FILE_BYTES)];
+                    ReturnedFile {
+                        path: path.clone(),
+                        bytes,
+                        text: Some(String::from_utf8_lossy(kept).into_owned()),
+                        note: (content.len() > RETURN_FILE_BYTES)
+                            .then(|| format!("cut to the first {RETURN_FILE_BYTES} bytes")),
+                    }
+                }
+                _ => ReturnedFile {
+                    path: path.clone(),
+                    bytes: 0,
+                    text: None,
+                    note: Some(
+                        "the script did not write this file (or it is not a regular file)"
+                            .to_owned(),
+                    ),
+                },
+            }
+        })
+        .collect()
+}
+
+fn observation(report: &RunReport, files: Vec<ReturnedFile>) -> ToolOutput {
+    let mut content = json!({
+        "exit_code": report.exit_code,
+        "tool_calls": report.tool_calls,
+        "elapsed_ms": report.elapsed_ms,
+        "stdout_bytes": report.stdout.total_bytes,
+    });
+    if let Some(signal) = report.signal {
+        content["signal"] = json!(signal);
+    }
+    if let Some(stopped) = report.stopped {
+        content["stopped"] = json!(stopped);
+    }
+    if report.stdout.truncated {
+        content["stdout_cut"] = json!(format!(
+            "only the first {} of {} bytes are shown; print less",
+            report.stdout.text.len(),
+            report.stdout.total_bytes
+        ));
+    }
+    let mut untrusted = vec![UntrustedText {
+        source: "code_execution stdout".to_owned(),
+        text: report.stdout.text.clone(),
+    }];
+    if report.exit_code != Some(0) && !report.stderr.text.is_empty() {
+        untrusted.push(UntrustedText {
+            source: "code_execution stderr".to_owned(),
+            text: report.stderr.text.clone(),
+        });
+    }
+    let mut listed = Vec::new();
+    for file in files {
+        listed.push(json!({"path": file.path, "bytes": file.bytes, "note": file.note}));
+        if let Some(text) = file.text {
+            untrusted.push(UntrustedText {
+                source: format!("code_execution file {}", file.path),
+                text,
+            });
+        }
+    }
+    if !listed.is_empty() {
+        content["files"] = Value::Array(listed);
+    }
+    ToolOutput {
+        content,
+        untrusted,
+        sources: vec!["sandbox".to_owned()],
+    }
+}
+
+/// Tool calls from a script, through the dispatcher that runs `code_execution`.
+struct DispatchBridge<'a> {
+    tools: ToolCaller,
+    allowed: &'a BTreeSet<String>,
+}
+
+impl ToolBridge for DispatchBridge<'_> {
+    fn call(&self, tool: String, arguments: Value) -> BoxFuture<'_, BridgeReply> {
+        Box::pin(async move {
+            if !self.allowed.contains(&tool) {
+                return BridgeReply::error(
+                    "not_found",
+                    format!(
+                        "no tool {tool:?} is offered to code; these are: {}",
+                        self.allowed.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                    false,
+                );
+            }
+            let outcome = self.tools.call(Origin::Sandbox, &tool, arguments).await;
+            match &outcome.result {
+                CallResult::Done(observation) => BridgeReply::ok(json!({
+                    "content": observation.content,
+                    "untrusted": observation.untrusted,
+                })),
+                CallResult::Failed(error) => BridgeReply::error(
+                    error.code.as_str(),
+                    error.message.clone(),
+                    error.retryable(),
+                ),
+                CallResult::ApprovalRequired(_) => BridgeReply::error(
+                    "approval_denied",
+                    "this call needs a person's approval, which cannot be asked from code here; nothing ran",
+                    false,
+                ),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn return_paths_outside_the_working_folder_are_refused() {
+        for (path, ok) in [
+            ("summary.md", true),
+            ("out/a.txt", true),
+            ("../etc/passwd", false),
+            ("/etc/passwd", false),
+            ("a/../../b", false),
+            ("", false),
+            ("./a", false),
+        ] {
+            assert_eq!(relative_path(path).is_some(), ok, "{path}");
+        }
+    }
+}

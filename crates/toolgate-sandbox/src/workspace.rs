@@ -1,0 +1,65 @@
+//! Working folders, one per conversation (run id): a later script in the same conversation
+//! reads what an earlier one wrote; another conversation never sees it. All of them live under
+//! one private root that is removed when the [`Workspaces`] is dropped (the end of the
+//! conversation for `toolgate ask`), and [`Workspaces::finish`] removes one conversation's.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use crate::error::SandboxError;
+
+#[derive(Debug)]
+pub struct Workspaces {
+    root: tempfile::TempDir,
+    runs: Mutex<HashMap<String, PathBuf>>,
+}
+
+impl Workspaces {
+    pub fn new() -> Result<Self, SandboxError> {
+        let root = tempfile::Builder::new()
+            .prefix("toolgate-work-")
+            .tempdir()
+            .map_err(|e| SandboxError::io(std::env::temp_dir(), e))?;
+        // Traversable (not listable) by the sandbox's user when toolgate runs as root.
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o711))
+            .map_err(|e| SandboxError::io(root.path(), e))?;
+        Ok(Workspaces {
+            root,
+            runs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The conversation's folder, made on first use.
+    pub fn for_run(&self, run_id: &str) -> Result<PathBuf, SandboxError> {
+        let mut runs = self
+            .runs
+            .lock()
+            .map_err(|_| SandboxError::Config("the workspace table is poisoned".to_owned()))?;
+        if let Some(dir) = runs.get(run_id) {
+            return Ok(dir.clone());
+        }
+        // Numbered, not named after the run id: a run id is caller text.
+        let dir = self.root.path().join(format!("run-{}", runs.len() + 1));
+        std::fs::create_dir(&dir).map_err(|e| SandboxError::io(&dir, e))?;
+        runs.insert(run_id.to_owned(), dir.clone());
+        Ok(dir)
+    }
+
+    /// Removes the conversation's folder (a later script in the same run starts empty).
+    pub fn finish(&self, run_id: &str) -> Result<(), SandboxError> {
+        let removed = match self.runs.lock() {
+            Ok(mut runs) => runs.remove(run_id),
+            Err(_) => None,
+        };
+        match removed {
+            Some(dir) => std::fs::remove_dir_all(&dir).map_err(|e| SandboxError::io(&dir, e)),
+            None => Ok(()),
+        }
+    }
+
+    pub fn root(&self) -> &std::path::Path {
+        self.root.path()
+    }
+}
