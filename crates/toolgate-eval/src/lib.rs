@@ -4,6 +4,7 @@
 //! over tasks and runs; reports render the acceptance table, a verdict, JSON and an SVG chart.
 
 pub mod checks;
+pub mod code_mode;
 pub mod output;
 pub mod pages;
 pub mod record;

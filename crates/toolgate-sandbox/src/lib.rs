@@ -19,6 +19,7 @@ pub mod init;
 pub mod python;
 pub mod run;
 pub mod seccomp;
+pub mod source;
 pub mod tool;
 pub mod workspace;
 

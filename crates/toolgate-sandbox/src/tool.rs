@@ -164,8 +164,9 @@ impl State {
             Some(export) => Some(export_data(Arc::clone(export)).await?),
             None => None,
         };
+        let (script, repaired) = crate::source::repair_escaped_newlines(&args.code);
         let job = Job {
-            script: args.code,
+            script,
             tools_module: self.module.clone(),
             data: data_dir.as_ref().map(|(dir, _)| dir.path().to_owned()),
             work: work.clone(),
@@ -181,7 +182,13 @@ impl State {
             .await
             .map_err(|e| unavailable(&e))?;
         let files = read_returned(&work, args.return_files.as_deref().unwrap_or_default());
-        Ok(observation(&report, files))
+        let mut output = observation(&report, files);
+        if repaired > 0 {
+            output.content["note"] = serde_json::json!(format!(
+                "the script was on one line with its line breaks written as \\n; {repaired} of them (outside strings) were read as line breaks. Write real line breaks next time."
+            ));
+        }
+        Ok(output)
     }
 }
 

@@ -189,6 +189,56 @@ pub enum EvalAction {
     /// always-loaded tools, found definitions appended), with 95% CIs. Runs are saved as they
     /// finish; --resume continues, --report-only re-renders the figures.
     ToolSearch(ToolSearchArgs),
+    /// Measure code mode: "find every note that mentions the budget" tool by tool (the notes
+    /// tools) and as one script (`code_execution` only, in the sandbox), on the sample notebook
+    /// and larger ones: tokens in context, calls, turns, wall time, correctness against SQL.
+    CodeMode(CodeModeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CodeModeArgs {
+    /// Generated notes added to the sample notebook, one notebook per entry (0: the sample).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "N,...",
+        default_value = "0,1000"
+    )]
+    pub extra_notes: Vec<usize>,
+    /// Which arms, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "ARM,...",
+        default_value = "tool-by-tool,script,reference-script"
+    )]
+    pub arms: Vec<CodeModeArm>,
+    /// The model (as for `ask`).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Context window of the embedded model, in tokens.
+    #[arg(long, default_value_t = 32_768, value_parser = clap::value_parser!(u32).range(2048..=131_072))]
+    pub ctx: u32,
+    /// Round cap per arm.
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max_rounds: u32,
+    /// Output directory. Default: evals/runs/code-mode-<time>.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Keep the arms already saved in --out and run only the rest.
+    #[arg(long, requires = "out")]
+    pub resume: bool,
+    /// Only re-render report.md from the runs saved in --out (no model, no sandbox).
+    #[arg(long, requires = "out", conflicts_with = "resume")]
+    pub report_only: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CodeModeArm {
+    ToolByTool,
+    Script,
+    /// A stand-in that writes a correct script (what code mode costs when the script is right).
+    ReferenceScript,
 }
 
 #[derive(Debug, clap::Args)]

@@ -394,3 +394,38 @@ fn the_init_subcommand_refuses_to_run_outside_the_sandbox_without_its_config() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("runs only inside the sandbox"));
 }
+
+#[tokio::test]
+async fn the_code_mode_reference_script_finds_every_budget_note_in_one_call() {
+    use toolgate_eval::code_mode::{Arm, CodeMode};
+    let out = tempfile::tempdir().unwrap();
+    let eval = CodeMode {
+        extra_notes: vec![0, 200],
+        arms: vec![Arm::ReferenceScript],
+        sandbox: sandbox_config(),
+        max_rounds: 4,
+        out_dir: out.path().to_owned(),
+        resume: false,
+    };
+    // The stand-in arm never calls the model it is given.
+    let unused = Arc::new(ScriptedModel::new([]));
+    let runs = eval.run(unused, None).await.unwrap();
+    assert_eq!(runs.len(), 2);
+    for run in &runs {
+        assert!(run.correct, "{run:?}");
+        assert_eq!(
+            (run.model_tool_calls, run.dispatcher_calls, run.model_turns),
+            (1, 1, 2)
+        );
+        assert!(run.expected_count > 50, "{run:?}");
+    }
+    // More notes, more matches; the script's context grows only by the ids it prints.
+    assert!(runs[1].expected_count > runs[0].expected_count);
+    assert!(runs[1].context_tokens < runs[0].context_tokens + 4 * (runs[1].expected_count as u64));
+    assert!(out.path().join("runs.jsonl").exists());
+    assert!(
+        out.path()
+            .join("transcript-325-reference-script.json")
+            .exists()
+    );
+}

@@ -17,11 +17,12 @@ use super::{CommandError, runtime};
 use crate::cli::{EvalAction, EvalCommand, EvalRunArgs, SplitName};
 use crate::config::Config;
 
-pub fn run(_config: &Config, command: EvalCommand) -> Result<(), CommandError> {
+pub fn run(config: &Config, command: EvalCommand) -> Result<(), CommandError> {
     match command.action {
         Some(EvalAction::Report { run_dir }) => report(&run_dir),
         Some(EvalAction::TracePair { run_dir }) => pair(&run_dir),
         Some(EvalAction::ToolSearch(args)) => super::tool_search::run(&args),
+        Some(EvalAction::CodeMode(args)) => code_mode(config, &args),
         None => run_suite(&command.run),
     }
 }
@@ -172,4 +173,83 @@ fn pair(dir: &std::path::Path) -> Result<(), CommandError> {
             dir: dir.display().to_string(),
         }),
     }
+}
+
+/// `toolgate eval code-mode`: both arms on each notebook, saved as they finish.
+fn code_mode(config: &Config, args: &crate::cli::CodeModeArgs) -> Result<(), CommandError> {
+    use toolgate_eval::code_mode::{Arm, CodeMode, load_runs, markdown};
+    let out = args.out.clone().unwrap_or_else(|| {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        PathBuf::from(format!("evals/runs/code-mode-{secs}"))
+    });
+    let write_report = |runs: &[toolgate_eval::code_mode::ArmRun]| -> Result<(), CommandError> {
+        let table = markdown(runs);
+        let report = out.join("report.md");
+        std::fs::write(&report, &table)?;
+        print!("{table}");
+        eprintln!("toolgate: report in {}", report.display());
+        Ok(())
+    };
+    if args.report_only {
+        let runs = load_runs(&out).map_err(|e| CommandError::RunFailed(e.to_string()))?;
+        if runs.is_empty() {
+            return Err(CommandError::Usage(format!(
+                "{} holds no code-mode runs",
+                out.display()
+            )));
+        }
+        return write_report(&runs);
+    }
+    let init = toolgate_sandbox::InitProgram::this_executable(crate::SANDBOX_INIT)?;
+    let sandbox = config.sandbox.config(init);
+    // Checked before the model loads: a machine without the sandbox fails in a second.
+    toolgate_sandbox::Sandbox::new(sandbox.clone()).map_err(toolgate_wiring::WiringError::from)?;
+    let eval = CodeMode {
+        extra_notes: args.extra_notes.clone(),
+        arms: args
+            .arms
+            .iter()
+            .map(|a| match a {
+                crate::cli::CodeModeArm::ToolByTool => Arm::ToolByTool,
+                crate::cli::CodeModeArm::Script => Arm::Script,
+                crate::cli::CodeModeArm::ReferenceScript => Arm::ReferenceScript,
+            })
+            .collect(),
+        sandbox,
+        max_rounds: args.max_rounds,
+        out_dir: out.clone(),
+        resume: args.resume,
+    };
+    let spec = super::ask::choose_model(args.model.as_deref())?;
+    let model = super::ask::load_model(&spec, args.ctx, true)?;
+    eprintln!(
+        "toolgate: code-mode measurement with {}: notebooks +{:?} notes, arms {:?}; saved in {} as they finish",
+        model.name(),
+        eval.extra_notes,
+        args.arms,
+        out.display()
+    );
+    let rt = runtime()?;
+    let progress = |r: &toolgate_eval::code_mode::ArmRun| {
+        eprintln!(
+            "  {} notes, {}: {} tokens in context, {} model calls, {} run, {} turns, {:.0} s, {}/{} ids, {}",
+            r.notes,
+            r.arm.as_str(),
+            r.context_tokens,
+            r.model_tool_calls,
+            r.dispatcher_calls,
+            r.model_turns,
+            r.wall_ms as f64 / 1000.0,
+            r.found,
+            r.expected_count,
+            if r.correct { "correct" } else { "not correct" }
+        );
+    };
+    let runs = rt
+        .block_on(eval.run(model, Some(&progress)))
+        .map_err(|e| CommandError::RunFailed(e.to_string()))?;
+    write_report(&runs)
 }
