@@ -41,6 +41,9 @@ pub enum Arm {
     /// The script arm with a stand-in model that writes a correct script and answers with
     /// what it printed: what code mode costs when the script is right (labelled as such).
     ReferenceScript,
+    /// The tool-by-tool arm with a stand-in that pages through every `notes_search` result
+    /// and answers with every id: what tool by tool costs when it is done completely.
+    ReferenceToolByTool,
 }
 
 impl Arm {
@@ -49,6 +52,20 @@ impl Arm {
             Arm::ToolByTool => "tool-by-tool",
             Arm::Script => "script",
             Arm::ReferenceScript => "reference-script",
+            Arm::ReferenceToolByTool => "reference-tool-by-tool",
+        }
+    }
+
+    /// Whether a stand-in, not the model, plays this arm.
+    pub fn is_reference(self) -> bool {
+        matches!(self, Arm::ReferenceScript | Arm::ReferenceToolByTool)
+    }
+
+    /// Whether the model is shown `code_execution` only.
+    fn code(self) -> bool {
+        match self {
+            Arm::Script | Arm::ReferenceScript => true,
+            Arm::ToolByTool | Arm::ReferenceToolByTool => false,
         }
     }
 }
@@ -151,27 +168,94 @@ for entry in index:
 print(len(ids), 'notes mention the budget:', ', '.join(str(i) for i in ids))
 "#;
 
+/// Rounds a stand-in may take (a page of 20 hits per round: 4,000 matches).
+const REFERENCE_MAX_ROUNDS: u32 = 200;
+
+fn stand_in_response(
+    name: &str,
+    text: String,
+    call: Option<toolgate_llm::ToolCall>,
+) -> ModelResponse {
+    ModelResponse {
+        text,
+        stop_reason: if call.is_some() {
+            toolgate_llm::StopReason::ToolUse
+        } else {
+            toolgate_llm::StopReason::EndTurn
+        },
+        tool_calls: call.into_iter().collect(),
+        usage: toolgate_llm::Usage {
+            input_tokens: 0,
+            output_tokens: 0,
+            cached_input_tokens: 0,
+        },
+        model: name.to_owned(),
+    }
+}
+
+/// The tool results of a conversation, parsed, oldest first.
+fn tool_results(request: &ModelRequest) -> Vec<serde_json::Value> {
+    request
+        .messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            toolgate_llm::ContentBlock::ToolResult(r) => serde_json::from_str(&r.content).ok(),
+            toolgate_llm::ContentBlock::Text { .. } | toolgate_llm::ContentBlock::ToolCall(_) => {
+                None
+            }
+        })
+        .collect()
+}
+
+/// The stand-in of [`Arm::ReferenceToolByTool`]: `notes_search` for "budget", 20 hits a
+/// page, each next page until none is left, then every id it read.
+struct ReferencePaging;
+
+impl Model for ReferencePaging {
+    fn name(&self) -> String {
+        "reference-tool-by-tool".to_owned()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelResponse, LlmError>> {
+        let results = tool_results(request);
+        let next = match results.last() {
+            None => Some(0),
+            Some(last) => last["result"]["next_offset"].as_u64(),
+        };
+        let response = match next {
+            Some(offset) => stand_in_response(
+                &self.name(),
+                String::new(),
+                Some(toolgate_llm::ToolCall {
+                    id: format!("page-{offset}"),
+                    name: "notes_search".to_owned(),
+                    arguments: serde_json::json!({"query": "budget", "limit": 20, "offset": offset}),
+                }),
+            ),
+            None => {
+                let ids: Vec<String> = results
+                    .iter()
+                    .flat_map(|r| r["result"]["hits"].as_array().cloned().unwrap_or_default())
+                    .filter_map(|h| h["id"].as_i64().map(|id| id.to_string()))
+                    .collect();
+                stand_in_response(
+                    &self.name(),
+                    format!("{} notes mention the budget: {}", ids.len(), ids.join(", ")),
+                    None,
+                )
+            }
+        };
+        Box::pin(async move { Ok(response) })
+    }
+}
+
 /// The stand-in of [`Arm::ReferenceScript`]: calls `code_execution` with
 /// [`REFERENCE_SCRIPT`], then answers with what the script printed.
 struct ReferenceScript;
-
-impl ReferenceScript {
-    fn printed(request: &ModelRequest) -> Option<String> {
-        let result = request.messages.iter().rev().find_map(|m| {
-            m.content.iter().find_map(|b| match b {
-                toolgate_llm::ContentBlock::ToolResult(r) => Some(r.content.clone()),
-                toolgate_llm::ContentBlock::Text { .. }
-                | toolgate_llm::ContentBlock::ToolCall(_) => None,
-            })
-        })?;
-        let value: serde_json::Value = serde_json::from_str(&result).ok()?;
-        value["untrusted_content"]
-            .as_array()?
-            .iter()
-            .find(|u| u["source"] == "code_execution stdout")
-            .and_then(|u| u["text"].as_str().map(str::to_owned))
-    }
-}
 
 impl Model for ReferenceScript {
     fn name(&self) -> String {
@@ -182,30 +266,26 @@ impl Model for ReferenceScript {
         &'a self,
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<ModelResponse, LlmError>> {
-        let usage = toolgate_llm::Usage {
-            input_tokens: 0,
-            output_tokens: 0,
-            cached_input_tokens: 0,
-        };
-        let response = match Self::printed(request) {
-            Some(text) => ModelResponse {
-                text,
-                tool_calls: Vec::new(),
-                stop_reason: toolgate_llm::StopReason::EndTurn,
-                usage,
-                model: self.name(),
-            },
-            None => ModelResponse {
-                text: String::new(),
-                tool_calls: vec![toolgate_llm::ToolCall {
+        let printed = tool_results(request).last().map(|result| {
+            result["untrusted_content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|u| u["source"] == "code_execution stdout")
+                .filter_map(|u| u["text"].as_str())
+                .collect::<String>()
+        });
+        let response = match printed {
+            Some(text) => stand_in_response(&self.name(), text, None),
+            None => stand_in_response(
+                &self.name(),
+                String::new(),
+                Some(toolgate_llm::ToolCall {
                     id: "reference-1".to_owned(),
                     name: toolgate_sandbox::tool::TOOL_NAME.to_owned(),
                     arguments: serde_json::json!({ "code": REFERENCE_SCRIPT }),
-                }],
-                stop_reason: toolgate_llm::StopReason::ToolUse,
-                usage,
-                model: self.name(),
-            },
+                }),
+            ),
         };
         Box::pin(async move { Ok(response) })
     }
@@ -256,16 +336,11 @@ impl CodeMode {
         &self,
         extra: usize,
         arm: Arm,
-    ) -> Result<(Store, BTreeSet<i64>, usize), CodeModeError> {
+    ) -> Result<(Store, BTreeSet<i64>, usize, PathBuf), CodeModeError> {
         let dir = self.out_dir.join("notebooks");
         std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
         let path = dir.join(format!("notes-{extra}-{}.sqlite", arm.as_str()));
-        for suffix in ["", "-wal", "-shm"] {
-            let file = PathBuf::from(format!("{}{suffix}", path.display()));
-            if file.exists() {
-                std::fs::remove_file(&file).map_err(|e| io(&file, e))?;
-            }
-        }
+        remove_db(&path)?;
         let notes = toolgate_notes::NotesStore::init_sample(&path)
             .map_err(|e| CodeModeError::Store(e.to_string()))?;
         if extra > 0 {
@@ -288,7 +363,7 @@ impl CodeMode {
             .map_err(|e| CodeModeError::Store(e.to_string()))?;
         drop(notes);
         let store = Store::open(StoreKind::Notes, &path)?;
-        Ok((store, truth, usize::try_from(total).unwrap_or(0)))
+        Ok((store, truth, usize::try_from(total).unwrap_or(0), path))
     }
 
     fn saved(&self, model: &str) -> Result<Vec<ArmRun>, CodeModeError> {
@@ -324,13 +399,20 @@ impl CodeMode {
         };
         for &extra in &self.extra_notes {
             for &arm in &self.arms {
-                let (store, truth, total) = self.notebook(extra, arm)?;
-                if runs.iter().any(|r| r.arm == arm && r.notes == total) {
-                    continue;
-                }
-                let run = self
-                    .run_arm(Arc::clone(&model), arm, &store, &truth, total)
-                    .await?;
+                let (store, truth, total, path) = self.notebook(extra, arm)?;
+                let done = runs.iter().any(|r| r.arm == arm && r.notes == total);
+                let run = if done {
+                    None
+                } else {
+                    Some(
+                        self.run_arm(Arc::clone(&model), arm, &store, &truth, total)
+                            .await?,
+                    )
+                };
+                // The notebook is rebuilt from the seed for every arm; it is not kept.
+                drop(store);
+                remove_db(&path)?;
+                let Some(run) = run else { continue };
                 let mut line = serde_json::to_string(&run).unwrap_or_default();
                 line.push('\n');
                 use std::io::Write as _;
@@ -360,7 +442,7 @@ impl CodeMode {
         let trace = Arc::new(MemoryTrace::default());
         let seat = Seat::new(Principal::local("local-user", &[])).with_trace(trace.clone());
         let extra = ExtraTools {
-            code: (arm != Arm::ToolByTool).then(|| CodeOptions {
+            code: arm.code().then(|| CodeOptions {
                 sandbox: self.sandbox.clone(),
                 export_notes: true,
             }),
@@ -375,6 +457,7 @@ impl CodeMode {
         )?;
         let model: Arc<dyn Model> = match arm {
             Arm::ReferenceScript => Arc::new(ReferenceScript),
+            Arm::ReferenceToolByTool => Arc::new(ReferencePaging),
             Arm::ToolByTool | Arm::Script => model,
         };
         let metered = Arc::new(Metered {
@@ -383,8 +466,14 @@ impl CodeMode {
         });
         let agent = Agent::new(metered.clone(), ready.dispatcher, ready.principal).with_config(
             AgentConfig {
-                max_rounds: self.max_rounds,
-                offered: (arm != Arm::ToolByTool)
+                // A stand-in pages as far as the data goes (bounded all the same).
+                max_rounds: if arm.is_reference() {
+                    REFERENCE_MAX_ROUNDS
+                } else {
+                    self.max_rounds
+                },
+                offered: arm
+                    .code()
                     .then(|| vec![toolgate_sandbox::tool::TOOL_NAME.to_owned()]),
                 ..AgentConfig::default()
             },
@@ -434,6 +523,17 @@ impl CodeMode {
     }
 }
 
+/// Removes an SQLite file and its journal files.
+fn remove_db(path: &Path) -> Result<(), CodeModeError> {
+    for suffix in ["", "-wal", "-shm"] {
+        let file = PathBuf::from(format!("{}{suffix}", path.display()));
+        if file.exists() {
+            std::fs::remove_file(&file).map_err(|e| io(&file, e))?;
+        }
+    }
+    Ok(())
+}
+
 /// The runs saved in `out_dir` (none when it has no runs file).
 pub fn load_runs(out_dir: &Path) -> Result<Vec<ArmRun>, CodeModeError> {
     let path = out_dir.join(RUNS_FILE);
@@ -449,8 +549,16 @@ pub fn load_runs(out_dir: &Path) -> Result<Vec<ArmRun>, CodeModeError> {
         .collect())
 }
 
-/// The report table.
+/// The report table: by notebook size, then arm.
 pub fn markdown(runs: &[ArmRun]) -> String {
+    let order = [
+        Arm::ToolByTool,
+        Arm::Script,
+        Arm::ReferenceToolByTool,
+        Arm::ReferenceScript,
+    ];
+    let mut runs: Vec<&ArmRun> = runs.iter().collect();
+    runs.sort_by_key(|r| (r.notes, order.iter().position(|a| *a == r.arm)));
     let mut out = String::from(
         "| notes | arm | tokens in context (o200k) | model's own prompt count | input tokens, all turns | model tool calls | calls run | model turns | wall s | ids found | wrong ids | count right | correct |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );

@@ -63,3 +63,38 @@ impl Workspaces {
         self.root.path()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_conversation_keeps_its_folder_and_another_gets_its_own() {
+        let spaces = Workspaces::new().unwrap();
+        let a = spaces.for_run("run-a").unwrap();
+        std::fs::write(a.join("state.txt"), "kept").unwrap();
+        assert_eq!(spaces.for_run("run-a").unwrap(), a);
+        let b = spaces.for_run("run-b").unwrap();
+        assert_ne!(a, b);
+        assert_eq!(std::fs::read_dir(&b).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn finishing_a_conversation_removes_its_folder_and_dropping_removes_them_all() {
+        let spaces = Workspaces::new().unwrap();
+        let a = spaces.for_run("run-a").unwrap();
+        let b = spaces.for_run("run-b").unwrap();
+        spaces.finish("run-a").unwrap();
+        assert!(!a.exists() && b.exists());
+        let root = spaces.root().to_owned();
+        drop(spaces);
+        assert!(!root.exists() && !b.exists());
+    }
+
+    #[test]
+    fn a_run_id_never_names_a_path() {
+        let spaces = Workspaces::new().unwrap();
+        let dir = spaces.for_run("../../etc").unwrap();
+        assert_eq!(dir.parent(), Some(spaces.root()));
+    }
+}

@@ -239,6 +239,9 @@ pub enum CodeModeArm {
     Script,
     /// A stand-in that writes a correct script (what code mode costs when the script is right).
     ReferenceScript,
+    /// A stand-in that pages through every search result (what tool by tool costs when done
+    /// completely).
+    ReferenceToolByTool,
 }
 
 #[derive(Debug, clap::Args)]

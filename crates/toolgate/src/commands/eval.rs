@@ -216,6 +216,7 @@ fn code_mode(config: &Config, args: &crate::cli::CodeModeArgs) -> Result<(), Com
                 crate::cli::CodeModeArm::ToolByTool => Arm::ToolByTool,
                 crate::cli::CodeModeArm::Script => Arm::Script,
                 crate::cli::CodeModeArm::ReferenceScript => Arm::ReferenceScript,
+                crate::cli::CodeModeArm::ReferenceToolByTool => Arm::ReferenceToolByTool,
             })
             .collect(),
         sandbox,
