@@ -52,6 +52,9 @@ pub struct AgentConfig {
     /// Show the model only these tools (the others stay callable by tools that call tools,
     /// such as `code_execution`'s scripts); `None` shows every tool of the principal.
     pub offered: Option<Vec<String>>,
+    /// The run's sampling seed (with a `temperature` that samples); each round's request gets
+    /// it plus the round number.
+    pub seed: Option<u64>,
 }
 
 impl Default for AgentConfig {
@@ -64,6 +67,7 @@ impl Default for AgentConfig {
             system: Some(DEFAULT_SYSTEM_PROMPT.into()),
             deferral: Some(DeferralConfig::default()),
             offered: None,
+            seed: None,
         }
     }
 }
@@ -247,6 +251,8 @@ impl Agent {
                 temperature: self.config.temperature,
                 parallel_tool_calls: true,
                 stable_tools: tools.is_deferred().then(|| tools.standing()),
+                // One seed per round, from the run's: a run with the same seed repeats.
+                seed: self.config.seed.map(|s| s.wrapping_add(u64::from(round))),
             };
             self.notify(&AgentEvent::Request {
                 round,

@@ -5,6 +5,7 @@
 
 pub mod checks;
 pub mod code_mode;
+pub mod metrics;
 pub mod output;
 pub mod pages;
 pub mod record;

@@ -94,6 +94,10 @@ pub struct RunRecord {
     pub cached_input_tokens: u64,
     pub calls: Vec<CallRecord>,
     pub seconds: f64,
+    /// The run's sampling seed, when the eval sampled (absent for greedy runs and in
+    /// records made before seeds were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 impl RunRecord {

@@ -28,6 +28,8 @@ pub struct ToolsetSummary {
     pub pass_hat_k: Option<f64>,
     pub k: usize,
     pub failures: BTreeMap<String, usize>,
+    /// Wrong-tool and invalid-argument rates, repeats, where failures happened.
+    pub design: crate::metrics::DesignMetrics,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,6 +103,7 @@ fn summarize(toolset: &str, records: &[&RunRecord]) -> Option<ToolsetSummary> {
         pass_hat_k: stats::pass_hat_k(&counts, k),
         k,
         failures,
+        design: crate::metrics::design_metrics(records),
     })
 }
 
@@ -248,6 +251,25 @@ pub fn markdown(report: &Report) -> String {
     }
     if let Some(v) = &report.verdict {
         out.push_str(&format!("\n**Verdict:** {}\n", v.text));
+    }
+    out.push_str("\n## Tool-design metrics\n\n| toolset | wrong tool | invalid arguments | repeated calls (same arguments) | calls per successful run | failed at first call / later call / final answer |\n| --- | --- | --- | --- | --- | --- |\n");
+    for s in &report.toolsets {
+        let d = &s.design;
+        let share = |x: crate::metrics::Share| {
+            format!("{:.1}% ({}/{})", x.rate() * 100.0, x.count, x.total)
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} / {} / {} |\n",
+            s.toolset,
+            share(d.wrong_tool),
+            share(d.invalid_argument),
+            share(d.repeated),
+            d.calls_per_success
+                .map_or("-".into(), |c| format!("{c:.2}")),
+            d.failed_at_first_call,
+            d.failed_at_later_call,
+            d.failed_at_final_answer
+        ));
     }
     out.push_str("\n## Failures by kind\n\n| toolset | kind | runs |\n| --- | --- | --- |\n");
     for s in &report.toolsets {
@@ -416,6 +438,7 @@ mod tests {
             pass_hat_k: None,
             k: 3,
             failures: BTreeMap::new(),
+            design: crate::metrics::design_metrics(&[]),
         }
     }
 

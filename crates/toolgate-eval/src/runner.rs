@@ -41,6 +41,9 @@ pub struct Plan {
     pub tasks: Vec<String>,
     pub max_rounds: u32,
     pub temperature: Option<f32>,
+    /// The base of every run's sampling seed (absent in plans made before seeds existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +90,9 @@ pub struct Runner {
     pub task_ids: Option<Vec<String>>,
     pub max_rounds: u32,
     pub temperature: Option<f32>,
+    /// The base of each run's seed when `temperature` samples ([`run_seed`]); recorded in the
+    /// plan and in each run, so a run can be repeated exactly.
+    pub seed: u64,
     pub out_dir: PathBuf,
     /// Folder served on 127.0.0.1 for clip tasks; `{pages}` in a prompt becomes its base URL.
     pub pages_dir: Option<PathBuf>,
@@ -121,7 +127,13 @@ impl Runner {
             tasks: tasks.iter().map(|t| t.id.clone()).collect(),
             max_rounds: self.max_rounds,
             temperature: self.temperature,
+            seed: self.samples().then_some(self.seed),
         }
+    }
+
+    /// Whether runs sample (a temperature above zero); greedy runs need no seed.
+    fn samples(&self) -> bool {
+        self.temperature.is_some_and(|t| t > 0.0)
     }
 
     /// The tasks this eval runs, after checking the settings that need no model (runs,
@@ -272,6 +284,7 @@ impl Runner {
         index: usize,
     ) -> Result<RunRecord, RunnerError> {
         let (store, pages, model) = (target.store, target.pages, Arc::clone(&target.model));
+        let seed = self.samples().then(|| run_seed(self.seed, &task.id, index));
         let trace = Arc::new(MemoryTrace::default());
         // No human takes part in an eval: no approval channel, so every call that needs one
         // is denied.
@@ -281,6 +294,7 @@ impl Runner {
             .with_config(AgentConfig {
                 max_rounds: self.max_rounds,
                 temperature: self.temperature,
+                seed,
                 ..AgentConfig::default()
             })
             .with_trace(trace);
@@ -338,6 +352,7 @@ impl Runner {
             cached_input_tokens: result.usage.cached_input_tokens,
             calls,
             seconds,
+            seed,
         })
     }
 }
@@ -409,7 +424,19 @@ fn plan_differences(a: &Plan, b: &Plan) -> Vec<String> {
     differ("tasks", a.tasks == b.tasks);
     differ("max rounds", a.max_rounds == b.max_rounds);
     differ("temperature", a.temperature == b.temperature);
+    differ("seed", a.seed == b.seed);
     out
+}
+
+/// A run's seed: the same for a task's `index`-th run under every toolset (so a paired
+/// comparison samples alike), different across tasks and runs.
+pub fn run_seed(base: u64, task: &str, index: usize) -> u64 {
+    // FNV-1a over the task id: stable across platforms and releases.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in task.bytes() {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    base.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ hash.wrapping_add(index as u64)
 }
 
 /// Why a JSON Lines record file could not be read.

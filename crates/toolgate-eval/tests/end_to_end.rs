@@ -145,6 +145,7 @@ fn runner(dir: &std::path::Path, runs: usize, resume: bool, stop: Arc<AtomicBool
         task_ids: None,
         max_rounds: 6,
         temperature: None,
+        seed: 1,
         out_dir: dir.to_path_buf(),
         pages_dir: None,
         resume,
@@ -273,4 +274,93 @@ async fn suite_runs_persists_resumes_after_interruption_and_reports() {
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(json["runs"].as_array().unwrap().len(), 8);
+}
+
+/// A model that samples: the count it answers with depends on the request's seed (as a real
+/// sampler's choice does), and the same seed always gives the same answer.
+struct SeededGuesser;
+
+impl Model for SeededGuesser {
+    fn name(&self) -> String {
+        "seeded-guesser".into()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<ModelResponse, LlmError>> {
+        Box::pin(async move {
+            let seed = request
+                .seed
+                .expect("a sampling eval sends each request a seed");
+            // A small deterministic mix of the seed, as a sampler's random stream would be.
+            let guess = (seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 61) + 1;
+            Ok(ScriptedModel::answer(&format!("There are {guess} books.")))
+        })
+    }
+}
+
+fn sampling_runner(dir: &std::path::Path, seed: u64) -> Runner {
+    Runner {
+        toolsets: vec![ToolsetName::BooksV2],
+        task_ids: Some(vec!["collins-count".into()]),
+        runs: 4,
+        temperature: Some(0.7),
+        seed,
+        ..runner(dir, 4, false, Arc::new(AtomicBool::new(false)))
+    }
+}
+
+async fn answers(dir: &std::path::Path, seed: u64) -> Vec<(Option<String>, Option<u64>)> {
+    sampling_runner(dir, seed)
+        .run(Arc::new(SeededGuesser), None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.answer, r.seed))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampled_runs_differ_by_seed_and_the_same_seed_repeats_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = answers(&dir.path().join("a"), 7).await;
+    let again = answers(&dir.path().join("b"), 7).await;
+    let other = answers(&dir.path().join("c"), 8).await;
+    assert_eq!(first, again, "the same seed must reproduce every run");
+    assert_ne!(first, other, "another seed must be able to change the runs");
+    // Each run records its own seed, and the runs of one eval differ from each other.
+    let seeds: std::collections::BTreeSet<_> = first.iter().map(|(_, s)| s.unwrap()).collect();
+    assert_eq!(seeds.len(), 4);
+    let plan: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("a").join("plan.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(plan["seed"], 7);
+    assert!((plan["temperature"].as_f64().unwrap() - 0.7).abs() < 1e-6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_refuses_another_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("eval");
+    answers(&out, 7).await;
+    let err = Runner {
+        resume: true,
+        ..sampling_runner(&out, 8)
+    }
+    .run(Arc::new(SeededGuesser), None)
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&err, RunnerError::Mismatch { differences, .. } if differences == "seed"),
+        "{err}"
+    );
+}
+
+#[test]
+fn greedy_runs_record_no_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let runner = runner(dir.path(), 1, false, Arc::new(AtomicBool::new(false)));
+    assert_eq!(runner.plan("m", &[]).seed, None);
 }

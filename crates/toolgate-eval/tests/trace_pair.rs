@@ -153,6 +153,7 @@ async fn trace_pair_shows_the_terse_error_stuck_and_the_teaching_error_fixed() {
         task_ids: None,
         max_rounds: 6,
         temperature: None,
+        seed: 1,
         out_dir: dir.path().join("eval"),
         pages_dir: None,
         resume: false,

@@ -59,6 +59,10 @@ fn build(request: &ModelRequest, model: &str, max_tokens_field: &str) -> Value {
     if let Some(t) = request.temperature {
         body.insert("temperature".into(), temperature_json(t));
     }
+    // Chat Completions' documented `seed` (best-effort determinism); sent only when set.
+    if let Some(seed) = request.seed {
+        body.insert("seed".into(), json!(seed));
+    }
     Value::Object(body)
 }
 
@@ -401,6 +405,15 @@ pub fn parse_error(status: u16, body: &str) -> LlmError {
 mod tests {
     use super::*;
     use crate::ToolResult;
+
+    #[test]
+    fn a_seed_is_sent_only_when_the_request_names_one() {
+        let mut request = ModelRequest::new(vec![Message::user_text("hi")], Vec::new());
+        assert!(build_request(&request, "m").get("seed").is_none());
+        request.seed = Some(42);
+        request.temperature = Some(0.7);
+        assert_eq!(build_request(&request, "m")["seed"], json!(42));
+    }
 
     #[test]
     fn prevents_strict_mode_rejecting_a_schema() {

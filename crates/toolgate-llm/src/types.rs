@@ -124,6 +124,11 @@ pub struct ModelRequest {
     /// tool already sent never change when more are appended. `None`: all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stable_tools: Option<usize>,
+    /// The sampling seed for this call when `temperature` samples: the same seed and request
+    /// give the same answer (the embedded model; OpenAI's `seed`, best effort). `None`: the
+    /// engine's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 impl ModelRequest {
@@ -137,6 +142,7 @@ impl ModelRequest {
             temperature: None,
             parallel_tool_calls: true,
             stable_tools: None,
+            seed: None,
         }
     }
 }

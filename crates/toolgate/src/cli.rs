@@ -316,6 +316,11 @@ pub struct EvalRunArgs {
     /// otherwise).
     #[arg(long)]
     pub temperature: Option<f32>,
+    /// With a sampling --temperature: the base of every run's seed (each run's seed is
+    /// derived from it, the task and the run number, and recorded in the run), so a run
+    /// can be repeated exactly; --resume refuses another one.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     /// Context window of the embedded model, in tokens (v1's full listing needs about 20k).
     #[arg(long, default_value_t = 32_768, value_parser = clap::value_parser!(u32).range(2048..=131_072))]
     pub ctx: u32,

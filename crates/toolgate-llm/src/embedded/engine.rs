@@ -288,7 +288,7 @@ impl Engine {
     fn sampler_chain(
         &self,
         constrained: Option<&str>,
-        temperature: Option<f32>,
+        (temperature, seed): (Option<f32>, Option<u64>),
     ) -> Result<LlamaSampler, LlmError> {
         let mut chain = Vec::new();
         if let Some(grammar_text) = constrained {
@@ -300,7 +300,9 @@ impl Engine {
         match temperature {
             Some(t) if t > 0.0 => {
                 chain.push(LlamaSampler::temp(t));
-                chain.push(LlamaSampler::dist(self.config.seed));
+                // The request's seed when it names one (an eval run's), folded to 32 bits.
+                let seed = seed.map_or(self.config.seed, |s| (s ^ (s >> 32)) as u32);
+                chain.push(LlamaSampler::dist(seed));
             }
             _ => chain.push(LlamaSampler::greedy()),
         }
@@ -334,10 +336,10 @@ impl Engine {
     ) -> Result<(String, usize, bool), LlmError> {
         let grammar_text = self.tool_grammar(request)?;
         let must_call = matches!(request.tool_choice, ToolChoice::Any | ToolChoice::Tool(_));
-        let mut free = self.sampler_chain(None, request.temperature)?;
+        let mut free = self.sampler_chain(None, (request.temperature, request.seed))?;
         let mut sampler = match (&grammar_text, must_call) {
-            (Some(g), true) => self.sampler_chain(Some(g), request.temperature)?,
-            _ => self.sampler_chain(None, request.temperature)?,
+            (Some(g), true) => self.sampler_chain(Some(g), (request.temperature, request.seed))?,
+            _ => self.sampler_chain(None, (request.temperature, request.seed))?,
         };
         let mut logits_index = first_logits_index;
         let vocab = self.model.vocab();
@@ -359,7 +361,8 @@ impl Engine {
                     .is_some_and(|b| matches!(b, b'<' | b'`' | b'{'));
                 match (&grammar_text, starts_call) {
                     (Some(g), true) => {
-                        sampler = self.sampler_chain(Some(g), request.temperature)?;
+                        sampler =
+                            self.sampler_chain(Some(g), (request.temperature, request.seed))?;
                         sampler.sample(&self.ctx, logits_index)
                     }
                     _ => first,

@@ -89,6 +89,7 @@ pub fn conversation() -> ModelRequest {
         temperature: Some(0.2),
         parallel_tool_calls: true,
         stable_tools: None,
+        seed: None,
     }
 }
 

@@ -66,6 +66,7 @@ fn run_suite(args: &EvalRunArgs) -> Result<(), CommandError> {
         task_ids: args.tasks.clone(),
         max_rounds: args.max_rounds,
         temperature: args.temperature,
+        seed: args.seed,
         out_dir: out.clone(),
         pages_dir,
         resume: args.resume,
