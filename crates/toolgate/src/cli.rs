@@ -321,6 +321,11 @@ pub struct EvalRunArgs {
     /// can be repeated exactly; --resume refuses another one.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Turn off the embedded model's call grammar: calls are parsed as the model wrote them
+    /// (as with an API whose strict mode is off), so invalid arguments reach the tools and
+    /// their error messages. The model's name ends in `+unconstrained` in the plan and report.
+    #[arg(long)]
+    pub unconstrained: bool,
     /// Context window of the embedded model, in tokens (v1's full listing needs about 20k).
     #[arg(long, default_value_t = 32_768, value_parser = clap::value_parser!(u32).range(2048..=131_072))]
     pub ctx: u32,

@@ -415,3 +415,28 @@ fn eval_tool_search_report_re_renders_the_committed_measurement_byte_for_byte() 
         );
     }
 }
+
+#[test]
+fn unconstrained_calls_are_refused_for_a_model_whose_strictness_is_the_providers() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = repo_evals().join("books.toml");
+    let out = toolgate(
+        &[
+            "eval",
+            "--suite",
+            suite.to_str().unwrap(),
+            "--toolset",
+            "books-v2",
+            "--unconstrained",
+            "--model",
+            "anthropic:claude-x",
+        ],
+        dir.path(),
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--unconstrained applies to the embedded model only"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -38,6 +38,10 @@ pub struct EmbeddedConfig {
     pub seed: u32,
     /// Keep the KV cache between calls and process only what changed.
     pub reuse_kv: bool,
+    /// Constrain a tool call, once the model starts one, to the offered tools' schemas (a
+    /// grammar). Off, calls are parsed as the model wrote them, as with an API whose strict
+    /// mode is off; the model's name then ends in `+unconstrained`.
+    pub constrain_calls: bool,
 }
 
 impl EmbeddedConfig {
@@ -50,6 +54,7 @@ impl EmbeddedConfig {
             n_batch: 512,
             seed: 1234,
             reuse_kv: true,
+            constrain_calls: true,
         }
     }
 }
@@ -310,6 +315,9 @@ impl Engine {
     }
 
     fn tool_grammar(&self, request: &ModelRequest) -> Result<Option<String>, LlmError> {
+        if !self.config.constrain_calls {
+            return Ok(None);
+        }
         let offered: Vec<&crate::ToolDefinition> = match &request.tool_choice {
             ToolChoice::None => return Ok(None),
             ToolChoice::Tool(name) => request.tools.iter().filter(|t| &t.name == name).collect(),

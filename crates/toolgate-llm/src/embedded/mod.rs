@@ -54,6 +54,11 @@ pub struct EmbeddedModel {
 impl EmbeddedModel {
     /// Loads the model (seconds) on a new worker thread; `progress` hears about long work.
     pub fn load(config: EmbeddedConfig, progress: Option<ProgressFn>) -> Result<Self, LlmError> {
+        let suffix = if config.constrain_calls {
+            ""
+        } else {
+            "+unconstrained"
+        };
         let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<String, LlmError>>();
         let stats = Arc::new(Mutex::new(EngineStats::default()));
@@ -85,7 +90,7 @@ impl EmbeddedModel {
             .recv()
             .map_err(|_| LlmError::Engine("the model thread stopped while loading".into()))??;
         Ok(EmbeddedModel {
-            name: format!("embedded:{model}"),
+            name: format!("embedded:{model}{suffix}"),
             jobs: Mutex::new(jobs_tx),
             stats,
         })

@@ -186,6 +186,22 @@ pub(super) fn load_model(
     ctx: u32,
     announce: bool,
 ) -> Result<Arc<dyn Model>, CommandError> {
+    load_model_with(spec, ctx, announce, true)
+}
+
+/// As [`load_model`]; `constrain_calls` false turns the embedded model's call grammar off
+/// (refused for other models, whose strictness is the provider's).
+pub(super) fn load_model_with(
+    spec: &ModelSpec,
+    ctx: u32,
+    announce: bool,
+    constrain_calls: bool,
+) -> Result<Arc<dyn Model>, CommandError> {
+    if !constrain_calls && !matches!(spec, ModelSpec::Embedded(_)) {
+        return Err(CommandError::Usage(
+            "--unconstrained applies to the embedded model only (a remote model's strict mode is the provider's setting)".into(),
+        ));
+    }
     Ok(match spec {
         ModelSpec::Embedded(path) => {
             let path = match path.clone().or_else(default_model_path) {
@@ -199,6 +215,7 @@ pub(super) fn load_model(
             };
             let mut config = EmbeddedConfig::new(path);
             config.n_ctx = ctx;
+            config.constrain_calls = constrain_calls;
             if announce {
                 eprintln!(
                     "toolgate: loading the embedded model from {}",

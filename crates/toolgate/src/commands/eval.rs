@@ -12,7 +12,7 @@ use toolgate_eval::suite::{Split, Suite};
 use toolgate_eval::trace_pair;
 use toolgate_wiring::ToolsetName;
 
-use super::ask::{choose_model, load_model};
+use super::ask::{choose_model, load_model_with};
 use super::{CommandError, runtime};
 use crate::cli::{EvalAction, EvalCommand, EvalRunArgs, SplitName};
 use crate::config::Config;
@@ -75,7 +75,7 @@ fn run_suite(args: &EvalRunArgs) -> Result<(), CommandError> {
     // Bad settings are refused before the (slow) model load.
     runner.selected_tasks()?;
     let spec = choose_model(args.model.as_deref())?;
-    let model = load_model(&spec, args.ctx, true)?;
+    let model = load_model_with(&spec, args.ctx, true, !args.unconstrained)?;
     eprintln!(
         "toolgate: eval of {} with {}; runs are saved in {} as they finish",
         runner.suite.suite.name,
