@@ -49,7 +49,7 @@ pub enum CommandError {
     #[error("the run did not finish: {0}")]
     RunFailed(String),
     #[error(
-        "no run in {dir} met an invalid_argument error and then fixed its own call, so there is no trace pair to show. The embedded model's calls are grammar-constrained to each tool's schema, so only the tools' own checks (a relative date, an empty tag list) can produce one; run more tasks or runs, or a remote model (--model)"
+        "no run in {dir} met an invalid_argument error, then fixed its own call and passed, so there is no trace pair to show. Unless the eval ran with --unconstrained, the embedded model's calls are grammar-constrained to each tool's schema, so only the tools' own checks (a relative date, an empty tag list) can produce one; run more tasks or sampled runs (--temperature), --unconstrained, or a remote model (--model)"
     )]
     NoTracePair { dir: String },
     #[error(transparent)]
