@@ -6,23 +6,21 @@
 //! read the key nor connect out, and the trace shows the attempts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../toolgate-notes/tests/mail_sink/mod.rs"]
-mod mail_sink;
+mod common;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use mail_sink::MailSink;
+use common::notes_mail::{MailSink, NotesWithMail};
 use serde_json::{Value, json};
 use toolgate_agent::{Agent, RunResult};
 use toolgate_core::approval::{ApprovalAnswer, ApprovalRequest, ApproverError};
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{Approver, BoxFuture, Principal};
-use toolgate_egress::EgressConfig;
 use toolgate_llm::scripted::ScriptedModel;
 use toolgate_notes::{Kind, NewNote};
 use toolgate_sandbox::{InitProgram, SandboxConfig};
-use toolgate_wiring::{CodeOptions, ExitsConfig, ExtraTools, Seat, Store, StoreKind, ToolsetName};
+use toolgate_wiring::{CodeOptions, ExitsConfig, ExtraTools, Seat, Store, ToolsetName};
 
 /// Approves (or denies) everything and keeps what it was shown.
 #[derive(Default)]
@@ -65,12 +63,12 @@ fn sandbox_config() -> SandboxConfig {
 
 impl World {
     fn new() -> World {
-        let sink = MailSink::start();
-        let dir = tempfile::tempdir().unwrap();
-        let store =
-            Store::open_or_init(StoreKind::Notes, &dir.path().join("notes.sqlite")).unwrap();
-        let exits = ExitsConfig::new(EgressConfig::default(), None)
-            .with_loopback_relay(sink.port(), "Notes Assistant <assistant@example.org>");
+        let NotesWithMail {
+            dir,
+            sink,
+            store,
+            exits,
+        } = NotesWithMail::new();
         World {
             _dir: dir,
             sink,

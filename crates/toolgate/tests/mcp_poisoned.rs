@@ -7,25 +7,22 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-#[path = "../../toolgate-notes/tests/mail_sink/mod.rs"]
-mod mail_sink;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::node;
-use mail_sink::MailSink;
+use common::notes_mail::{MailSink, NotesWithMail};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_agent::{Agent, RunResult};
 use toolgate_core::{ErrorCode, Principal};
-use toolgate_egress::EgressConfig;
 use toolgate_llm::scripted::ScriptedModel;
 use toolgate_mcp::client::config::parse;
 use toolgate_mcp::client::imports::{ImportOptions, Imports, ToolState, open_receipts};
 use toolgate_mcp::client::pins::Drift;
-use toolgate_wiring::{ExitsConfig, Seat, Store, StoreKind, ToolsetName};
+use toolgate_wiring::{ExitsConfig, Seat, Store, ToolsetName};
 
 #[derive(Deserialize)]
 struct Case {
@@ -64,12 +61,12 @@ struct World {
 
 impl World {
     fn new() -> World {
-        let sink = MailSink::start();
-        let dir = tempfile::tempdir().unwrap();
-        let store =
-            Store::open_or_init(StoreKind::Notes, &dir.path().join("notes.sqlite")).unwrap();
-        let exits = ExitsConfig::new(EgressConfig::default(), None)
-            .with_loopback_relay(sink.port(), "Notes Assistant <assistant@example.org>");
+        let NotesWithMail {
+            dir,
+            sink,
+            store,
+            exits,
+        } = NotesWithMail::new();
         World {
             dir,
             sink,

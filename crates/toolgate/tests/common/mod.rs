@@ -2,7 +2,12 @@
 //! so default paths stay inside the test.
 #![allow(dead_code)]
 
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+#[path = "../../../toolgate-notes/tests/mail_sink/mod.rs"]
+pub mod mail_sink;
 pub mod node;
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+pub mod notes_mail;
 
 use std::path::Path;
 use std::process::{Command, Output};
