@@ -1,7 +1,9 @@
 //! The tool-call loop.
 //!
 //! Guarantees: every call the model asks for goes through the dispatcher (the loop never
-//! touches a handler); every call id gets exactly one result, in the order asked, errors
+//! touches a handler), except an exact repeat of a read that declares `answers_repeats`
+//! with nothing written since, which is answered with the earlier result under a notice and
+//! traced as `repeat_answered` (see [`crate::repeat_guard`]); every call id gets exactly one result, in the order asked, errors
 //! included as `is_error` results the model can act on; consecutive calls to parallel-safe
 //! tools run concurrently, anything else runs alone and in order; the run stops on a final
 //! answer, the round cap or the token budget, and says which.
@@ -27,6 +29,7 @@ use toolgate_llm::{
 };
 
 use crate::deferral::{DeferralConfig, ToolList};
+use crate::repeat_guard::{CallKind, Earlier, Recorded, RepeatGuard, rememberable, repeat_text};
 
 /// What the model is told before the user speaks, unless a caller says otherwise. Measured on
 /// the embedded model: shorter or gentler wordings made it describe how to use the tools
@@ -109,6 +112,9 @@ pub struct CallSummary {
     pub error: Option<String>,
     pub result_bytes: usize,
     pub duration_us: u64,
+    /// The round whose identical call answered this one (it did not run again).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answered_from_round: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -143,6 +149,12 @@ pub enum AgentEvent<'a> {
     ToolResult {
         call: &'a ToolCall,
         outcome: &'a CallOutcome,
+    },
+    /// An exact repeat answered with an earlier round's result instead of running (no
+    /// `ToolCall` or `ToolResult` event comes for it).
+    RepeatAnswered {
+        call: &'a ToolCall,
+        earlier: &'a Earlier,
     },
     Finished {
         result: &'a RunResult,
@@ -230,6 +242,7 @@ impl Agent {
         let mut messages = history;
         let mut usage = Usage::default();
         let mut calls = Vec::new();
+        let mut guard = RepeatGuard::default();
         let mut round = 0;
         let stop = loop {
             if round >= self.config.max_rounds {
@@ -276,11 +289,55 @@ impl Agent {
             if response.tool_calls.is_empty() {
                 break StopCause::FinalAnswer;
             }
-            let outcomes = self
-                .dispatch_all(run_id, &response.tool_calls, Arc::new(sources.clone()))
-                .await;
+            let kinds: Vec<CallKind> = response
+                .tool_calls
+                .iter()
+                .map(|c| self.call_kind(&c.name))
+                .collect();
+            let turn: Vec<(&str, &Value, CallKind)> = response
+                .tool_calls
+                .iter()
+                .zip(&kinds)
+                .map(|(c, kind)| (c.name.as_str(), &c.arguments, *kind))
+                .collect();
+            let answered = guard.answers(&turn);
+            let to_run: Vec<ToolCall> = response
+                .tool_calls
+                .iter()
+                .zip(&answered)
+                .filter(|(_, a)| a.is_none())
+                .map(|(c, _)| c.clone())
+                .collect();
+            let mut outcomes = self
+                .dispatch_all(run_id, &to_run, Arc::new(sources.clone()))
+                .await
+                .into_iter();
             let mut results = Vec::new();
-            for (call, outcome) in response.tool_calls.iter().zip(&outcomes) {
+            for ((call, kind), answer) in response.tool_calls.iter().zip(kinds).zip(answered) {
+                if let Some(earlier) = answer {
+                    self.answer_repeat(run_id, round, call, &earlier);
+                    guard.record(&call.name, &call.arguments, kind, Recorded::Answered);
+                    let text = repeat_text(&earlier);
+                    calls.push(CallSummary {
+                        round,
+                        call_id: call.id.clone(),
+                        tool: call.name.clone(),
+                        arguments: call.arguments.clone(),
+                        is_error: earlier.is_error,
+                        error: earlier.error.clone(),
+                        result_bytes: text.len(),
+                        duration_us: 0,
+                        answered_from_round: Some(earlier.round),
+                    });
+                    results.push(ToolResult {
+                        call_id: call.id.clone(),
+                        content: text,
+                        is_error: earlier.is_error,
+                    });
+                    continue;
+                }
+                // One outcome per call sent, in order; a missing one is a lost call.
+                let outcome = outcomes.next().unwrap_or_else(|| lost_call(call));
                 if let Some(observation) = outcome.observation() {
                     learn_sources(&mut sources, &call.name, &call.id, observation);
                 }
@@ -297,19 +354,41 @@ impl Agent {
                     }
                     appended_tools.extend(appended);
                 }
+                let text = outcome.model_text();
+                let error = outcome.record.error().map(|c| c.as_str().to_string());
+                let settled = match &outcome.result {
+                    CallResult::Done(_) => rememberable(None),
+                    CallResult::Failed(e) => rememberable(Some(e.code)),
+                    CallResult::ApprovalRequired(_) => false,
+                };
+                guard.record(
+                    &call.name,
+                    &call.arguments,
+                    kind,
+                    Recorded::Ran {
+                        earlier: Earlier {
+                            round,
+                            text: text.clone(),
+                            is_error: outcome.is_error(),
+                            error: error.clone(),
+                        },
+                        rememberable: settled,
+                    },
+                );
                 calls.push(CallSummary {
                     round,
                     call_id: call.id.clone(),
                     tool: call.name.clone(),
                     arguments: call.arguments.clone(),
                     is_error: outcome.is_error(),
-                    error: outcome.record.error().map(|c| c.as_str().to_string()),
+                    error,
                     result_bytes: outcome.record.result_bytes,
                     duration_us: outcome.record.duration_us,
+                    answered_from_round: None,
                 });
                 results.push(ToolResult {
                     call_id: call.id.clone(),
-                    content: outcome.model_text(),
+                    content: text,
                     is_error: outcome.is_error(),
                 });
             }
@@ -395,6 +474,28 @@ impl Agent {
                 outcome
             })
             .collect()
+    }
+
+    /// How the repeat guard sees a call to `tool`.
+    fn call_kind(&self, tool: &str) -> CallKind {
+        match self.dispatcher.registry().get(tool) {
+            Some(t) if t.spec.executor.writes => CallKind::Writes,
+            Some(t) if t.spec.executor.answers_repeats => CallKind::AnswersRepeats,
+            Some(_) => CallKind::Read,
+            None => CallKind::Writes,
+        }
+    }
+
+    /// Tells observers and the trace that `call` was answered from `earlier`.
+    fn answer_repeat(&self, run_id: &str, round: u32, call: &ToolCall, earlier: &Earlier) {
+        self.notify(&AgentEvent::RepeatAnswered { call, earlier });
+        self.trace.record(Arc::new(RepeatAnswered {
+            run_id: run_id.into(),
+            round,
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            earlier_round: earlier.round,
+        }));
     }
 
     fn parallel_safe(&self, tool: &str) -> bool {
@@ -507,6 +608,32 @@ impl TraceEvent for ToolsAppended {
 
     fn attributes(&self) -> Value {
         json!({"run_id": self.run_id, "round": self.round, "tools": self.tools})
+    }
+}
+
+/// An exact repeat the loop answered with an earlier round's result (nothing ran).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepeatAnswered {
+    pub run_id: String,
+    pub round: u32,
+    pub call_id: String,
+    pub tool: String,
+    pub earlier_round: u32,
+}
+
+impl TraceEvent for RepeatAnswered {
+    fn kind(&self) -> &'static str {
+        "repeat_answered"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({
+            "run_id": self.run_id,
+            "round": self.round,
+            "gen_ai.tool.call.id": self.call_id,
+            "gen_ai.tool.name": self.tool,
+            "earlier_round": self.earlier_round,
+        })
     }
 }
 

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use rusqlite::Connection;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolgate_agent::{Agent, AgentConfig, StopCause};
+use toolgate_agent::{Agent, AgentConfig, RepeatAnswered, StopCause};
 use toolgate_core::idempotency::{self, WriteEffect, run_once, store_error};
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
@@ -41,6 +42,8 @@ struct World {
     _dir: tempfile::TempDir,
     db: std::path::PathBuf,
     handler_runs: Arc<Mutex<u32>>,
+    /// How many times `kb_search` (a read that answers repeats) ran.
+    search_runs: Arc<AtomicU32>,
 }
 
 impl World {
@@ -57,6 +60,7 @@ impl World {
             _dir: dir,
             db,
             handler_runs: Arc::new(Mutex::new(0)),
+            search_runs: Arc::new(AtomicU32::new(0)),
         }
     }
 
@@ -174,7 +178,23 @@ impl World {
                 })
             })
             .unwrap();
-        vec![lookup, reminder, send, page]
+        let search_runs = Arc::clone(&self.search_runs);
+        let search = ToolBuilder::<Lookup>::new("kb_search", 1)
+            .describe(
+                "Searches the knowledge base.",
+                "you need facts on a topic.",
+                Some("you want to save something: use reminders_create."),
+                "the matching facts.",
+            )
+            .example("search budgets", json!({"topic": "budget"}))
+            .policy(Risk::Low, Effect::Read, "It only reads.")
+            .answers_repeats()
+            .read(move |_ctx, args: Lookup| {
+                let run = search_runs.fetch_add(1, Ordering::SeqCst) + 1;
+                async move { Ok(ToolOutput::new(json!({"topic": args.topic, "run": run}))) }
+            })
+            .unwrap();
+        vec![lookup, reminder, send, page, search]
     }
 
     fn agent(&self, model: Arc<dyn Model>, config: AgentConfig, trace: Arc<MemoryTrace>) -> Agent {
@@ -464,4 +484,80 @@ async fn a_conversation_resumed_from_its_history_still_knows_what_came_from_the_
     assert_eq!(send["taint_rule"], "refused_tainted_high", "{send}");
     assert_eq!(send["taint"][0]["source"]["tool"], "page_read");
     assert_eq!(*world.handler_runs.lock().unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exact_repeat_is_answered_from_memory_until_something_is_written() {
+    let world = World::new();
+    let turn = |calls: &[(&str, &str, Value)]| ScriptedModel::calls(calls);
+    let budget = json!({"topic": "budget"});
+    let model = Arc::new(ScriptedModel::new([
+        turn(&[("s1", "kb_search", budget.clone())]),
+        // The same call again, keys in another order: answered from round 1.
+        turn(&[("s2", "kb_search", json!({"topic": "budget"}))]),
+        // Other arguments: runs.
+        turn(&[("s3", "kb_search", json!({"topic": "rent"}))]),
+        // A write, then the first call again in the same turn: runs, the write may have
+        // changed its answer.
+        turn(&[
+            (
+                "w1",
+                "reminders_create",
+                json!({"text": "pay", "due": "2026-12-04"}),
+            ),
+            ("s4", "kb_search", budget.clone()),
+        ]),
+        // Again: answered from round 4, the run after the write.
+        turn(&[("s5", "kb_search", budget)]),
+        ScriptedModel::answer("The budget fact is known."),
+    ]));
+    let trace = Arc::new(MemoryTrace::default());
+    let result = world
+        .agent(model.clone(), AgentConfig::default(), trace.clone())
+        .ask("run-repeat", "budget?")
+        .await;
+    assert_eq!(result.stop, StopCause::FinalAnswer);
+    assert_eq!(
+        world.search_runs.load(Ordering::SeqCst),
+        3,
+        "s1, s3 and s4 ran"
+    );
+    assert_eq!(world.rows("reminders"), 1);
+    let answered: Vec<(&str, Option<u32>)> = result
+        .calls
+        .iter()
+        .map(|c| (c.call_id.as_str(), c.answered_from_round))
+        .collect();
+    assert_eq!(
+        answered,
+        [
+            ("s1", None),
+            ("s2", Some(1)),
+            ("s3", None),
+            ("w1", None),
+            ("s4", None),
+            ("s5", Some(4)),
+        ]
+    );
+    // The model read the earlier result under a notice, for its own call id.
+    let second = results_in(&model, 2);
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].call_id, "s2");
+    assert!(
+        second[0].content.starts_with("[repeat]"),
+        "{}",
+        second[0].content
+    );
+    assert!(
+        second[0].content.contains("\"run\":1"),
+        "{}",
+        second[0].content
+    );
+    assert!(results_in(&model, 5)[0].content.contains("\"run\":3"));
+    let traced: Vec<(String, u32)> = trace
+        .records::<RepeatAnswered>()
+        .into_iter()
+        .map(|r| (r.call_id, r.earlier_round))
+        .collect();
+    assert_eq!(traced, [("s2".to_string(), 1), ("s5".to_string(), 4)]);
 }

@@ -1,32 +1,37 @@
-//! toolgate-books: the goodbooks-10k catalogue (300 rows) in SQLite and two toolsets over it:
-//! `books-v1`, a straight CRUD wrapper, and `books-v2`, designed for a model. Domain code only:
-//! this crate knows nothing of models, MCP or the network.
+//! toolgate-books: the goodbooks-10k catalogue (300 rows) in SQLite and three toolsets over
+//! it: `books-v1`, a straight CRUD wrapper; `books-v2`, designed for a model; `books-v3`, v2
+//! changed where the embedded model's runs failed (writes by filter, repeats answered). Domain
+//! code only: this crate knows nothing of models, MCP or the network.
 
 pub mod data;
+pub mod filter;
 pub mod rows;
 pub mod store;
 pub mod v1;
 pub mod v2;
+pub mod v3;
 
 use toolgate_core::Tool;
 use toolgate_core::tool::DeclarationError;
 
 pub use store::{BooksStore, StoreError};
 
-/// The two designs of the catalogue's tools.
+/// The designs of the catalogue's tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Toolset {
     V1,
     V2,
+    V3,
 }
 
 impl Toolset {
-    pub const ALL: [Toolset; 2] = [Toolset::V1, Toolset::V2];
+    pub const ALL: [Toolset; 3] = [Toolset::V1, Toolset::V2, Toolset::V3];
 
     pub fn name(self) -> &'static str {
         match self {
             Toolset::V1 => "books-v1",
             Toolset::V2 => "books-v2",
+            Toolset::V3 => "books-v3",
         }
     }
 
@@ -39,6 +44,7 @@ impl Toolset {
         match self {
             Toolset::V1 => v1::tools(store),
             Toolset::V2 => v2::tools(store),
+            Toolset::V3 => v3::tools(store),
         }
     }
 }

@@ -10,6 +10,8 @@ use toolgate_core::idempotency::WriteEffect;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError, ToolOutput};
 
+use crate::filter::BookFilter;
+pub use crate::filter::StatusFilter;
 use crate::rows::{self, BookRow};
 use crate::store::BooksStore;
 
@@ -34,7 +36,7 @@ pub enum SortOrder {
 }
 
 impl SortOrder {
-    fn order_by(self) -> &'static str {
+    pub(crate) fn order_by(self) -> &'static str {
         // book_id breaks ties, so equal ratings or years always list in the same order.
         match self {
             SortOrder::Popularity => "ratings_count DESC, book_id",
@@ -53,15 +55,6 @@ impl SortOrder {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum StatusFilter {
-    WantToRead,
-    Reading,
-    Read,
-    None,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
 pub enum NewStatus {
     WantToRead,
     Reading,
@@ -69,7 +62,7 @@ pub enum NewStatus {
     None,
 }
 
-fn status_text(status: NewStatus) -> Option<&'static str> {
+pub(crate) fn status_text(status: NewStatus) -> Option<&'static str> {
     match status {
         NewStatus::WantToRead => Some("want_to_read"),
         NewStatus::Reading => Some("reading"),
@@ -164,22 +157,28 @@ pub struct TagArgs {
 }
 
 const DEFAULT_LIMIT: u32 = 10;
-/// The `language` value that finds books whose language code is empty.
-const NO_LANGUAGE: &str = "none";
 const SEARCH_MAX_BYTES: usize = 16 * 1024;
 
 pub fn tools(store: &BooksStore) -> Result<Vec<Tool>, DeclarationError> {
     Ok(vec![
-        search(store)?,
-        get(store)?,
+        search(store, false)?,
+        get(store, false)?,
         set_status(store)?,
         tag(store)?,
     ])
 }
 
-fn search(store: &BooksStore) -> Result<Tool, DeclarationError> {
+/// `books_search`; with `answers_repeats`, a loop may answer an exact repeat from the earlier
+/// result (books-v3).
+pub(crate) fn search(store: &BooksStore, answers_repeats: bool) -> Result<Tool, DeclarationError> {
     let store = store.clone();
-    ToolBuilder::<SearchArgs>::new("books_search", 1)
+    let builder = ToolBuilder::<SearchArgs>::new("books_search", 1);
+    let builder = if answers_repeats {
+        builder.answers_repeats()
+    } else {
+        builder
+    };
+    builder
         .describe(
             "Finds books in the user's catalogue by any mix of author, title, year range, rating range, language, reading status and tag, sorted and paged.",
             "to find, count or rank books (the result's total_matches answers \"how many\"), or to get the ids needed before changing books.",
@@ -200,114 +199,33 @@ fn search(store: &BooksStore) -> Result<Tool, DeclarationError> {
 }
 
 fn check_ranges(args: &SearchArgs) -> Result<(), ToolError> {
-    if let (Some(lo), Some(hi)) = (args.year_min, args.year_max)
-        && lo > hi
-    {
-        return Err(ToolError::invalid(
-            "year_min",
-            format!("year_min ({lo}) is after year_max ({hi})"),
-        )
-        .with_hint("both bounds are inclusive; for a single year set both to it")
-        .with_example(json!({"year_min": 2011, "year_max": 2015})));
-    }
-    if let (Some(lo), Some(hi)) = (args.rating_min, args.rating_max)
-        && lo > hi
-    {
-        return Err(ToolError::invalid(
-            "rating_min",
-            format!("rating_min ({lo}) is above rating_max ({hi})"),
-        )
-        .with_example(json!({"rating_min": 4.0, "rating_max": 4.5})));
-    }
-    Ok(())
+    args.filter().check_ranges()
 }
 
-/// Escapes LIKE wildcards so a user's "%" or "_" matches itself.
-fn like_pattern(text: &str) -> String {
-    let escaped = text
-        .trim()
-        .replace('\\', "\\\\")
-        .replace('%', "\\%")
-        .replace('_', "\\_");
-    format!("%{escaped}%")
+impl SearchArgs {
+    /// The filters of this search, as every books tool that matches books reads them.
+    pub fn filter(&self) -> BookFilter<'_> {
+        BookFilter {
+            ids: None,
+            author: self.author.as_deref(),
+            title: self.title.as_deref(),
+            year_min: self.year_min,
+            year_max: self.year_max,
+            rating_min: self.rating_min,
+            rating_max: self.rating_max,
+            language: self.language.as_deref(),
+            status: self.status,
+            tag: self.tag.as_deref(),
+        }
+    }
 }
 
-fn run_search(conn: &rusqlite::Connection, args: &SearchArgs) -> Result<Value, ToolError> {
-    let mut clauses: Vec<&str> = Vec::new();
-    let mut params: Vec<SqlValue> = Vec::new();
-    if let Some(author) = &args.author {
-        clauses.push("authors LIKE ? ESCAPE '\\'");
-        params.push(SqlValue::Text(like_pattern(author)));
-    }
-    if let Some(title) = &args.title {
-        clauses.push("title LIKE ? ESCAPE '\\'");
-        params.push(SqlValue::Text(like_pattern(title)));
-    }
-    if let Some(y) = args.year_min {
-        clauses.push("original_publication_year >= ?");
-        params.push(SqlValue::Integer(y));
-    }
-    if let Some(y) = args.year_max {
-        clauses.push("original_publication_year <= ?");
-        params.push(SqlValue::Integer(y));
-    }
-    if let Some(r) = args.rating_min {
-        clauses.push("average_rating >= ?");
-        params.push(SqlValue::Real(r));
-    }
-    if let Some(r) = args.rating_max {
-        clauses.push("average_rating <= ?");
-        params.push(SqlValue::Real(r));
-    }
-    if let Some(language) = args.language.as_deref().map(str::trim) {
-        if language.eq_ignore_ascii_case(NO_LANGUAGE) {
-            clauses.push("language_code IS NULL");
-        } else {
-            let codes = rows::language_codes(conn)?;
-            if !codes.iter().any(|c| c == language) {
-                return Err(ToolError::invalid(
-                    "language",
-                    format!("no book has language code \"{language}\""),
-                )
-                .with_expected(format!(
-                    "one of {}, or \"{NO_LANGUAGE}\" for books with no language code",
-                    codes.join(", ")
-                ))
-                .with_received(json!(language))
-                .with_example(json!({"language": "eng"})));
-            }
-            clauses.push("language_code = ?");
-            params.push(SqlValue::Text(language.into()));
-        }
-    }
-    match args.status {
-        Some(StatusFilter::None) => clauses.push("my_status IS NULL"),
-        Some(s) => {
-            clauses.push("my_status = ?");
-            let text = match s {
-                StatusFilter::WantToRead => "want_to_read",
-                StatusFilter::Reading => "reading",
-                StatusFilter::Read | StatusFilter::None => "read",
-            };
-            params.push(SqlValue::Text(text.into()));
-        }
-        None => {}
-    }
-    if let Some(tag) = &args.tag {
-        clauses.push("(',' || my_tags || ',') LIKE ? ESCAPE '\\'");
-        let escaped = tag
-            .trim()
-            .to_lowercase()
-            .replace('\\', "\\\\")
-            .replace('%', "\\%")
-            .replace('_', "\\_");
-        params.push(SqlValue::Text(format!("%,{escaped},%")));
-    }
-    let where_sql = if clauses.is_empty() {
-        String::new()
-    } else {
-        format!(" WHERE {}", clauses.join(" AND "))
-    };
+pub(crate) fn run_search(
+    conn: &rusqlite::Connection,
+    args: &SearchArgs,
+) -> Result<Value, ToolError> {
+    let filter = args.filter().to_sql(conn)?;
+    let (where_sql, params) = (filter.sql, filter.params);
     let total = rows::count(
         conn,
         &format!("SELECT count(*) FROM books{where_sql}"),
@@ -353,7 +271,7 @@ fn run_search(conn: &rusqlite::Connection, args: &SearchArgs) -> Result<Value, T
     Ok(result)
 }
 
-fn unknown_ids_error(missing: &[i64]) -> ToolError {
+pub(crate) fn unknown_ids_error(missing: &[i64]) -> ToolError {
     let list: Vec<String> = missing.iter().map(i64::to_string).collect();
     ToolError::not_found(format!("no book has id {}", list.join(", ")))
         .with_field("ids")
@@ -361,9 +279,16 @@ fn unknown_ids_error(missing: &[i64]) -> ToolError {
         .with_hint("ids are the numbers books_search returns with each title; nothing was changed")
 }
 
-fn get(store: &BooksStore) -> Result<Tool, DeclarationError> {
+/// `books_get`; `answers_repeats` as for [`search`].
+pub(crate) fn get(store: &BooksStore, answers_repeats: bool) -> Result<Tool, DeclarationError> {
     let store = store.clone();
-    ToolBuilder::<GetArgs>::new("books_get", 1)
+    let builder = ToolBuilder::<GetArgs>::new("books_get", 1);
+    let builder = if answers_repeats {
+        builder.answers_repeats()
+    } else {
+        builder
+    };
+    builder
         .describe(
             "Gets every field of up to 20 books by id: title, authors, year, rating, ratings count, language, status and tags.",
             "you have ids (from books_search) and need fields the search did not show.",
@@ -416,10 +341,19 @@ fn apply_status(
     if !missing.is_empty() {
         return Err(unknown_ids_error(&missing));
     }
-    let status = status_text(args.status);
+    set_status_of(conn, &before, args.status)
+}
+
+/// Sets `status` on every book of `before` (as read in this transaction), with the undo.
+pub(crate) fn set_status_of(
+    conn: &rusqlite::Connection,
+    before: &[BookRow],
+    status: NewStatus,
+) -> Result<WriteEffect, ToolError> {
+    let status = status_text(status);
     let mut changed = Vec::new();
     let mut undo = Vec::new();
-    for book in &before {
+    for book in before {
         rows::set_status(conn, book.book_id, status)?;
         changed.push(json!({"id": book.book_id, "title": book.title, "status": status, "previous_status": book.my_status}));
         undo.push(json!({"id": book.book_id, "status": book.my_status}));
@@ -465,19 +399,26 @@ fn apply_tags(conn: &rusqlite::Connection, args: &TagArgs) -> Result<WriteEffect
     if !missing.is_empty() {
         return Err(unknown_ids_error(&missing));
     }
-    let remove: Vec<String> = args
-        .remove
-        .iter()
-        .map(|t| t.trim().to_lowercase())
-        .collect();
+    retag(conn, &before, &args.add, &args.remove)
+}
+
+/// Adds `add` and removes `remove` on every book of `before` (as read in this transaction),
+/// with the undo.
+pub(crate) fn retag(
+    conn: &rusqlite::Connection,
+    before: &[BookRow],
+    add: &[String],
+    remove: &[String],
+) -> Result<WriteEffect, ToolError> {
+    let remove: Vec<String> = remove.iter().map(|t| t.trim().to_lowercase()).collect();
     let mut changed = Vec::new();
     let mut undo = Vec::new();
-    for book in &before {
+    for book in before {
         let kept = book
             .tags()
             .into_iter()
             .filter(|t| !remove.iter().any(|r| r == t));
-        let tags = rows::join_tags(kept.chain(args.add.iter().map(String::as_str)));
+        let tags = rows::join_tags(kept.chain(add.iter().map(String::as_str)));
         rows::set_tags(conn, book.book_id, &tags)?;
         changed.push(
             json!({"id": book.book_id, "title": book.title, "tags": rows::split_tags(&tags)}),

@@ -112,6 +112,9 @@ pub struct ExecutorView {
     pub writes: bool,
     /// Whether calls to this tool may run concurrently with other calls in the same turn.
     pub parallel_safe: bool,
+    /// Whether a loop may answer an exact repeat of an earlier call to this read (same
+    /// arguments, no write since) with the earlier result instead of running it again.
+    pub answers_repeats: bool,
     /// Whether the dispatcher can read this write tool's receipts: a retry of a call that
     /// already happened then replays its receipt instead of asking a human again.
     pub receipts_visible: bool,

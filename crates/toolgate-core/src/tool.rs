@@ -266,6 +266,8 @@ pub enum DeclarationError {
     EffectMismatch { tool: String, effect: &'static str },
     #[error("tool `{0}` only reads: a receipt log or replay view belongs to a `write` tool")]
     ReceiptsOnRead(String),
+    #[error("tool `{0}` writes: only a read can answer an exact repeat from its earlier result")]
+    RepeatsOnWrite(String),
 }
 
 /// Builds a [`Tool`] whose arguments deserialize into `A`.
@@ -280,6 +282,7 @@ pub struct ToolBuilder<A> {
     scopes: Vec<String>,
     deadline: Duration,
     parallel_safe: bool,
+    answers_repeats: bool,
     observation: ObservationView,
     check: Option<CheckFn<A>>,
     preview: Option<PreviewFn<A>>,
@@ -307,6 +310,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
             scopes: Vec::new(),
             deadline: DEFAULT_DEADLINE,
             parallel_safe: false,
+            answers_repeats: false,
             observation: ObservationView {
                 max_bytes: DEFAULT_MAX_OUTPUT_BYTES,
                 error_style: ErrorStyle::Teaching,
@@ -373,6 +377,14 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
 
     pub fn parallel_safe(mut self) -> Self {
         self.parallel_safe = true;
+        self
+    }
+
+    /// Lets a loop answer an exact repeat of an earlier call (same arguments, nothing written
+    /// since) with the earlier result and a notice instead of running it again: for reads
+    /// whose answer only a write can change. A `write` tool refuses it.
+    pub fn answers_repeats(mut self) -> Self {
+        self.answers_repeats = true;
         self
     }
 
@@ -482,6 +494,9 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
         if !writes && (self.receipts.is_some() || self.replay.is_some()) {
             return Err(DeclarationError::ReceiptsOnRead(tool));
         }
+        if writes && self.answers_repeats {
+            return Err(DeclarationError::RepeatsOnWrite(tool));
+        }
         let description = self.description.ok_or(DeclarationError::Missing {
             tool: tool.clone(),
             what: "description",
@@ -576,6 +591,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
                     deadline: self.deadline,
                     writes,
                     parallel_safe: self.parallel_safe,
+                    answers_repeats: self.answers_repeats,
                     receipts_visible: self.receipts.is_some(),
                 },
                 observation: self.observation,

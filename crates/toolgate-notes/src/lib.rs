@@ -13,6 +13,8 @@
 //! - [`import`]: [`import_dir`] reads a folder of Markdown notes ([`frontmatter`] format).
 //! - [`actions`]: the action-item format of meeting notes.
 //! - [`sample`]: the bundled notebook and [`generate_notes`].
+//! - [`search`]: `notes_search`'s query building and ranking; [`snippet`]: its fragments
+//!   centred on the matched words.
 
 pub mod actions;
 pub mod email;
@@ -23,6 +25,7 @@ pub mod import;
 pub mod rows;
 pub mod sample;
 pub mod search;
+pub mod snippet;
 pub mod store;
 pub mod tools;
 pub mod undo;

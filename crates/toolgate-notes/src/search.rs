@@ -5,8 +5,8 @@
 //! [`fts_query`] keeps only words and quotes each one, so `"`, `*`, `-`, `:`, `^`, `(`, `NEAR`,
 //! `AND`, `OR` and `NOT` are searched as plain text or dropped; every word must match, and only
 //! when no note has them all does the search fall back to any word (and says so); a hit never
-//! carries more than a title cut to [`TITLE_MAX_CHARS`] and a snippet of at most a few dozen
-//! tokens; text of untrusted notes (clips, anything flagged untrusted) is returned only in the
+//! carries more than a title cut to [`TITLE_MAX_CHARS`] and a snippet of a few short fragments
+//! centred on where the words matched ([`crate::snippet`]); text of untrusted notes (clips, anything flagged untrusted) is returned only in the
 //! untrusted list, never in the content; truncation is loud (`total_matches`, `next_offset`,
 //! a note saying how to get more); ties rank newer notes first, so paging is deterministic.
 
@@ -18,6 +18,7 @@ use toolgate_core::idempotency::store_error;
 use toolgate_core::{ToolError, ToolOutput, UntrustedText};
 
 use crate::rows::{self, Kind, NoteRow};
+use crate::snippet::{MARK_CLOSE, MARK_OPEN, SnippetShape, centred_snippet};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "snake_case")]
@@ -61,10 +62,16 @@ impl SearchArgs {
 pub const DEFAULT_LIMIT: u32 = 5;
 /// Titles in hits are cut to this many characters.
 pub const TITLE_MAX_CHARS: usize = 100;
-/// FTS5 tokens in a concise snippet (about 25-35 model tokens).
-pub const CONCISE_SNIPPET_TOKENS: u32 = 20;
-/// FTS5 tokens in a detailed snippet.
-pub const DETAILED_SNIPPET_TOKENS: u32 = 40;
+/// A concise snippet: two fragments of 12 words (about 30-40 model tokens).
+pub const CONCISE_SNIPPET: SnippetShape = SnippetShape {
+    fragments: 2,
+    words: 12,
+};
+/// A detailed snippet: three fragments of 16 words.
+pub const DETAILED_SNIPPET: SnippetShape = SnippetShape {
+    fragments: 3,
+    words: 16,
+};
 /// Words of a query that are searched; the rest are dropped (and the result says so).
 pub const MAX_TERMS: usize = 12;
 /// Title columns count this many times as much as body columns in the ranking.
@@ -140,11 +147,6 @@ pub fn cut_chars(text: &str, max: usize) -> String {
     format!("{}…", kept.trim_end())
 }
 
-/// Snippets cross line breaks; a model reads them better as one line.
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 struct Page {
     ids: Vec<i64>,
     total: i64,
@@ -205,14 +207,20 @@ fn search_error(e: rusqlite::Error) -> ToolError {
     }
 }
 
-fn snippet(conn: &Connection, expr: &str, id: i64, tokens: u32) -> Result<String, ToolError> {
+/// The body of note `id` with FTS5's own matches of `expr` marked, cut into centred fragments.
+fn snippet(
+    conn: &Connection,
+    expr: &str,
+    id: i64,
+    shape: SnippetShape,
+) -> Result<String, ToolError> {
     conn.query_row(
-        "SELECT snippet(notes_fts, 1, '', '', '…', ?3) FROM notes_fts
+        "SELECT highlight(notes_fts, 1, ?3, ?4) FROM notes_fts
          WHERE notes_fts MATCH ?1 AND rowid = ?2",
-        params![expr, id, tokens],
+        params![expr, id, MARK_OPEN.to_string(), MARK_CLOSE.to_string()],
         |r| r.get::<_, Option<String>>(0),
     )
-    .map(|s| one_line(&s.unwrap_or_default()))
+    .map(|marked| centred_snippet(&marked.unwrap_or_default(), shape))
     .map_err(search_error)
 }
 
@@ -291,9 +299,9 @@ pub fn run_search(conn: &Connection, args: &SearchArgs) -> Result<ToolOutput, To
         mode = "any_word";
         found = page(conn, &expr, args.kind, limit, offset)?;
     }
-    let tokens = match format {
-        ResponseFormat::Concise => CONCISE_SNIPPET_TOKENS,
-        ResponseFormat::Detailed => DETAILED_SNIPPET_TOKENS,
+    let shape = match format {
+        ResponseFormat::Concise => CONCISE_SNIPPET,
+        ResponseFormat::Detailed => DETAILED_SNIPPET,
     };
     let mut untrusted = Vec::new();
     let mut sources = Vec::new();
@@ -302,7 +310,7 @@ pub fn run_search(conn: &Connection, args: &SearchArgs) -> Result<ToolOutput, To
         let Some(note) = rows::by_id(conn, *id)? else {
             continue;
         };
-        let text = snippet(conn, &expr, *id, tokens)?;
+        let text = snippet(conn, &expr, *id, shape)?;
         hits.push(hit(&note, text, format, &mut untrusted, &mut sources));
     }
     let total = found.total;

@@ -118,6 +118,10 @@ async fn budget_search_ranks_the_settled_meeting_first_with_bounded_hits() {
         assert_eq!(c["match"], "all_words", "{query}");
         assert_eq!(hit_ids(c)[0], settled, "{query}: {c}");
         assert_eq!(c["hits"][0]["date"], "2025-12-02");
+        // The snippet reaches the figure the question is about (it follows a weaker second
+        // mention of the words), not only the first place the words occur.
+        let top = c["hits"][0]["snippet"].as_str().unwrap();
+        assert!(top.contains("$48,000"), "{query}: {top}");
         for hit in c["hits"].as_array().unwrap() {
             let hit_tokens = tokens::count(&hit.to_string());
             assert!(hit_tokens <= 110, "{hit_tokens} tokens: {hit}");

@@ -102,7 +102,10 @@ pub fn tools(
         store: store.kind(),
     };
     match (toolset, store) {
-        (ToolsetName::BooksV1 | ToolsetName::BooksV2, Store::Books(books)) => {
+        (
+            ToolsetName::BooksV1 | ToolsetName::BooksV2 | ToolsetName::BooksV3,
+            Store::Books(books),
+        ) => {
             let design = toolset.books_design().ok_or_else(wrong)?;
             Ok(design.tools(books)?)
         }
@@ -114,7 +117,7 @@ pub fn tools(
                 built.relay,
             )?)
         }
-        (ToolsetName::BooksV1 | ToolsetName::BooksV2, Store::Notes(_))
+        (ToolsetName::BooksV1 | ToolsetName::BooksV2 | ToolsetName::BooksV3, Store::Notes(_))
         | (ToolsetName::Notes, Store::Books(_)) => Err(wrong()),
     }
 }

@@ -18,6 +18,8 @@ pub enum ToolsetName {
     BooksV1,
     /// The book catalogue as tools designed for a model.
     BooksV2,
+    /// books-v2 changed where the embedded model failed: writes by filter, repeats answered.
+    BooksV3,
     /// The notes assistant: notes, web clips, email drafts and sends.
     Notes,
 }
@@ -45,9 +47,10 @@ fn known_names() -> String {
 
 impl ToolsetName {
     /// Every toolset, in the order listings show them.
-    pub const ALL: [ToolsetName; 3] = [
+    pub const ALL: [ToolsetName; 4] = [
         ToolsetName::BooksV1,
         ToolsetName::BooksV2,
+        ToolsetName::BooksV3,
         ToolsetName::Notes,
     ];
 
@@ -64,6 +67,9 @@ impl ToolsetName {
         match self {
             ToolsetName::BooksV1 => "The book catalogue as a straight CRUD API",
             ToolsetName::BooksV2 => "The book catalogue as tools designed for a model",
+            ToolsetName::BooksV3 => {
+                "books-v2 with writes that take the search's filters and repeats answered from the earlier result"
+            }
             ToolsetName::Notes => "The notes assistant: notes, web clips, email drafts and sends",
         }
     }
@@ -71,7 +77,7 @@ impl ToolsetName {
     /// The kind of store it works on.
     pub fn store(self) -> StoreKind {
         match self {
-            ToolsetName::BooksV1 | ToolsetName::BooksV2 => StoreKind::Books,
+            ToolsetName::BooksV1 | ToolsetName::BooksV2 | ToolsetName::BooksV3 => StoreKind::Books,
             ToolsetName::Notes => StoreKind::Notes,
         }
     }
@@ -81,6 +87,7 @@ impl ToolsetName {
         match self {
             ToolsetName::BooksV1 => Some(BooksDesign::V1),
             ToolsetName::BooksV2 => Some(BooksDesign::V2),
+            ToolsetName::BooksV3 => Some(BooksDesign::V3),
             ToolsetName::Notes => None,
         }
     }
@@ -112,6 +119,16 @@ impl StoreKind {
             .collect()
     }
 
+    /// What an eval of a suite on this store compares when it is not told: the seeds'
+    /// comparison for the catalogue (the CRUD design against the task-shaped one; books-v3 is
+    /// compared with v2 when asked for), the one toolset for notes.
+    pub fn compared_by_default(self) -> Vec<ToolsetName> {
+        match self {
+            StoreKind::Books => vec![ToolsetName::BooksV1, ToolsetName::BooksV2],
+            StoreKind::Notes => vec![ToolsetName::Notes],
+        }
+    }
+
     /// The file name of the default store in the user data folder.
     pub fn default_file(self) -> &'static str {
         match self {
@@ -137,11 +154,11 @@ mod tests {
     #[test]
     fn every_name_round_trips_and_others_are_refused() {
         let names: Vec<&str> = ToolsetName::ALL.iter().map(|t| t.as_str()).collect();
-        assert_eq!(names, ["books-v1", "books-v2", "notes"]);
+        assert_eq!(names, ["books-v1", "books-v2", "books-v3", "notes"]);
         for toolset in ToolsetName::ALL {
             assert_eq!(toolset.to_string().parse::<ToolsetName>(), Ok(toolset));
         }
-        let err = "books-v3".parse::<ToolsetName>().unwrap_err();
+        let err = "books-v4".parse::<ToolsetName>().unwrap_err();
         assert!(err.to_string().contains("books-v1"), "{err}");
     }
 
@@ -149,8 +166,17 @@ mod tests {
     fn each_store_kind_lists_its_toolsets() {
         assert_eq!(
             StoreKind::Books.toolsets(),
+            [
+                ToolsetName::BooksV1,
+                ToolsetName::BooksV2,
+                ToolsetName::BooksV3
+            ]
+        );
+        assert_eq!(
+            StoreKind::Books.compared_by_default(),
             [ToolsetName::BooksV1, ToolsetName::BooksV2]
         );
+        assert_eq!(StoreKind::Notes.compared_by_default(), [ToolsetName::Notes]);
         assert_eq!(StoreKind::Notes.toolsets(), [ToolsetName::Notes]);
         for toolset in ToolsetName::ALL {
             assert!(toolset.store().toolsets().contains(&toolset));

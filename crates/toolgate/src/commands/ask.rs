@@ -316,6 +316,10 @@ fn printer() -> Observer {
                     abbreviate(&outcome.model_text(), SHOWN_RESULT_CHARS)
                 );
             }
+            AgentEvent::RepeatAnswered { call, earlier } => println!(
+                "    repeat {} {} [answered from round {}, not run again]",
+                call.name, call.arguments, earlier.round
+            ),
             AgentEvent::Finished { .. } => {}
         }
     })

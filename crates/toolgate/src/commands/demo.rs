@@ -85,6 +85,12 @@ fn step_printer() -> Observer {
                 short(&outcome.model_text(), 300)
             );
         }
+        AgentEvent::RepeatAnswered { call, earlier } => {
+            println!(
+                "      not run again: the same call with the same arguments ran in round {} and nothing was written since; the loop answers {} with that result and a notice",
+                earlier.round, call.id
+            );
+        }
         AgentEvent::Finished { .. } => {}
     })
 }

@@ -36,7 +36,7 @@ fn run_suite(args: &EvalRunArgs) -> Result<(), CommandError> {
     })?;
     let suite = Suite::parse(&suite_text, &args.suite.display().to_string())?;
     let toolsets: Vec<ToolsetName> = if args.toolsets.is_empty() {
-        suite.suite.store.toolsets()
+        suite.suite.store.compared_by_default()
     } else {
         args.toolsets.clone()
     };

@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::table;
 
 /// Calls whose result sizes are reported for each toolset: the v1 full listing against the
-/// v2 searches that answer the same questions.
+/// v2 (and v3) searches that answer the same questions.
 fn measured_calls(toolset: ToolsetName) -> Vec<(&'static str, Value)> {
     match toolset {
         ToolsetName::Notes => vec![
@@ -30,7 +30,7 @@ fn measured_calls(toolset: ToolsetName) -> Vec<(&'static str, Value)> {
             ("notes_get", json!({"note_id": 5})),
         ],
         ToolsetName::BooksV1 => vec![("list_items", json!({})), ("get_item", json!({"id": 1}))],
-        ToolsetName::BooksV2 => vec![
+        ToolsetName::BooksV2 | ToolsetName::BooksV3 => vec![
             ("books_search", json!({})),
             ("books_search", json!({"author": "Rowling"})),
             (

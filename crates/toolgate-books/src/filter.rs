@@ -1,0 +1,283 @@
+//! Book filters as SQL: the one translation of "author, title, year range, rating range,
+//! language, status, tag, ids" into a `WHERE` clause with bound parameters, shared by
+//! `books_search` and by books-v3's writes that apply to every match, so a write changes
+//! exactly the books the same filters would list.
+//!
+//! Guarantees: every value is a bound parameter (never spliced into SQL); author and title
+//! match parts case-insensitively with LIKE wildcards escaped; a tag matches whole; a language
+//! code the catalogue does not have is refused with the codes it has. An empty filter is
+//! `WHERE`-less: refusing writes to the whole catalogue is the writer's job
+//! ([`BookFilter::is_empty`]).
+
+use rusqlite::Connection;
+use rusqlite::types::Value as SqlValue;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use toolgate_core::ToolError;
+
+use crate::rows;
+
+/// The `language` value that finds books whose language code is empty.
+pub const NO_LANGUAGE: &str = "none";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StatusFilter {
+    WantToRead,
+    Reading,
+    Read,
+    None,
+}
+
+/// What to match; every field given must hold (AND). Borrowed from a tool's arguments.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BookFilter<'a> {
+    pub ids: Option<&'a [i64]>,
+    pub author: Option<&'a str>,
+    pub title: Option<&'a str>,
+    pub year_min: Option<i64>,
+    pub year_max: Option<i64>,
+    pub rating_min: Option<f64>,
+    pub rating_max: Option<f64>,
+    pub language: Option<&'a str>,
+    pub status: Option<StatusFilter>,
+    pub tag: Option<&'a str>,
+}
+
+/// A `WHERE` clause (empty, or starting with a space) and its parameters in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WhereSql {
+    pub sql: String,
+    pub params: Vec<SqlValue>,
+}
+
+impl BookFilter<'_> {
+    /// True when nothing narrows the match: every book matches.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_none()
+            && self.author.is_none()
+            && self.title.is_none()
+            && self.year_min.is_none()
+            && self.year_max.is_none()
+            && self.rating_min.is_none()
+            && self.rating_max.is_none()
+            && self.language.is_none()
+            && self.status.is_none()
+            && self.tag.is_none()
+    }
+
+    /// Refuses bounds that cannot both hold, saying how to write the range.
+    pub fn check_ranges(&self) -> Result<(), ToolError> {
+        if let (Some(lo), Some(hi)) = (self.year_min, self.year_max)
+            && lo > hi
+        {
+            return Err(ToolError::invalid(
+                "year_min",
+                format!("year_min ({lo}) is after year_max ({hi})"),
+            )
+            .with_hint("both bounds are inclusive; for a single year set both to it")
+            .with_example(json!({"year_min": 2011, "year_max": 2015})));
+        }
+        if let (Some(lo), Some(hi)) = (self.rating_min, self.rating_max)
+            && lo > hi
+        {
+            return Err(ToolError::invalid(
+                "rating_min",
+                format!("rating_min ({lo}) is above rating_max ({hi})"),
+            )
+            .with_example(json!({"rating_min": 4.0, "rating_max": 4.5})));
+        }
+        Ok(())
+    }
+
+    /// The clause for this filter; `conn` is read only to check a language code.
+    pub fn to_sql(&self, conn: &Connection) -> Result<WhereSql, ToolError> {
+        let mut clauses: Vec<String> = Vec::new();
+        let mut params: Vec<SqlValue> = Vec::new();
+        if let Some(ids) = self.ids {
+            let marks = vec!["?"; ids.len()].join(", ");
+            clauses.push(format!("book_id IN ({marks})"));
+            params.extend(ids.iter().map(|id| SqlValue::Integer(*id)));
+        }
+        if let Some(author) = self.author {
+            clauses.push("authors LIKE ? ESCAPE '\\'".into());
+            params.push(SqlValue::Text(like_pattern(author)));
+        }
+        if let Some(title) = self.title {
+            clauses.push("title LIKE ? ESCAPE '\\'".into());
+            params.push(SqlValue::Text(like_pattern(title)));
+        }
+        let bounds = [
+            (
+                "original_publication_year >= ?",
+                self.year_min.map(SqlValue::Integer),
+            ),
+            (
+                "original_publication_year <= ?",
+                self.year_max.map(SqlValue::Integer),
+            ),
+            ("average_rating >= ?", self.rating_min.map(SqlValue::Real)),
+            ("average_rating <= ?", self.rating_max.map(SqlValue::Real)),
+        ];
+        for (clause, value) in bounds {
+            if let Some(value) = value {
+                clauses.push(clause.into());
+                params.push(value);
+            }
+        }
+        if let Some(language) = self.language.map(str::trim) {
+            if language.eq_ignore_ascii_case(NO_LANGUAGE) {
+                clauses.push("language_code IS NULL".into());
+            } else {
+                check_language(conn, language)?;
+                clauses.push("language_code = ?".into());
+                params.push(SqlValue::Text(language.into()));
+            }
+        }
+        if let Some(status) = self.status {
+            match status_text(status) {
+                None => clauses.push("my_status IS NULL".into()),
+                Some(text) => {
+                    clauses.push("my_status = ?".into());
+                    params.push(SqlValue::Text(text.into()));
+                }
+            }
+        }
+        if let Some(tag) = self.tag {
+            clauses.push("(',' || my_tags || ',') LIKE ? ESCAPE '\\'".into());
+            params.push(SqlValue::Text(format!(
+                "%,{},%",
+                escape_like(&tag.trim().to_lowercase())
+            )));
+        }
+        let sql = if clauses.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", clauses.join(" AND "))
+        };
+        Ok(WhereSql { sql, params })
+    }
+}
+
+fn status_text(status: StatusFilter) -> Option<&'static str> {
+    match status {
+        StatusFilter::WantToRead => Some("want_to_read"),
+        StatusFilter::Reading => Some("reading"),
+        StatusFilter::Read => Some("read"),
+        StatusFilter::None => None,
+    }
+}
+
+fn check_language(conn: &Connection, language: &str) -> Result<(), ToolError> {
+    let codes = rows::language_codes(conn)?;
+    if codes.iter().any(|c| c == language) {
+        return Ok(());
+    }
+    Err(ToolError::invalid(
+        "language",
+        format!("no book has language code \"{language}\""),
+    )
+    .with_expected(format!(
+        "one of {}, or \"{NO_LANGUAGE}\" for books with no language code",
+        codes.join(", ")
+    ))
+    .with_received(json!(language))
+    .with_example(json!({"language": "eng"})))
+}
+
+fn escape_like(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
+}
+
+/// A LIKE pattern matching `text` anywhere, its own "%" or "_" matching themselves.
+fn like_pattern(text: &str) -> String {
+    format!("%{}%", escape_like(text.trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sql_of(filter: BookFilter<'_>) -> WhereSql {
+        let conn = Connection::open_in_memory().expect("db");
+        filter.to_sql(&conn).expect("sql")
+    }
+
+    #[test]
+    fn wildcards_in_a_name_match_themselves() {
+        let w = sql_of(BookFilter {
+            author: Some(" 100%_a\\b "),
+            ..BookFilter::default()
+        });
+        assert_eq!(w.sql, " WHERE authors LIKE ? ESCAPE '\\'");
+        assert_eq!(w.params, [SqlValue::Text("%100\\%\\_a\\\\b%".into())]);
+    }
+
+    #[test]
+    fn a_tag_never_matches_part_of_another_tag() {
+        let w = sql_of(BookFilter {
+            tag: Some("Fav"),
+            ..BookFilter::default()
+        });
+        assert_eq!(w.params, [SqlValue::Text("%,fav,%".into())]);
+    }
+
+    #[test]
+    fn values_are_bound_never_spliced() {
+        let ids = [3, 1];
+        let w = sql_of(BookFilter {
+            ids: Some(&ids),
+            title: Some("'; DROP TABLE books; --"),
+            year_max: Some(1899),
+            status: Some(StatusFilter::None),
+            ..BookFilter::default()
+        });
+        assert_eq!(
+            w.sql,
+            " WHERE book_id IN (?, ?) AND title LIKE ? ESCAPE '\\' AND original_publication_year <= ? AND my_status IS NULL"
+        );
+        assert_eq!(w.params.len(), 4);
+        assert!(!w.sql.contains("DROP"));
+    }
+
+    #[test]
+    fn an_empty_filter_is_reported_empty_and_has_no_clause() {
+        assert!(BookFilter::default().is_empty());
+        assert_eq!(sql_of(BookFilter::default()).sql, "");
+        assert!(
+            !BookFilter {
+                rating_min: Some(4.0),
+                ..BookFilter::default()
+            }
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn crossed_bounds_are_refused_naming_the_field() {
+        let cases = [
+            (Some(2000), Some(1990), None, None, "year_min"),
+            (None, None, Some(4.5), Some(4.0), "rating_min"),
+        ];
+        for (year_min, year_max, rating_min, rating_max, field) in cases {
+            let filter = BookFilter {
+                year_min,
+                year_max,
+                rating_min,
+                rating_max,
+                ..BookFilter::default()
+            };
+            let err = filter.check_ranges().expect_err("crossed");
+            assert_eq!(err.field.as_deref(), Some(field));
+        }
+        let single_year = BookFilter {
+            year_min: Some(2005),
+            year_max: Some(2005),
+            ..BookFilter::default()
+        };
+        assert!(single_year.check_ranges().is_ok());
+    }
+}

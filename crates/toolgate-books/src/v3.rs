@@ -1,0 +1,319 @@
+//! books-v3: books-v2 changed where the embedded model's runs showed it failing.
+//!
+//! - Writes take the same filters as `books_search` (plus `ids`, `sort` and `limit`) and apply
+//!   to every match, and their result names each changed book: a model never has to carry ids
+//!   from one call to the next, so it cannot write to a guessed id. In v2 every update task
+//!   failed because the model wrote to ids it had not searched for.
+//! - `books_search` and `books_get` answer an exact repeat (same arguments, nothing written
+//!   since) from the earlier result with a notice, in a loop that honours
+//!   `answers_repeats`: the runs showed the same call repeated until the round cap.
+//!
+//! Guarantees of the writes: never the whole catalogue (a write without ids or a filter is
+//! refused unless a `limit` bounds it); at most [`MAX_CHANGED`] books per call (more matches without a `limit` is
+//! refused with the count); no match changes nothing and says so; unknown ids are refused
+//! before anything changes; the approval preview lists the books the call would change, and
+//! the dispatcher binds it into the approval, so a human never approves one set and gets
+//! another. v2's reads are reused unchanged.
+
+use rusqlite::Connection;
+use rusqlite::types::Value as SqlValue;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolgate_core::idempotency::WriteEffect;
+use toolgate_core::tool::DeclarationError;
+use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError};
+
+use crate::filter::{BookFilter, StatusFilter};
+use crate::rows::{self, BookRow};
+use crate::store::BooksStore;
+use crate::v2::{self, NewStatus, SortOrder};
+
+/// Most books one write changes; a larger match must be narrowed or given a `limit`.
+pub const MAX_CHANGED: u32 = 100;
+/// Most titles an approval preview lists (the count is always exact).
+const PREVIEW_TITLES: usize = 20;
+
+/// Declares a write's arguments: the selection every v3 write shares (ids, the search's
+/// filters, sort, limit), then the write's own fields. One list, so the writes cannot drift
+/// from each other or from the search.
+macro_rules! selection_args {
+    ($(#[$meta:meta])* pub struct $name:ident { $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            /// Ids of books to change (from books_search), 1 to 100; usually not needed: the
+            /// filters below pick the books.
+            #[schemars(length(min = 1, max = 100))]
+            #[schemars(extend("uniqueItems" = true))]
+            pub ids: Option<Vec<i64>>,
+            /// Part of an author's name, case-insensitive, as in books_search.
+            #[schemars(length(min = 1, max = 100))]
+            pub author: Option<String>,
+            /// Part of the title, case-insensitive.
+            #[schemars(length(min = 1, max = 200))]
+            pub title: Option<String>,
+            /// Earliest original publication year, inclusive ("after 2010" is 2011).
+            #[schemars(range(min = -3000, max = 2100))]
+            pub year_min: Option<i64>,
+            /// Latest original publication year, inclusive ("before 1900" is 1899).
+            #[schemars(range(min = -3000, max = 2100))]
+            pub year_max: Option<i64>,
+            /// Lowest average rating, inclusive.
+            #[schemars(range(min = 0, max = 5))]
+            pub rating_min: Option<f64>,
+            /// Highest average rating, inclusive.
+            #[schemars(range(min = 0, max = 5))]
+            pub rating_max: Option<f64>,
+            /// Language code exactly as stored ("eng", "spa"); "none" for no code.
+            #[schemars(length(min = 2, max = 10))]
+            pub language: Option<String>,
+            /// Only books whose reading status is now this; "none" means no status.
+            pub current_status: Option<StatusFilter>,
+            /// Only books that already have this tag.
+            #[schemars(length(min = 1, max = 32))]
+            pub tag: Option<String>,
+            /// Which matches come first when `limit` is set; default "popularity".
+            pub sort: Option<SortOrder>,
+            /// Change only the first `limit` matches in `sort` order ("the 2 highest rated":
+            /// sort "rating_desc", limit 2). Without it every match changes.
+            #[schemars(range(min = 1, max = 100))]
+            pub limit: Option<u32>,
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+
+        impl $name {
+            fn selection(&self) -> Selection<'_> {
+                Selection {
+                    filter: BookFilter {
+                        ids: self.ids.as_deref(),
+                        author: self.author.as_deref(),
+                        title: self.title.as_deref(),
+                        year_min: self.year_min,
+                        year_max: self.year_max,
+                        rating_min: self.rating_min,
+                        rating_max: self.rating_max,
+                        language: self.language.as_deref(),
+                        status: self.current_status,
+                        tag: self.tag.as_deref(),
+                    },
+                    sort: self.sort.unwrap_or_default(),
+                    limit: self.limit,
+                }
+            }
+        }
+    };
+}
+
+selection_args! {
+    pub struct SetStatusArgs {
+        /// The new reading status; "none" clears it.
+        pub status: NewStatus,
+    }
+}
+
+selection_args! {
+    pub struct TagArgs {
+        /// Tags to add, e.g. ["fav"]. Letters, digits, spaces, - and _; stored lower-case.
+        #[serde(default)]
+        #[schemars(
+            length(max = 10),
+            inner(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9 _-]{0,31}$"))
+        )]
+        pub add: Vec<String>,
+        /// Tags to remove.
+        #[serde(default)]
+        #[schemars(
+            length(max = 10),
+            inner(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9 _-]{0,31}$"))
+        )]
+        pub remove: Vec<String>,
+    }
+}
+
+/// Which books a write applies to.
+#[derive(Debug, Clone, Copy)]
+struct Selection<'a> {
+    filter: BookFilter<'a>,
+    sort: SortOrder,
+    limit: Option<u32>,
+}
+
+/// The books a selection picks, and how many matched before `limit`.
+#[derive(Debug)]
+struct Selected {
+    matched: i64,
+    books: Vec<BookRow>,
+}
+
+pub fn tools(store: &BooksStore) -> Result<Vec<Tool>, DeclarationError> {
+    Ok(vec![
+        v2::search(store, true)?,
+        v2::get(store, true)?,
+        set_status(store)?,
+        tag(store)?,
+    ])
+}
+
+/// Refuses what a selection can tell without the store: nothing to bound it (no filter, no
+/// ids, no limit), crossed ranges.
+fn check_selection(selection: &Selection<'_>) -> Result<(), ToolError> {
+    if selection.filter.is_empty() && selection.limit.is_none() {
+        return Err(ToolError::invalid(
+            "author",
+            "give at least one filter (author, title, years, rating, language, current_status, tag), ids, or sort with limit: a write never applies to the whole catalogue",
+        )
+        .with_example(json!({"author": "Suzanne Collins", "status": "read"})));
+    }
+    selection.filter.check_ranges()
+}
+
+/// The books `selection` picks, in its order; refuses unknown ids, no match, and more than
+/// [`MAX_CHANGED`] matches without a limit.
+fn select(conn: &Connection, selection: &Selection<'_>) -> Result<Selected, ToolError> {
+    if let Some(ids) = selection.filter.ids {
+        let (_, missing) = rows::by_ids(conn, ids)?;
+        if !missing.is_empty() {
+            return Err(v2::unknown_ids_error(&missing));
+        }
+    }
+    let clause = selection.filter.to_sql(conn)?;
+    let matched = rows::count(
+        conn,
+        &format!("SELECT count(*) FROM books{}", clause.sql),
+        clause.params.clone(),
+    )?;
+    if matched == 0 {
+        return Err(ToolError::not_found(
+            "no book matched every filter; nothing was changed",
+        )
+        .with_hint(
+            "author and title match parts of names (e.g. \"Collins\"), year and rating bounds are inclusive; books_search with the same filters shows what matches",
+        ));
+    }
+    if selection.limit.is_none() && matched > i64::from(MAX_CHANGED) {
+        return Err(ToolError::invalid(
+            "limit",
+            format!("{matched} books match; one call changes at most {MAX_CHANGED}"),
+        )
+        .with_hint("narrow the filters, or set limit (and sort) to change the first ones"));
+    }
+    let take = selection.limit.unwrap_or(MAX_CHANGED).min(MAX_CHANGED);
+    let mut params = clause.params;
+    params.push(SqlValue::Integer(i64::from(take)));
+    let books = rows::query(
+        conn,
+        &format!(
+            "SELECT {} FROM books{} ORDER BY {} LIMIT ?",
+            rows::COLUMNS,
+            clause.sql,
+            selection.sort.order_by()
+        ),
+        params,
+    )?;
+    Ok(Selected { matched, books })
+}
+
+/// What the approver sees: how many books and which (first [`PREVIEW_TITLES`] titles).
+fn preview(store: &BooksStore, selection: &Selection<'_>) -> Result<Value, ToolError> {
+    let selected = store.with_conn(|conn| select(conn, selection))??;
+    let titles: Vec<String> = selected
+        .books
+        .iter()
+        .take(PREVIEW_TITLES)
+        .map(|b| format!("{}: {} ({})", b.book_id, b.title, b.authors))
+        .collect();
+    let mut shown = json!({"changes": selected.books.len(), "books": titles});
+    if selected.books.len() > PREVIEW_TITLES {
+        shown["and_more"] = json!(selected.books.len() - PREVIEW_TITLES);
+    }
+    Ok(shown)
+}
+
+/// Adds `matched` to a write's result, and a note when `limit` left matches unchanged.
+fn with_matched(mut effect: WriteEffect, selected: &Selected) -> WriteEffect {
+    let changed = selected.books.len() as i64;
+    effect.result["matched"] = json!(selected.matched);
+    if changed < selected.matched {
+        effect.result["note"] = json!(format!(
+            "changed the first {changed} of {} matching books (limit)",
+            selected.matched
+        ));
+    }
+    effect
+}
+
+fn set_status(store: &BooksStore) -> Result<Tool, DeclarationError> {
+    let write_store = store.clone();
+    let preview_store = store.clone();
+    ToolBuilder::<SetStatusArgs>::new("books_set_status", 2)
+        .describe(
+            "Sets the user's reading status (want_to_read, reading, read, or none to clear) on every book that matches the filters, the same filters as books_search.",
+            "the user asks to mark books: give the filters that describe them (author, years, rating...), with sort and limit for \"the N best/oldest\"; no ids needed.",
+            Some("you want to label books with words such as \"fav\": use books_tag."),
+            "matched (how many books fit), updated, and each changed book's id, title, new status and previous status.",
+        )
+        .example("mark every book by Suzanne Collins as read", json!({"author": "Suzanne Collins", "status": "read"}))
+        .example("the 2 highest-rated books from 2005 as want_to_read", json!({"year_min": 2005, "year_max": 2005, "sort": "rating_desc", "limit": 2, "status": "want_to_read"}))
+        .policy(
+            Risk::Medium,
+            Effect::UndoableWrite,
+            "It changes only the user's own reading status, and the previous values are kept for undo.",
+        )
+        .check(|args: &SetStatusArgs, _| check_selection(&args.selection()))
+        .approval_preview(move |args: &SetStatusArgs| preview(&preview_store, &args.selection()))
+        .receipts(store.receipt_log())
+        .write(move |ctx, args: SetStatusArgs| {
+            let store = write_store.clone();
+            async move {
+                store
+                    .write_once(&ctx, move |tx| {
+                        let selected = select(tx, &args.selection())?;
+                        let effect = v2::set_status_of(tx, &selected.books, args.status)?;
+                        Ok(with_matched(effect, &selected))
+                    })
+                    .await
+            }
+        })
+}
+
+fn tag(store: &BooksStore) -> Result<Tool, DeclarationError> {
+    let write_store = store.clone();
+    let preview_store = store.clone();
+    ToolBuilder::<TagArgs>::new("books_tag", 2)
+        .describe(
+            "Adds and/or removes the user's own tags (e.g. \"fav\") on every book that matches the filters, the same filters as books_search.",
+            "the user asks to tag or untag books: give the filters that describe them, with sort and limit for \"the N best/oldest\"; no ids needed.",
+            Some("you want to mark reading progress: use books_set_status."),
+            "matched (how many books fit), updated, and each changed book's id, title and tags after the change.",
+        )
+        .example("tag every Jane Austen book classic", json!({"author": "Jane Austen", "add": ["classic"]}))
+        .example("tag the 3 oldest books ancient", json!({"sort": "year_asc", "limit": 3, "add": ["ancient"]}))
+        .policy(
+            Risk::Medium,
+            Effect::UndoableWrite,
+            "It changes only the user's own tags, and the previous tags are kept for undo.",
+        )
+        .check(|args: &TagArgs, _| {
+            if args.add.is_empty() && args.remove.is_empty() {
+                return Err(ToolError::invalid("add", "nothing to do: give tags in add, remove, or both")
+                    .with_example(json!({"author": "Jane Austen", "add": ["classic"]})));
+            }
+            check_selection(&args.selection())
+        })
+        .approval_preview(move |args: &TagArgs| preview(&preview_store, &args.selection()))
+        .receipts(store.receipt_log())
+        .write(move |ctx, args: TagArgs| {
+            let store = write_store.clone();
+            async move {
+                store
+                    .write_once(&ctx, move |tx| {
+                        let selected = select(tx, &args.selection())?;
+                        let effect = v2::retag(tx, &selected.books, &args.add, &args.remove)?;
+                        Ok(with_matched(effect, &selected))
+                    })
+                    .await
+            }
+        })
+}

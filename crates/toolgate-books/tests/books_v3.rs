@@ -1,0 +1,333 @@
+//! books-v3's writes by filter, on the real catalogue through the real dispatcher: each update
+//! task of the suite is one call without ids, and what a filter write refuses changes nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::fixture;
+use serde_json::{Value, json};
+use toolgate_books::Toolset;
+use toolgate_core::{CallRequest, Caller, ErrorCode, Mode, Principal, ScriptedApprover};
+
+fn changed_ids(content: &Value) -> Vec<i64> {
+    let mut ids: Vec<i64> = content["books"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test]
+async fn every_update_task_of_the_suite_is_one_call_without_ids() {
+    // (task, call, column it changes, value, the SQL that selects the books it must change:
+    // the suite's own expected_sql for the task)
+    let cases: [(&str, &str, Value, &str, &str, &str); 12] = [
+        (
+            "collins-read",
+            "books_set_status",
+            json!({"author": "Suzanne Collins", "status": "read"}),
+            "my_status",
+            "read",
+            "authors LIKE '%Suzanne Collins%'",
+        ),
+        (
+            "riordan-reading",
+            "books_set_status",
+            json!({"author": "Rick Riordan", "status": "reading"}),
+            "my_status",
+            "reading",
+            "authors LIKE '%Rick Riordan%'",
+        ),
+        (
+            "brown-want",
+            "books_set_status",
+            json!({"author": "Dan Brown", "status": "want_to_read"}),
+            "my_status",
+            "want_to_read",
+            "authors LIKE '%Dan Brown%'",
+        ),
+        (
+            "king-early-read",
+            "books_set_status",
+            json!({"author": "Stephen King", "year_max": 1989, "status": "read"}),
+            "my_status",
+            "read",
+            "authors LIKE '%Stephen King%' AND original_publication_year < 1990",
+        ),
+        (
+            "recent-good-want",
+            "books_set_status",
+            json!({"year_min": 2011, "rating_min": 4.2, "status": "want_to_read"}),
+            "my_status",
+            "want_to_read",
+            "original_publication_year > 2010 AND average_rating >= 4.2",
+        ),
+        (
+            "austen-classic",
+            "books_tag",
+            json!({"author": "Jane Austen", "add": ["classic"]}),
+            "my_tags",
+            "classic",
+            "authors LIKE '%Jane Austen%'",
+        ),
+        (
+            "green-ya",
+            "books_tag",
+            json!({"author": "John Green", "add": ["ya"]}),
+            "my_tags",
+            "ya",
+            "authors LIKE '%John Green%'",
+        ),
+        (
+            "spanish-tag",
+            "books_tag",
+            json!({"language": "spa", "add": ["spanish"]}),
+            "my_tags",
+            "spanish",
+            "language_code = 'spa'",
+        ),
+        (
+            "rowling-fav",
+            "books_tag",
+            json!({"author": "Rowling", "sort": "rating_desc", "limit": 2, "add": ["fav"]}),
+            "my_tags",
+            "fav",
+            "book_id IN (SELECT book_id FROM books WHERE authors LIKE '%Rowling%' ORDER BY average_rating DESC LIMIT 2)",
+        ),
+        (
+            "tolkien-top-read",
+            "books_set_status",
+            json!({"author": "Tolkien", "sort": "rating_desc", "limit": 1, "status": "read"}),
+            "my_status",
+            "read",
+            "book_id = (SELECT book_id FROM books WHERE authors LIKE '%Tolkien%' ORDER BY average_rating DESC LIMIT 1)",
+        ),
+        (
+            "oldest-three-ancient",
+            "books_tag",
+            json!({"sort": "year_asc", "limit": 3, "add": ["ancient"]}),
+            "my_tags",
+            "ancient",
+            "book_id IN (SELECT book_id FROM books WHERE original_publication_year IS NOT NULL ORDER BY original_publication_year LIMIT 3)",
+        ),
+        (
+            "best-2005-want",
+            "books_set_status",
+            json!({"year_min": 2005, "year_max": 2005, "sort": "rating_desc", "limit": 1, "status": "want_to_read"}),
+            "my_status",
+            "want_to_read",
+            "book_id = (SELECT book_id FROM books WHERE original_publication_year = 2005 ORDER BY average_rating DESC LIMIT 1)",
+        ),
+    ];
+    for (task, tool, args, column, value, selects) in cases {
+        let f = fixture(Toolset::V3);
+        let want = f.sql_ids(&format!(
+            "SELECT book_id FROM books WHERE {selects} ORDER BY 1"
+        ));
+        assert!(!want.is_empty(), "{task}: the task selects books");
+        let out = f.call(tool, args).await;
+        let content = out
+            .observation()
+            .unwrap_or_else(|| panic!("{task}: {}", out.model_text()))
+            .content
+            .clone();
+        assert_eq!(changed_ids(&content), want, "{task}: the result names them");
+        assert_eq!(content["updated"], json!(want.len()), "{task}");
+        for book in content["books"].as_array().unwrap() {
+            assert!(
+                book["title"].as_str().is_some_and(|t| !t.is_empty()),
+                "{task}"
+            );
+        }
+        let got = f.sql_ids(&format!(
+            "SELECT book_id FROM books WHERE {column} = '{value}' ORDER BY 1"
+        ));
+        assert_eq!(got, want, "{task}: the store changed exactly them");
+        let other = if column == "my_status" {
+            "my_tags <> ''"
+        } else {
+            "my_status IS NOT NULL"
+        };
+        assert_eq!(
+            f.sql_i64(&format!("SELECT count(*) FROM books WHERE {other}")),
+            0,
+            "{task}: nothing else changed"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_limit_that_leaves_matches_unchanged_says_how_many() {
+    let f = fixture(Toolset::V3);
+    let rowling = f.sql_i64("SELECT count(*) FROM books WHERE authors LIKE '%Rowling%'");
+    let out = f
+        .call(
+            "books_tag",
+            json!({"author": "Rowling", "sort": "rating_desc", "limit": 2, "add": ["fav"]}),
+        )
+        .await;
+    let content = out.observation().unwrap().content.clone();
+    assert_eq!(content["matched"], json!(rowling));
+    assert_eq!(content["updated"], json!(2));
+    assert!(
+        content["note"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("first 2 of {rowling}")),
+        "{content}"
+    );
+}
+
+#[tokio::test]
+async fn writes_that_cannot_be_bounded_or_matched_change_nothing() {
+    // (what it prevents, call, arguments, code, words the message must have)
+    let cases: [(&str, &str, Value, ErrorCode, &str); 6] = [
+        (
+            "a write to the whole catalogue",
+            "books_set_status",
+            json!({"status": "read"}),
+            ErrorCode::InvalidArgument,
+            "never applies to the whole catalogue",
+        ),
+        (
+            "a write to the whole catalogue by tags",
+            "books_tag",
+            json!({"add": ["x"]}),
+            ErrorCode::InvalidArgument,
+            "never applies to the whole catalogue",
+        ),
+        (
+            "more than 100 books in one call",
+            "books_set_status",
+            json!({"rating_min": 0, "status": "read"}),
+            ErrorCode::InvalidArgument,
+            "300 books match",
+        ),
+        (
+            "a filter nothing matches",
+            "books_tag",
+            json!({"author": "Nobody Anybody", "add": ["x"]}),
+            ErrorCode::NotFound,
+            "nothing was changed",
+        ),
+        (
+            "a guessed id",
+            "books_set_status",
+            json!({"ids": [1, 999], "status": "read"}),
+            ErrorCode::NotFound,
+            "999",
+        ),
+        (
+            "crossed ranges",
+            "books_set_status",
+            json!({"year_min": 2000, "year_max": 1990, "status": "read"}),
+            ErrorCode::InvalidArgument,
+            "year_min",
+        ),
+    ];
+    for (prevents, tool, args, code, words) in cases {
+        let f = fixture(Toolset::V3);
+        let out = f.call(tool, args).await;
+        let err = out
+            .error()
+            .cloned()
+            .unwrap_or_else(|| panic!("{prevents}: accepted"));
+        assert_eq!(err.code, code, "{prevents}: {err:?}");
+        assert!(err.message.contains(words), "{prevents}: {}", err.message);
+        assert_eq!(
+            f.sql_i64("SELECT count(*) FROM books WHERE my_status IS NOT NULL OR my_tags <> ''"),
+            0,
+            "{prevents}: nothing changed"
+        );
+        assert_eq!(
+            f.sql_i64("SELECT count(*) FROM tool_receipts"),
+            0,
+            "{prevents}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_approver_sees_which_books_a_filter_write_would_change() {
+    let f = fixture(Toolset::V3);
+    let approver = Arc::new(ScriptedApprover::approving(Vec::<String>::new()));
+    let asking = Caller::new(f.dispatcher.clone())
+        .with_approver(approver.clone())
+        .with_mode(Mode::Ask);
+    let out = asking
+        .call(CallRequest::new(
+            Principal::local("tester", &[]),
+            "run-1",
+            "books_set_status",
+            json!({"author": "Suzanne Collins", "status": "read"}),
+        ))
+        .await;
+    assert_eq!(out.error().unwrap().code, ErrorCode::ApprovalDenied);
+    let collins = f.sql_i64("SELECT count(*) FROM books WHERE authors LIKE '%Suzanne Collins%'");
+    let seen = approver.seen();
+    let preview = seen[0].preview.clone().unwrap();
+    assert_eq!(preview["changes"], json!(collins));
+    let titles: Vec<&str> = preview["books"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(titles.len() as i64, collins);
+    assert!(
+        titles.iter().all(|t| t.contains("Suzanne Collins")),
+        "{titles:?}"
+    );
+    assert!(
+        titles.iter().any(|t| t.contains("Hunger Games")),
+        "{titles:?}"
+    );
+    assert_eq!(
+        f.sql_i64("SELECT count(*) FROM books WHERE my_status IS NOT NULL"),
+        0,
+        "denied: nothing changed"
+    );
+}
+
+#[tokio::test]
+async fn a_retried_filter_write_is_applied_once_and_undo_restores_the_previous_state() {
+    let f = fixture(Toolset::V3);
+    let args = json!({"author": "Jane Austen", "add": ["classic"]});
+    let first = f.call("books_tag", args.clone()).await;
+    let second = f.call("books_tag", args).await;
+    assert!(!first.record.duplicate);
+    assert!(second.record.duplicate);
+    assert_eq!(first.model_value(), second.model_value());
+    let undo = first.record.undo.clone().unwrap();
+    assert_eq!(undo["tool"], "books_tag");
+    let restore = undo["restore"].as_array().unwrap();
+    let austen = f.sql_i64("SELECT count(*) FROM books WHERE authors LIKE '%Jane Austen%'");
+    assert_eq!(restore.len() as i64, austen);
+    assert!(restore.iter().all(|r| r["tags"] == ""), "{restore:?}");
+}
+
+#[test]
+fn v3_reads_answer_repeats_and_its_writes_do_not() {
+    let f = fixture(Toolset::V3);
+    for spec in f.dispatcher.registry().specs() {
+        assert_eq!(
+            spec.executor.answers_repeats, !spec.executor.writes,
+            "{}",
+            spec.name
+        );
+    }
+    let v2 = fixture(Toolset::V2);
+    assert!(
+        v2.dispatcher
+            .registry()
+            .specs()
+            .all(|s| !s.executor.answers_repeats),
+        "v2 is unchanged"
+    );
+}
