@@ -1,5 +1,5 @@
 //! Book filters as SQL: the one translation of "author, title, year range, rating range,
-//! language, status, tag, ids" into a `WHERE` clause with bound parameters, shared by
+//! language, status, tag" into a `WHERE` clause with bound parameters, shared by
 //! `books_search` and by books-v3's writes that apply to every match, so a write changes
 //! exactly the books the same filters would list.
 //!
@@ -33,7 +33,6 @@ pub enum StatusFilter {
 /// What to match; every field given must hold (AND). Borrowed from a tool's arguments.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BookFilter<'a> {
-    pub ids: Option<&'a [i64]>,
     pub author: Option<&'a str>,
     pub title: Option<&'a str>,
     pub year_min: Option<i64>,
@@ -55,8 +54,7 @@ pub struct WhereSql {
 impl BookFilter<'_> {
     /// True when nothing narrows the match: every book matches.
     pub fn is_empty(&self) -> bool {
-        self.ids.is_none()
-            && self.author.is_none()
+        self.author.is_none()
             && self.title.is_none()
             && self.year_min.is_none()
             && self.year_max.is_none()
@@ -95,11 +93,6 @@ impl BookFilter<'_> {
     pub fn to_sql(&self, conn: &Connection) -> Result<WhereSql, ToolError> {
         let mut clauses: Vec<String> = Vec::new();
         let mut params: Vec<SqlValue> = Vec::new();
-        if let Some(ids) = self.ids {
-            let marks = vec!["?"; ids.len()].join(", ");
-            clauses.push(format!("book_id IN ({marks})"));
-            params.extend(ids.iter().map(|id| SqlValue::Integer(*id)));
-        }
         if let Some(author) = self.author {
             clauses.push("authors LIKE ? ESCAPE '\\'".into());
             params.push(SqlValue::Text(like_pattern(author)));
@@ -227,9 +220,7 @@ mod tests {
 
     #[test]
     fn values_are_bound_never_spliced() {
-        let ids = [3, 1];
         let w = sql_of(BookFilter {
-            ids: Some(&ids),
             title: Some("'; DROP TABLE books; --"),
             year_max: Some(1899),
             status: Some(StatusFilter::None),
@@ -237,9 +228,9 @@ mod tests {
         });
         assert_eq!(
             w.sql,
-            " WHERE book_id IN (?, ?) AND title LIKE ? ESCAPE '\\' AND original_publication_year <= ? AND my_status IS NULL"
+            " WHERE title LIKE ? ESCAPE '\\' AND original_publication_year <= ? AND my_status IS NULL"
         );
-        assert_eq!(w.params.len(), 4);
+        assert_eq!(w.params.len(), 2);
         assert!(!w.sql.contains("DROP"));
     }
 

@@ -206,7 +206,6 @@ impl SearchArgs {
     /// The filters of this search, as every books tool that matches books reads them.
     pub fn filter(&self) -> BookFilter<'_> {
         BookFilter {
-            ids: None,
             author: self.author.as_deref(),
             title: self.title.as_deref(),
             year_min: self.year_min,
@@ -271,7 +270,7 @@ pub(crate) fn run_search(
     Ok(result)
 }
 
-pub(crate) fn unknown_ids_error(missing: &[i64]) -> ToolError {
+fn unknown_ids_error(missing: &[i64]) -> ToolError {
     let list: Vec<String> = missing.iter().map(i64::to_string).collect();
     ToolError::not_found(format!("no book has id {}", list.join(", ")))
         .with_field("ids")

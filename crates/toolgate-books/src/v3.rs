@@ -1,17 +1,18 @@
 //! books-v3: books-v2 changed where the embedded model's runs showed it failing.
 //!
-//! - Writes take the same filters as `books_search` (plus `ids`, `sort` and `limit`) and apply
-//!   to every match, and their result names each changed book: a model never has to carry ids
-//!   from one call to the next, so it cannot write to a guessed id. In v2 every update task
-//!   failed because the model wrote to ids it had not searched for.
+//! - Writes take the same filters as `books_search` (plus `sort` and `limit`) and apply to
+//!   every match, and their result names each changed book. They take no ids at all: in v2
+//!   every update task failed because the model wrote to ids it had not searched for, and a
+//!   first v3 that still accepted ids beside the filters saw the model send the same guessed
+//!   ids with a correct filter (`evals/runs/books-v3-dev-embedded-with-ids`).
 //! - `books_search` and `books_get` answer an exact repeat (same arguments, nothing written
 //!   since) from the earlier result with a notice, in a loop that honours
 //!   `answers_repeats`: the runs showed the same call repeated until the round cap.
 //!
-//! Guarantees of the writes: never the whole catalogue (a write without ids or a filter is
-//! refused unless a `limit` bounds it); at most [`MAX_CHANGED`] books per call (more matches without a `limit` is
-//! refused with the count); no match changes nothing and says so; unknown ids are refused
-//! before anything changes; the approval preview lists the books the call would change, and
+//! Guarantees of the writes: never the whole catalogue (a write without a filter is refused
+//! unless a `limit` bounds it); at most [`MAX_CHANGED`] books per call (more matches without a
+//! `limit` is refused with the count); no match changes nothing and says so; the approval
+//! preview lists the books the call would change, and
 //! the dispatcher binds it into the approval, so a human never approves one set and gets
 //! another. v2's reads are reused unchanged.
 
@@ -34,8 +35,8 @@ pub const MAX_CHANGED: u32 = 100;
 /// Most titles an approval preview lists (the count is always exact).
 const PREVIEW_TITLES: usize = 20;
 
-/// Declares a write's arguments: the selection every v3 write shares (ids, the search's
-/// filters, sort, limit), then the write's own fields. One list, so the writes cannot drift
+/// Declares a write's arguments: the selection every v3 write shares (the search's filters,
+/// sort, limit), then the write's own fields. One list, so the writes cannot drift
 /// from each other or from the search.
 macro_rules! selection_args {
     ($(#[$meta:meta])* pub struct $name:ident { $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)* }) => {
@@ -43,21 +44,16 @@ macro_rules! selection_args {
         #[derive(Debug, Clone, Deserialize, JsonSchema)]
         #[serde(deny_unknown_fields)]
         pub struct $name {
-            /// Ids of books to change (from books_search), 1 to 100; usually not needed: the
-            /// filters below pick the books.
-            #[schemars(length(min = 1, max = 100))]
-            #[schemars(extend("uniqueItems" = true))]
-            pub ids: Option<Vec<i64>>,
-            /// Part of an author's name, case-insensitive, as in books_search.
+            /// Part of an author's name.
             #[schemars(length(min = 1, max = 100))]
             pub author: Option<String>,
-            /// Part of the title, case-insensitive.
+            /// Part of the title.
             #[schemars(length(min = 1, max = 200))]
             pub title: Option<String>,
-            /// Earliest original publication year, inclusive ("after 2010" is 2011).
+            /// Earliest year, inclusive ("after 2010" is 2011).
             #[schemars(range(min = -3000, max = 2100))]
             pub year_min: Option<i64>,
-            /// Latest original publication year, inclusive ("before 1900" is 1899).
+            /// Latest year, inclusive ("before 1900" is 1899).
             #[schemars(range(min = -3000, max = 2100))]
             pub year_max: Option<i64>,
             /// Lowest average rating, inclusive.
@@ -66,18 +62,17 @@ macro_rules! selection_args {
             /// Highest average rating, inclusive.
             #[schemars(range(min = 0, max = 5))]
             pub rating_max: Option<f64>,
-            /// Language code exactly as stored ("eng", "spa"); "none" for no code.
+            /// Language code ("eng", "spa"); "none" for no code.
             #[schemars(length(min = 2, max = 10))]
             pub language: Option<String>,
-            /// Only books whose reading status is now this; "none" means no status.
+            /// Only books whose status is now this.
             pub current_status: Option<StatusFilter>,
-            /// Only books that already have this tag.
+            /// Only books that have this tag.
             #[schemars(length(min = 1, max = 32))]
             pub tag: Option<String>,
-            /// Which matches come first when `limit` is set; default "popularity".
+            /// Order in which `limit` takes matches.
             pub sort: Option<SortOrder>,
-            /// Change only the first `limit` matches in `sort` order ("the 2 highest rated":
-            /// sort "rating_desc", limit 2). Without it every match changes.
+            /// Change only the first N matches in sort order (2 with "rating_desc": the 2 best).
             #[schemars(range(min = 1, max = 100))]
             pub limit: Option<u32>,
             $($(#[$field_meta])* pub $field: $ty,)*
@@ -87,7 +82,6 @@ macro_rules! selection_args {
             fn selection(&self) -> Selection<'_> {
                 Selection {
                     filter: BookFilter {
-                        ids: self.ids.as_deref(),
                         author: self.author.as_deref(),
                         title: self.title.as_deref(),
                         year_min: self.year_min,
@@ -157,27 +151,21 @@ pub fn tools(store: &BooksStore) -> Result<Vec<Tool>, DeclarationError> {
 }
 
 /// Refuses what a selection can tell without the store: nothing to bound it (no filter, no
-/// ids, no limit), crossed ranges.
+/// limit), crossed ranges.
 fn check_selection(selection: &Selection<'_>) -> Result<(), ToolError> {
     if selection.filter.is_empty() && selection.limit.is_none() {
         return Err(ToolError::invalid(
             "author",
-            "give at least one filter (author, title, years, rating, language, current_status, tag), ids, or sort with limit: a write never applies to the whole catalogue",
+            "give at least one filter (author, title, years, rating, language, current_status, tag), or sort with limit: a write never applies to the whole catalogue",
         )
         .with_example(json!({"author": "Suzanne Collins", "status": "read"})));
     }
     selection.filter.check_ranges()
 }
 
-/// The books `selection` picks, in its order; refuses unknown ids, no match, and more than
+/// The books `selection` picks, in its order; refuses no match, and more than
 /// [`MAX_CHANGED`] matches without a limit.
 fn select(conn: &Connection, selection: &Selection<'_>) -> Result<Selected, ToolError> {
-    if let Some(ids) = selection.filter.ids {
-        let (_, missing) = rows::by_ids(conn, ids)?;
-        if !missing.is_empty() {
-            return Err(v2::unknown_ids_error(&missing));
-        }
-    }
     let clause = selection.filter.to_sql(conn)?;
     let matched = rows::count(
         conn,
@@ -250,7 +238,7 @@ fn set_status(store: &BooksStore) -> Result<Tool, DeclarationError> {
     ToolBuilder::<SetStatusArgs>::new("books_set_status", 2)
         .describe(
             "Sets the user's reading status (want_to_read, reading, read, or none to clear) on every book that matches the filters, the same filters as books_search.",
-            "the user asks to mark books: give the filters that describe them (author, years, rating...), with sort and limit for \"the N best/oldest\"; no ids needed.",
+            "the user asks to mark books: give the filters that describe them (author, years, rating...), with sort and limit for \"the N best/oldest\"; it takes no ids.",
             Some("you want to label books with words such as \"fav\": use books_tag."),
             "matched (how many books fit), updated, and each changed book's id, title, new status and previous status.",
         )
@@ -284,7 +272,7 @@ fn tag(store: &BooksStore) -> Result<Tool, DeclarationError> {
     ToolBuilder::<TagArgs>::new("books_tag", 2)
         .describe(
             "Adds and/or removes the user's own tags (e.g. \"fav\") on every book that matches the filters, the same filters as books_search.",
-            "the user asks to tag or untag books: give the filters that describe them, with sort and limit for \"the N best/oldest\"; no ids needed.",
+            "the user asks to tag or untag books: give the filters that describe them, with sort and limit for \"the N best/oldest\"; it takes no ids.",
             Some("you want to mark reading progress: use books_set_status."),
             "matched (how many books fit), updated, and each changed book's id, title and tags after the change.",
         )
