@@ -51,7 +51,7 @@ pub struct WhereSql {
     pub params: Vec<SqlValue>,
 }
 
-impl BookFilter<'_> {
+impl<'a> BookFilter<'a> {
     /// True when nothing narrows the match: every book matches.
     pub fn is_empty(&self) -> bool {
         self.author.is_none()
@@ -63,6 +63,95 @@ impl BookFilter<'_> {
             && self.language.is_none()
             && self.status.is_none()
             && self.tag.is_none()
+    }
+
+    /// Each filter given, alone, with how the call wrote it (`author "none"`, `year_max 0`), so
+    /// an empty match can name the filters that match no book by themselves.
+    pub fn parts(&self) -> Vec<(String, BookFilter<'a>)> {
+        let none = BookFilter::default();
+        let mut parts = Vec::new();
+        let texts = [
+            (
+                "author",
+                self.author,
+                BookFilter {
+                    author: self.author,
+                    ..none
+                },
+            ),
+            (
+                "title",
+                self.title,
+                BookFilter {
+                    title: self.title,
+                    ..none
+                },
+            ),
+            (
+                "language",
+                self.language,
+                BookFilter {
+                    language: self.language,
+                    ..none
+                },
+            ),
+            (
+                "tag",
+                self.tag,
+                BookFilter {
+                    tag: self.tag,
+                    ..none
+                },
+            ),
+        ];
+        for (name, value, alone) in texts {
+            if let Some(value) = value {
+                parts.push((format!("{name} \"{value}\""), alone));
+            }
+        }
+        // A range is one part: `year_min 0` and `year_max 0` each match books, "year 0" none.
+        let ranges = [
+            (
+                "year",
+                self.year_min.map(|v| v as f64),
+                self.year_max.map(|v| v as f64),
+                BookFilter {
+                    year_min: self.year_min,
+                    year_max: self.year_max,
+                    ..none
+                },
+            ),
+            (
+                "rating",
+                self.rating_min,
+                self.rating_max,
+                BookFilter {
+                    rating_min: self.rating_min,
+                    rating_max: self.rating_max,
+                    ..none
+                },
+            ),
+        ];
+        for (name, min, max, alone) in ranges {
+            let label = match (min, max) {
+                (Some(lo), Some(hi)) => format!("{name}_min {lo} with {name}_max {hi}"),
+                (Some(lo), None) => format!("{name}_min {lo}"),
+                (None, Some(hi)) => format!("{name}_max {hi}"),
+                (None, None) => continue,
+            };
+            parts.push((label, alone));
+        }
+        if let Some(status) = self.status {
+            let shown = status_text(status).unwrap_or("none");
+            parts.push((
+                format!("status \"{shown}\""),
+                BookFilter {
+                    status: Some(status),
+                    ..none
+                },
+            ));
+        }
+        parts
     }
 
     /// Refuses bounds that cannot both hold, saying how to write the range.
@@ -245,6 +334,31 @@ mod tests {
             }
             .is_empty()
         );
+    }
+
+    #[test]
+    fn each_filter_given_is_one_part_named_as_the_call_wrote_it() {
+        let filter = BookFilter {
+            author: Some("none"),
+            year_max: Some(0),
+            rating_min: Some(4.5),
+            status: Some(StatusFilter::None),
+            ..BookFilter::default()
+        };
+        let labels: Vec<String> = filter.parts().into_iter().map(|(l, _)| l).collect();
+        assert_eq!(
+            labels,
+            [
+                "author \"none\"",
+                "year_max 0",
+                "rating_min 4.5",
+                "status \"none\""
+            ]
+        );
+        for (_, alone) in filter.parts() {
+            assert_eq!(alone.parts().len(), 1, "each part holds one filter");
+        }
+        assert!(BookFilter::default().parts().is_empty());
     }
 
     #[test]

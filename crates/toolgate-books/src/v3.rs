@@ -173,12 +173,7 @@ fn select(conn: &Connection, selection: &Selection<'_>) -> Result<Selected, Tool
         clause.params.clone(),
     )?;
     if matched == 0 {
-        return Err(ToolError::not_found(
-            "no book matched every filter; nothing was changed",
-        )
-        .with_hint(
-            "author and title match parts of names (e.g. \"Collins\"), year and rating bounds are inclusive; books_search with the same filters shows what matches",
-        ));
+        return Err(no_match(conn, &selection.filter)?);
     }
     if selection.limit.is_none() && matched > i64::from(MAX_CHANGED) {
         return Err(ToolError::invalid(
@@ -201,6 +196,35 @@ fn select(conn: &Connection, selection: &Selection<'_>) -> Result<Selected, Tool
         params,
     )?;
     Ok(Selected { matched, books })
+}
+
+/// The error for a selection nothing matches: it names the filters that match no book even
+/// on their own (a small model fills every optional field, `author: "none"`, `year_max: 0`),
+/// so the fix is to leave them out.
+fn no_match(conn: &Connection, filter: &BookFilter<'_>) -> Result<ToolError, ToolError> {
+    let mut empty = Vec::new();
+    for (label, alone) in filter.parts() {
+        let clause = alone.to_sql(conn)?;
+        let count = rows::count(
+            conn,
+            &format!("SELECT count(*) FROM books{}", clause.sql),
+            clause.params,
+        )?;
+        if count == 0 {
+            empty.push(label);
+        }
+    }
+    let error = ToolError::not_found("no book matched every filter; nothing was changed");
+    Ok(if empty.is_empty() {
+        error.with_hint(
+            "each filter matches some books, but not together; books_search with the same filters shows what matches",
+        )
+    } else {
+        error.with_hint(format!(
+            "these filters match no book even alone: {}. Leave out every filter the user did not ask for (an absent field does not filter)",
+            empty.join(", ")
+        ))
+    })
 }
 
 /// What the approver sees: how many books and which (first [`PREVIEW_TITLES`] titles).

@@ -255,6 +255,36 @@ async fn writes_that_cannot_be_bounded_or_matched_change_nothing() {
 }
 
 #[tokio::test]
+async fn an_empty_match_names_the_filters_that_match_nothing_alone() {
+    let f = fixture(Toolset::V3);
+    // As the embedded model wrote it: every optional field filled with a placeholder.
+    let out = f
+        .call(
+            "books_tag",
+            json!({"author": "none", "year_min": 0, "year_max": 0, "language": "spa", "add": ["spanish"]}),
+        )
+        .await;
+    let err = out.error().cloned().unwrap();
+    assert_eq!(err.code, ErrorCode::NotFound);
+    let hint = err.hint.unwrap();
+    assert!(
+        hint.contains("author \"none\"") && hint.contains("year_max 0"),
+        "{hint}"
+    );
+    assert!(!hint.contains("language"), "spa matches books: {hint}");
+    assert!(hint.contains("Leave out every filter"), "{hint}");
+    // Filters that each match but not together say so instead.
+    let out = f
+        .call(
+            "books_set_status",
+            json!({"author": "Suzanne Collins", "year_max": 1900, "status": "read"}),
+        )
+        .await;
+    let hint = out.error().cloned().unwrap().hint.unwrap();
+    assert!(hint.contains("not together"), "{hint}");
+}
+
+#[tokio::test]
 async fn the_approver_sees_which_books_a_filter_write_would_change() {
     let f = fixture(Toolset::V3);
     let approver = Arc::new(ScriptedApprover::approving(Vec::<String>::new()));
