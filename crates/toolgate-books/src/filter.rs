@@ -51,6 +51,17 @@ pub struct WhereSql {
     pub params: Vec<SqlValue>,
 }
 
+impl WhereSql {
+    /// How many books the clause matches.
+    pub fn count(&self, conn: &Connection) -> Result<i64, ToolError> {
+        rows::count(
+            conn,
+            &format!("SELECT count(*) FROM books{}", self.sql),
+            self.params.clone(),
+        )
+    }
+}
+
 impl<'a> BookFilter<'a> {
     /// True when nothing narrows the match: every book matches.
     pub fn is_empty(&self) -> bool {

@@ -224,12 +224,8 @@ pub(crate) fn run_search(
     args: &SearchArgs,
 ) -> Result<Value, ToolError> {
     let filter = args.filter().to_sql(conn)?;
+    let total = filter.count(conn)?;
     let (where_sql, params) = (filter.sql, filter.params);
-    let total = rows::count(
-        conn,
-        &format!("SELECT count(*) FROM books{where_sql}"),
-        params.clone(),
-    )?;
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
     let offset = args.offset.unwrap_or(0);
     let sort = args.sort.unwrap_or_default();

@@ -167,11 +167,7 @@ fn check_selection(selection: &Selection<'_>) -> Result<(), ToolError> {
 /// [`MAX_CHANGED`] matches without a limit.
 fn select(conn: &Connection, selection: &Selection<'_>) -> Result<Selected, ToolError> {
     let clause = selection.filter.to_sql(conn)?;
-    let matched = rows::count(
-        conn,
-        &format!("SELECT count(*) FROM books{}", clause.sql),
-        clause.params.clone(),
-    )?;
+    let matched = clause.count(conn)?;
     if matched == 0 {
         return Err(no_match(conn, &selection.filter)?);
     }
@@ -204,13 +200,7 @@ fn select(conn: &Connection, selection: &Selection<'_>) -> Result<Selected, Tool
 fn no_match(conn: &Connection, filter: &BookFilter<'_>) -> Result<ToolError, ToolError> {
     let mut empty = Vec::new();
     for (label, alone) in filter.parts() {
-        let clause = alone.to_sql(conn)?;
-        let count = rows::count(
-            conn,
-            &format!("SELECT count(*) FROM books{}", clause.sql),
-            clause.params,
-        )?;
-        if count == 0 {
+        if alone.to_sql(conn)?.count(conn)? == 0 {
             empty.push(label);
         }
     }
