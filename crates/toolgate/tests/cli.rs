@@ -113,7 +113,7 @@ fn tools_table_for_one_toolset_and_bad_flags_are_explained() {
     let stdout = text(&out.stdout);
     assert!(stdout.contains("books_set_status  medium"), "{stdout}");
     assert!(!stdout.contains("list_items"));
-    let bad = toolgate(&["tools", "--toolset", "books-v3"], dir.path());
+    let bad = toolgate(&["tools", "--toolset", "books-v9"], dir.path());
     assert_eq!(bad.status.code(), Some(2));
     assert!(
         text(&bad.stderr).contains("books-v1"),
