@@ -289,16 +289,10 @@ impl Agent {
             if response.tool_calls.is_empty() {
                 break StopCause::FinalAnswer;
             }
-            let kinds: Vec<CallKind> = response
-                .tool_calls
-                .iter()
-                .map(|c| self.call_kind(&c.name))
-                .collect();
             let turn: Vec<(&str, &Value, CallKind)> = response
                 .tool_calls
                 .iter()
-                .zip(&kinds)
-                .map(|(c, kind)| (c.name.as_str(), &c.arguments, *kind))
+                .map(|c| (c.name.as_str(), &c.arguments, self.call_kind(&c.name)))
                 .collect();
             let answered = guard.answers(&turn);
             let to_run: Vec<ToolCall> = response
@@ -313,7 +307,9 @@ impl Agent {
                 .await
                 .into_iter();
             let mut results = Vec::new();
-            for ((call, kind), answer) in response.tool_calls.iter().zip(kinds).zip(answered) {
+            for ((call, &(_, _, kind)), answer) in
+                response.tool_calls.iter().zip(&turn).zip(answered)
+            {
                 if let Some(earlier) = answer {
                     self.answer_repeat(run_id, round, call, &earlier);
                     guard.record(&call.name, &call.arguments, kind, Recorded::Answered);

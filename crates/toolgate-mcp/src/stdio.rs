@@ -55,6 +55,9 @@ pub const DRAIN_DEADLINE: Duration = Duration::from_secs(6);
 /// How long the output may take to flush once the session is over.
 const FLUSH_DEADLINE: Duration = Duration::from_secs(2);
 
+/// The line buffer's first size; a longer line makes it grow once, to [`MAX_LINE_BYTES`].
+const SMALL_LINE_BYTES: usize = 64 * 1024;
+
 /// Bytes buffered in each in-process pipe between the guard and rmcp.
 const PIPE_BYTES: usize = 64 * 1024;
 
@@ -198,7 +201,10 @@ async fn serve_lines(
 /// Splits `input` into lines of at most `cap` bytes and classifies each, until EOF, a read
 /// error, or the guard going away. Never holds more than `cap` bytes of one line.
 fn read_lines(mut input: impl BufRead, cap: usize, to_guard: &mpsc::Sender<Inbound>) {
-    let mut line = Vec::new();
+    // One buffer for every line, reused. Once a line outgrows [`SMALL_LINE_BYTES`] the buffer
+    // goes straight to `cap` instead of doubling towards it: an allocator that keeps freed
+    // blocks resident (mimalloc does) would otherwise hold every step of the doubling too.
+    let mut line = Vec::with_capacity(SMALL_LINE_BYTES.min(cap));
     // Bytes of the current line when it is over the cap and being skipped.
     let mut skipped: Option<usize> = None;
     loop {
@@ -214,7 +220,7 @@ fn read_lines(mut input: impl BufRead, cap: usize, to_guard: &mpsc::Sender<Inbou
             // EOF: a last line without its newline still counts.
             let last = match skipped {
                 Some(len) => Some(Inbound::TooLong(len)),
-                None => classify(std::mem::take(&mut line)),
+                None => classify(&line),
             };
             if let Some(last) = last {
                 let _ = to_guard.blocking_send(last);
@@ -229,16 +235,22 @@ fn read_lines(mut input: impl BufRead, cap: usize, to_guard: &mpsc::Sender<Inbou
             Some(len) => *len += piece.len(),
             None if line.len() + piece.len() > cap => {
                 skipped = Some(line.len() + piece.len());
-                line = Vec::new();
+                line.clear();
             }
-            None => line.extend_from_slice(piece),
+            None => {
+                if line.len() + piece.len() > line.capacity() {
+                    line.reserve_exact(cap - line.len());
+                }
+                line.extend_from_slice(piece);
+            }
         }
         input.consume(consumed);
         if ends_line {
             let done = match skipped.take() {
                 Some(len) => Some(Inbound::TooLong(len)),
-                None => classify(std::mem::take(&mut line)),
+                None => classify(&line),
             };
+            line.clear();
             if let Some(done) = done
                 && to_guard.blocking_send(done).is_err()
             {
@@ -249,11 +261,11 @@ fn read_lines(mut input: impl BufRead, cap: usize, to_guard: &mpsc::Sender<Inbou
 }
 
 /// What one complete line (without its newline) is; `None` for a blank line.
-fn classify(mut line: Vec<u8>) -> Option<Inbound> {
+fn classify(line: &[u8]) -> Option<Inbound> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
-    let verdict = std::str::from_utf8(&line)
+    let verdict = std::str::from_utf8(line)
         .map_err(|e| format!("the line is not UTF-8 ({e})"))
         .and_then(|text| {
             serde_json::from_str::<serde::de::IgnoredAny>(text)
@@ -261,7 +273,7 @@ fn classify(mut line: Vec<u8>) -> Option<Inbound> {
                 .map_err(|e| e.to_string())
         });
     let verdict = verdict.and_then(|()| {
-        if nesting(&line) > MAX_NESTING {
+        if nesting(line) > MAX_NESTING {
             Err(format!(
                 "the message nests arrays and objects deeper than {MAX_NESTING} levels"
             ))
@@ -271,8 +283,10 @@ fn classify(mut line: Vec<u8>) -> Option<Inbound> {
     });
     Some(match verdict {
         Ok(()) => {
-            line.push(b'\n');
-            Inbound::Message(line)
+            let mut message = Vec::with_capacity(line.len() + 1);
+            message.extend_from_slice(line);
+            message.push(b'\n');
+            Inbound::Message(message)
         }
         Err(why) => Inbound::Malformed(why),
     })

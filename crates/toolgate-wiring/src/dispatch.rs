@@ -101,15 +101,10 @@ pub fn tools(
         toolset,
         store: store.kind(),
     };
-    match (toolset, store) {
-        (
-            ToolsetName::BooksV1 | ToolsetName::BooksV2 | ToolsetName::BooksV3,
-            Store::Books(books),
-        ) => {
-            let design = toolset.books_design().ok_or_else(wrong)?;
-            Ok(design.tools(books)?)
-        }
-        (ToolsetName::Notes, Store::Notes(notes)) => {
+    // A toolset without a books design is the notes assistant.
+    match (toolset.books_design(), store) {
+        (Some(design), Store::Books(books)) => Ok(design.tools(books)?),
+        (None, Store::Notes(notes)) => {
             let built = exits.build(trace)?;
             Ok(toolgate_notes::assistant_tools(
                 notes,
@@ -117,8 +112,7 @@ pub fn tools(
                 built.relay,
             )?)
         }
-        (ToolsetName::BooksV1 | ToolsetName::BooksV2 | ToolsetName::BooksV3, Store::Notes(_))
-        | (ToolsetName::Notes, Store::Books(_)) => Err(wrong()),
+        (Some(_), Store::Notes(_)) | (None, Store::Books(_)) => Err(wrong()),
     }
 }
 

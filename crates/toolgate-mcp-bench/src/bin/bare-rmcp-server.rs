@@ -26,6 +26,10 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
+/// The same allocator as `toolgate`, so the floor differs from it only by our stack.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The one tool, stateless, so every session gets a cheap clone.
 #[derive(Clone)]
 struct Bare {
