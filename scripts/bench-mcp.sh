@@ -43,11 +43,9 @@ BENCH_SRC=$ROOT/crates/toolgate-mcp-bench
 RELEASE=$ROOT/target/release
 TOOLGATE=${TOOLGATE:-$RELEASE/toolgate}
 
-log() { printf '%s\n' "$*" >&2; }
-die() {
-  log "bench-mcp: $*"
-  exit 1
-}
+BENCH_NAME=bench-mcp
+# shellcheck source=scripts/bench-lib.sh
+. "$ROOT/scripts/bench-lib.sh"
 
 [ "$(nproc)" -ge 2 ] || die "needs 2 cores (server on core $SERVER_CPU, client on core $CLIENT_CPU)"
 command -v taskset >/dev/null || die "taskset (util-linux) is missing"
@@ -121,21 +119,7 @@ for server in $SERVERS; do
 done
 
 # --- servers ----------------------------------------------------------------------------------
-PID=""
-stop_server() {
-  if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
-    kill "$PID" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$PID" 2>/dev/null || true
-    wait "$PID" 2>/dev/null || true
-  fi
-  PID=""
-}
-trap stop_server EXIT
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # start_server NAME PORT LOGFILE: starts it on the server core, sets PID, waits for the port.
 start_server() {
@@ -176,7 +160,6 @@ busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/sta
 proc_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 now_ns() { date +%s%N; }
 
-field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2" | head -1; }
 
 # measure_row REVISION URL CONNS: one load run against $PID; sets M_OUT (the client's output),
 # M_SRV (server CPU, % of a core), M_OTHER (the rest of the machine, % of a core, server and

@@ -204,7 +204,7 @@ impl Dispatcher {
         record.args_hash = digest_parts(&[&canonical]);
         let tool = self.inner.registry.get(&request.tool);
         let error_style = tool.map_or(ErrorStyle::Teaching, |t| t.spec.observation.error_style);
-        let mut result = self
+        let (mut result, content_len) = self
             .run(&request, &canonical, mode, tool, &mut record)
             .await;
         if let CallResult::Failed(error) = &mut result {
@@ -225,7 +225,10 @@ impl Dispatcher {
         }
         record.result_bytes = match &result {
             // Measured, not serialized: the same number as `model_text().len()`.
-            CallResult::Done(observation) => observation.model_text_len(),
+            CallResult::Done(observation) => match content_len {
+                Some(content_len) => observation.model_text_len_given(content_len),
+                None => observation.model_text_len(),
+            },
             CallResult::Failed(_) | CallResult::ApprovalRequired(_) => {
                 result.model_text(error_style).len()
             }
@@ -246,11 +249,13 @@ impl Dispatcher {
         mode: Mode,
         tool: Option<&Tool>,
         record: &mut DecisionRecord,
-    ) -> CallResult {
+    ) -> (CallResult, Option<usize>) {
         match self.steps(request, canonical, mode, tool, record).await {
-            Ok(Step::Done(observation)) => CallResult::Done(observation),
-            Ok(Step::NeedsHuman(ticket)) => CallResult::ApprovalRequired(ticket),
-            Err(error) => CallResult::Failed(error),
+            Ok(Step::Done(observation, content_len)) => {
+                (CallResult::Done(observation), Some(content_len))
+            }
+            Ok(Step::NeedsHuman(ticket)) => (CallResult::ApprovalRequired(ticket), None),
+            Err(error) => (CallResult::Failed(error), None),
         }
     }
 
@@ -467,23 +472,26 @@ impl Dispatcher {
             text.text = clean;
             redactions += n;
         }
-        let (content, untrusted, truncated) = observation::bound(
+        let ((content, untrusted, truncated), content_len) = observation::bound_measured(
             content,
             untrusted,
             spec.observation.max_bytes,
             &spec.observation.more_hint,
         );
-        Ok(Step::Done(Observation {
-            content,
-            untrusted,
-            provenance: Provenance {
-                tool: spec.name.clone(),
-                version: spec.version,
-                sources: tool_output.sources,
+        Ok(Step::Done(
+            Observation {
+                content,
+                untrusted,
+                provenance: Provenance {
+                    tool: spec.name.clone(),
+                    version: spec.version,
+                    sources: tool_output.sources,
+                },
+                truncated,
+                redactions,
             },
-            truncated,
-            redactions,
-        }))
+            content_len,
+        ))
     }
 
     /// Step 7 proper: the handler, under its deadline and the caller's cancellation. The
@@ -682,7 +690,8 @@ fn tainted_refusal(tool: &str, taint: &[Taint]) -> ToolError {
 
 /// How far a call got before it returns.
 enum Step {
-    Done(Observation),
+    /// The observation, and the serialized length of its content.
+    Done(Observation, usize),
     NeedsHuman(ApprovalTicket),
 }
 

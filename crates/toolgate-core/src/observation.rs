@@ -121,11 +121,17 @@ impl Observation {
     /// The length in bytes of [`Self::to_model_value`] as compact JSON text, computed without
     /// copying the content or serializing it.
     pub fn model_text_len(&self) -> usize {
+        self.model_text_len_given(serialized_len(&self.content))
+    }
+
+    /// [`Self::model_text_len`] when the content's [`serialized_len`] is known already (the
+    /// dispatcher measured it while bounding the content).
+    pub fn model_text_len_given(&self, content_len: usize) -> usize {
         let field = |key: &str, value_len: usize| 1 + escaped_len(key) + 1 + value_len;
         let to_len =
             |value: Result<Value, serde_json::Error>| serialized_len(&value.unwrap_or(Value::Null));
         // `{` `"result":` content `}`; each further field adds a comma.
-        let mut len = 1 + field("result", serialized_len(&self.content));
+        let mut len = 1 + field("result", content_len);
         if !self.untrusted.is_empty() {
             len += field(
                 "untrusted_content",
@@ -348,15 +354,28 @@ pub fn bound(
     max_bytes: usize,
     more_hint: &str,
 ) -> (Value, Vec<UntrustedText>, Option<Truncation>) {
-    let size = |c: &Value, u: &[UntrustedText]| -> usize {
-        serialized_len(c)
-            + u.iter()
-                .map(|t| t.text.len() + t.source.len() + 32)
-                .sum::<usize>()
+    let (bounded, _) = bound_measured(content, untrusted, max_bytes, more_hint);
+    bounded
+}
+
+/// [`bound`], and the [`serialized_len`] of the content it returns (measured on the way, so a
+/// caller that needs it does not walk the content again).
+pub fn bound_measured(
+    content: Value,
+    untrusted: Vec<UntrustedText>,
+    max_bytes: usize,
+    more_hint: &str,
+) -> ((Value, Vec<UntrustedText>, Option<Truncation>), usize) {
+    let untrusted_size = |u: &[UntrustedText]| -> usize {
+        u.iter()
+            .map(|t| t.text.len() + t.source.len() + 32)
+            .sum::<usize>()
     };
-    let original = size(&content, &untrusted);
+    let size = |c: &Value, u: &[UntrustedText]| -> usize { serialized_len(c) + untrusted_size(u) };
+    let content_len = serialized_len(&content);
+    let original = content_len + untrusted_size(&untrusted);
     if original <= max_bytes {
-        return (content, untrusted, None);
+        return ((content, untrusted, None), content_len);
     }
     let mut content = content;
     let mut untrusted = untrusted;
@@ -395,14 +414,14 @@ pub fn bound(
         content = Value::String(cut_string(&text, max_bytes / 2));
         untrusted.clear();
     }
-    let kept = size(&content, &untrusted);
+    let content_len = serialized_len(&content);
     let truncation = Truncation {
         original_bytes: original,
-        kept_bytes: kept,
+        kept_bytes: content_len + untrusted_size(&untrusted),
         items: items_cut,
         how_to_get_more: more_hint.into(),
     };
-    (content, untrusted, Some(truncation))
+    ((content, untrusted, Some(truncation)), content_len)
 }
 
 fn largest_array_path(value: &Value) -> Option<Vec<String>> {
@@ -567,6 +586,22 @@ mod tests {
         );
         assert!(bounded["body"].as_str().unwrap().contains("[cut:"));
         assert!(cut.is_some());
+    }
+
+    #[test]
+    fn the_measured_length_is_that_of_the_content_returned_cut_or_not() {
+        let items: Vec<Value> = (0..100).map(|i| json!({"id": i, "t": "é\"x"})).collect();
+        let cases = [
+            (json!({"a": 1}), 100),
+            (json!({"items": items}), 1_000),
+            (json!({"body": "é".repeat(5_000)}), 500),
+            (json!({"many": (0..400).collect::<Vec<_>>()}), 50),
+        ];
+        for (content, max_bytes) in cases {
+            let ((bounded, _, _), content_len) =
+                bound_measured(content.clone(), vec![], max_bytes, "");
+            assert_eq!(content_len, bounded.to_string().len(), "{content}");
+        }
     }
 
     #[test]

@@ -5,9 +5,10 @@
 //! Guarantees, each answered with a JSON-RPC error body a client can show:
 //! - a POST body over [`HttpLimits::max_body_bytes`] is refused with 413 before rmcp sees it,
 //!   read no further than the cap;
-//! - a body that is not JSON, is not UTF-8, or nests deeper than
-//!   [`MAX_NESTING`](crate::MAX_NESTING) gets 400 with `-32700` (rmcp would answer 415
-//!   in plain text);
+//! - a body that is not UTF-8 or nests deeper than [`MAX_NESTING`](crate::MAX_NESTING) gets
+//!   400 with `-32700` before rmcp sees it; a body that is not JSON gets the same when rmcp
+//!   refuses it (rmcp answers in plain text; the body is parsed here only then, or up front
+//!   when the scope check needs the tool's name, so a good call is parsed once);
 //! - a JSON body that rmcp cannot read as a JSON-RPC message (a wrong `jsonrpc`, no method, an
 //!   id of the wrong type, a batch) gets 400 with `-32600` and rmcp's reason, instead of rmcp's
 //!   plain-text 415;
@@ -356,32 +357,35 @@ impl Front {
                 &format!("Parse error: {why}"),
             );
         }
-        let Peeked { id, method, tool } = match peek(&bytes) {
-            Ok(peeked) => peeked,
-            Err(error) => {
-                return error_response(
-                    StatusCode::BAD_REQUEST,
-                    Value::Null,
-                    -32700,
-                    &format!("Parse error: the body is not JSON ({error})"),
-                );
-            }
+        // Only the scope check needs the message's fields before rmcp answers; without it the
+        // body is parsed once (by rmcp), and here again only when an answer needs its id or a
+        // refusal needs to say it was not JSON.
+        let peeked = match &self.auth {
+            None => None,
+            Some(_) => match peek(&bytes) {
+                Ok(peeked) => Some(peeked),
+                Err(error) => return not_json(&error),
+            },
         };
-        if let Some(auth) = &self.auth {
+        if let (Some(auth), Some(Peeked { id, method, tool })) = (&self.auth, &peeked) {
             let facts = RequestFacts {
                 http_method: &http_method,
                 rpc_method: method.as_deref(),
                 tool: tool.as_deref(),
                 principal: principal.as_ref(),
             };
-            if let (Some(principal), Some(tool)) = (&principal, &tool)
+            if let (Some(principal), Some(tool)) = (&principal, tool)
                 && let Err(refusal) = auth.check_tool(principal, tool)
             {
                 auth.record_refusal(&refusal, facts);
-                return refused(auth, &refusal, id);
+                return refused(auth, &refusal, id.clone());
             }
             auth.record_allow(facts);
         }
+        let id = match peeked {
+            Some(peeked) => RequestId::Known(peeked.id),
+            None => RequestId::InBody(bytes.clone()),
+        };
         // One timer bounds both the wait for the response and its body.
         let mut deadline = Box::pin(tokio::time::sleep(self.limits.request_time));
         let json_body = parts
@@ -391,19 +395,26 @@ impl Front {
         let request = Request::from_parts(parts, Full::new(bytes));
         let response = tokio::select! {
             response = self.mcp.handle(request) => response,
-            () = deadline.as_mut() => return timed_out(id, self.limits.request_time),
+            () = deadline.as_mut() => return timed_out(id.value(), self.limits.request_time),
         };
+        if response.status().is_client_error()
+            && let RequestId::InBody(body) = &id
+            && let Err(error) = peek(body)
+        {
+            // rmcp refused a body that is not JSON, in plain text: say so as JSON-RPC does.
+            return not_json(&error);
+        }
         if json_body && response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
             // rmcp read JSON it could not take as a JSON-RPC message; its reason is plain text.
             let reason = tokio::select! {
                 body = response.into_body().collect() => body
                     .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
                     .unwrap_or_default(),
-                () = deadline.as_mut() => return timed_out(id, self.limits.request_time),
+                () = deadline.as_mut() => return timed_out(id.value(), self.limits.request_time),
             };
             return error_response(
                 StatusCode::BAD_REQUEST,
-                id,
+                id.value(),
                 -32600,
                 &format!("Invalid Request: not a JSON-RPC message this server reads ({reason})"),
             );
@@ -430,6 +441,33 @@ impl Front {
         let all = u32::try_from(self.limits.max_concurrent).unwrap_or(u32::MAX);
         let _ = tokio::time::timeout(self.limits.drain_time, self.permits.acquire_many(all)).await;
     }
+}
+
+/// The JSON-RPC id of the request a response answers: read already, or still in its body
+/// (read only if an error or a timeout must name it).
+enum RequestId {
+    Known(Value),
+    InBody(Bytes),
+}
+
+impl RequestId {
+    /// The id (null for a notification, or a body that is not a JSON-RPC message).
+    fn value(&self) -> Value {
+        match self {
+            RequestId::Known(id) => id.clone(),
+            RequestId::InBody(body) => peek(body).map_or(Value::Null, |p| p.id),
+        }
+    }
+}
+
+/// The answer to a body that is not JSON.
+fn not_json(error: &serde_json::Error) -> Response<ResponseBody> {
+    error_response(
+        StatusCode::BAD_REQUEST,
+        Value::Null,
+        -32700,
+        &format!("Parse error: the body is not JSON ({error})"),
+    )
 }
 
 /// What the front reads of a POST body.
@@ -496,7 +534,7 @@ fn unreadable(body: &[u8]) -> Option<String> {
     if let Err(e) = std::str::from_utf8(body) {
         return Some(format!("the body is not UTF-8 ({e})"));
     }
-    (crate::stdio::nesting(body) > crate::stdio::MAX_NESTING).then(|| {
+    crate::stdio::nests_deeper_than(body, crate::stdio::MAX_NESTING).then(|| {
         format!(
             "the body nests arrays and objects deeper than {} levels",
             crate::stdio::MAX_NESTING
@@ -537,7 +575,7 @@ struct Bounded {
     inner: ResponseBody,
     deadline: Pin<Box<tokio::time::Sleep>>,
     /// For a stream: the request's id and the time limit, for the last event's error.
-    on_timeout: Option<(Value, Duration)>,
+    on_timeout: Option<(RequestId, Duration)>,
     ended: bool,
     _permit: OwnedSemaphorePermit,
 }
@@ -563,7 +601,7 @@ impl Body for Bounded {
             return Poll::Ready(
                 self.on_timeout
                     .take()
-                    .map(|(id, limit)| Ok(Frame::data(timeout_event(id, limit)))),
+                    .map(|(id, limit)| Ok(Frame::data(timeout_event(id.value(), limit)))),
             );
         }
         Poll::Pending

@@ -237,7 +237,8 @@ impl McpServer {
         let principal = self.principal_for(ctx)?;
         let source = self.resources_for(&principal)?;
         let read = source.read_call(uri)?;
-        let outcome = with_cancellation(ctx, |ct| {
+        // Boxed for the reason given in `call_tool`.
+        let outcome = Box::pin(with_cancellation(ctx, |ct| {
             self.inner.caller.call(self.request(
                 principal,
                 &read.tool,
@@ -245,7 +246,7 @@ impl McpServer {
                 approval::channel_for(ctx),
                 ct,
             ))
-        })
+        }))
         .await;
         match &outcome.result {
             CallResult::Done(observation) => Ok(ReadResourceResult::new(vec![
@@ -467,8 +468,13 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = self.principal_for(&ctx)?;
         let channel = approval::channel_for(&ctx);
-        let outcome =
-            with_cancellation(&ctx, |ct| self.dispatch(principal, params, channel, ct)).await;
+        // Boxed: the dispatcher's future holds every step's state (kilobytes), and rmcp keeps
+        // a handler's future inline in the task it spawns per request, which tokio moves
+        // several times; a pointer is all that moves then.
+        let outcome = Box::pin(with_cancellation(&ctx, |ct| {
+            self.dispatch(principal, params, channel, ct)
+        }))
+        .await;
         self.respond(outcome)
     }
 }

@@ -273,7 +273,7 @@ fn classify(line: &[u8]) -> Option<Inbound> {
                 .map_err(|e| e.to_string())
         });
     let verdict = verdict.and_then(|()| {
-        if nesting(line) > MAX_NESTING {
+        if nests_deeper_than(line, MAX_NESTING) {
             Err(format!(
                 "the message nests arrays and objects deeper than {MAX_NESTING} levels"
             ))
@@ -290,6 +290,14 @@ fn classify(line: &[u8]) -> Option<Inbound> {
         }
         Err(why) => Inbound::Malformed(why),
     })
+}
+
+/// Whether `json` (valid JSON) nests arrays and objects deeper than `limit`.
+pub(crate) fn nests_deeper_than(json: &[u8], limit: usize) -> bool {
+    // Depth cannot pass the number of opening brackets: counting them is a vectorised pass,
+    // and most messages have far fewer than the limit, so the walk below rarely runs.
+    let opening = json.iter().filter(|&&b| b == b'[' || b == b'{').count();
+    opening > limit && nesting(json) > limit
 }
 
 /// How deeply `json` (valid JSON) nests arrays and objects; brackets inside strings do not
@@ -559,6 +567,13 @@ mod tests {
         let at_limit = format!("{}{}", "[".repeat(MAX_NESTING), "]".repeat(MAX_NESTING));
         assert_eq!(nesting(at_limit.as_bytes()), MAX_NESTING);
         assert_eq!(nesting(br#"{"a":"[[[[\"{{{{","b":[1]}"#), 2);
+        assert!(!nests_deeper_than(at_limit.as_bytes(), MAX_NESTING));
+        assert!(nests_deeper_than(deep.as_bytes(), MAX_NESTING));
+        // Many brackets, shallow: the count alone does not refuse it.
+        let wide = format!("[{}1]", "[1],".repeat(MAX_NESTING * 2));
+        assert!(!nests_deeper_than(wide.as_bytes(), MAX_NESTING));
+        let in_strings = format!("{{\"a\":\"{}\"}}", "[".repeat(MAX_NESTING * 2));
+        assert!(!nests_deeper_than(in_strings.as_bytes(), MAX_NESTING));
     }
 
     #[test]
