@@ -1,10 +1,12 @@
 //! Reports: per toolset, success with a 95% bootstrap CI, tokens and calls per task, pass^k and
-//! failures by kind; the paired difference between the first two toolsets; the verdict by the
-//! acceptance rule; rendered as Markdown, JSON and an SVG chart.
+//! failures by kind; the paired difference of each toolset against the one listed before it
+//! (v2 - v1, then v3 - v2), with the verdict by the acceptance rule; when the runs span both
+//! splits, the same tables again for each split, so a dev result and its held-out check are
+//! read from one eval; rendered as Markdown, JSON and an SVG chart.
 //!
-//! The verdict rule: the second toolset is better if the lower bound of the 95% CI of the
-//! success difference (second - first, paired over tasks) is above 0, or if its tokens per
-//! task are at least 20% lower and that lower bound is no lower than -15 points.
+//! The verdict rule: a toolset is better than the one before it if the lower bound of the 95%
+//! CI of the success difference (it minus the one before, paired over tasks) is above 0, or if
+//! its tokens per task are at least 20% lower and that lower bound is no lower than -15 points.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::{FailureKind, RunRecord};
 use crate::stats::{self, DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate};
+use crate::suite::Split;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolsetSummary {
@@ -38,14 +41,34 @@ pub struct Verdict {
     pub text: String,
 }
 
+/// A toolset against the one listed before it, paired over the tasks both ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub baseline: String,
+    pub candidate: String,
+    /// Candidate minus baseline success, paired over tasks.
+    pub difference: Estimate,
+    pub verdict: Verdict,
+}
+
+/// The toolset table and comparisons over one split's runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SplitReport {
+    pub split: Split,
+    pub toolsets: Vec<ToolsetSummary>,
+    pub comparisons: Vec<Comparison>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub suite: String,
     pub model: String,
     pub toolsets: Vec<ToolsetSummary>,
-    /// Second minus first, when there are two toolsets.
-    pub difference: Option<Estimate>,
-    pub verdict: Option<Verdict>,
+    /// Each toolset against the one before it, in the eval's order.
+    pub comparisons: Vec<Comparison>,
+    /// Per split, only when the runs span more than one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_split: Vec<SplitReport>,
     pub resamples: usize,
     pub seed: u64,
     pub runs: Vec<RunRecord>,
@@ -156,53 +179,92 @@ pub fn verdict(first: &ToolsetSummary, second: &ToolsetSummary, difference: &Est
 }
 
 pub fn build(suite: &str, model: &str, toolsets: &[String], runs: Vec<RunRecord>) -> Report {
-    let summaries: Vec<ToolsetSummary> = toolsets
-        .iter()
-        .filter_map(|t| {
-            let records: Vec<&RunRecord> = runs.iter().filter(|r| &r.toolset == t).collect();
-            summarize(t, &records)
-        })
-        .collect();
-    let difference = match toolsets {
-        [a, b, ..] => {
-            let (tasks_a, values_a) = per_task(
-                &runs.iter().filter(|r| &r.toolset == a).collect::<Vec<_>>(),
-                |r| f64::from(u8::from(r.success)),
-            );
-            let (tasks_b, values_b) = per_task(
-                &runs.iter().filter(|r| &r.toolset == b).collect::<Vec<_>>(),
-                |r| f64::from(u8::from(r.success)),
-            );
-            // Pair by task id: only tasks both toolsets ran.
-            let paired: Vec<(Vec<f64>, Vec<f64>)> = tasks_a
-                .iter()
-                .zip(values_a)
-                .filter_map(|(t, va)| {
-                    tasks_b
-                        .iter()
-                        .position(|tb| tb == t)
-                        .map(|i| (va, values_b[i].clone()))
-                })
-                .collect();
-            let (pa, pb): (Vec<Vec<f64>>, Vec<Vec<f64>>) = paired.into_iter().unzip();
-            stats::paired_bootstrap_difference(&pa, &pb, DEFAULT_RESAMPLES, DEFAULT_SEED)
+    let all: Vec<&RunRecord> = runs.iter().collect();
+    let (summaries, comparisons) = tables(toolsets, &all);
+    let mut splits: Vec<Split> = Vec::new();
+    for r in &runs {
+        if !splits.contains(&r.split) {
+            splits.push(r.split);
         }
-        _ => None,
-    };
-    let verdict = match (summaries.as_slice(), &difference) {
-        ([first, second, ..], Some(d)) => Some(verdict(first, second, d)),
-        _ => None,
+    }
+    let by_split = if splits.len() > 1 {
+        [Split::Dev, Split::Heldout]
+            .into_iter()
+            .filter(|s| splits.contains(s))
+            .map(|split| {
+                let records: Vec<&RunRecord> = runs.iter().filter(|r| r.split == split).collect();
+                let (toolsets, comparisons) = tables(toolsets, &records);
+                SplitReport {
+                    split,
+                    toolsets,
+                    comparisons,
+                }
+            })
+            .collect()
+    } else {
+        Vec::new()
     };
     Report {
         suite: suite.into(),
         model: model.into(),
         toolsets: summaries,
-        difference,
-        verdict,
+        comparisons,
+        by_split,
         resamples: DEFAULT_RESAMPLES,
         seed: DEFAULT_SEED,
         runs,
     }
+}
+
+/// The per-toolset summaries of `records`, and each toolset against the one before it.
+fn tables(toolsets: &[String], records: &[&RunRecord]) -> (Vec<ToolsetSummary>, Vec<Comparison>) {
+    let of = |t: &String| -> Vec<&RunRecord> {
+        records
+            .iter()
+            .copied()
+            .filter(|r| &r.toolset == t)
+            .collect()
+    };
+    let summaries: Vec<ToolsetSummary> = toolsets
+        .iter()
+        .filter_map(|t| summarize(t, &of(t)))
+        .collect();
+    let comparisons = summaries
+        .windows(2)
+        .filter_map(|pair| {
+            let [baseline, candidate] = pair else {
+                return None;
+            };
+            let difference = paired_difference(&of(&baseline.toolset), &of(&candidate.toolset))?;
+            Some(Comparison {
+                baseline: baseline.toolset.clone(),
+                candidate: candidate.toolset.clone(),
+                verdict: verdict(baseline, candidate, &difference),
+                difference,
+            })
+        })
+        .collect();
+    (summaries, comparisons)
+}
+
+/// Paired bootstrap of b's success minus a's, over the tasks both ran.
+fn paired_difference(a: &[&RunRecord], b: &[&RunRecord]) -> Option<Estimate> {
+    let success = |r: &RunRecord| f64::from(u8::from(r.success));
+    let (tasks_a, values_a) = per_task(a, success);
+    let (tasks_b, values_b) = per_task(b, success);
+    let paired: Vec<(Vec<f64>, Vec<f64>)> = tasks_a
+        .iter()
+        .zip(values_a)
+        .filter_map(|(t, va)| {
+            tasks_b
+                .iter()
+                .position(|tb| tb == t)
+                .and_then(|i| values_b.get(i))
+                .map(|vb| (va, vb.clone()))
+        })
+        .collect();
+    let (pa, pb): (Vec<Vec<f64>>, Vec<Vec<f64>>) = paired.into_iter().unzip();
+    stats::paired_bootstrap_difference(&pa, &pb, DEFAULT_RESAMPLES, DEFAULT_SEED)
 }
 
 fn pct(e: &Estimate) -> String {
@@ -214,14 +276,11 @@ fn pct(e: &Estimate) -> String {
     )
 }
 
-pub fn markdown(report: &Report) -> String {
-    let mut out = format!(
-        "# Eval: {} on {}\n\n95% bootstrap CIs ({} resamples over tasks, then runs within tasks; seed {}).\n\n",
-        report.suite, report.model, report.resamples, report.seed
-    );
+/// The toolset table, then each comparison's difference and verdict.
+fn push_tables(out: &mut String, toolsets: &[ToolsetSummary], comparisons: &[Comparison]) {
     out.push_str("| toolset | tasks × runs | success (95% CI) | tokens per task (95% CI) | input / output | tool calls per task | pass^k | s per run |\n");
     out.push_str("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
-    for s in &report.toolsets {
+    for s in toolsets {
         out.push_str(&format!(
             "| {} | {} × {} | {} | {:.0} [{:.0}, {:.0}] | {:.0} / {:.0} | {:.2} | {} | {:.1} |\n",
             s.toolset,
@@ -239,18 +298,36 @@ pub fn markdown(report: &Report) -> String {
             s.seconds_per_run
         ));
     }
-    if let Some(d) = &report.difference {
+    for c in comparisons {
+        let d = &c.difference;
         out.push_str(&format!(
             "\nSuccess difference ({} − {}), paired over tasks: {:+.1} points, 95% CI [{:+.1}, {:+.1}].\n",
-            report.toolsets.get(1).map_or("", |s| s.toolset.as_str()),
-            report.toolsets.first().map_or("", |s| s.toolset.as_str()),
+            c.candidate,
+            c.baseline,
             d.mean * 100.0,
             d.low * 100.0,
             d.high * 100.0
         ));
+        out.push_str(&format!("\n**Verdict:** {}\n", c.verdict.text));
     }
-    if let Some(v) = &report.verdict {
-        out.push_str(&format!("\n**Verdict:** {}\n", v.text));
+}
+
+pub fn markdown(report: &Report) -> String {
+    let mut out = format!(
+        "# Eval: {} on {}\n\n95% bootstrap CIs ({} resamples over tasks, then runs within tasks; seed {}).\n\n",
+        report.suite, report.model, report.resamples, report.seed
+    );
+    push_tables(&mut out, &report.toolsets, &report.comparisons);
+    if !report.by_split.is_empty() {
+        out.push_str("\n## By split\n");
+        for part in &report.by_split {
+            let name = match part.split {
+                Split::Dev => "dev",
+                Split::Heldout => "held-out",
+            };
+            out.push_str(&format!("\n### {name}\n\n"));
+            push_tables(&mut out, &part.toolsets, &part.comparisons);
+        }
     }
     out.push_str("\n## Tool-design metrics\n\n| toolset | wrong tool | invalid arguments | repeated calls (same arguments) | calls per successful run | failed at first call / later call / final answer |\n| --- | --- | --- | --- | --- | --- |\n");
     for s in &report.toolsets {
@@ -482,5 +559,109 @@ mod tests {
             let verdict = verdict(&v1, &v2, &diff);
             assert_eq!(verdict.better, better, "{name}: {}", verdict.text);
         }
+    }
+
+    fn run(toolset: &str, task: &str, split: Split, index: usize, success: bool) -> RunRecord {
+        RunRecord {
+            toolset: toolset.into(),
+            task: task.into(),
+            category: "c".into(),
+            split,
+            index,
+            success,
+            failure: (!success).then_some(FailureKind::WrongAnswer),
+            checks: Vec::new(),
+            answer: None,
+            ending: crate::record::Ending::FinalAnswer,
+            ending_detail: String::new(),
+            rounds: 1,
+            input_tokens: 100,
+            output_tokens: 10,
+            cached_input_tokens: 0,
+            calls: Vec::new(),
+            seconds: 1.0,
+            seed: None,
+        }
+    }
+
+    /// v1 passes nothing; v2 passes the dev task; v3 passes both tasks.
+    fn three_toolsets_over_two_splits() -> Vec<RunRecord> {
+        let mut runs = Vec::new();
+        for (task, split) in [("d", Split::Dev), ("h", Split::Heldout)] {
+            for index in 0..2 {
+                runs.push(run("books-v1", task, split, index, false));
+                runs.push(run("books-v2", task, split, index, split == Split::Dev));
+                runs.push(run("books-v3", task, split, index, true));
+            }
+        }
+        runs
+    }
+
+    fn names(toolsets: &[&str]) -> Vec<String> {
+        toolsets.iter().map(|t| t.to_string()).collect()
+    }
+
+    #[test]
+    fn a_third_toolset_is_compared_with_the_second_not_hidden() {
+        let report = build(
+            "books",
+            "m",
+            &names(&["books-v1", "books-v2", "books-v3"]),
+            three_toolsets_over_two_splits(),
+        );
+        let pairs: Vec<(&str, &str, f64)> = report
+            .comparisons
+            .iter()
+            .map(|c| (c.baseline.as_str(), c.candidate.as_str(), c.difference.mean))
+            .collect();
+        assert_eq!(
+            pairs,
+            [("books-v1", "books-v2", 0.5), ("books-v2", "books-v3", 0.5)]
+        );
+        let text = markdown(&report);
+        assert!(
+            text.contains("Success difference (books-v2 − books-v1)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Success difference (books-v3 − books-v2)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_held_out_result_is_not_averaged_away_into_the_dev_one() {
+        let report = build(
+            "books",
+            "m",
+            &names(&["books-v1", "books-v2", "books-v3"]),
+            three_toolsets_over_two_splits(),
+        );
+        let splits: Vec<Split> = report.by_split.iter().map(|p| p.split).collect();
+        assert_eq!(splits, [Split::Dev, Split::Heldout]);
+        let v2_success: Vec<f64> = report
+            .by_split
+            .iter()
+            .map(|p| p.toolsets[1].success.mean)
+            .collect();
+        assert_eq!(v2_success, [1.0, 0.0]);
+        let held_out = &report.by_split[1];
+        assert_eq!(held_out.comparisons[0].difference.mean, 0.0);
+        assert_eq!(held_out.comparisons[1].difference.mean, 1.0);
+        let text = markdown(&report);
+        assert!(text.contains("## By split"), "{text}");
+        assert!(text.contains("### held-out"), "{text}");
+    }
+
+    #[test]
+    fn one_split_gets_no_split_section() {
+        let runs: Vec<RunRecord> = three_toolsets_over_two_splits()
+            .into_iter()
+            .filter(|r| r.split == Split::Dev)
+            .collect();
+        let report = build("books", "m", &names(&["books-v1", "books-v2"]), runs);
+        assert!(report.by_split.is_empty());
+        assert_eq!(report.comparisons.len(), 1);
+        assert!(!markdown(&report).contains("## By split"));
     }
 }

@@ -261,7 +261,8 @@ async fn suite_runs_persists_resumes_after_interruption_and_reports() {
     assert_eq!((v1.toolset.as_str(), v1.success.mean), ("books-v1", 0.5));
     assert_eq!((v2.toolset.as_str(), v2.success.mean), ("books-v2", 1.0));
     assert_eq!(v2.pass_hat_k, Some(1.0));
-    assert_eq!(report.difference.unwrap().mean, 0.5);
+    assert_eq!(report.comparisons.len(), 1);
+    assert_eq!(report.comparisons[0].difference.mean, 0.5);
     let markdown = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
         markdown.contains("| books-v2 | 2 × 2 | 100% [100, 100]"),
