@@ -1,7 +1,9 @@
 //! The tool-design metrics beside success and tokens, computed from run records alone (pure):
 //! wrong-tool and invalid-argument rates over calls, calls per successful run, calls that
-//! repeat an earlier call of the same run with unchanged arguments, and where each failed run
-//! went wrong (its first call, a later call, or its final answer).
+//! repeat an earlier call of the same run with unchanged arguments, how many invalid-argument
+//! errors the model acted on (called the tool again with changed arguments, rather than answering
+//! or repeating the call), and where each failed run went wrong (its first call, a later call,
+//! or its final answer).
 
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +57,19 @@ pub fn repeated_calls(calls: &[CallRecord]) -> usize {
         .count()
 }
 
+/// Invalid-argument calls followed, as the run's next call, by a call of the same tool with other
+/// arguments: the error was acted on, not answered to the user or sent again unchanged.
+pub fn acted_on_invalid_argument(calls: &[CallRecord]) -> usize {
+    calls
+        .windows(2)
+        .filter(|pair| {
+            is_invalid_argument(&pair[0])
+                && pair[1].tool == pair[0].tool
+                && pair[1].arguments != pair[0].arguments
+        })
+        .count()
+}
+
 /// Where `run` went wrong; `None` for a run that succeeded.
 pub fn failure_at(run: &RunRecord) -> Option<FailureAt> {
     if run.success {
@@ -69,7 +84,7 @@ pub fn failure_at(run: &RunRecord) -> Option<FailureAt> {
 }
 
 /// A count out of a total.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Share {
     pub count: usize,
     pub total: usize,
@@ -90,6 +105,9 @@ impl Share {
 pub struct DesignMetrics {
     pub wrong_tool: Share,
     pub invalid_argument: Share,
+    /// Invalid-argument calls the model acted on, out of all invalid-argument calls.
+    #[serde(default)]
+    pub invalid_argument_acted_on: Share,
     /// Mean calls over the runs that succeeded (`None` when none did).
     pub calls_per_success: Option<f64>,
     /// Calls repeating an earlier call of their run, out of all calls.
@@ -111,6 +129,13 @@ pub fn design_metrics(runs: &[&RunRecord]) -> DesignMetrics {
     DesignMetrics {
         wrong_tool: share(&is_wrong_tool),
         invalid_argument: share(&is_invalid_argument),
+        invalid_argument_acted_on: Share {
+            count: runs
+                .iter()
+                .map(|r| acted_on_invalid_argument(&r.calls))
+                .sum(),
+            total: calls.iter().filter(|c| is_invalid_argument(c)).count(),
+        },
         calls_per_success: (!successes.is_empty()).then(|| {
             successes.iter().map(|r| r.calls.len()).sum::<usize>() as f64 / successes.len() as f64
         }),
@@ -209,6 +234,29 @@ mod tests {
     }
 
     #[test]
+    fn an_error_answered_or_repeated_is_not_counted_as_acted_on() {
+        let bad = || {
+            call(
+                "books_search",
+                json!({"limit": 100}),
+                Some("invalid_argument"),
+                "limit",
+            )
+        };
+        let fixed = || call("books_search", json!({"limit": 50}), None, "{}");
+        let other_tool = || call("books_get", json!({"ids": [1]}), None, "{}");
+        for (calls, acted) in [
+            (vec![bad(), fixed()], 1),
+            (vec![bad()], 0),
+            (vec![bad(), bad()], 0),
+            (vec![bad(), other_tool()], 0),
+            (vec![bad(), bad(), fixed(), bad(), fixed()], 2),
+        ] {
+            assert_eq!(acted_on_invalid_argument(&calls), acted, "{calls:?}");
+        }
+    }
+
+    #[test]
     fn where_a_failed_run_went_wrong() {
         let ok = || call("books_search", json!({}), None, "{}");
         let bad = || {
@@ -251,6 +299,7 @@ mod tests {
         let m = design_metrics(&refs);
         assert_eq!(m.wrong_tool, Share { count: 1, total: 9 });
         assert_eq!(m.invalid_argument, Share { count: 1, total: 9 });
+        assert_eq!(m.invalid_argument_acted_on, Share { count: 0, total: 1 });
         assert_eq!(m.calls_per_success, Some(3.0));
         assert_eq!(m.repeated, Share { count: 4, total: 9 });
         assert_eq!(

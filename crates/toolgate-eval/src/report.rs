@@ -323,17 +323,18 @@ pub fn markdown(report: &Report) -> String {
             push_tables(&mut out, &part.toolsets, &part.comparisons);
         }
     }
-    out.push_str("\n## Tool-design metrics\n\n| toolset | wrong tool | invalid arguments | repeated calls (same arguments) | calls per successful run | failed at first call / later call / final answer |\n| --- | --- | --- | --- | --- | --- |\n");
+    out.push_str("\n## Tool-design metrics\n\n| toolset | wrong tool | invalid arguments | of those, acted on | repeated calls (same arguments) | calls per successful run | failed at first call / later call / final answer |\n| --- | --- | --- | --- | --- | --- | --- |\n");
     for s in &report.toolsets {
         let d = &s.design;
         let share = |x: crate::metrics::Share| {
             format!("{:.1}% ({}/{})", x.rate() * 100.0, x.count, x.total)
         };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} / {} / {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} / {} / {} |\n",
             s.toolset,
             share(d.wrong_tool),
             share(d.invalid_argument),
+            share(d.invalid_argument_acted_on),
             share(d.repeated),
             d.calls_per_success
                 .map_or("-".into(), |c| format!("{c:.2}")),
