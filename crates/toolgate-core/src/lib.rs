@@ -35,6 +35,7 @@ pub mod idempotency;
 pub mod observation;
 pub mod principal;
 pub mod registry;
+pub mod repair;
 pub mod schema;
 pub mod spec;
 pub mod taint;
