@@ -202,46 +202,6 @@ async fn v2_errors_teach_the_fix() {
     }
 }
 
-/// The refused calls the embedded model wrote without its call grammar
-/// (`evals/runs/books-errors-unconstrained-*`), each offered the whole call repaired, which
-/// then runs; a call with no single obvious repair is offered none.
-#[tokio::test]
-async fn v2_refused_searches_are_offered_a_repaired_call_that_runs() {
-    let f = fixture(Toolset::V2);
-    let cases = [
-        (
-            json!({"author": "Stephen King", "limit": 100}),
-            Some(json!({"author": "Stephen King", "limit": 50})),
-        ),
-        (
-            json!({"author": "Stephen King", "sort": "popularity_desc", "limit": 50}),
-            Some(json!({"author": "Stephen King", "sort": "popularity", "limit": 50})),
-        ),
-        (
-            json!({"author": "", "title": "", "year_max": 1899, "language": ""}),
-            Some(json!({"year_max": 1899})),
-        ),
-        (
-            json!({"year_min": "-3000", "year_max": "1899", "limit": "50"}),
-            Some(json!({"year_min": -3000, "year_max": 1899, "limit": 50})),
-        ),
-        (json!({"author": "x", "sort": "best"}), None),
-    ];
-    for (args, want) in cases {
-        let out = f.call("books_search", args.clone()).await;
-        let err = out.error().expect("refused").clone();
-        assert_eq!(err.retry_with.as_deref(), want.as_ref(), "{args}");
-        let Some(repaired) = want else { continue };
-        assert!(out.model_text().contains("retry_with"), "{args}");
-        let again = f.call("books_search", repaired.clone()).await;
-        assert!(
-            again.observation().is_some(),
-            "{repaired}: {:?}",
-            again.result
-        );
-    }
-}
-
 #[tokio::test]
 async fn v1_errors_are_terse_status_lines() {
     let f = fixture(Toolset::V1);

@@ -54,7 +54,6 @@ use crate::idempotency::{IdempotencyKey, Receipt, ReceiptLog};
 use crate::observation::{self, Observation, Provenance};
 use crate::principal::Principal;
 use crate::registry::Registry;
-use crate::repair;
 use crate::schema::{self, Violation, ViolationKind};
 use crate::spec::ToolSpec;
 use crate::taint::{Taint, TaintPolicy, TaintRule, find_taint};
@@ -311,20 +310,7 @@ impl Dispatcher {
                     record.redactions += observation::redact_value(received);
                 }
             }
-            let mut error = violations_error(spec, &violations, &today);
-            let schema = tool.validator.model_schema();
-            if let Some(repaired) =
-                repair::nearest_accepted_call(schema, &request.arguments, &violations).filter(
-                    |call| {
-                        // Echoed whole, so only when short; and never one the schema refuses.
-                        call.to_string().len() <= RETRY_WITH_MAX_CHARS
-                            && tool.validator.validate(call).is_empty()
-                    },
-                )
-            {
-                error = error.with_retry_with(repaired);
-            }
-            return Err(error);
+            return Err(violations_error(spec, &violations, &today));
         }
         let facts = CheckFacts {
             today: today.clone(),
@@ -772,9 +758,6 @@ impl<T, F: Future<Output = Result<T, ToolError>> + Unpin> Future for CatchPanic<
     }
 }
 
-/// A repaired call is offered only up to this size: it echoes the model's whole call.
-const RETRY_WITH_MAX_CHARS: usize = 2_000;
-
 /// Redacts every part of an error that can quote input; returns how many secrets it replaced.
 fn redact_error(error: &mut ToolError) -> usize {
     let mut count = 0;
@@ -792,13 +775,9 @@ fn redact_error(error: &mut ToolError) -> usize {
             count += n;
         }
     }
-    for value in [
-        error.received.as_mut(),
-        error.example.as_mut(),
-        error.retry_with.as_deref_mut(),
-    ]
-    .into_iter()
-    .flatten()
+    for value in [error.received.as_mut(), error.example.as_mut()]
+        .into_iter()
+        .flatten()
     {
         count += observation::redact_value(value);
     }

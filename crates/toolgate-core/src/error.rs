@@ -127,11 +127,6 @@ pub struct ToolError {
     /// How to fix the call, or facts the model lacks (today's date, the closest real names).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
-    /// The whole call again with the refused values replaced by the nearest accepted ones
-    /// (`crate::repair`), when there is one; the schema accepts it.
-    /// Boxed: it is rare, and `ToolError` travels in every `Result` of the call path.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry_with: Option<Box<Value>>,
 }
 
 impl ToolError {
@@ -144,7 +139,6 @@ impl ToolError {
             received: None,
             example: None,
             hint: None,
-            retry_with: None,
         }
     }
 
@@ -185,11 +179,6 @@ impl ToolError {
         self
     }
 
-    pub fn with_retry_with(mut self, arguments: Value) -> Self {
-        self.retry_with = Some(Box::new(arguments));
-        self
-    }
-
     pub fn retryable(&self) -> bool {
         self.code.retryable()
     }
@@ -200,14 +189,7 @@ impl ToolError {
             ErrorStyle::Teaching => {
                 let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
                 if let Value::Object(map) = &mut v {
-                    // `retryable: false` tells a program the same call fails again; a model
-                    // read it as "stop" and told the user the fix. With a repaired call it
-                    // gets what to do instead.
-                    if self.retry_with.is_some() {
-                        map.insert("next".into(), Value::String(RETRY_WITH_NEXT.into()));
-                    } else {
-                        map.insert("retryable".into(), Value::Bool(self.retryable()));
-                    }
+                    map.insert("retryable".into(), Value::Bool(self.retryable()));
                 }
                 serde_json::json!({ "error": v })
             }
@@ -225,12 +207,6 @@ pub enum ErrorStyle {
     Teaching,
     Terse,
 }
-
-/// What the model is told to do with a repaired call. The tool result reaches some models in a
-/// user turn, so it says whose call failed and that the user has not seen it.
-const RETRY_WITH_NEXT: &str = "Your call did not run and the user has not seen this error. \
-     Call the same tool again now with `retry_with` as its arguments, if they still ask for what \
-     the user wants.";
 
 /// Received values are echoed to help the model, but never in bulk.
 const RECEIVED_MAX_CHARS: usize = 200;

@@ -35,7 +35,6 @@ pub mod idempotency;
 pub mod observation;
 pub mod principal;
 pub mod registry;
-pub mod repair;
 pub mod schema;
 pub mod spec;
 pub mod taint;

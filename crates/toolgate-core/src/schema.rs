@@ -1082,21 +1082,6 @@ fn fields_of(root: &Value, schema: &Value) -> Vec<String> {
     names
 }
 
-/// The schema of the top-level field `name` of an object schema, through local references.
-pub fn property_schema<'a>(schema: &'a Value, name: &str) -> Option<&'a Value> {
-    let holder = dereference(schema, schema);
-    let field = holder.get("properties")?.get(name)?;
-    Some(dereference(schema, field))
-}
-
-/// Whether the top-level field `name` is required by an object schema.
-pub fn is_required(schema: &Value, name: &str) -> bool {
-    dereference(schema, schema)
-        .get("required")
-        .and_then(Value::as_array)
-        .is_some_and(|r| r.iter().any(|f| f.as_str() == Some(name)))
-}
-
 /// The fields allowed next to the field at `path` (`filters.yr` → the fields of `filters`),
 /// through references, composition and array items.
 pub fn fields_at(schema: &Value, path: &str) -> Vec<String> {
