@@ -84,7 +84,7 @@ pub fn failure_at(run: &RunRecord) -> Option<FailureAt> {
 }
 
 /// A count out of a total.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Share {
     pub count: usize,
     pub total: usize,
@@ -106,7 +106,6 @@ pub struct DesignMetrics {
     pub wrong_tool: Share,
     pub invalid_argument: Share,
     /// Invalid-argument calls the model acted on, out of all invalid-argument calls.
-    #[serde(default)]
     pub invalid_argument_acted_on: Share,
     /// Mean calls over the runs that succeeded (`None` when none did).
     pub calls_per_success: Option<f64>,
@@ -126,15 +125,16 @@ pub fn design_metrics(runs: &[&RunRecord]) -> DesignMetrics {
     };
     let successes: Vec<&&RunRecord> = runs.iter().filter(|r| r.success).collect();
     let at = |place: FailureAt| runs.iter().filter(|r| failure_at(r) == Some(place)).count();
+    let invalid_argument = share(&is_invalid_argument);
     DesignMetrics {
         wrong_tool: share(&is_wrong_tool),
-        invalid_argument: share(&is_invalid_argument),
+        invalid_argument,
         invalid_argument_acted_on: Share {
             count: runs
                 .iter()
                 .map(|r| acted_on_invalid_argument(&r.calls))
                 .sum(),
-            total: calls.iter().filter(|c| is_invalid_argument(c)).count(),
+            total: invalid_argument.count,
         },
         calls_per_success: (!successes.is_empty()).then(|| {
             successes.iter().map(|r| r.calls.len()).sum::<usize>() as f64 / successes.len() as f64
