@@ -3,18 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::folder::load_suite_plan;
 use crate::report::{self, Report};
-use crate::runner::{PLAN_FILE, Plan, RUNS_FILE, RunnerError, load_records};
+use crate::runner::{RUNS_FILE, RunnerError, load_records};
 
 /// Renders the report of `dir` from its plan and runs, writes the three files, returns it.
 pub fn write_report(dir: &Path) -> Result<(Report, Vec<PathBuf>), RunnerError> {
-    let plan_path = dir.join(PLAN_FILE);
-    let text = std::fs::read_to_string(&plan_path).map_err(|source| RunnerError::Io {
-        path: plan_path.display().to_string(),
-        source,
-    })?;
-    let plan: Plan = serde_json::from_str(&text)
-        .map_err(|e| RunnerError::Usage(format!("{}: {e}", plan_path.display())))?;
+    let plan = load_suite_plan(dir)?;
     let runs = load_records(&dir.join(RUNS_FILE))?;
     if runs.is_empty() {
         return Err(RunnerError::Usage(format!(

@@ -275,7 +275,10 @@ pub async fn run(
     let table_path = options.out_dir.join("injection.md");
     std::fs::write(&table_path, figures::markdown(&figures))
         .map_err(|e| CheckError::io(&table_path, e))?;
+    // This invocation's time (a resumed or report-only one is short); the measurement's own
+    // time is the runs' sum, which a re-render keeps.
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let run_seconds = (outcomes.iter().map(|o| o.seconds).sum::<f64>() * 10.0).round() / 10.0;
     Ok(
         SuiteReport::new(SUITE, loaded.files, traces, results, duration_ms).with_figures(json!({
             "model": injection.model.name(),
@@ -284,7 +287,8 @@ pub async fn run(
             "configs": figures,
             "stopped_by_taint_rule_with_fatigued_approver": stopped_by_taint,
             "runs": RUNS_FILE,
-        "runs_missing": total - outcomes.len(),
+            "runs_missing": total - outcomes.len(),
+            "run_seconds": run_seconds,
             "table": "injection.md",
         })),
     )

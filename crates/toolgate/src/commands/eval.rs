@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use toolgate_eval::folder::load_suite_plan;
 use toolgate_eval::output::write_report;
-use toolgate_eval::runner::{PLAN_FILE, Plan, ProgressUpdate, RUNS_FILE, Runner, load_records};
+use toolgate_eval::runner::{ProgressUpdate, RUNS_FILE, Runner, load_records};
 use toolgate_eval::suite::{Split, Suite};
 use toolgate_eval::trace_pair;
 use toolgate_wiring::ToolsetName;
@@ -143,9 +144,7 @@ fn report(dir: &std::path::Path) -> Result<(), CommandError> {
 }
 
 fn pair(dir: &std::path::Path) -> Result<(), CommandError> {
-    let plan_text = std::fs::read_to_string(dir.join(PLAN_FILE))?;
-    let plan: Plan = serde_json::from_str(&plan_text)
-        .map_err(|e| CommandError::RunFailed(format!("{}: {e}", dir.join(PLAN_FILE).display())))?;
+    let plan = load_suite_plan(dir)?;
     let runs = load_records(&dir.join(RUNS_FILE))?;
     let first = plan
         .toolsets
