@@ -216,14 +216,21 @@ pub async fn sigterm_or_ctrl_c() {
 /// Without authorization the server is for this machine only: any address but a loopback one
 /// is refused.
 pub fn refuse_non_loopback(address: SocketAddr) -> Result<(), ServeError> {
-    if address.ip().is_loopback() {
-        Ok(())
-    } else {
-        Err(ServeError::Start(format!(
+    match non_loopback_refusal(address) {
+        None => Ok(()),
+        Some(refusal) => Err(ServeError::Start(refusal)),
+    }
+}
+
+/// Why `address` may not be served without authorization, or `None` when it is a loopback
+/// address (for front ends that check before they open or create anything).
+pub fn non_loopback_refusal(address: SocketAddr) -> Option<String> {
+    (!address.ip().is_loopback()).then(|| {
+        format!(
             "refusing to serve MCP over HTTP on {address}: without authorization toolgate \
              serves loopback addresses only (127.0.0.1 or ::1)"
-        )))
-    }
+        )
+    })
 }
 
 fn allowed_hosts(local: SocketAddr) -> Vec<String> {

@@ -281,6 +281,13 @@ fn serving_http_beyond_this_machine_without_authorization_is_refused_unless_said
             && said.contains("[serve.auth]"),
         "{said}"
     );
+    // Refused before anything is opened: no notebook is created, and the reason is said once.
+    assert!(
+        !dir.path().join("notes.sqlite").exists(),
+        "a refused address created the database"
+    );
+    assert_eq!(said.matches("refusing to serve").count(), 1, "{said}");
+    assert!(!said.contains("could not start"), "{said}");
 
     let config = dir.path().join("toolgate.toml");
     std::fs::write(

@@ -16,6 +16,10 @@ use super::{CommandError, open_store, server_runtime};
 use crate::cli::ServeArgs;
 use crate::config::Config;
 
+/// What to do about a refused non-loopback address.
+const AUTH_REMEDY: &str = "configure [serve.auth] (or --auth-issuer), or pass --insecure-no-auth \
+                           to serve without authorization";
+
 pub fn run(
     config: &Config,
     mcp_config: Option<&std::path::Path>,
@@ -43,6 +47,15 @@ pub fn run(
              --auth-*): remove one"
                 .into(),
         ));
+    }
+    // Checked before anything is opened, created or bound, so a refused address changes
+    // nothing (the server checks again before it binds).
+    if let Some(address) = args.http
+        && auth_config.is_none()
+        && !args.insecure_no_auth
+        && let Some(refusal) = toolgate_mcp::http::non_loopback_refusal(address)
+    {
+        return Err(CommandError::Usage(format!("{refusal}; {AUTH_REMEDY}")));
     }
     let trace: Arc<dyn TraceSink> = match &args.trace {
         Some(path) => Arc::new(JsonlTrace::create(path)?),
@@ -126,16 +139,8 @@ pub fn run(
                     Access::OAuth(Arc::new(resource_server))
                 }
                 None if args.insecure_no_auth => Access::InsecureNoAuth,
-                None => {
-                    // Checked before binding, so a public address is never listened on at all.
-                    toolgate_mcp::http::refuse_non_loopback(address).map_err(|e| {
-                        ServeError::Start(format!(
-                            "{e}; configure [serve.auth] (or --auth-issuer), or pass \
-                             --insecure-no-auth to serve without authorization"
-                        ))
-                    })?;
-                    Access::LoopbackOnly
-                }
+                // Refused above when not loopback (and again by the server before it binds).
+                None => Access::LoopbackOnly,
             };
             let listener = tokio::net::TcpListener::bind(address)
                 .await
