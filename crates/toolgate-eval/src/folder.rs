@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use crate::runner::{PLAN_FILE, Plan, RunnerError};
+use crate::runner::{PLAN_FILE, Plan, RUNS_FILE, RunnerError};
 
 /// What a run folder holds, judged from its file names and its plan's top-level keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub fn classify(file_names: &[&str], plan_keys: Option<&[&str]>) -> FolderKind {
     let transcripts = file_names
         .iter()
         .any(|n| n.starts_with("transcript-") && n.ends_with(".json"));
-    if transcripts && has("runs.jsonl") {
+    if transcripts && has(RUNS_FILE) {
         return FolderKind::CodeMode;
     }
     FolderKind::Unknown
@@ -77,7 +77,7 @@ fn not_a_suite_eval(dir: &str, kind: FolderKind) -> String {
             &format!("toolgate check injection --out {dir} --report-only"),
         ),
         FolderKind::SuiteEval | FolderKind::Unknown => format!(
-            "{dir} is not the folder of a suite eval: it has no readable {PLAN_FILE} naming a suite (a folder made by `toolgate eval --suite FILE --out DIR` has {PLAN_FILE} and runs.jsonl)"
+            "{dir} is not the folder of a suite eval: it has no readable {PLAN_FILE} naming a suite (a folder made by `toolgate eval --suite FILE --out DIR` has {PLAN_FILE} and {RUNS_FILE})"
         ),
     }
 }
@@ -108,17 +108,16 @@ pub fn load_suite_plan(dir: &Path) -> Result<Plan, RunnerError> {
     let plan_value: Option<serde_json::Value> = plan_text
         .as_deref()
         .and_then(|t| serde_json::from_str(t).ok());
+    // Decided before the plan is read as a suite plan, so another measurement's plan gets its
+    // own command rather than a missing-field error.
     let plan_keys: Option<Vec<&str>> = plan_value
         .as_ref()
         .and_then(serde_json::Value::as_object)
         .map(|o| o.keys().map(String::as_str).collect());
     let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
     match classify(&name_refs, plan_keys.as_deref()) {
-        FolderKind::SuiteEval => {
-            let text = plan_text.unwrap_or_default();
-            serde_json::from_str(&text)
-                .map_err(|e| RunnerError::Usage(format!("{}: {e}", plan_path.display())))
-        }
+        FolderKind::SuiteEval => serde_json::from_value(plan_value.unwrap_or_default())
+            .map_err(|e| RunnerError::Usage(format!("{}: {e}", plan_path.display()))),
         kind @ (FolderKind::ToolSearch
         | FolderKind::CodeMode
         | FolderKind::Injection

@@ -49,7 +49,7 @@ pub fn run(
         ));
     }
     // Checked before anything is opened, created or bound, so a refused address changes
-    // nothing (the server checks again before it binds).
+    // nothing (the server checks its listener's address again).
     if let Some(address) = args.http
         && auth_config.is_none()
         && !args.insecure_no_auth
@@ -139,7 +139,7 @@ pub fn run(
                     Access::OAuth(Arc::new(resource_server))
                 }
                 None if args.insecure_no_auth => Access::InsecureNoAuth,
-                // Refused above when not loopback (and again by the server before it binds).
+                // Refused above when not loopback (and again by the server on its listener).
                 None => Access::LoopbackOnly,
             };
             let listener = tokio::net::TcpListener::bind(address)
