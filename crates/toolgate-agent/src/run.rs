@@ -337,6 +337,9 @@ impl Agent {
                 if let Some(observation) = outcome.observation() {
                     learn_sources(&mut sources, &call.name, &call.id, observation);
                 }
+                if let CallResult::Failed(error) = &outcome.result {
+                    learn_untrusted(&mut sources, &call.name, &call.id, &error.untrusted);
+                }
                 if call.name == TOOL_SEARCH
                     && let Some(observation) = outcome.observation()
                 {
@@ -718,7 +721,27 @@ pub fn sources_from_history(history: &[Message]) -> TaintSources {
                         ));
                     }
                 }
-                ContentBlock::ToolResult(_) => {}
+                // An error's own words are ours, but a remote server's words it carries
+                // (`error.untrusted_content`) are untrusted like any result's.
+                ContentBlock::ToolResult(result) => {
+                    let Ok(view) = serde_json::from_str::<Value>(&result.content) else {
+                        continue;
+                    };
+                    let tool = tools.get(&result.call_id).map_or("a tool", String::as_str);
+                    let carried = view
+                        .pointer("/error/untrusted_content")
+                        .and_then(Value::as_array);
+                    for text in carried.into_iter().flatten() {
+                        let origin = text.get("source").and_then(Value::as_str).unwrap_or("");
+                        let body = text.get("text").and_then(Value::as_str).unwrap_or("");
+                        sources.add_untrusted(UntrustedSource::new(
+                            origin,
+                            body,
+                            tool,
+                            &result.call_id,
+                        ));
+                    }
+                }
             }
         }
     }
@@ -728,7 +751,17 @@ pub fn sources_from_history(history: &[Message]) -> TaintSources {
 /// Adds what one observation told the model: its trusted result and each untrusted text.
 fn learn_sources(sources: &mut TaintSources, tool: &str, call_id: &str, observation: &Observation) {
     sources.add_trusted(&observation.content.to_string());
-    for text in &observation.untrusted {
+    learn_untrusted(sources, tool, call_id, &observation.untrusted);
+}
+
+/// Adds the untrusted texts a failed call carried (a remote server's error words).
+fn learn_untrusted(
+    sources: &mut TaintSources,
+    tool: &str,
+    call_id: &str,
+    texts: &[toolgate_core::observation::UntrustedText],
+) {
+    for text in texts {
         sources.add_untrusted(UntrustedSource::new(
             &text.source,
             &text.text,

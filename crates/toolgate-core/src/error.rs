@@ -127,6 +127,15 @@ pub struct ToolError {
     /// How to fix the call, or facts the model lacks (today's date, the closest real names).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// Text someone else wrote that the failure carries (a remote server's own error words):
+    /// shown to the model in its own field, never in `message`, and a taint source like any
+    /// untrusted text of an observation.
+    #[serde(
+        default,
+        rename = "untrusted_content",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub untrusted: Vec<crate::observation::UntrustedText>,
 }
 
 impl ToolError {
@@ -139,6 +148,7 @@ impl ToolError {
             received: None,
             example: None,
             hint: None,
+            untrusted: Vec::new(),
         }
     }
 
@@ -179,6 +189,12 @@ impl ToolError {
         self
     }
 
+    /// Adds untrusted text the failure carries (see [`ToolError::untrusted`]).
+    pub fn with_untrusted(mut self, text: crate::observation::UntrustedText) -> Self {
+        self.untrusted.push(text);
+        self
+    }
+
     pub fn retryable(&self) -> bool {
         self.code.retryable()
     }
@@ -190,6 +206,12 @@ impl ToolError {
                 let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
                 if let Value::Object(map) = &mut v {
                     map.insert("retryable".into(), Value::Bool(self.retryable()));
+                    if !self.untrusted.is_empty() {
+                        map.insert(
+                            "untrusted_note".into(),
+                            Value::String(crate::observation::UNTRUSTED_NOTE.into()),
+                        );
+                    }
                 }
                 serde_json::json!({ "error": v })
             }

@@ -121,6 +121,10 @@ pub enum UpstreamError {
     },
     #[error("the server's answer is unusable: {0}")]
     Protocol(String),
+    /// The server answered with a JSON-RPC error: `said` is its message, the server's own
+    /// words (untrusted, unbounded as received), kept out of the display on purpose.
+    #[error("the server answered with a JSON-RPC error (code {code})")]
+    Refused { code: i32, said: String },
     #[error("the connection to the server is lost: {0}")]
     Gone(String),
     #[error("the call was canceled")]
@@ -128,6 +132,42 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// This error in our own words, and the server's words it carries (a JSON-RPC error's
+    /// message, the tail of its stderr, what a failed handshake or lost session reported),
+    /// which are untrusted and never belong in a trusted message.
+    pub fn ours_and_theirs(&self) -> (String, Option<String>) {
+        match self {
+            UpstreamError::Refused { said, .. } => (self.to_string(), Some(said.clone())),
+            UpstreamError::Handshake { detail, stderr } => (
+                "the MCP handshake failed".into(),
+                Some(format!("{detail}{stderr}")),
+            ),
+            UpstreamError::Timeout {
+                what,
+                seconds,
+                stderr,
+            } if !stderr.is_empty() => (
+                format!("the server did not {what} within {seconds} s"),
+                Some(stderr.clone()),
+            ),
+            UpstreamError::Gone(detail) => (
+                "the connection to the server is lost".into(),
+                Some(detail.clone()),
+            ),
+            UpstreamError::NoPath { .. }
+            | UpstreamError::NotFound { .. }
+            | UpstreamError::Spawn(_)
+            | UpstreamError::Egress(_)
+            | UpstreamError::NoEgress
+            | UpstreamError::BadHeader(_)
+            | UpstreamError::AuthorizationRequired { .. }
+            | UpstreamError::OAuth(_)
+            | UpstreamError::Timeout { .. }
+            | UpstreamError::Protocol(_)
+            | UpstreamError::Canceled => (self.to_string(), None),
+        }
+    }
+
     /// Whether the request surely never reached the server (nothing can have happened).
     pub fn never_sent(&self) -> bool {
         match self {
@@ -141,10 +181,23 @@ impl UpstreamError {
             | UpstreamError::OAuth(_)
             | UpstreamError::Handshake { .. } => true,
             UpstreamError::Timeout { .. }
+            | UpstreamError::Refused { .. }
             | UpstreamError::Protocol(_)
             | UpstreamError::Gone(_)
             | UpstreamError::Canceled => false,
         }
+    }
+}
+
+/// A failed request as an [`UpstreamError`]: a JSON-RPC error answer keeps the server's
+/// words apart from ours; anything else means the session is gone.
+fn service_error(error: rmcp::ServiceError, stderr: &str) -> UpstreamError {
+    match error {
+        rmcp::ServiceError::McpError(data) => UpstreamError::Refused {
+            code: data.code.0,
+            said: data.message.into_owned(),
+        },
+        other => UpstreamError::Gone(format!("{other}{stderr}")),
     }
 }
 
@@ -433,7 +486,7 @@ impl Upstream {
                 seconds: self.list_timeout.as_secs(),
                 stderr: stderr_text(&self.stderr),
             })?
-            .map_err(|e| UpstreamError::Gone(format!("{e}{}", stderr_text(&self.stderr))))?;
+            .map_err(|e| service_error(e, &stderr_text(&self.stderr)))?;
         listed
             .iter()
             .map(|tool| {
@@ -467,7 +520,7 @@ impl Upstream {
                 seconds: deadline.as_secs(),
                 stderr: String::new(),
             })?
-            .map_err(|e| UpstreamError::Gone(e.to_string()))?;
+            .map_err(|e| service_error(e, ""))?;
         serde_json::to_value(result).map_err(|e| UpstreamError::Protocol(e.to_string()))
     }
 
