@@ -88,10 +88,14 @@ pub enum McpCommand {
         server: String,
     },
     /// Record SERVER's current tool definitions as its pins, after `diff` has shown them:
-    /// its quarantined tools are offered again from the next start.
+    /// its quarantined tools are offered again from the next start. Refused, pinning
+    /// nothing, unless the server still offers exactly the catalogue `diff` showed.
     Accept {
         /// The server (its name as the mcpServers file gives it, or its namespace).
         server: String,
+        /// The catalogue digest `toolgate mcp diff SERVER` printed (sha256:...).
+        #[arg(long)]
+        digest: String,
     },
     /// Log in to the HTTP server SERVER with OAuth, when it asks for it: prints a URL to open
     /// in your browser, waits for the redirect back to 127.0.0.1, and stores the tokens (per

@@ -83,6 +83,14 @@ pub enum ImportsError {
         server: String,
         error: UpstreamError,
     },
+    #[error(
+        "`{server}` now offers a different catalogue (sha256:{seen}) than the one you reviewed (sha256:{expected}), so nothing was pinned: run `toolgate mcp diff {server}` again and accept what it shows"
+    )]
+    CatalogueChanged {
+        server: String,
+        expected: String,
+        seen: String,
+    },
     #[error("ratings name servers the mcpServers file does not have: {0}")]
     RatingsForUnknownServers(String),
     #[error("cannot read the mcpServers file {path}: {detail}")]
@@ -451,13 +459,33 @@ impl Imports {
         Ok(review(&pins, catalogue))
     }
 
+    /// The digest of `server`'s catalogue as this session listed it (the one
+    /// [`Imports::accept`] must be given): `toolgate mcp diff` prints it with what it shows.
+    pub fn catalogue_digest(&self, server: &str) -> Result<String, ImportsError> {
+        let entry = self.server(server)?;
+        Ok(pin(self.connected_catalogue(entry)?).catalogue)
+    }
+
     /// Records `server`'s current catalogue as its pins (what `toolgate mcp accept` does) and
-    /// saves the lock; returns the review that was accepted. Takes effect at the next open.
-    pub fn accept(&mut self, server: &str) -> Result<Review, ImportsError> {
+    /// saves the lock, only when that catalogue is the one `reviewed` names (its digest, with
+    /// or without a `sha256:` prefix, as `toolgate mcp diff` printed it); returns the review
+    /// that was accepted. Takes effect at the next open.
+    ///
+    /// Refuses, pinning nothing, a catalogue other than the reviewed one: each command
+    /// connects anew, so a server could show one catalogue to `diff` and another to `accept`.
+    pub fn accept(&mut self, server: &str, reviewed: &str) -> Result<Review, ImportsError> {
         let accepted = self.review(server)?;
         let entry = self.server(server)?;
         let catalogue = self.connected_catalogue(entry)?;
         let pins = pin(catalogue);
+        let expected = reviewed.strip_prefix("sha256:").unwrap_or(reviewed);
+        if !expected.eq_ignore_ascii_case(&pins.catalogue) {
+            return Err(ImportsError::CatalogueChanged {
+                server: server.into(),
+                expected: expected.into(),
+                seen: pins.catalogue,
+            });
+        }
         self.lock.servers.insert(server.to_string(), pins);
         self.lock.save(&self.lock_path)?;
         Ok(accepted)

@@ -55,7 +55,7 @@ impl Drift {
     /// What a refused call is told.
     pub fn reason(&self, server: &str, tool: &str) -> String {
         let review = format!(
-            "review it with `toolgate mcp diff {server}` and accept it with `toolgate mcp accept {server}`"
+            "review it with `toolgate mcp diff {server}`, which prints the `toolgate mcp accept` command for what it showed"
         );
         match self {
             Drift::Changed { fields } => format!(

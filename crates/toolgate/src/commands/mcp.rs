@@ -169,14 +169,18 @@ fn act(imports: &mut Imports, command: McpCommand) -> Result<(), CommandError> {
             if text.is_empty() {
                 println!("{namespace}: every tool is as pinned");
             } else {
+                // The digest binds `accept` to exactly what was shown here.
+                let digest = imports.catalogue_digest(&namespace)?;
                 print!("{text}");
-                println!("accept these definitions with: toolgate mcp accept {namespace}");
+                println!(
+                    "accept these definitions with: toolgate mcp accept {namespace} --digest sha256:{digest}"
+                );
             }
             Ok(())
         }
-        McpCommand::Accept { server } => {
+        McpCommand::Accept { server, digest } => {
             let namespace = namespace_of(imports, &server)?;
-            let accepted = imports.accept(&namespace)?;
+            let accepted = imports.accept(&namespace, &digest)?;
             if accepted.is_clean() {
                 println!("{namespace}: every tool was already as pinned; nothing changed");
             } else {
