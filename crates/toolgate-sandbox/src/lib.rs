@@ -12,6 +12,7 @@
 //! fix). Tool calls from code reach only what [`ToolBridge`] offers; [`tool`] makes the
 //! `code_execution` tool whose bridge is the dispatcher itself.
 
+pub mod beneath;
 pub mod bwrap;
 pub mod config;
 pub mod error;

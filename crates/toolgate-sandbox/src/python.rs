@@ -84,8 +84,12 @@ def call(tool, **arguments):
     """Calls any tool of this conversation by name with keyword arguments."""
     request = {"tool": tool, "arguments": {k: v for k, v in arguments.items() if v is not None}}
     with _lock:
-        _stream.write(_json.dumps(request).encode() + b"\n")
-        _stream.flush()
+        try:
+            _stream.write(_json.dumps(request).encode() + b"\n")
+            _stream.flush()
+        except OSError:
+            # The host refused the request (too long) and closed the bridge; its reply says why.
+            pass
         line = _stream.readline()
     if not line:
         raise ToolError("internal", "the tool bridge is closed", False)

@@ -255,6 +255,10 @@ impl Sandbox {
         }
         let mut child = command.spawn().map_err(SandboxError::Spawn)?;
         drop((child_end, code_fd, data_fd, work_fd, init_fd));
+        // Kept to shut the bridge in both directions when it is closed on the script: a
+        // script blocked writing an oversized frame gets EPIPE and reads the refusal, and a
+        // later call reads the end of the stream instead of waiting for the wall clock.
+        let control = host_end.try_clone().map_err(SandboxError::Spawn)?;
         host_end
             .set_nonblocking(true)
             .map_err(SandboxError::Spawn)?;
@@ -333,6 +337,10 @@ impl Sandbox {
                     if write_half.write_all(&out).await.is_err() {
                         bridge_open = false;
                     }
+                    if !bridge_open {
+                        // Nothing more is read: stop the script's writes here, after the reply.
+                        let _ = control.shutdown(std::net::Shutdown::Both);
+                    }
                 }
             }
         };
@@ -403,6 +411,12 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// The host user a run's private folders must belong to, when not the one running toolgate:
+/// nobody, when toolgate runs as root (bubblewrap is started as nobody then).
+pub(crate) fn sandbox_owner() -> Option<u32> {
+    is_root().then_some(bwrap::SANDBOX_UID)
+}
+
 /// A descriptor for bubblewrap to bind from (`O_PATH`: no access to the contents is needed).
 fn open_path(path: &Path) -> Result<OwnedFd, SandboxError> {
     use std::os::unix::fs::OpenOptionsExt as _;
@@ -414,33 +428,27 @@ fn open_path(path: &Path) -> Result<OwnedFd, SandboxError> {
         .map_err(|e| SandboxError::io(path, e))
 }
 
-/// Run as root: the sandbox's user is nobody on the host too, so its code must be readable,
-/// its work folder writable, and its data readable by nobody.
+/// Run as root: the sandbox's user is nobody on the host too, so its code and work folder are
+/// handed to nobody (still private: 0700 and 0600, no other local user reads them), and its
+/// data must be readable by nobody.
 fn prepare_for_nobody(mounts: &Mounts) -> Result<(), SandboxError> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let set = |path: &Path, mode: u32| {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    use std::os::unix::fs::MetadataExt as _;
+    let give = |path: &Path| {
+        std::os::unix::fs::lchown(path, Some(bwrap::SANDBOX_UID), Some(bwrap::SANDBOX_UID))
             .map_err(|e| SandboxError::io(path, e))
     };
-    set(&mounts.code, 0o755)?;
+    give(&mounts.code)?;
     for entry in std::fs::read_dir(&mounts.code).map_err(|e| SandboxError::io(&mounts.code, e))? {
         let entry = entry.map_err(|e| SandboxError::io(&mounts.code, e))?;
-        set(&entry.path(), 0o644)?;
+        give(&entry.path())?;
     }
-    std::os::unix::fs::chown(
-        &mounts.work,
-        Some(bwrap::SANDBOX_UID),
-        Some(bwrap::SANDBOX_UID),
-    )
-    .map_err(|e| SandboxError::io(&mounts.work, e))?;
+    give(&mounts.work)?;
     if let Some(data) = &mounts.data {
-        let mode = std::fs::metadata(data)
-            .map_err(|e| SandboxError::io(data, e))?
-            .permissions()
-            .mode();
-        if mode & 0o005 != 0o005 {
+        let meta = std::fs::metadata(data).map_err(|e| SandboxError::io(data, e))?;
+        let by_owner = meta.uid() == bwrap::SANDBOX_UID && meta.mode() & 0o500 == 0o500;
+        if !by_owner && meta.mode() & 0o005 != 0o005 {
             return Err(SandboxError::Config(format!(
-                "the data folder {} must be readable by everyone (mode o+rx): toolgate runs as root, and the sandbox as nobody",
+                "the data folder {} must be readable by the sandbox's user: toolgate runs as root, and the sandbox as nobody (owned by nobody with u+rx, or o+rx)",
                 data.display()
             )));
         }
@@ -469,8 +477,17 @@ fn place_fds(placed: &[(i32, i32)]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A file of the run's code, private to the run (0600, in a 0700 folder).
 fn write_file(path: &Path, text: &str) -> Result<(), SandboxError> {
-    std::fs::write(path, text).map_err(|e| SandboxError::io(path, e))
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .map_err(|e| SandboxError::io(path, e))
 }
 
 /// Keeps the first `cap` bytes and counts the rest.
@@ -495,7 +512,9 @@ async fn capture(stream: Option<impl AsyncRead + Unpin>, cap: usize) -> Captured
     }
 }
 
-/// One line of at most `cap` bytes; `Ok(None)` at end of stream.
+/// One line of at most `cap` bytes, bounded before it is read: the host never holds more than
+/// `cap + 1` bytes of a frame (an over-long one is refused, not read on); `Ok(None)` at end of
+/// stream.
 async fn read_line(
     reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
     line: &mut Vec<u8>,

@@ -6,12 +6,18 @@
 //! while the script waits; a denial raises `ToolError` in the script).
 //!
 //! Only the script's bounded stdout and stderr, its exit status and the files it was asked to
-//! return come back, all marked untrusted (a script's output can carry any text it read).
-//! Refuses: calling itself from code, paths outside the working folder, and running at all
-//! when the sandbox cannot be set up (the error names the layer).
+//! return come back, all marked untrusted (a script's output can carry any text it read). A
+//! returned file is read on the host beneath the working folder without following any link
+//! at any depth, and only up to its cap ([`crate::beneath`]): a link the script made to
+//! `/proc`, a home folder or the data folder returns nothing, and says so. The notebook
+//! export a script reads is private to its run (0700 folders, 0600 files, owned by the user
+//! the sandbox runs as).
+//! Refuses: calling itself from code, paths outside the working folder, files reached through
+//! a link or that are not regular files, and running at all when the sandbox cannot be set up
+//! (the error names the layer).
 
 use std::collections::BTreeSet;
-use std::path::{Component, Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,15 +64,9 @@ pub struct CodeArgs {
     pub return_files: Option<Vec<String>>,
 }
 
-fn relative_path(path: &str) -> Option<PathBuf> {
-    let p = Path::new(path);
-    (!path.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_))))
-        .then(|| p.to_owned())
-}
-
 fn check_args(args: &CodeArgs) -> Result<(), ToolError> {
     for (i, path) in args.return_files.iter().flatten().enumerate() {
-        if relative_path(path).is_none() {
+        if crate::beneath::relative_path(path).is_none() {
             return Err(ToolError::invalid(
                 format!("return_files[{i}]"),
                 format!("{path:?} is not a path inside the working folder"),
@@ -192,18 +192,20 @@ impl State {
     }
 }
 
+/// The notebook exported for one run, private to it: the folder 0700 and every file 0600,
+/// owned by the user the sandbox runs as (whoever runs toolgate, or nobody when that is root),
+/// so no other local user can read it while the script runs.
 async fn export_data(
     export: Arc<dyn DataExport>,
 ) -> Result<(tempfile::TempDir, String), ToolError> {
     tokio::task::spawn_blocking(move || {
+        // tempfile makes the folder 0700.
         let dir = tempfile::Builder::new()
             .prefix("toolgate-data-")
             .tempdir()
             .map_err(|e| e.to_string())?;
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
-            .map_err(|e| e.to_string())?;
         let summary = export.export(dir.path())?;
+        seal_export(dir.path(), crate::run::sandbox_owner()).map_err(|e| e.to_string())?;
         Ok::<_, String>((dir, summary))
     })
     .await
@@ -216,6 +218,33 @@ async fn export_data(
     })
 }
 
+/// Folders 0700, files 0600, each owned by `owner` when one is given; anything else in the
+/// export (a link, a FIFO) fails it, since the export holds only files and folders.
+fn seal_export(path: &Path, owner: Option<u32>) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let kind = std::fs::symlink_metadata(path)?.file_type();
+    let mode = if kind.is_dir() {
+        0o700
+    } else if kind.is_file() {
+        0o600
+    } else {
+        return Err(std::io::Error::other(format!(
+            "{} is neither a file nor a folder",
+            path.display()
+        )));
+    };
+    if let Some(uid) = owner {
+        std::os::unix::fs::lchown(path, Some(uid), Some(uid))?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    if kind.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            seal_export(&entry?.path(), owner)?;
+        }
+    }
+    Ok(())
+}
+
 struct ReturnedFile {
     path: String,
     bytes: u64,
@@ -223,40 +252,33 @@ struct ReturnedFile {
     note: Option<String>,
 }
 
+/// The files the script named, each read beneath the work folder without following any link
+/// it made (see [`crate::beneath`]); a refused one says why, and nothing of it is read.
 fn read_returned(work: &Path, paths: &[String]) -> Vec<ReturnedFile> {
     paths
         .iter()
         .take(MAX_RETURN_FILES)
-        .map(|path| {
-            let full = relative_path(path).map(|p| work.join(p));
-            // Never follow a link the script made out of its folder.
-            let meta = full
-                .as_ref()
-                .and_then(|f| std::fs::symlink_metadata(f).ok());
-            match (full, meta) {
-                (Some(full), Some(meta)) if meta.is_file() => {
-                    let bytes = meta.len();
-                    let content = std::fs::read(&full).unwrap_or_default();
-                    let kept = &content[..content.len().min(RETURN_FILE_BYTES)];
-                    ReturnedFile {
-                        path: path.clone(),
-                        bytes,
-                        text: Some(String::from_utf8_lossy(kept).into_owned()),
-                        note: (content.len() > RETURN_FILE_BYTES)
-                            .then(|| format!("cut to the first {RETURN_FILE_BYTES} bytes")),
-                    }
-                }
-                _ => ReturnedFile {
+        .map(
+            |path| match crate::beneath::read_beneath(work, path, RETURN_FILE_BYTES) {
+                Ok(read) => ReturnedFile {
+                    path: path.clone(),
+                    bytes: read.size,
+                    text: Some(String::from_utf8_lossy(&read.bytes).into_owned()),
+                    note: read.cut.then(|| {
+                        format!(
+                            "cut to the first {RETURN_FILE_BYTES} of {} bytes",
+                            read.size
+                        )
+                    }),
+                },
+                Err(refused) => ReturnedFile {
                     path: path.clone(),
                     bytes: 0,
                     text: None,
-                    note: Some(
-                        "the script did not write this file (or it is not a regular file)"
-                            .to_owned(),
-                    ),
+                    note: Some(format!("not returned: {refused}")),
                 },
-            }
-        })
+            },
+        )
         .collect()
 }
 
@@ -353,19 +375,37 @@ impl ToolBridge for DispatchBridge<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::symlink_metadata(path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    }
 
     #[test]
-    fn return_paths_outside_the_working_folder_are_refused() {
-        for (path, ok) in [
-            ("summary.md", true),
-            ("out/a.txt", true),
-            ("../etc/passwd", false),
-            ("/etc/passwd", false),
-            ("a/../../b", false),
-            ("", false),
-            ("./a", false),
-        ] {
-            assert_eq!(relative_path(path).is_some(), ok, "{path}");
-        }
+    fn an_export_readable_by_other_users_is_sealed_to_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = dir.path().join("notes");
+        std::fs::create_dir(&notes).unwrap();
+        std::fs::set_permissions(&notes, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(notes.join("1.md"), "note").unwrap();
+        std::fs::set_permissions(notes.join("1.md"), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+        std::fs::write(dir.path().join("index.json"), "[]").unwrap();
+        seal_export(dir.path(), None).unwrap();
+        assert_eq!(mode(dir.path()), 0o700);
+        assert_eq!(mode(&notes), 0o700);
+        assert_eq!(mode(&notes.join("1.md")), 0o600);
+        assert_eq!(mode(&dir.path().join("index.json")), 0o600);
+    }
+
+    #[test]
+    fn an_export_holding_a_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/etc", dir.path().join("etc")).unwrap();
+        assert!(seal_export(dir.path(), None).is_err());
     }
 }

@@ -43,6 +43,10 @@ impl Workspaces {
         // Numbered, not named after the run id: a run id is caller text.
         let dir = self.root.path().join(format!("run-{}", runs.len() + 1));
         std::fs::create_dir(&dir).map_err(|e| SandboxError::io(&dir, e))?;
+        // The root lets anyone traverse it: the folder itself is private to the run.
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| SandboxError::io(&dir, e))?;
         runs.insert(run_id.to_owned(), dir.clone());
         Ok(dir)
     }
@@ -77,6 +81,9 @@ mod tests {
         let b = spaces.for_run("run-b").unwrap();
         assert_ne!(a, b);
         assert_eq!(std::fs::read_dir(&b).unwrap().count(), 0);
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&a).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "a conversation's folder is private to it");
     }
 
     #[test]

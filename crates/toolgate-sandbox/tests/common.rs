@@ -66,3 +66,77 @@ pub fn data_dir() -> tempfile::TempDir {
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     dir
 }
+
+/// `code_execution` on the real sandbox, behind a real dispatcher with `extra` tools beside it
+/// (callable from scripts), `data` exported into each run.
+pub struct CodeHarness {
+    pub dispatcher: toolgate_core::Dispatcher,
+    pub workspaces: std::sync::Arc<toolgate_sandbox::Workspaces>,
+}
+
+pub const RUN_ID: &str = "run-1";
+
+impl CodeHarness {
+    pub fn new(
+        data: Option<std::sync::Arc<dyn toolgate_sandbox::DataExport>>,
+        extra: Vec<toolgate_core::Tool>,
+    ) -> Self {
+        let workspaces = std::sync::Arc::new(toolgate_sandbox::Workspaces::new().unwrap());
+        let code = toolgate_sandbox::code_execution(toolgate_sandbox::CodeTool {
+            sandbox: sandbox(),
+            workspaces: std::sync::Arc::clone(&workspaces),
+            tools: extra.iter().map(|t| t.spec.model_view()).collect(),
+            data,
+        })
+        .unwrap();
+        let mut tools = extra;
+        tools.push(code);
+        let registry = std::sync::Arc::new(toolgate_core::Registry::new(tools).unwrap());
+        CodeHarness {
+            dispatcher: toolgate_core::Dispatcher::new(registry).unwrap(),
+            workspaces,
+        }
+    }
+
+    /// The conversation's work folder on the host.
+    pub fn work(&self) -> PathBuf {
+        self.workspaces.for_run(RUN_ID).unwrap()
+    }
+
+    /// One `code_execution` call; the observation (the call must succeed).
+    pub async fn run(&self, arguments: serde_json::Value) -> toolgate_core::Observation {
+        let outcome = self
+            .dispatcher
+            .call(toolgate_core::CallRequest::new(
+                toolgate_core::Principal::local("alice", &[]),
+                RUN_ID,
+                toolgate_sandbox::tool::TOOL_NAME,
+                arguments,
+            ))
+            .await;
+        outcome
+            .observation()
+            .unwrap_or_else(|| panic!("code_execution failed: {}", outcome.model_text()))
+            .clone()
+    }
+}
+
+/// The texts of the returned files (the untrusted entries a returned file adds).
+pub fn returned_texts(observation: &toolgate_core::Observation) -> Vec<(String, String)> {
+    observation
+        .untrusted
+        .iter()
+        .filter(|u| u.source.starts_with("code_execution file "))
+        .map(|u| (u.source.clone(), u.text.clone()))
+        .collect()
+}
+
+/// The script's stdout.
+pub fn stdout(observation: &toolgate_core::Observation) -> String {
+    observation
+        .untrusted
+        .iter()
+        .find(|u| u.source == "code_execution stdout")
+        .map(|u| u.text.clone())
+        .unwrap_or_default()
+}

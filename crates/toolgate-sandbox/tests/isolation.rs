@@ -428,3 +428,416 @@ async fn the_hosts_environment_is_not_passed_in() {
         "{report:?}"
     );
 }
+
+// ---- What crosses from the sandbox to the host: returned files, bridge frames, the export.
+
+use std::sync::{Arc, Mutex};
+
+use common::{CodeHarness, returned_texts, stdout};
+use serde_json::json;
+use toolgate_sandbox::beneath::{Refused, Resolver, read_beneath_with};
+
+const OUTSIDE_SECRET: &str = "outside-secret-e41d07";
+
+/// A secret the host's user can read, outside every mount: a folder and the file in it.
+fn plant_outside() -> (tempfile::TempDir, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("secret.txt");
+    std::fs::write(&file, OUTSIDE_SECRET).unwrap();
+    let dir_path = dir.path().to_string_lossy().into_owned();
+    (dir, dir_path, file.to_string_lossy().into_owned())
+}
+
+/// A notebook export that records the host folder it filled, and writes what the notes export
+/// writes (a `notes/` folder and `index.json`) with the permissions a default umask gives.
+#[derive(Default)]
+struct RecordingExport {
+    folder: Mutex<Option<std::path::PathBuf>>,
+}
+
+impl toolgate_sandbox::DataExport for RecordingExport {
+    fn export(&self, into: &Path) -> Result<String, String> {
+        let notes = into.join("notes");
+        std::fs::create_dir(&notes).map_err(|e| e.to_string())?;
+        std::fs::set_permissions(&notes, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| e.to_string())?;
+        std::fs::write(notes.join("1.md"), "exported-note-body").map_err(|e| e.to_string())?;
+        std::fs::write(
+            into.join("index.json"),
+            r#"[{"id": 1, "title": "exported"}]"#,
+        )
+        .map_err(|e| e.to_string())?;
+        *self.folder.lock().unwrap() = Some(into.to_owned());
+        Ok("1 note".to_owned())
+    }
+}
+
+#[tokio::test]
+async fn links_a_script_makes_never_make_the_host_return_a_file_outside_its_folder() {
+    let (_outside, outside_dir, outside_file) = plant_outside();
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".to_owned());
+    let export = Arc::new(RecordingExport::default());
+    let harness = CodeHarness::new(Some(export.clone()), Vec::new());
+    // The attacker's script: links to /proc (the host's /proc/self is toolgate), to the home
+    // folder, to a secret folder and file outside, and to the data folder's host path, which
+    // the mount table inside shows.
+    let script = format!(
+        "\
+import os
+os.symlink('/proc', 'p')
+os.symlink({home:?}, 'h')
+os.symlink({outside_dir:?}, 's')
+os.symlink({outside_file:?}, 'f')
+data = [l.split()[3] for l in open('/proc/self/mountinfo') if l.split()[4] == '/sandbox/data']
+os.symlink(data[0], 'd')
+print('DATA', data[0])
+"
+    );
+    let observation = harness
+        .run(json!({
+            "code": script,
+            "return_files": ["p/self/environ", "h/.profile", "s/secret.txt", "f", "d/index.json"],
+        }))
+        .await;
+    let data_host = export.folder.lock().unwrap().clone().unwrap();
+    let out = stdout(&observation);
+    assert!(
+        out.contains(&format!("DATA {}", data_host.display())),
+        "the script found the data folder's host path: {out}"
+    );
+    // Failure messages name what came back, never its text (it would be the host's).
+    let came_back: Vec<String> = returned_texts(&observation)
+        .into_iter()
+        .map(|(source, _)| source)
+        .collect();
+    assert!(
+        came_back.is_empty(),
+        "returned through links: {came_back:?}"
+    );
+    let files = observation.content["files"].as_array().unwrap();
+    assert_eq!(files.len(), 5, "{files:?}");
+    for file in files {
+        let note = file["note"].as_str().unwrap();
+        assert!(
+            note.starts_with("not returned") && note.contains("symbolic link"),
+            "{file}"
+        );
+        assert_eq!(file["bytes"], 0, "{file}");
+    }
+    let everything = serde_json::to_string(&observation).unwrap();
+    for leaked in [OUTSIDE_SECRET, "CARGO_PKG_NAME", "exported"] {
+        assert!(!everything.contains(leaked), "{leaked} came back");
+    }
+}
+
+#[tokio::test]
+async fn a_nested_file_the_script_wrote_still_returns() {
+    let harness = CodeHarness::new(None, Vec::new());
+    let observation = harness
+        .run(json!({
+            "code": "import os\nos.makedirs('out')\nopen('out/a.txt', 'w').write('legit-output')\n",
+            "return_files": ["out/a.txt", "missing.txt", "out"],
+        }))
+        .await;
+    assert_eq!(
+        returned_texts(&observation),
+        vec![(
+            "code_execution file out/a.txt".to_owned(),
+            "legit-output".to_owned()
+        )],
+        "{observation:?}"
+    );
+    let files = observation.content["files"].as_array().unwrap();
+    assert_eq!(files[0]["bytes"], 12);
+    assert!(files[0]["note"].is_null(), "{files:?}");
+    assert!(
+        files[1]["note"]
+            .as_str()
+            .unwrap()
+            .contains("did not write this file")
+    );
+    assert!(
+        files[2]["note"]
+            .as_str()
+            .unwrap()
+            .contains("not a regular file")
+    );
+}
+
+/// Bytes this process has read through system calls so far (`rchar`).
+fn bytes_read_by_this_process() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_huge_returned_file_is_read_only_up_to_its_cap() {
+    let harness = CodeHarness::new(None, Vec::new());
+    let big = harness.work().join("big.bin");
+    // Sparse: a GiB on paper, nothing on disk.
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    let before = bytes_read_by_this_process();
+    let observation = harness
+        .run(json!({"code": "print('ok')\n", "return_files": ["big.bin"]}))
+        .await;
+    let read = bytes_read_by_this_process() - before;
+    let file = &observation.content["files"][0];
+    assert_eq!(file["bytes"], 1u64 << 30, "{file}");
+    assert!(
+        file["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("cut to the first 8192"),
+        "{file}"
+    );
+    assert_eq!(returned_texts(&observation)[0].1.len(), 8192);
+    // The whole run (sandbox start, output, the file) read far less than the file.
+    assert!(read < 64 << 20, "the host read {read} bytes");
+}
+
+#[test]
+fn the_opener_reads_at_most_the_cap_plus_one_byte() {
+    let work = tempfile::tempdir().unwrap();
+    std::fs::File::create(work.path().join("big.bin"))
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    let thread_read = || -> u64 {
+        std::fs::read_to_string("/proc/thread-self/io")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("rchar: "))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    for resolver in [Resolver::Openat2, Resolver::PerComponent] {
+        let before = thread_read();
+        let read = read_beneath_with(work.path(), "big.bin", 8192, resolver).unwrap();
+        let after = thread_read();
+        // The /proc read itself counts a little; the file adds exactly cap + 1.
+        assert!(after - before < 8192 + 1 + 4096, "{}", after - before);
+        assert!(read.cut && read.bytes.len() == 8192 && read.size == 1 << 30);
+    }
+}
+
+#[tokio::test]
+async fn a_folder_swapped_for_a_link_while_the_host_reads_never_yields_the_secret() {
+    let (_outside, outside_dir, _) = plant_outside();
+    std::fs::write(Path::new(&outside_dir).join("f.txt"), OUTSIDE_SECRET).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    // Inside: `d` is swapped atomically between a real folder and a link to the secret folder.
+    let script = format!(
+        "\
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+os.mkdir('d')
+open('d/f.txt', 'w').write('legit')
+os.symlink({outside_dir:?}, 'l')
+open('started', 'w').close()
+swaps = 0
+end = time.time() + 3
+while time.time() < end:
+    if libc.renameat2(-100, b'd', -100, b'l', 2) != 0:
+        print('RENAME FAILED', ctypes.get_errno())
+        break
+    swaps += 1
+print('SWAPS', swaps)
+"
+    );
+    let sandbox = common::sandbox();
+    let work_path = work.path().to_owned();
+    let run = tokio::spawn({
+        let work_path = work_path.clone();
+        async move { common::run_in(&sandbox, &script, &work_path, None).await }
+    });
+    let reads = tokio::task::spawn_blocking(move || {
+        let started = std::time::Instant::now();
+        while !work_path.join("started").exists() {
+            assert!(started.elapsed() < Duration::from_secs(10), "never started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (mut legit, mut refused, mut leaked) = (0, 0, 0);
+        let reading = std::time::Instant::now();
+        while reading.elapsed() < Duration::from_millis(2500) {
+            for resolver in [Resolver::Openat2, Resolver::PerComponent] {
+                match read_beneath_with(&work_path, "d/f.txt", 64, resolver) {
+                    Ok(r) if r.bytes == b"legit" => legit += 1,
+                    Ok(_) => leaked += 1,
+                    Err(Refused::Link | Refused::Missing | Refused::NotAFolder) => refused += 1,
+                    Err(other) => panic!("{other}"),
+                }
+            }
+        }
+        (legit, refused, leaked)
+    })
+    .await
+    .unwrap();
+    let report = run.await.unwrap();
+    assert!(report.stdout.text.contains("SWAPS"), "{report:?}");
+    let (legit, refused, leaked) = reads;
+    assert_eq!(leaked, 0, "the secret came back {leaked} times");
+    // Both states were seen, so the reads did race the swaps.
+    assert!(legit > 0 && refused > 0, "legit {legit}, refused {refused}");
+}
+
+fn bridge_sandbox() -> Sandbox {
+    let mut config = config();
+    config.limits.wall = Duration::from_secs(15);
+    Sandbox::new(config).unwrap()
+}
+
+#[tokio::test]
+async fn a_hundred_mb_bridge_frame_is_refused_at_the_cap_and_the_script_told_why() {
+    let work = tempfile::tempdir().unwrap();
+    let script = "\
+import os, socket
+s = socket.socket(fileno=int(os.environ['TOOLGATE_BRIDGE_FD']))
+chunk = b'a' * (1 << 20)
+sent = 0
+try:
+    s.sendall(b'{\"tool\": \"x\", \"arguments\": {\"blob\": \"')
+    while sent < (100 << 20):
+        s.sendall(chunk)
+        sent += len(chunk)
+except OSError as e:
+    print('WRITE', type(e).__name__)
+print('SENT_MB', sent >> 20)
+print('REPLY', s.makefile('rb').readline().decode().strip())
+";
+    let report = run_in(&bridge_sandbox(), script, work.path(), None).await;
+    let out = &report.stdout.text;
+    assert_eq!(report.stopped, None, "{report:?}");
+    assert!(out.contains("WRITE BrokenPipeError"), "{report:?}");
+    assert!(
+        out.contains("longer than 1048576 bytes") && out.contains("\"ok\":false"),
+        "{report:?}"
+    );
+    let sent: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("SENT_MB "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(sent < 100, "{sent} MB went through");
+}
+
+#[tokio::test]
+async fn a_tool_call_over_the_frame_cap_raises_tool_error_and_the_bridge_stays_closed() {
+    let work = tempfile::tempdir().unwrap();
+    let script = "\
+import toolgate_tools as t
+for args in [{'blob': 'a' * (3 << 20)}, {}]:
+    try:
+        t.call('anything', **args)
+    except t.ToolError as e:
+        print('REFUSED', e.code, e.message)
+";
+    let report = run_in(&bridge_sandbox(), script, work.path(), None).await;
+    assert_eq!(report.stopped, None, "{report:?}");
+    let lines: Vec<&str> = report.stdout.text.lines().collect();
+    assert_eq!(lines.len(), 2, "{report:?}");
+    assert!(
+        lines[0].starts_with("REFUSED invalid_argument") && lines[0].contains("longer than"),
+        "{report:?}"
+    );
+    assert_eq!(
+        lines[1], "REFUSED internal the tool bridge is closed",
+        "{report:?}"
+    );
+}
+
+/// A tool a script calls while it runs: it records the export folder's modes and owner.
+fn probe_tool(
+    export: Arc<RecordingExport>,
+    seen: Arc<Mutex<Vec<(String, u32, u32)>>>,
+) -> toolgate_core::Tool {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct NoArgs {}
+    toolgate_core::ToolBuilder::<NoArgs>::new("probe", 1)
+        .describe("Looks at the host.", "a test asks.", None, "nothing.")
+        .example("probe", json!({}))
+        .policy(
+            toolgate_core::Risk::Low,
+            toolgate_core::Effect::Read,
+            "A test's look.",
+        )
+        .read(move |_ctx, _args: NoArgs| {
+            let export = Arc::clone(&export);
+            let seen = Arc::clone(&seen);
+            async move {
+                use std::os::unix::fs::MetadataExt as _;
+                let root = export.folder.lock().unwrap().clone().unwrap();
+                for rel in ["", "notes", "notes/1.md", "index.json"] {
+                    let meta = std::fs::symlink_metadata(root.join(rel)).unwrap();
+                    seen.lock()
+                        .unwrap()
+                        .push((rel.to_owned(), meta.mode() & 0o7777, meta.uid()));
+                }
+                Ok(toolgate_core::ToolOutput::new(json!({"looked": true})))
+            }
+        })
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_notebook_export_is_private_to_the_run_while_the_script_reads_it() {
+    let export = Arc::new(RecordingExport::default());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let harness = CodeHarness::new(
+        Some(export.clone()),
+        vec![probe_tool(Arc::clone(&export), Arc::clone(&seen))],
+    );
+    let observation = harness
+        .run(json!({"code": "import toolgate_tools as t\nprint(open('/sandbox/data/notes/1.md').read())\nprint(open('/sandbox/data/index.json').read())\nprint(t.probe()['content'])\n"}))
+        .await;
+    let out = stdout(&observation);
+    assert!(
+        out.contains("exported-note-body") && out.contains("\"title\": \"exported\""),
+        "the script still reads its data: {observation:?}"
+    );
+    // SAFETY: geteuid has no failure mode.
+    let owner = if unsafe { libc::geteuid() } == 0 {
+        65534
+    } else {
+        unsafe { libc::geteuid() }
+    };
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![
+            (String::new(), 0o700, owner),
+            ("notes".to_owned(), 0o700, owner),
+            ("notes/1.md".to_owned(), 0o600, owner),
+            ("index.json".to_owned(), 0o600, owner),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_x32_system_call_is_refused_by_the_filter_itself() {
+    // Seccomp runs before the kernel's dispatch: EPERM is the filter's answer. A kernel
+    // without x32 alone would answer ENOSYS; one with x32 would run getpid.
+    let (report, _work) = run("\
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+rc = libc.syscall(0x40000000 | 39)
+print('x32_getpid', rc, ctypes.get_errno())
+print('native_getpid', libc.syscall(39) > 0)
+")
+    .await;
+    assert_eq!(
+        report.stdout.text,
+        format!("x32_getpid -1 {}\nnative_getpid True\n", libc::EPERM),
+        "{report:?}"
+    );
+}
