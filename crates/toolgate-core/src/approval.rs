@@ -7,9 +7,10 @@
 //! typed [`Denial`]: no channel, declined, timed out, an unreadable answer, an unavailable
 //! approver, and for tickets unknown, expired, already used, bound to another call or issued to
 //! another caller. A ticket is bound to the hash of (tool, version, canonical arguments and
-//! preview, principal), expires, and is redeemed at most once: tickets live in SQLite
-//! ([`ApprovalLedger`]), so single use holds across processes sharing the file and survives a
-//! restart.
+//! preview, principal and its tenant), is issued to that principal of that tenant (a user of
+//! the same name in another tenant is another caller), expires, and is redeemed at most once:
+//! tickets live in SQLite ([`ApprovalLedger`]), so single use holds across processes sharing
+//! the file and survives a restart.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,7 @@ use serde_json::Value;
 use crate::canonical::{canonical_json, digest_parts};
 
 use crate::future::BoxFuture;
+use crate::principal::Principal;
 use crate::spec::{Effect, Risk};
 
 /// How much the dispatcher may do without asking.
@@ -54,15 +56,23 @@ pub fn bound_value(arguments: &Value, preview: Option<&Value>) -> Value {
     }
 }
 
-/// The hash an approval is bound to.
-pub fn binding_hash(tool: &str, version: u32, arguments: &Value, principal: &str) -> String {
+/// The hash an approval is bound to: the tool, its version, the bound value, and who asks (the
+/// principal's id within its tenant).
+pub fn binding_hash(tool: &str, version: u32, arguments: &Value, principal: &Principal) -> String {
     digest_parts(&[
         "approval",
         tool,
         &version.to_string(),
         &canonical_json(arguments),
-        principal,
+        &principal.tenant,
+        &principal.id,
     ])
+}
+
+/// Who a ticket is issued to, as the ledger keeps it: the tenant and the id, unambiguous
+/// whatever either holds (`["acme","alice"]`).
+fn holder(principal: &Principal) -> String {
+    Value::from(vec![principal.tenant.as_str(), principal.id.as_str()]).to_string()
 }
 
 /// What the human is shown: the exact arguments, never a paraphrase.
@@ -331,11 +341,13 @@ impl ApprovalLedger {
         })
     }
 
-    /// Stores a ticket for `request` (its binding and principal), valid for `ttl` from `now`,
-    /// and returns it. The token is random (unguessable), so it can travel through a host.
+    /// Stores a ticket for `request` (its binding), issued to `principal` (its id within its
+    /// tenant), valid for `ttl` from `now`, and returns it. The token is random (unguessable),
+    /// so it can travel through a host.
     pub fn open_ticket(
         &self,
         request: &ApprovalRequest,
+        principal: &Principal,
         now: SystemTime,
         ttl: Duration,
     ) -> Result<ApprovalTicket, Denial> {
@@ -352,7 +364,7 @@ impl ApprovalLedger {
             params![
                 token,
                 request.binding,
-                request.principal,
+                holder(principal),
                 request.tool,
                 serde_json::to_string(request).unwrap_or_default(),
                 i64::try_from(expires_at_unix).unwrap_or(i64::MAX)
@@ -371,7 +383,7 @@ impl ApprovalLedger {
     pub fn issue(
         &self,
         binding: &str,
-        principal: &str,
+        principal: &Principal,
         now: SystemTime,
         ttl: Duration,
     ) -> Result<String, Denial> {
@@ -384,20 +396,21 @@ impl ApprovalLedger {
             effect: Effect::Irreversible,
             arguments: Value::Null,
             preview: None,
-            principal: principal.into(),
+            principal: principal.id.clone(),
             taint: Vec::new(),
         };
-        self.open_ticket(&request, now, ttl).map(|t| t.token)
+        self.open_ticket(&request, principal, now, ttl)
+            .map(|t| t.token)
     }
 
     /// Consumes ticket `token` for a call whose binding is `binding`, made by `principal`.
-    /// Checked in order: known, same caller, same call, unused, unexpired; only then is it
-    /// marked used, in the same transaction.
+    /// Checked in order: known, same caller (id and tenant), same call, unused, unexpired;
+    /// only then is it marked used, in the same transaction.
     pub fn redeem(
         &self,
         token: &str,
         binding: &str,
-        principal: &str,
+        principal: &Principal,
         now: SystemTime,
     ) -> Result<(), Denial> {
         let mut conn = self.lock()?;
@@ -421,7 +434,8 @@ impl ApprovalLedger {
             .map_err(ledger_failed)?;
         let (bound, issued_to, expires_at, used_at) = ticket.ok_or(Denial::UnknownTicket)?;
         let now_unix = i64::try_from(crate::clock::unix_secs(now)).unwrap_or(i64::MAX);
-        if issued_to != principal {
+        // Tickets written before tenants were kept hold a bare id: they match nobody.
+        if issued_to != holder(principal) {
             return Err(Denial::OtherCaller);
         }
         if bound != binding {
@@ -491,18 +505,43 @@ mod tests {
         }
     }
 
+    fn user(tenant: &str, id: &str) -> Principal {
+        let mut p = Principal::local(id, &[]);
+        p.tenant = tenant.into();
+        p
+    }
+
     #[test]
     fn binding_changes_with_every_bound_part_but_not_key_order() {
-        let base = binding_hash("email_send", 1, &json!({"a": 1, "b": 2}), "alice");
+        let alice = user("acme", "alice");
+        let base = binding_hash("email_send", 1, &json!({"a": 1, "b": 2}), &alice);
         assert_eq!(
             base,
-            binding_hash("email_send", 1, &json!({"b": 2, "a": 1}), "alice")
+            binding_hash("email_send", 1, &json!({"b": 2, "a": 1}), &alice)
         );
         for other in [
-            binding_hash("email_draft", 1, &json!({"a": 1, "b": 2}), "alice"),
-            binding_hash("email_send", 2, &json!({"a": 1, "b": 2}), "alice"),
-            binding_hash("email_send", 1, &json!({"a": 1, "b": 3}), "alice"),
-            binding_hash("email_send", 1, &json!({"a": 1, "b": 2}), "mallory"),
+            binding_hash("email_draft", 1, &json!({"a": 1, "b": 2}), &alice),
+            binding_hash("email_send", 2, &json!({"a": 1, "b": 2}), &alice),
+            binding_hash("email_send", 1, &json!({"a": 1, "b": 3}), &alice),
+            binding_hash(
+                "email_send",
+                1,
+                &json!({"a": 1, "b": 2}),
+                &user("acme", "mallory"),
+            ),
+            binding_hash(
+                "email_send",
+                1,
+                &json!({"a": 1, "b": 2}),
+                &user("globex", "alice"),
+            ),
+            // Parts are length-prefixed: moving text between tenant and id is another caller.
+            binding_hash(
+                "email_send",
+                1,
+                &json!({"a": 1, "b": 2}),
+                &user("acmea", "lice"),
+            ),
         ] {
             assert_ne!(base, other);
         }
@@ -513,13 +552,14 @@ mod tests {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
         let ttl = Duration::from_secs(60);
         let ledger = ApprovalLedger::in_memory().unwrap();
-        let token = ledger.issue("bind-a", "alice", t0, ttl).unwrap();
+        let alice = user("acme", "alice");
+        let token = ledger.issue("bind-a", &alice, t0, ttl).unwrap();
         let cases = [
             (
                 "an unknown token",
                 "nope",
                 "bind-a",
-                "alice",
+                alice.clone(),
                 t0,
                 Err(Denial::UnknownTicket),
             ),
@@ -527,7 +567,23 @@ mod tests {
                 "another caller",
                 token.as_str(),
                 "bind-a",
-                "mallory",
+                user("acme", "mallory"),
+                t0,
+                Err(Denial::OtherCaller),
+            ),
+            (
+                "the same name in another tenant",
+                token.as_str(),
+                "bind-a",
+                user("globex", "alice"),
+                t0,
+                Err(Denial::OtherCaller),
+            ),
+            (
+                "tenant and id run together",
+                token.as_str(),
+                "bind-a",
+                user("", "acmealice"),
                 t0,
                 Err(Denial::OtherCaller),
             ),
@@ -535,7 +591,7 @@ mod tests {
                 "another call",
                 token.as_str(),
                 "bind-b",
-                "alice",
+                alice.clone(),
                 t0,
                 Err(Denial::BoundToOtherCall),
             ),
@@ -543,7 +599,7 @@ mod tests {
                 "the right call",
                 token.as_str(),
                 "bind-a",
-                "alice",
+                alice.clone(),
                 t0,
                 Ok(()),
             ),
@@ -551,31 +607,31 @@ mod tests {
                 "a second use",
                 token.as_str(),
                 "bind-a",
-                "alice",
+                alice.clone(),
                 t0,
                 Err(Denial::AlreadyUsed),
             ),
         ];
         for (label, token, binding, principal, now, want) in cases {
             assert_eq!(
-                ledger.redeem(token, binding, principal, now),
+                ledger.redeem(token, binding, &principal, now),
                 want,
                 "{label}"
             );
         }
-        let late = ledger.issue("bind-a", "alice", t0, ttl).unwrap();
+        let late = ledger.issue("bind-a", &alice, t0, ttl).unwrap();
         assert_eq!(
-            ledger.redeem(&late, "bind-a", "alice", t0 + ttl),
+            ledger.redeem(&late, "bind-a", &alice, t0 + ttl),
             Err(Denial::Expired)
         );
         assert_ne!(
             token, late,
             "tokens are unique even for the same binding and time"
         );
-        let declined = ledger.issue("bind-a", "alice", t0, ttl).unwrap();
+        let declined = ledger.issue("bind-a", &alice, t0, ttl).unwrap();
         ledger.spend(&declined, t0).unwrap();
         assert_eq!(
-            ledger.redeem(&declined, "bind-a", "alice", t0),
+            ledger.redeem(&declined, "bind-a", &alice, t0),
             Err(Denial::AlreadyUsed),
             "a declined ticket cannot be redeemed with a yes later"
         );

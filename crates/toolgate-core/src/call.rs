@@ -275,6 +275,13 @@ pub struct DecisionRecord {
     /// The taint rule that acted on the call, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub taint_rule: Option<TaintRule>,
+    /// Whether a call made from inside this one (its handler's [`ToolCaller`]) went to a tool
+    /// that writes, even if it was then refused or canceled: what this call may have changed
+    /// is more than its own effect (a loop that remembers reads must forget them).
+    ///
+    /// [`ToolCaller`]: crate::tool::ToolCaller
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub nested_writes: bool,
 }
 
 impl DecisionRecord {
@@ -307,6 +314,7 @@ impl DecisionRecord {
             redactions: 0,
             taint: Vec::new(),
             taint_rule: None,
+            nested_writes: false,
         }
     }
 

@@ -9,10 +9,10 @@
 //! 3. validate against the tool's schema, then the tool's semantic check;
 //! 4. authorize scopes;
 //! 5. approval by risk and the call's mode, through the call's own channel, bound to (tool,
-//!    version, canonical arguments and preview, principal): asked now, or a ticket returned
-//!    for a retry to redeem; every non-approval is a typed denial. Values that came from
-//!    untrusted text (the caller's [`TaintSources`](crate::taint::TaintSources), checked in the
-//!    arguments and the preview) are recorded and shown to the approver; by the
+//!    version, canonical arguments and preview, principal within its tenant): asked now, or a
+//!    ticket returned for a retry to redeem; every non-approval is a typed denial. Values that
+//!    came from untrusted text (the caller's [`TaintSources`](crate::taint::TaintSources),
+//!    checked in the arguments and the preview) are recorded and shown to the approver; by the
 //!    [`TaintPolicy`] a tainted high-risk call is refused before anyone is asked, and a
 //!    tainted medium outbound call asks even in `auto` mode. A write whose receipt is
 //!    already recorded under its idempotency key replays that receipt instead: its handler is
@@ -58,7 +58,8 @@ use crate::schema::{self, Violation, ViolationKind};
 use crate::spec::ToolSpec;
 use crate::taint::{Taint, TaintPolicy, TaintRule, find_taint};
 use crate::tool::{
-    BoxFuture, CallBack, CheckFacts, ExecContext, Output, Tool, ToolCaller, ToolOutput, WriteOutput,
+    BoxFuture, CallBack, CheckFacts, ExecContext, Nested, Output, Tool, ToolCaller, ToolOutput,
+    WriteOutput,
 };
 use crate::trace::{NoTrace, TraceSink};
 use crate::waits::HumanWaits;
@@ -188,7 +189,7 @@ impl Dispatcher {
             &tool.spec.name,
             tool.spec.version,
             &bound_value(arguments, preview.as_ref()),
-            &principal.id,
+            principal,
         ))
     }
 
@@ -424,6 +425,7 @@ impl Dispatcher {
             }
             (None, _) => {
                 let waits = HumanWaits::child_of(request.waits.clone());
+                let nested = Arc::new(Nested::new(request.taint_sources.clone()));
                 let ctx = ExecContext {
                     call_id: request.call_id.clone(),
                     run_id: request.run_id.clone(),
@@ -436,9 +438,13 @@ impl Dispatcher {
                         back: Arc::new(self.clone()),
                         parent: parent_of(request, mode),
                         waits: Arc::clone(&waits),
+                        nested: Arc::clone(&nested),
                     },
                 };
-                self.execute(spec, tool, ctx, request, &waits).await?
+                let output = self.execute(spec, tool, ctx, request, &waits).await;
+                // Whatever became of the call itself, what its nested calls wrote is recorded.
+                record.nested_writes = nested.wrote();
+                output?
             }
         };
 
@@ -542,12 +548,12 @@ impl Dispatcher {
             &spec.name,
             spec.version,
             &bound_value(&request.arguments, preview.as_ref()),
-            &request.principal.id,
+            &request.principal,
         );
         let now = self.inner.clock.now();
         if let Some(answer) = &request.ticket_answer {
             let ledger = &self.inner.ledger;
-            let redeemed = ledger.redeem(&answer.token, &binding, &request.principal.id, now);
+            let redeemed = ledger.redeem(&answer.token, &binding, &request.principal, now);
             return Sought::Decided(match (redeemed, answer.approved) {
                 (Ok(()), true) => ApprovalRecord::Approved {
                     via: ApprovedVia::Ticket,
@@ -579,11 +585,12 @@ impl Dispatcher {
                 });
             }
             ApprovalChannel::Ticket => {
-                return match self
-                    .inner
-                    .ledger
-                    .open_ticket(&ask, now, self.inner.ticket_ttl)
-                {
+                return match self.inner.ledger.open_ticket(
+                    &ask,
+                    &request.principal,
+                    now,
+                    self.inner.ticket_ttl,
+                ) {
                     Ok(ticket) => Sought::Ticket(Box::new(ticket)),
                     Err(denial) => Sought::Decided(ApprovalRecord::Denied { denial }),
                 };
@@ -647,6 +654,13 @@ impl CallBack for Dispatcher {
     fn call(&self, request: CallRequest) -> BoxFuture<'static, CallOutcome> {
         let dispatcher = self.clone();
         Box::pin(async move { dispatcher.call(request).await })
+    }
+
+    fn writes(&self, tool: &str) -> bool {
+        self.inner
+            .registry
+            .get(tool)
+            .is_some_and(|t| t.spec.executor.writes)
     }
 }
 

@@ -29,6 +29,7 @@ pub mod cancel;
 pub mod canonical;
 pub mod clock;
 pub mod dispatcher;
+pub mod display;
 pub mod error;
 pub mod future;
 pub mod idempotency;

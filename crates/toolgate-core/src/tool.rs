@@ -32,6 +32,7 @@ use crate::spec::{
     Description, Effect, Example, ExecutorView, InputOrigin, ObservationView, PolicyView, Risk,
     ToolSpec,
 };
+use crate::taint::TaintSources;
 
 pub use crate::future::BoxFuture;
 
@@ -105,6 +106,8 @@ pub struct ExecContext {
 /// Runs a call through the dispatcher that runs the current one (implemented by it).
 pub(crate) trait CallBack: Send + Sync {
     fn call(&self, request: CallRequest) -> BoxFuture<'static, CallOutcome>;
+    /// Whether a call to `tool` would write (a tool that cannot be resolved runs nothing).
+    fn writes(&self, tool: &str) -> bool;
 }
 
 /// A handler's way to call other tools: every call goes back through the dispatcher, under the
@@ -112,11 +115,69 @@ pub(crate) trait CallBack: Send + Sync {
 /// it keeps its own risk level and approvals (a high-risk nested call still asks a human, and
 /// the enclosing call's deadline pauses while it waits). Canceling the enclosing call cancels
 /// nested ones.
+///
+/// Nested calls carry the enclosing call's taint sources, grown by the untrusted text each
+/// earlier nested call returned, so a value a script read from a page and passes to a
+/// high-risk tool is refused or flagged exactly as it would be in a direct call. A caller that
+/// gave no sources gets none here either. Whether any nested call went to a writing tool is
+/// recorded in the enclosing call's record ([`DecisionRecord::nested_writes`]).
+///
+/// [`DecisionRecord::nested_writes`]: crate::call::DecisionRecord::nested_writes
 #[derive(Clone)]
 pub struct ToolCaller {
     pub(crate) back: std::sync::Arc<dyn CallBack>,
     pub(crate) parent: CallRequest,
     pub(crate) waits: Arc<crate::waits::HumanWaits>,
+    pub(crate) nested: Arc<Nested>,
+}
+
+/// What the nested calls of one call share.
+#[derive(Debug, Default)]
+pub(crate) struct Nested {
+    /// The enclosing call's sources and what nested calls have read since (`None`: the caller
+    /// gave none, and no taint rule applies).
+    sources: std::sync::Mutex<Option<Arc<TaintSources>>>,
+    wrote: std::sync::atomic::AtomicBool,
+}
+
+impl Nested {
+    pub(crate) fn new(sources: Option<Arc<TaintSources>>) -> Self {
+        Nested {
+            sources: std::sync::Mutex::new(sources),
+            wrote: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a nested call went to a writing tool.
+    pub(crate) fn wrote(&self) -> bool {
+        self.wrote.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn mark_written(&self) {
+        self.wrote.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn sources(&self) -> Option<Arc<TaintSources>> {
+        // A poisoned lock still holds the sources; losing them would drop the taint rules.
+        match self.sources.lock() {
+            Ok(held) => held.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Adds what a nested call returned to the sources the next nested calls carry.
+    fn learn(&self, tool: &str, outcome: &CallOutcome) {
+        let Some(observation) = outcome.observation() else {
+            return;
+        };
+        let mut held = match self.sources.lock() {
+            Ok(held) => held,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(sources) = held.as_mut() {
+            Arc::make_mut(sources).learn(tool, &outcome.record.call_id, observation);
+        }
+    }
 }
 
 impl std::fmt::Debug for ToolCaller {
@@ -143,7 +204,18 @@ impl ToolCaller {
         request.mode = parent.mode;
         request.parent_call_id = Some(parent.call_id.clone());
         request.waits = Some(Arc::clone(&self.waits));
-        self.back.call(request).await
+        request.taint_sources = self.nested.sources();
+        // Marked before the call: a write that is refused, canceled or cut off by a deadline
+        // may still have happened, and forgetting too much only costs a read run again.
+        if self.back.writes(tool) {
+            self.nested.mark_written();
+        }
+        let outcome = self.back.call(request).await;
+        if outcome.record.nested_writes {
+            self.nested.mark_written();
+        }
+        self.nested.learn(tool, &outcome);
+        outcome
     }
 
     /// The approval channel nested calls use.

@@ -122,7 +122,7 @@ async fn a_token_issued_for_one_preview_does_not_redeem_for_another() {
         .ledger()
         .issue(
             &binding,
-            &principal().id,
+            &principal(),
             std::time::SystemTime::now(),
             Duration::from_secs(60),
         )

@@ -906,7 +906,7 @@ async fn approval_for_one_argument_set_does_not_authorize_another() {
         .ledger()
         .issue(
             &bob_binding,
-            "alice",
+            &alice(),
             fx.clock.now(),
             Duration::from_secs(60),
         )
@@ -950,7 +950,7 @@ async fn approval_token_cannot_be_used_twice() {
     let binding = d.binding_for(&alice(), "demo_email_send", &args).unwrap();
     let token = d
         .ledger()
-        .issue(&binding, "alice", fx.clock.now(), Duration::from_secs(60))
+        .issue(&binding, &alice(), fx.clock.now(), Duration::from_secs(60))
         .unwrap();
     // Different runs, so the second call would be a fresh send, not an idempotent repeat.
     let first = CallRequest::new(alice(), "run-1", "demo_email_send", args.clone())
@@ -1055,7 +1055,7 @@ async fn approval_token_expires() {
         let binding = d.binding_for(&alice(), "demo_email_send", &args).unwrap();
         let token = d
             .ledger()
-            .issue(&binding, "alice", fx.clock.now(), ttl)
+            .issue(&binding, &alice(), fx.clock.now(), ttl)
             .unwrap();
         fx.clock.advance(wait);
         let out = d

@@ -380,7 +380,7 @@ async fn remote_effect_that_fails_before_it_starts_releases_its_claim_and_a_retr
             .issue(
                 &d.binding_for(&alice(), "demo_send", &json!({"to": to}))
                     .unwrap(),
-                "alice",
+                &alice(),
                 fx.clock.now(),
                 Duration::from_secs(60),
             )
@@ -459,7 +459,7 @@ async fn claim_left_unsettled_by_a_killed_process_is_refused_and_never_run_again
     let binding = d.binding_for(&alice(), "demo_send", &args).unwrap();
     let child_token = d
         .ledger()
-        .issue(&binding, "alice", fx.clock.now(), Duration::from_secs(600))
+        .issue(&binding, &alice(), fx.clock.now(), Duration::from_secs(600))
         .unwrap();
     let mut child = spawn_child(
         "claim-and-hang",
@@ -486,7 +486,7 @@ async fn claim_left_unsettled_by_a_killed_process_is_refused_and_never_run_again
 
     let my_token = d
         .ledger()
-        .issue(&binding, "alice", fx.clock.now(), Duration::from_secs(600))
+        .issue(&binding, &alice(), fx.clock.now(), Duration::from_secs(600))
         .unwrap();
     let retry = d
         .call(send("bob@example.org").with_approval_token(&my_token))
@@ -615,6 +615,59 @@ async fn ticket_redeemed_twice_late_by_another_caller_or_for_other_arguments_is_
     );
 }
 
+/// Two tenants each have a user called "alice": a ticket issued to one is not the other's,
+/// through the dispatcher and through the SQLite ledger file both use.
+#[tokio::test]
+async fn a_ticket_of_one_tenants_alice_is_not_another_tenants_alice() {
+    let fx = Fixture::new();
+    let d = fx.dispatcher(Remote::Delivers);
+    let in_tenant = |tenant: &str| {
+        let mut p = alice();
+        p.tenant = tenant.into();
+        p
+    };
+    let (acme, globex) = (in_tenant("acme"), in_tenant("globex"));
+    let args = json!({"to": "bob@example.org"});
+    let asked = d
+        .call(
+            CallRequest::new(acme.clone(), "run-1", "demo_send", args.clone())
+                .with_approval(ApprovalChannel::Ticket),
+        )
+        .await;
+    let token = asked.ticket().unwrap().token.clone();
+    assert_ne!(
+        d.binding_for(&acme, "demo_send", &args),
+        d.binding_for(&globex, "demo_send", &args),
+        "the binding names the tenant"
+    );
+
+    let by_globex = d
+        .call(
+            CallRequest::new(globex.clone(), "run-1", "demo_send", args.clone())
+                .with_ticket_answer(&token, true),
+        )
+        .await;
+    assert_eq!(denial(&by_globex), Denial::OtherCaller);
+    assert_eq!(
+        count(&fx.db, "sent"),
+        0,
+        "nothing was sent for the other tenant"
+    );
+    // Straight at the ledger file, with the binding acme's alice's call has.
+    let ledger = ApprovalLedger::open(&fx.ledger_path).unwrap();
+    let binding = d.binding_for(&acme, "demo_send", &args).unwrap();
+    assert_eq!(
+        ledger.redeem(&token, &binding, &globex, fx.clock.now()),
+        Err(Denial::OtherCaller)
+    );
+
+    let by_acme = d
+        .call(CallRequest::new(acme, "run-1", "demo_send", args).with_ticket_answer(&token, true))
+        .await;
+    assert!(!by_acme.is_error(), "{:?}", by_acme.result);
+    assert_eq!(count(&fx.db, "sent"), 1);
+}
+
 /// The child's part: redeem the ticket named in the environment and print the denial, if any.
 #[test]
 fn child_redeems_a_ticket() {
@@ -624,7 +677,7 @@ fn child_redeems_a_ticket() {
     let ledger = ApprovalLedger::open(&dir.join("approvals.sqlite")).unwrap();
     let parts: Vec<&str> = token_and_binding.split(' ').collect();
     let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(NOW_UNIX);
-    match ledger.redeem(parts[0], parts[1], "alice", now) {
+    match ledger.redeem(parts[0], parts[1], &alice(), now) {
         Ok(()) => println!("redeemed"),
         Err(denial) => println!("denied {}", denial.as_str()),
     }

@@ -459,7 +459,7 @@ async fn an_approval_does_not_cover_an_edited_draft() {
         .ledger()
         .issue(
             &approver.seen()[0].binding,
-            &principal().id,
+            &principal(),
             std::time::SystemTime::now(),
             std::time::Duration::from_secs(60),
         )
