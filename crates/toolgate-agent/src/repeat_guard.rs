@@ -4,10 +4,14 @@
 //!
 //! Guarantees: only reads that opt in are ever answered from memory; any call to a tool that
 //! writes (or that the registry does not know) forgets everything remembered, in call order,
-//! so a read after a write always runs; a result is remembered only if running it again could
-//! not change it: a success, or an error only changed arguments can fix (invalid argument, not
-//! found). Anything else (a deadline, an unavailable dependency, a denial, a refusal by policy)
-//! goes to the dispatcher again. Pure: the loop decides and dispatches.
+//! so a read after a write always runs; so does a call whose nested calls went to a writing
+//! tool (a script's `notes_update`: the loop records such a call as a write, from its decision
+//! record). Within one turn, a read that did not opt in (which may make nested calls, as
+//! `code_execution` does, whose writes are known only once it ran) makes the later calls of
+//! the turn run. A result is remembered only if running it again could not change it: a
+//! success, or an error only changed arguments can fix (invalid argument, not found). Anything
+//! else (a deadline, an unavailable dependency, a denial, a refusal by policy) goes to the
+//! dispatcher again. Pure: the loop decides and dispatches.
 
 use std::collections::HashMap;
 
@@ -30,7 +34,8 @@ pub struct Earlier {
 pub enum CallKind {
     /// A read whose exact repeats may be answered from memory.
     AnswersRepeats,
-    /// A read that always runs.
+    /// A read that always runs; it may make nested calls that write, so later calls of the
+    /// same turn run too.
     Read,
     /// A write, or a tool the registry does not know: forgets every remembered result.
     Writes,
@@ -44,17 +49,17 @@ pub struct RepeatGuard {
 
 impl RepeatGuard {
     /// For each call of a turn, in order, the earlier result that answers it, or `None` when
-    /// it must run. A write earlier in the same turn makes later reads run.
+    /// it must run. A write, or a read that may write through nested calls, earlier in the
+    /// same turn makes later reads run.
     pub fn answers(&self, calls: &[(&str, &Value, CallKind)]) -> Vec<Option<Earlier>> {
         let mut written = false;
         calls
             .iter()
             .map(|(tool, arguments, kind)| match kind {
-                CallKind::Writes => {
+                CallKind::Writes | CallKind::Read => {
                     written = true;
                     None
                 }
-                CallKind::Read => None,
                 CallKind::AnswersRepeats if written => None,
                 CallKind::AnswersRepeats => self.earlier.get(&key(tool, arguments)).cloned(),
             })
@@ -255,5 +260,20 @@ mod tests {
             guard.answers(&[("books_get", &args, CallKind::AnswersRepeats)]),
             [None]
         );
+    }
+
+    #[test]
+    fn a_read_that_may_nest_writes_makes_later_repeats_of_its_turn_run() {
+        let mut guard = RepeatGuard::default();
+        let args = json!({"topic": "budget"});
+        guard.record("kb_search", &args, CallKind::AnswersRepeats, ran(1, "r"));
+        let script = json!({"code": "t.notes_update(id=3, title='x')"});
+        let answers = guard.answers(&[
+            ("kb_search", &args, CallKind::AnswersRepeats),
+            ("code_execution", &script, CallKind::Read),
+            ("kb_search", &args, CallKind::AnswersRepeats),
+        ]);
+        assert!(answers[0].is_some());
+        assert_eq!(answers[1..], [None, None]);
     }
 }

@@ -355,6 +355,12 @@ impl Agent {
                 }
                 let text = outcome.model_text();
                 let error = outcome.record.error().map(|c| c.as_str().to_string());
+                // A call whose nested calls went to a writing tool (a script's) wrote.
+                let kind = if outcome.record.nested_writes {
+                    CallKind::Writes
+                } else {
+                    kind
+                };
                 let settled = match &outcome.result {
                     CallResult::Done(_) => rememberable(None),
                     CallResult::Failed(e) => rememberable(Some(e.code)),

@@ -14,8 +14,8 @@ use toolgate_agent::{Agent, AgentConfig, RepeatAnswered, StopCause};
 use toolgate_core::idempotency::{self, WriteEffect, run_once, store_error};
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
-    Caller, DenyAll, Dispatcher, Effect, ManualClock, Principal, Registry, Risk, Tool, ToolBuilder,
-    ToolOutput, UntrustedText,
+    Caller, DenyAll, Dispatcher, Effect, ManualClock, Origin, Principal, Registry, Risk, Tool,
+    ToolBuilder, ToolOutput, UntrustedText,
 };
 use toolgate_llm::scripted::ScriptedModel;
 use toolgate_llm::{ContentBlock, Model, Role, ToolResult};
@@ -198,7 +198,17 @@ impl World {
     }
 
     fn agent(&self, model: Arc<dyn Model>, config: AgentConfig, trace: Arc<MemoryTrace>) -> Agent {
-        let registry = Arc::new(Registry::new(self.tools()).unwrap());
+        self.agent_with(self.tools(), model, config, trace)
+    }
+
+    fn agent_with(
+        &self,
+        tools: Vec<Tool>,
+        model: Arc<dyn Model>,
+        config: AgentConfig,
+        trace: Arc<MemoryTrace>,
+    ) -> Agent {
+        let registry = Arc::new(Registry::new(tools).unwrap());
         let dispatcher = Dispatcher::new(registry)
             .unwrap()
             .with_clock(Arc::new(ManualClock::at_unix(20_786 * 86_400)))
@@ -560,4 +570,100 @@ async fn an_exact_repeat_is_answered_from_memory_until_something_is_written() {
         .map(|r| (r.call_id, r.earlier_round))
         .collect();
     assert_eq!(traced, [("s2".to_string(), 1), ("s5".to_string(), 4)]);
+}
+
+/// A stand-in for `code_execution`: a read whose handler calls other tools back. Its topic
+/// names what the script does: `write:TEXT` saves a reminder, `read:TOPIC` looks a fact up.
+fn script_tool() -> Tool {
+    ToolBuilder::<Lookup>::new("code_execution", 1)
+        .describe(
+            "Runs a script that calls tools.",
+            "a task needs several calls.",
+            Some("one call is enough: make it directly."),
+            "what the script printed.",
+        )
+        .example("save", json!({"topic": "write:pay"}))
+        .policy(
+            Risk::Low,
+            Effect::Read,
+            "Each call it makes is checked on its own.",
+        )
+        .read(|ctx, args: Lookup| async move {
+            let out = match args.topic.split_once(':') {
+                Some(("write", text)) => {
+                    ctx.tools
+                        .call(
+                            Origin::Sandbox,
+                            "reminders_create",
+                            json!({"text": text, "due": "2026-12-04"}),
+                        )
+                        .await
+                }
+                _ => {
+                    ctx.tools
+                        .call(Origin::Sandbox, "kb_lookup", json!({"topic": args.topic}))
+                        .await
+                }
+            };
+            Ok(ToolOutput::new(
+                json!({"nested": out.record.outcome.as_str()}),
+            ))
+        })
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_after_a_script_that_wrote_runs_again() {
+    let world = World::new();
+    let budget = json!({"topic": "budget"});
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("s1", "kb_search", budget.clone())]),
+        // A script that only reads: the search after it is still answered from round 1.
+        ScriptedModel::calls(&[("c1", "code_execution", json!({"topic": "read:budget"}))]),
+        ScriptedModel::calls(&[("s2", "kb_search", budget.clone())]),
+        // A script whose nested call writes: the same search must run for real.
+        ScriptedModel::calls(&[("c2", "code_execution", json!({"topic": "write:pay"}))]),
+        ScriptedModel::calls(&[("s3", "kb_search", budget.clone())]),
+        // In one turn: the script may write, so the search after it runs.
+        ScriptedModel::calls(&[
+            ("c3", "code_execution", json!({"topic": "write:rent"})),
+            ("s4", "kb_search", budget),
+        ]),
+        ScriptedModel::answer("Saved, and the budget fact is known."),
+    ]));
+    let mut tools = world.tools();
+    tools.push(script_tool());
+    let result = world
+        .agent_with(tools, model.clone(), AgentConfig::default(), Arc::default())
+        .ask("run-script-write", "save a reminder and tell me the budget")
+        .await;
+    assert_eq!(result.stop, StopCause::FinalAnswer);
+    assert_eq!(
+        world.rows("reminders"),
+        2,
+        "both scripts' nested writes ran"
+    );
+    let answered: Vec<(&str, Option<u32>)> = result
+        .calls
+        .iter()
+        .map(|c| (c.call_id.as_str(), c.answered_from_round))
+        .collect();
+    assert_eq!(
+        answered,
+        [
+            ("s1", None),
+            ("c1", None),
+            ("s2", Some(1)),
+            ("c2", None),
+            ("s3", None),
+            ("c3", None),
+            ("s4", None),
+        ]
+    );
+    assert_eq!(
+        world.search_runs.load(Ordering::SeqCst),
+        3,
+        "s1, s3 and s4 ran"
+    );
+    assert!(results_in(&model, 5)[0].content.contains("\"run\":2"));
 }
