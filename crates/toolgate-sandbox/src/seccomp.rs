@@ -108,8 +108,8 @@ fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, String> {
 pub const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 /// `AUDIT_ARCH_X86_64` (linux/audit.h): `EM_X86_64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE`.
 const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
-// Classic BPF opcodes (linux/bpf_common.h, linux/filter.h).
-const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
+// Classic BPF opcodes (linux/bpf_common.h, linux/filter.h): BPF_LD | BPF_W | BPF_ABS is 0x20.
+const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JMP_JEQ_K: u16 = 0x05 | 0x10;
 const BPF_JMP_JGE_K: u16 = 0x05 | 0x30;
 const BPF_RET_K: u16 = 0x06;
@@ -194,7 +194,7 @@ mod tests {
                 16..=63 => {
                     let i = ((offset - 16) / 8) as usize;
                     let arg = args[i];
-                    if offset % 8 == 0 {
+                    if offset.is_multiple_of(8) {
                         arg as u32
                     } else {
                         (arg >> 32) as u32
