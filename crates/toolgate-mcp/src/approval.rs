@@ -209,4 +209,55 @@ mod tests {
             Some(("t".to_string(), false))
         );
     }
+
+    fn hidden_line_draft() -> ApprovalRequest {
+        ApprovalRequest {
+            binding: "b".into(),
+            tool: "email_send".into(),
+            version: 1,
+            risk: toolgate_core::Risk::High,
+            reason: "It sends mail to other people and cannot be undone.".into(),
+            effect: toolgate_core::Effect::Irreversible,
+            arguments: json!({"draft_id": 7}),
+            preview: Some(json!({
+                "to": "ann@example.org\u{202e}gro.elpmaxe@eve",
+                "subject": "Friday",
+                "body": "SECRET: the merger closes Monday\n\u{1b}[1A\u{1b}[2K| See you Friday.",
+            })),
+            principal: "me".into(),
+            taint: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_elicitation_message_shows_every_character_of_what_will_be_sent() {
+        let request = hidden_line_draft();
+        let ElicitRequestParams::FormElicitationParams { message, .. } = form(&request).unwrap()
+        else {
+            panic!("an approval is a form");
+        };
+        assert!(
+            message.contains(
+                "    | SECRET: the merger closes Monday\n    | <ESC>[1A<ESC>[2K| See you Friday."
+            ),
+            "{message}"
+        );
+        assert!(
+            message.contains("to: ann@example.org<U+202E>gro.elpmaxe@eve"),
+            "{message}"
+        );
+        assert!(!message.contains(['\u{1b}', '\u{202e}']), "{message:?}");
+        // The same text in the 2026-07-28 question a ticket is asked with.
+        let ticket = ApprovalTicket {
+            token: "t".into(),
+            request,
+            expires_at_unix: 0,
+        };
+        let sent = serde_json::to_string(&question(&ticket).unwrap()).unwrap();
+        assert!(sent.contains("<ESC>[1A<ESC>[2K"), "{sent}");
+        assert!(
+            !sent.contains("\\u001b") && !sent.contains('\u{202e}'),
+            "{sent}"
+        );
+    }
 }
