@@ -4,8 +4,10 @@
 //! prefix with the previous prompt are processed (unless reuse is turned off, for measuring);
 //! a prompt that cannot fit the context is refused before any work; tool calls are sampled
 //! under the tool grammar, prose without it (the first sampled token decides, from the same
-//! logits, so no work is repeated); the grammar sampler is never `accept`ed by hand, since
-//! `sample` already accepts and a second accept aborts the process.
+//! logits, so no work is repeated; a fence never opens a call); the prompt is
+//! tokenized so that only the chat template's own text makes special tokens (see `prompt`),
+//! whatever the messages, tool results and tool definitions hold; the grammar sampler is never
+//! `accept`ed by hand, since `sample` already accepts and a second accept aborts the process.
 
 use std::num::NonZeroU32;
 use std::path::PathBuf;
@@ -22,8 +24,8 @@ use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
 use super::grammar;
-use super::parse::parse_output;
-use super::template;
+use super::parse::{parse_output, starts_call_tag};
+use super::prompt;
 use crate::{LlmError, ModelRequest, ModelResponse, StopReason, ToolCall, ToolChoice, Usage};
 
 /// How to run the local model.
@@ -85,7 +87,7 @@ pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 
 static BACKEND: std::sync::OnceLock<Result<LlamaBackend, String>> = std::sync::OnceLock::new();
 
-fn backend() -> Result<&'static LlamaBackend, LlmError> {
+pub(super) fn backend() -> Result<&'static LlamaBackend, LlmError> {
     let init = BACKEND.get_or_init(|| {
         LlamaBackend::init()
             .map(|mut b| {
@@ -102,6 +104,7 @@ pub(super) struct Engine {
     model: &'static LlamaModel,
     ctx: LlamaContext<'static>,
     template: String,
+    specials: prompt::SpecialTexts,
     cached: Vec<LlamaToken>,
     config: EmbeddedConfig,
     pub stats: EngineStats,
@@ -124,11 +127,8 @@ impl Engine {
         // The model lives as long as the process: the context borrows it, and the worker
         // thread that owns both never ends before the process does.
         let model: &'static LlamaModel = Box::leak(Box::new(model));
-        let template = model
-            .chat_template(None)
-            .map_err(|e| LlmError::Engine(format!("the model file has no chat template: {e}")))?
-            .to_string()
-            .map_err(|e| LlmError::Engine(format!("the chat template is not UTF-8: {e}")))?;
+        let template = chat_template(model)?;
+        let specials = prompt::special_texts(model);
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(config.n_ctx))
             .with_n_batch(config.n_batch)
@@ -144,6 +144,7 @@ impl Engine {
             model,
             ctx,
             template,
+            specials,
             cached: Vec::new(),
             config,
             stats: EngineStats::default(),
@@ -155,8 +156,7 @@ impl Engine {
         request: &ModelRequest,
         progress: Option<&ProgressFn>,
     ) -> Result<ModelResponse, LlmError> {
-        let prompt = template::render(&self.template, request)?;
-        let tokens = self.model.vocab().tokenize(prompt.as_bytes(), false, true);
+        let tokens = prompt::prompt_tokens(self.model, &self.template, &self.specials, request)?;
         if tokens.is_empty() {
             return Err(LlmError::Engine("the prompt rendered to no tokens".into()));
         }
@@ -358,15 +358,12 @@ impl Engine {
         let max = request.max_tokens as usize;
         while generated < max {
             let token = if generated == 0 && !must_call {
-                // Decide between prose and calls from the first token: if the model starts a
-                // call in any form (tag, fence, bare JSON), sample again from the same logits
-                // under the tool grammar.
+                // Decide between prose and calls from the first token: if the model opens a
+                // call tag or a JSON object, sample again from the same logits under the tool
+                // grammar, whose output is tagged calls only. A fence is prose (see `parse`).
                 let first = free.sample(&self.ctx, logits_index);
                 let piece = vocab.token_to_piece(first, true, None);
-                let starts_call = piece
-                    .iter()
-                    .find(|b| !b.is_ascii_whitespace())
-                    .is_some_and(|b| matches!(b, b'<' | b'`' | b'{'));
+                let starts_call = starts_call_tag(&piece);
                 match (&grammar_text, starts_call) {
                     (Some(g), true) => {
                         sampler =
@@ -407,6 +404,15 @@ impl Engine {
             true,
         ))
     }
+}
+
+/// The chat template the model file carries.
+pub(super) fn chat_template(model: &LlamaModel) -> Result<String, LlmError> {
+    model
+        .chat_template(None)
+        .map_err(|e| LlmError::Engine(format!("the model file has no chat template: {e}")))?
+        .to_string()
+        .map_err(|e| LlmError::Engine(format!("the chat template is not UTF-8: {e}")))
 }
 
 fn pos_i32(pos: usize) -> Result<i32, LlmError> {

@@ -5,6 +5,7 @@
 mod engine;
 pub mod grammar;
 pub mod parse;
+mod prompt;
 pub mod pyjson;
 pub mod template;
 
@@ -13,6 +14,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 pub use engine::{EmbeddedConfig, EngineStats, Progress, ProgressFn};
+pub use prompt::PromptTokenizer;
 
 use crate::{BoxFuture, LlmError, Model, ModelRequest, ModelResponse};
 
