@@ -7,6 +7,12 @@
 //! POSTs it once (plus the transport's bounded retries) and parses the answer with the format's
 //! `parse_response`/`parse_error`. Keys are held as [`Secret`]s: `Debug` of an adapter never
 //! shows one, and errors are scrubbed of it.
+//!
+//! Where a key goes: a key is never sent over plain `http://` to a host other than this
+//! machine (127.0.0.0/8, ::1, `localhost`): such an adapter is refused at construction. An
+//! OpenAI-compatible server gets a key only when one is named for it
+//! ([`OPENAI_COMPAT_API_KEY`] or [`OpenAiCompatModel::with_api_key`]), never OpenAI's own
+//! `OPENAI_API_KEY`, which belongs to api.openai.com.
 
 use std::fmt;
 
@@ -23,6 +29,9 @@ use crate::{
 pub const ANTHROPIC_API_KEY: &str = "ANTHROPIC_API_KEY";
 /// The environment variable the OpenAI adapters' `from_env` read.
 pub const OPENAI_API_KEY: &str = "OPENAI_API_KEY";
+/// The environment variable [`OpenAiCompatModel::from_env`] reads: a key named for the
+/// compatible server, since `OPENAI_API_KEY` is OpenAI's and must not go to another host.
+pub const OPENAI_COMPAT_API_KEY: &str = "OPENAI_COMPAT_API_KEY";
 
 /// The key in `var` as `lookup` reports it; missing or blank is a [`LlmError::Config`] that says
 /// what to do.
@@ -58,6 +67,40 @@ fn endpoint(base: &str, path: &str) -> Result<String, LlmError> {
         base.trim_end_matches('/'),
         path.trim_start_matches('/')
     ))
+}
+
+/// Whether a key may be sent to `url`: over https anywhere, over plain http only to this
+/// machine (a loopback address or `localhost`), where no one on the path can read it.
+fn key_may_travel_to(url: &reqwest::Url) -> bool {
+    if url.scheme() == "https" {
+        return true;
+    }
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    // An IPv6 host is written in brackets; the URL parser has already normalised IPv4 forms.
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
+    }
+}
+
+/// Refuses an endpoint that would carry `key` in the clear to another machine.
+fn check_key_transport(url: &str, key: Option<&Secret>) -> Result<(), LlmError> {
+    if key.is_none() {
+        return Ok(());
+    }
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| LlmError::Config(format!("`{url}` is not a URL: {e}")))?;
+    if key_may_travel_to(&parsed) {
+        Ok(())
+    } else {
+        Err(LlmError::Config(format!(
+            "refusing to send an API key over plain http to `{}`: use https, or a server on this machine (127.0.0.1, ::1, localhost)",
+            parsed.host_str().unwrap_or("")
+        )))
+    }
 }
 
 fn non_empty_model(model: String) -> Result<String, LlmError> {
@@ -177,11 +220,13 @@ impl AnthropicModel {
             ("x-api-key", key.expose(), true),
             ("anthropic-version", anthropic::API_VERSION, false),
         ])?;
+        let url = endpoint(base_url, "v1/messages")?;
+        check_key_transport(&url, Some(&key))?;
         Ok(AnthropicModel {
             model,
             endpoint: Endpoint {
                 base_url: base_url.to_string(),
-                url: endpoint(base_url, "v1/messages")?,
+                url,
                 headers,
                 key: Some(key),
                 transport: HttpTransport::new(config)?,
@@ -272,12 +317,14 @@ impl OpenAiEndpoint {
             Some(k) => header_map(&[("authorization", &format!("Bearer {}", k.expose()), true)])?,
             None => HeaderMap::new(),
         };
+        let url = endpoint(base_url, format.path())?;
+        check_key_transport(&url, key.as_ref())?;
         Ok(OpenAiEndpoint {
             format,
             model: non_empty_model(model)?,
             endpoint: Endpoint {
                 base_url: base_url.to_string(),
-                url: endpoint(base_url, format.path())?,
+                url,
                 headers,
                 key,
                 transport: HttpTransport::new(config)?,
@@ -416,7 +463,27 @@ impl OpenAiCompatModel {
         Ok(OpenAiCompatModel { inner })
     }
 
+    /// The server at `base_url`, with the key in [`OPENAI_COMPAT_API_KEY`] when that is set
+    /// (and not blank); `OPENAI_API_KEY` is never read, since it is OpenAI's.
+    pub fn from_env(base_url: &str, model: impl Into<String>) -> Result<Self, LlmError> {
+        Self::from_lookup(base_url, model, env_lookup)
+    }
+
+    /// As [`Self::from_env`], reading variables through `lookup`.
+    pub fn from_lookup(
+        base_url: &str,
+        model: impl Into<String>,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, LlmError> {
+        let compat = Self::new(base_url, model)?;
+        match lookup(OPENAI_COMPAT_API_KEY) {
+            Some(key) if !key.trim().is_empty() => compat.with_api_key(key.trim()),
+            _ => Ok(compat),
+        }
+    }
+
     /// Sends `Authorization: Bearer <key>` (vLLM's `--api-key`, a gateway in front of Ollama).
+    /// Refused for a plain `http://` URL to another machine.
     pub fn with_api_key(self, api_key: impl Into<String>) -> Result<Self, LlmError> {
         let inner = self.inner;
         let inner = OpenAiEndpoint::build(
@@ -524,6 +591,67 @@ mod tests {
             Err(LlmError::Config(_))
         ));
         assert!(OpenAiCompatModel::new("http://127.0.0.1:8080/v1", "m").is_ok());
+    }
+
+    #[test]
+    fn plain_http_key_to_a_remote_host_is_refused() {
+        let cases = [
+            ("https://api.openai.com/v1", true),
+            ("https://10.0.0.5:8000/v1", true),
+            ("http://127.0.0.1:8080/v1", true),
+            ("http://127.8.9.1:8080/v1", true),
+            ("http://[::1]:8080/v1", true),
+            ("http://localhost:11434/v1", true),
+            ("http://LOCALHOST:11434/v1", true),
+            ("http://10.0.0.5:8000/v1", false),
+            ("http://192.168.1.2/v1", false),
+            ("http://gpu-box.lan:8000/v1", false),
+            ("http://localhost.evil.example/v1", false),
+            ("http://127.0.0.1.nip.io/v1", false),
+            ("http://[::ffff:127.0.0.1]/v1", false),
+        ];
+        for (base, allowed) in cases {
+            let url = reqwest::Url::parse(base).unwrap_or_else(|e| panic!("{base}: {e}"));
+            assert_eq!(key_may_travel_to(&url), allowed, "{base}");
+            let with_key = OpenAiCompatModel::new(base, "m").and_then(|m| m.with_api_key("sk-x"));
+            match (with_key, allowed) {
+                (Ok(_), true) => {}
+                (Err(LlmError::Config(m)), false) => {
+                    assert!(m.contains("plain http") && !m.contains("sk-x"), "{m}")
+                }
+                (other, _) => panic!("{base}: {other:?}"),
+            }
+            // Without a key any of them is fine: nothing secret travels.
+            assert!(OpenAiCompatModel::new(base, "m").is_ok(), "{base}");
+        }
+        assert!(matches!(
+            AnthropicModel::new("k", "c").and_then(|m| m.with_base_url("http://10.0.0.5")),
+            Err(LlmError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn openai_key_is_not_a_compatible_servers_key() {
+        let only_openai = |var: &str| (var == OPENAI_API_KEY).then(|| "sk-openai".to_string());
+        let named = |var: &str| (var == OPENAI_COMPAT_API_KEY).then(|| " sk-compat ".to_string());
+        let blank = |var: &str| (var == OPENAI_COMPAT_API_KEY).then(|| "  ".to_string());
+        let base = "http://127.0.0.1:8080/v1";
+        let key_of = |m: OpenAiCompatModel| m.inner.endpoint.key.map(|k| k.expose().to_string());
+        let cases: [(&dyn Fn(&str) -> Option<String>, Option<&str>); 3] = [
+            (&only_openai, None),
+            (&named, Some("sk-compat")),
+            (&blank, None),
+        ];
+        for (lookup, want) in cases {
+            let model =
+                OpenAiCompatModel::from_lookup(base, "m", lookup).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(key_of(model).as_deref(), want);
+        }
+        // A named key for a plain-http remote server is refused, not dropped silently.
+        assert!(matches!(
+            OpenAiCompatModel::from_lookup("http://10.0.0.5/v1", "m", named),
+            Err(LlmError::Config(_))
+        ));
     }
 
     #[test]

@@ -12,6 +12,11 @@
 //!   [`HttpConfig::max_delay`].
 //! - Secrets never appear in errors or `Debug` output: keys travel as [`Secret`] and as
 //!   sensitive header values, and every error message is scrubbed of the key before it leaves.
+//!   A provider's error body is scrubbed before it is cut to an excerpt (a key straddling the
+//!   cut would otherwise survive in part), in its raw form and in its JSON-decoded strings.
+//! - Redirects are never followed: a key header (`x-api-key`, `authorization`) must not travel
+//!   to a host the caller did not name. A 3xx answer is a [`LlmError::Status`] that names the
+//!   host it pointed to.
 
 use std::fmt;
 use std::sync::Once;
@@ -120,6 +125,8 @@ impl HttpTransport {
             .connect_timeout(config.connect_timeout)
             .timeout(config.timeout)
             .user_agent(concat!("toolgate-llm/", env!("CARGO_PKG_VERSION")))
+            // A redirect would carry the key headers to wherever it points.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| {
                 LlmError::Config(format!("could not build the HTTP client: {}", chain(&e)))
@@ -146,7 +153,7 @@ impl HttpTransport {
         let mut attempt = 1;
         loop {
             let failure = match self
-                .try_once(url, headers, bytes.clone(), parse_error)
+                .try_once(url, headers, bytes.clone(), parse_error, secret)
                 .await
             {
                 Ok(value) => return Ok(value),
@@ -167,6 +174,7 @@ impl HttpTransport {
         headers: &HeaderMap,
         body: Vec<u8>,
         parse_error: ErrorParser,
+        secret: Option<&Secret>,
     ) -> Result<Value, Failure> {
         let transport = |e: reqwest::Error| Failure {
             error: LlmError::Transport(describe(&e, &self.config)),
@@ -182,19 +190,30 @@ impl HttpTransport {
             .await
             .map_err(transport)?;
         let status = response.status();
+        if status.is_redirection() {
+            let location = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok());
+            return Err(Failure {
+                error: redirect_error(status.as_u16(), url, location),
+                retry_after: None,
+            });
+        }
         let retry_after = retry_after_from(response.headers());
         let bytes = response.bytes().await.map_err(transport)?;
+        let body = scrub_body(&String::from_utf8_lossy(&bytes), secret);
         if status.is_success() {
             return serde_json::from_slice(&bytes).map_err(|e| Failure {
                 error: LlmError::Decode(format!(
                     "the {status} body is not JSON ({e}): {}",
-                    excerpt(&String::from_utf8_lossy(&bytes))
+                    excerpt(&body)
                 )),
                 retry_after: None,
             });
         }
         Err(Failure {
-            error: parse_error(status.as_u16(), &String::from_utf8_lossy(&bytes)),
+            error: parse_error(status.as_u16(), &body),
             retry_after,
         })
     }
@@ -270,6 +289,64 @@ fn retry_delay(attempt: u32, retry_after: Option<Duration>, config: &HttpConfig)
         config.initial_backoff.saturating_mul(factor)
     };
     retry_after.unwrap_or_else(backoff).min(config.max_delay)
+}
+
+/// The refusal of a redirect, naming the host it pointed to (never the whole Location, which
+/// may carry a query).
+fn redirect_error(status: u16, url: &str, location: Option<&str>) -> LlmError {
+    let target = location.and_then(|l| reqwest::Url::parse(url).ok()?.join(l).ok());
+    let host = match target.as_ref().and_then(|t| t.host_str()) {
+        Some(host) => format!("to host `{host}`"),
+        None => "without a usable Location".to_string(),
+    };
+    LlmError::Status {
+        status,
+        message: format!(
+            "the provider redirected {host}; provider calls do not follow redirects, since the key \
+             would go along: set the base URL to the final address"
+        ),
+    }
+}
+
+/// A provider's error body with `secret` replaced, before anything cuts it: in the raw text,
+/// and in the strings of its JSON when the key is there only in escaped form (`\u0073k-…`).
+fn scrub_body(body: &str, secret: Option<&Secret>) -> String {
+    let Some(secret) = secret.map(Secret::expose).filter(|s| !s.is_empty()) else {
+        return body.to_string();
+    };
+    let raw = redact(body, secret);
+    match serde_json::from_str::<Value>(&raw) {
+        Ok(value) if json_holds(&value, secret) => {
+            serde_json::to_string(&redact_json(value, secret)).unwrap_or(raw)
+        }
+        _ => raw,
+    }
+}
+
+fn json_holds(value: &Value, secret: &str) -> bool {
+    match value {
+        Value::String(s) => s.contains(secret),
+        Value::Array(items) => items.iter().any(|v| json_holds(v, secret)),
+        Value::Object(map) => map
+            .iter()
+            .any(|(k, v)| k.contains(secret) || json_holds(v, secret)),
+        _ => false,
+    }
+}
+
+fn redact_json(value: Value, secret: &str) -> Value {
+    match value {
+        Value::String(s) => Value::String(redact(&s, secret)),
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|v| redact_json(v, secret)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (redact(&k, secret), redact_json(v, secret)))
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 /// `text` with every occurrence of `secret` replaced.
@@ -409,6 +486,58 @@ mod tests {
         match err {
             Err(LlmError::Config(m)) => assert!(m.contains("x-api-key") && !m.contains("sk-bad")),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_key_straddling_the_excerpt_cut_is_scrubbed_whole() {
+        let key = "sk-live-0123456789abcdef";
+        let secret = Secret::new(key);
+        let pad = "x".repeat(crate::wire::MAX_EXCERPT_CHARS - 12);
+        let cases = [
+            format!("{pad}{key} trailing"),
+            format!("{{\"error\": {{\"message\": \"{pad}{key}\"}}}}"),
+            // The key only in JSON-escaped form: decoded, it would appear whole.
+            format!("{{\"error\": {{\"message\": \"{pad}\\u0073k-live-0123456789abcdef\"}}}}"),
+        ];
+        for body in cases {
+            let scrubbed = scrub_body(&body, Some(&secret));
+            for shown in [
+                excerpt(&scrubbed),
+                crate::openai_chat::parse_error(401, &scrubbed).to_string(),
+                crate::anthropic::parse_error(401, &scrubbed).to_string(),
+            ] {
+                assert!(!shown.contains(&key[..8]), "{shown}");
+            }
+        }
+        assert_eq!(scrub_body("no key here", Some(&secret)), "no key here");
+        assert_eq!(scrub_body("sk-live", None), "sk-live");
+    }
+
+    #[test]
+    fn a_redirect_names_only_the_host_it_points_to() {
+        let cases = [
+            (
+                Some("http://127.0.0.1:9/v1/messages?k=sk"),
+                "to host `127.0.0.1`",
+            ),
+            (Some("https://evil.example/steal"), "to host `evil.example`"),
+            (Some("/other/path"), "to host `api.example`"),
+            (None, "without a usable Location"),
+        ];
+        for (location, want) in cases {
+            let err = redirect_error(307, "https://api.example/v1/messages", location);
+            match &err {
+                LlmError::Status {
+                    status: 307,
+                    message,
+                } => {
+                    assert!(message.contains(want), "{message}");
+                    assert!(!message.contains("k=sk"), "{message}");
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(!err.retryable());
         }
     }
 

@@ -201,6 +201,12 @@ const LATER_WAIT: Duration = Duration::from_secs(3);
 impl TestServer {
     /// `prefix` is the base URL path (e.g. `/v1`).
     pub fn start(prefix: &str, replies: Vec<Reply>) -> TestServer {
+        Self::start_waiting(prefix, replies, FIRST_WAIT)
+    }
+
+    /// As [`TestServer::start`], waiting at most `first_wait` for the first connection (a
+    /// server that must receive nothing need not hold a test up for long).
+    pub fn start_waiting(prefix: &str, replies: Vec<Reply>, first_wait: Duration) -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
         let port = listener
             .local_addr()
@@ -209,7 +215,7 @@ impl TestServer {
         listener
             .set_nonblocking(true)
             .unwrap_or_else(|e| panic!("{e}"));
-        let handle = std::thread::spawn(move || serve(listener, replies));
+        let handle = std::thread::spawn(move || serve(listener, replies, first_wait));
         TestServer {
             base_url: format!("http://127.0.0.1:{port}{prefix}"),
             handle,
@@ -224,10 +230,10 @@ impl TestServer {
     }
 }
 
-fn serve(listener: TcpListener, replies: Vec<Reply>) -> Vec<Received> {
+fn serve(listener: TcpListener, replies: Vec<Reply>, first_wait: Duration) -> Vec<Received> {
     let mut received = Vec::new();
     for (i, reply) in replies.into_iter().enumerate() {
-        let deadline = Instant::now() + if i == 0 { FIRST_WAIT } else { LATER_WAIT };
+        let deadline = Instant::now() + if i == 0 { first_wait } else { LATER_WAIT };
         let stream = loop {
             match listener.accept() {
                 Ok((stream, _)) => break Some(stream),

@@ -428,6 +428,137 @@ async fn openai_compat_sends_an_optional_key_as_bearer() {
     assert_eq!(received[0].header("authorization"), Some("Bearer vllm-key"));
 }
 
+#[tokio::test]
+async fn openai_compat_gets_no_key_unless_one_is_named_for_it() {
+    // OPENAI_API_KEY is OpenAI's: a compatible server at another address never gets it; it gets
+    // the key named for it, OPENAI_COMPAT_API_KEY, and nothing else.
+    let cases: [(&[(&str, &str)], Option<&str>); 3] = [
+        (&[("OPENAI_API_KEY", "sk-openai-secret")], None),
+        (
+            &[
+                ("OPENAI_API_KEY", "sk-openai-secret"),
+                ("OPENAI_COMPAT_API_KEY", "compat-key"),
+            ],
+            Some("Bearer compat-key"),
+        ),
+        (&[], None),
+    ];
+    for (env, want) in cases {
+        let server = TestServer::start(
+            "/v1",
+            vec![Reply::json(
+                200,
+                &golden_text("openai_chat/response_text.json"),
+            )],
+        );
+        let lookup = |var: &str| {
+            env.iter()
+                .find(|(name, _)| *name == var)
+                .map(|(_, value)| value.to_string())
+        };
+        let model = OpenAiCompatModel::from_lookup(&server.base_url, "local", lookup)
+            .and_then(|m| m.with_http_config(fast_http()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        ok(model.complete(&conversation()).await);
+        let received = server.finish();
+        assert_eq!(received.len(), 1);
+        assert_eq!(received[0].header("authorization"), want, "{env:?}");
+    }
+}
+
+// ---- keys stay with the host they were meant for ---------------------------------------------
+
+/// A server that must receive nothing: it stops after a short wait for a first connection.
+fn recorder() -> TestServer {
+    TestServer::start_waiting(
+        "",
+        vec![Reply::json(
+            200,
+            &golden_text("anthropic/response_text.json"),
+        )],
+        std::time::Duration::from_millis(1500),
+    )
+}
+
+#[tokio::test]
+async fn a_redirect_is_refused_and_the_key_goes_nowhere_else() {
+    // Anthropic's key travels as `x-api-key`, which HTTP clients keep across hosts; OpenAI's as
+    // `authorization`. Neither may reach the host a redirect names.
+    for anthropic_format in [true, false] {
+        let elsewhere = recorder();
+        let target = format!("{}/v1/messages", elsewhere.base_url);
+        let first = TestServer::start(
+            if anthropic_format { "" } else { "/v1" },
+            vec![
+                Reply::json(307, "").header("location", &target),
+                Reply::json(307, "").header("location", &target),
+            ],
+        );
+        let result = if anthropic_format {
+            AnthropicModel::new(ANTHROPIC_KEY, ANTHROPIC_MODEL)
+                .and_then(|m| m.with_base_url(&first.base_url))
+                .and_then(|m| m.with_http_config(fast_http()))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .complete(&conversation())
+                .await
+        } else {
+            OpenAiChatModel::new(OPENAI_KEY, OPENAI_MODEL)
+                .and_then(|m| m.with_base_url(&first.base_url))
+                .and_then(|m| m.with_http_config(fast_http()))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .complete(&conversation())
+                .await
+        };
+        let at_first = first.finish();
+        let at_elsewhere = elsewhere.finish();
+        assert!(
+            at_elsewhere.is_empty(),
+            "the redirect target received {:?}",
+            at_elsewhere.iter().map(|r| &r.headers).collect::<Vec<_>>()
+        );
+        assert_eq!(at_first.len(), 1, "a redirect is not retried");
+        match result {
+            Err(LlmError::Status {
+                status: 307,
+                message,
+            }) => {
+                assert!(
+                    message.contains("redirected to host `127.0.0.1`"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_error_body_echoing_the_key_at_the_cut_is_scrubbed() {
+    // The key starts a few characters before the 300th, where the excerpt is cut: cut first and
+    // the scrubber no longer sees the whole key, so its first characters would be shown.
+    const LONG_KEY: &str = "sk-live-0123456789abcdefghij";
+    let message = format!("{}{LONG_KEY} is not a valid key.", "x".repeat(288));
+    let body = json!({"error": {"message": message, "type": "invalid_request_error", "code": "invalid_api_key"}});
+    let server = TestServer::start("/v1", vec![Reply::json(401, &body.to_string())]);
+    let model = OpenAiChatModel::new(LONG_KEY, OPENAI_MODEL)
+        .and_then(|m| m.with_base_url(&server.base_url))
+        .and_then(|m| m.with_http_config(fast_http()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let result = model.complete(&conversation()).await;
+    server.finish();
+    match result {
+        Err(e @ LlmError::Status { status: 401, .. }) => {
+            let shown = e.to_string();
+            assert!(!shown.contains(&LONG_KEY[..8]), "{shown}");
+            assert!(
+                shown.contains("[redacted]") || shown.contains("[redac"),
+                "{shown}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 // ---- OpenAI Responses over HTTP --------------------------------------------------------------
 
 async fn responses_exchange(

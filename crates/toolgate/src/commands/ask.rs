@@ -50,6 +50,13 @@ pub fn chat(
 ) -> Result<(), CommandError> {
     let rt = runtime()?;
     let session = build(config, mcp_config, args, &rt)?;
+    // Approvals are asked on the terminal itself, never read from this input, where a pasted
+    // or typed-ahead `y` would answer a question nobody saw; without a terminal, say so once.
+    if TerminalApprover::if_terminal().is_none() {
+        eprintln!(
+            "toolgate: no terminal to ask on: every call that needs approval will be refused (approvals are never read from the conversation's input)"
+        );
+    }
     let mut history: Vec<Message> = Vec::new();
     let stdin = std::io::stdin();
     let interactive = stdin.is_terminal();
@@ -227,14 +234,10 @@ pub(super) fn load_model_with(
         ModelSpec::Anthropic(name) => Arc::new(AnthropicModel::from_env(name.clone())?),
         ModelSpec::OpenAiChat(name) => Arc::new(OpenAiChatModel::from_env(name.clone())?),
         ModelSpec::OpenAiResponses(name) => Arc::new(OpenAiResponsesModel::from_env(name.clone())?),
+        // A compatible server gets only the key named for it (OPENAI_COMPAT_API_KEY), never
+        // OpenAI's; a key over plain http to another machine is refused.
         ModelSpec::OpenAiCompat { base_url, model } => {
-            let mut compat = OpenAiCompatModel::new(base_url, model.clone())?;
-            if let Ok(key) = std::env::var("OPENAI_API_KEY")
-                && !key.trim().is_empty()
-            {
-                compat = compat.with_api_key(key)?;
-            }
-            Arc::new(compat)
+            Arc::new(OpenAiCompatModel::from_env(base_url, model.clone())?)
         }
     })
 }
