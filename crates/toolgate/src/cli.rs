@@ -375,6 +375,9 @@ pub struct AgentArgs {
     /// The model: embedded, embedded:FILE.gguf, anthropic:NAME, openai:NAME,
     /// openai-responses:NAME or openai-compat:URL[#MODEL]. Default: anthropic when
     /// ANTHROPIC_API_KEY is set, else openai when OPENAI_API_KEY is set, else embedded.
+    /// An openai-compat server is sent a key only from OPENAI_COMPAT_API_KEY (never
+    /// OPENAI_API_KEY), and a key never goes over plain http to a host other than this
+    /// machine (127.0.0.1, ::1, localhost): use https there.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
     /// Most model turns before the run stops without an answer.
