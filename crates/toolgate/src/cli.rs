@@ -17,7 +17,9 @@ says so, and returns bounded, untrusted-marked results.\n\n\
 Start with `toolgate tools` to see every tool, its risk and what its definitions cost in tokens."
 )]
 pub struct Cli {
-    /// Configuration file (TOML). Default: ./toolgate.toml when it exists.
+    /// Configuration file (TOML). Default: ./toolgate.toml when it exists; a found file that
+    /// asks to start MCP servers, rate tools, relax the policy or widen the egress allowlist
+    /// is refused until trusted with `toolgate config trust`.
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
@@ -67,6 +69,26 @@ pub enum Command {
     /// line shows each block; write a JSON report. Exits 1 when anything leaked, a case that
     /// must pass was blocked, a block is missing from the trace or a case could not be checked.
     Check(CheckArgs),
+    /// The configuration file: trust a ./toolgate.toml found in the current folder.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Show what the configuration file PATH (default ./toolgate.toml) would do that only a
+    /// trusted file may (start MCP servers' commands with your secrets, rate tools, relax the
+    /// policy, ...) and the digest to trust it with; with --digest, record that exact file
+    /// (and the mcpServers file it names) in your trust list, so it loads when found in the
+    /// current folder. A file that changes afterwards is untrusted again.
+    Trust {
+        /// The file. Default: ./toolgate.toml.
+        path: Option<PathBuf>,
+        /// The digest this command printed for the file (sha256:...): trusts it only if it is
+        /// still that file.
+        #[arg(long)]
+        digest: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -3,11 +3,22 @@
 //!
 //! Refuses unknown keys, so a typo is an error rather than a silently ignored setting; the
 //! egress allowlist is validated when the file loads (a bare `*` or `*.com` is refused).
+//!
+//! A file found in the current folder (not named with `--config`) may have been written by
+//! whoever wrote the checkout. Such a file is loaded only when it asks for nothing a stranger
+//! may not ([`needs_trust`]: starting processes, expanding secrets into them, rating imported
+//! tools, relaxing the taint policy, widening the egress allowlist, choosing the model, the
+//! mail relay, the server's authorization or the sandbox), or when the user trusted exactly
+//! these bytes once with `toolgate config trust` (recorded by digest, with the file's path and
+//! the bytes of the mcpServers file it names, in the user's trust list [`trust_file`]). A
+//! changed file is untrusted again. Otherwise it is refused before anything runs, with an
+//! error naming `toolgate config trust`: fails closed, nothing is partly loaded.
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use toolgate_core::Mode;
+use toolgate_core::canonical::{digest_parts, sha256_hex};
 use toolgate_core::taint::TaintPolicy;
 use toolgate_egress::{EgressConfig, SmtpConfig};
 use toolgate_wiring::{ExitsConfig, StoreConfig, StoreKind, WiringError};
@@ -74,40 +85,59 @@ pub enum ConfigError {
         path: String,
         source: toolgate_egress::ConfigError,
     },
+    #[error(
+        "{path} was found in the current folder and is not trusted{changed}, so it is refused and nothing was started: it asks for {asks}. Review what it would do and trust it with `toolgate config trust {path}`, or name it with --config {path} to use it once"
+    )]
+    Untrusted {
+        path: String,
+        asks: String,
+        /// ", or changed since it was trusted" when an earlier version was trusted.
+        changed: &'static str,
+    },
+    #[error("the trust list {path} cannot be used: {detail}")]
+    TrustList { path: String, detail: String },
+    #[error(
+        "{path} is not what was shown (its digest is now {now}, not {given}), so nothing was trusted: run `toolgate config trust {path}` again and review it"
+    )]
+    TrustChanged {
+        path: String,
+        given: String,
+        now: String,
+    },
 }
 
 pub const DEFAULT_CONFIG_FILE: &str = "toolgate.toml";
 
 impl Config {
-    /// Loads `explicit`, or `./toolgate.toml` when present, or the defaults.
+    /// Loads `explicit`, or `./toolgate.toml` when present (refused when it is untrusted and
+    /// asks for what only a trusted file may: see the module doc), or the defaults.
     pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
-        let path = match explicit {
-            Some(p) => p.to_path_buf(),
-            None => {
-                let default = PathBuf::from(DEFAULT_CONFIG_FILE);
-                if !default.exists() {
-                    return Ok(Config::default());
-                }
-                default
-            }
-        };
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
-            path: shown.clone(),
-            source,
-        })?;
-        let config: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: shown.clone(),
-            message: e.to_string(),
-        })?;
-        config
-            .egress
-            .validate()
-            .map_err(|source| ConfigError::Egress {
-                path: shown,
-                source,
-            })?;
-        Ok(config)
+        if let Some(path) = explicit {
+            return Ok(read(path)?.config);
+        }
+        let found = PathBuf::from(DEFAULT_CONFIG_FILE);
+        if !found.exists() {
+            return Ok(Config::default());
+        }
+        let read = read(&found)?;
+        let asks = needs_trust(&read.config);
+        if asks.is_empty() {
+            return Ok(read.config);
+        }
+        let trust = TrustList::load()?;
+        let fingerprint = read.fingerprint()?;
+        if trust.trusts(&fingerprint) {
+            return Ok(read.config);
+        }
+        Err(ConfigError::Untrusted {
+            path: found.display().to_string(),
+            asks: asks.join("; "),
+            changed: if trust.knows_path(&fingerprint.path) {
+                ", or changed since it was trusted"
+            } else {
+                ""
+            },
+        })
     }
 
     /// Where the store of `kind` lives: the flag, else the config, else the user data folder.
@@ -122,5 +152,287 @@ impl Config {
     /// The exits the configuration allows: the egress allowlist and the SMTP relay, if any.
     pub fn exits(&self) -> ExitsConfig {
         ExitsConfig::new(self.egress.clone(), self.smtp.clone())
+    }
+}
+
+/// A configuration file as read: its bytes, parsed and checked.
+pub struct Read {
+    pub path: PathBuf,
+    pub bytes: Vec<u8>,
+    pub config: Config,
+}
+
+/// Reads, parses and checks the configuration file `path` (one read: the bytes parsed are
+/// the bytes a digest is taken of).
+pub fn read(path: &Path) -> Result<Read, ConfigError> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| ConfigError::Parse {
+        path: shown.clone(),
+        message: e.to_string(),
+    })?;
+    let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        path: shown.clone(),
+        message: e.to_string(),
+    })?;
+    config
+        .egress
+        .validate()
+        .map_err(|source| ConfigError::Egress {
+            path: shown,
+            source,
+        })?;
+    Ok(Read {
+        path: path.to_path_buf(),
+        bytes,
+        config,
+    })
+}
+
+/// What a trust record binds: the file's absolute path, its bytes and the bytes of the
+/// mcpServers file it names (whose commands it starts), as one digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    pub path: String,
+    pub digest: String,
+}
+
+impl Read {
+    /// This file's [`Fingerprint`] as it is now.
+    pub fn fingerprint(&self) -> Result<Fingerprint, ConfigError> {
+        let absolute = std::path::absolute(&self.path).map_err(|source| ConfigError::Read {
+            path: self.path.display().to_string(),
+            source,
+        })?;
+        let path = absolute.display().to_string();
+        let servers = match &self.config.mcp.config {
+            // Missing now and created later is a change too.
+            Some(file) => std::fs::read(file)
+                .map(|b| sha256_hex(&b))
+                .unwrap_or_else(|_| "missing".into()),
+            None => "none".into(),
+        };
+        let digest = digest_parts(&[
+            "toolgate-config-trust-v1",
+            &path,
+            &sha256_hex(&self.bytes),
+            &servers,
+        ]);
+        Ok(Fingerprint { path, digest })
+    }
+}
+
+/// What `config` asks for that only a configuration the user trusts may: each as a phrase
+/// naming the setting and what it does. Empty: a stranger's file may set it (store paths,
+/// timeouts, a stricter mode or policy).
+pub fn needs_trust(config: &Config) -> Vec<String> {
+    let mut asks = Vec::new();
+    let mcp = &config.mcp;
+    if let Some(file) = &mcp.config {
+        asks.push(format!(
+            "[mcp] config = {} (starts the commands of that mcpServers file, with ${{VAR}} expanded from your environment)",
+            file.display()
+        ));
+    }
+    if !mcp.servers.is_empty() {
+        let names: Vec<&str> = mcp.servers.keys().map(String::as_str).collect();
+        asks.push(format!(
+            "[mcp.servers] ratings for {} (can lower the risk of imported tools)",
+            names.join(", ")
+        ));
+    }
+    for (key, set) in [
+        ("lock", mcp.lock.is_some()),
+        ("receipts", mcp.receipts.is_some()),
+        ("tokens", mcp.tokens.is_some()),
+    ] {
+        if set {
+            asks.push(format!(
+                "[mcp] {key} (where imported tools' pins, receipts or tokens are kept)"
+            ));
+        }
+    }
+    if config.policy.tainted_high == toolgate_core::taint::TaintedHigh::Ask {
+        asks.push("[policy] tainted_high = \"ask\" (relaxes the taint rule)".into());
+    }
+    if config.policy.tainted_outbound == toolgate_core::taint::TaintedOutbound::Allow {
+        asks.push("[policy] tainted_outbound = \"allow\" (relaxes the taint rule)".into());
+    }
+    if let Some(name) = config.model.name.as_deref().filter(|n| *n != "embedded") {
+        asks.push(format!(
+            "[model] name = \"{name}\" (which model reads your data, and where keys are sent)"
+        ));
+    }
+    if !config.egress.allow.is_empty() {
+        let hosts: Vec<&str> = config
+            .egress
+            .allow
+            .iter()
+            .map(|a| a.host.as_str())
+            .collect();
+        asks.push(format!(
+            "[egress] allow {} (where tools may connect)",
+            hosts.join(", ")
+        ));
+    }
+    let default = EgressConfig::default();
+    if config.egress.max_bytes > default.max_bytes
+        || config.egress.timeout_secs > default.timeout_secs
+        || config.egress.max_redirects > default.max_redirects
+        || config
+            .egress
+            .content_types
+            .iter()
+            .any(|t| !default.content_types.contains(t))
+    {
+        asks.push("[egress] limits above the defaults".into());
+    }
+    if config.smtp.is_some() {
+        asks.push("[smtp] (the relay email_send delivers through)".into());
+    }
+    if config.serve.auth.is_some() {
+        asks.push("[serve.auth] (which tokens the HTTP server accepts)".into());
+    }
+    if config.sandbox != toolgate_sandbox::Settings::default() {
+        asks.push("[sandbox] (which programs code_execution starts, and its limits)".into());
+    }
+    asks
+}
+
+/// The user's trust list: `$XDG_CONFIG_HOME/toolgate/trusted.toml`, else
+/// `~/.config/toolgate/trusted.toml`; `None` without either variable (nothing is trusted).
+pub fn trust_file() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".config"))
+        })?;
+    Some(base.join("toolgate").join("trusted.toml"))
+}
+
+/// One trusted configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Trusted {
+    pub path: String,
+    /// Its [`Fingerprint`] digest when it was trusted.
+    pub digest: String,
+}
+
+/// The trust list as stored.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustList {
+    #[serde(default)]
+    pub trusted: Vec<Trusted>,
+}
+
+impl TrustList {
+    /// The user's trust list; empty when there is none.
+    pub fn load() -> Result<TrustList, ConfigError> {
+        let Some(file) = trust_file() else {
+            return Ok(TrustList::default());
+        };
+        let shown = file.display().to_string();
+        match std::fs::read_to_string(&file) {
+            Ok(text) => toml::from_str(&text).map_err(|e| ConfigError::TrustList {
+                path: shown,
+                detail: e.to_string(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TrustList::default()),
+            Err(e) => Err(ConfigError::TrustList {
+                path: shown,
+                detail: e.to_string(),
+            }),
+        }
+    }
+
+    pub fn trusts(&self, fingerprint: &Fingerprint) -> bool {
+        self.trusted
+            .iter()
+            .any(|t| t.path == fingerprint.path && t.digest == fingerprint.digest)
+    }
+
+    pub fn knows_path(&self, path: &str) -> bool {
+        self.trusted.iter().any(|t| t.path == path)
+    }
+
+    /// Records `fingerprint` (replacing an earlier version of the same file) and saves the
+    /// list, readable by the user only.
+    pub fn record(mut self, fingerprint: &Fingerprint) -> Result<PathBuf, ConfigError> {
+        let file = trust_file().ok_or_else(|| ConfigError::TrustList {
+            path: "~/.config/toolgate/trusted.toml".into(),
+            detail: "neither XDG_CONFIG_HOME nor HOME is set".into(),
+        })?;
+        let fail = |detail: String| ConfigError::TrustList {
+            path: file.display().to_string(),
+            detail,
+        };
+        self.trusted.retain(|t| t.path != fingerprint.path);
+        self.trusted.push(Trusted {
+            path: fingerprint.path.clone(),
+            digest: fingerprint.digest.clone(),
+        });
+        let text = toml::to_string(&self).map_err(|e| fail(e.to_string()))?;
+        let dir = file
+            .parent()
+            .ok_or_else(|| fail("it has no folder".into()))?;
+        std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+        // Written whole then renamed: a crash leaves the old list, never half a new one.
+        let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(|e| fail(e.to_string()))?;
+        std::io::Write::write_all(
+            &mut temp,
+            format!("# Configuration files toolgate trusts (`toolgate config trust`).\n{text}")
+                .as_bytes(),
+        )
+        .map_err(|e| fail(e.to_string()))?;
+        temp.persist(&file).map_err(|e| fail(e.to_string()))?;
+        Ok(file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Config {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_strangers_file_may_not_start_processes_lower_risk_or_relax_policy() {
+        let needs = [
+            "[mcp]\nconfig = \"servers.json\"",
+            "[mcp.servers.x]\nrisk = \"low\"",
+            "[mcp]\nlock = \"other.lock.json\"",
+            "[policy]\ntainted_high = \"ask\"",
+            "[policy]\ntainted_outbound = \"allow\"",
+            "[model]\nname = \"openai-compat:http://evil.example/v1#m\"",
+            "[[egress.allow]]\nhost = \"evil.example\"",
+            "[egress]\nmax_bytes = 999999999",
+            "[serve.auth]\nissuer = \"https://as.example\"\nresource = \"https://r.example/mcp\"\n[serve.auth.scopes]\n\"notes:all\" = [\"notes\"]",
+        ];
+        for text in needs {
+            assert!(!needs_trust(&parsed(text)).is_empty(), "{text}");
+        }
+        let harmless = [
+            "",
+            "mode = \"ask\"",
+            "mode = \"auto\"",
+            "[policy]\ntainted_high = \"refuse\"",
+            "[books]\ndb = \"b.sqlite\"\n[notes]\ndb = \"n.sqlite\"",
+            "[model]\nname = \"embedded\"",
+            "[mcp]\ncall_timeout_secs = 5",
+            "[egress]\nmax_bytes = 1000",
+        ];
+        for text in harmless {
+            assert_eq!(needs_trust(&parsed(text)), Vec::<String>::new(), "{text}");
+        }
     }
 }

@@ -35,8 +35,135 @@ fn lookup(description: &str) -> Value {
 /// `toolgate --mcp-config servers.json ARGS` in `dir`: (success, stdout, stderr).
 fn run(dir: &Path, args: &[&str]) -> (bool, String, String) {
     let all = [&["--mcp-config", "servers.json"][..], args].concat();
-    let out = toolgate(&all, dir);
+    in_dir(dir, &all, &[])
+}
+
+/// `toolgate ARGS` in `dir`, whose `.config` holds the user's trust list, with `env` added:
+/// (success, stdout, stderr).
+fn in_dir(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("XDG_DATA_HOME")
+        .env("HOME", dir)
+        .env("XDG_CONFIG_HOME", dir.join(".config"))
+        .envs(env.iter().copied())
+        .output()
+        .expect("the binary runs");
     (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+/// The digest in the `toolgate config trust PATH --digest sha256:...` line `trust` printed.
+fn trust_digest(out: &str) -> String {
+    let line = out
+        .lines()
+        .find(|l| l.contains("toolgate config trust") && l.contains("--digest sha256:"))
+        .unwrap_or_else(|| panic!("no trust command in: {out}"));
+    line.rsplit(' ').next().unwrap().to_string()
+}
+
+#[test]
+fn a_found_config_starts_nothing_until_trusted_and_is_untrusted_again_once_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let marker = dir.join("marker");
+    // A server whose command leaves a marker holding the secret its env expands: it shows
+    // both that the command ran and that ${SECRET} was expanded into it.
+    let servers = json!({"mcpServers": {"helper": {
+        "command": "/bin/sh",
+        "args": ["-c", format!("echo \"$TOKEN\" > {}", marker.display())],
+        "env": {"TOKEN": "${SECRET}"},
+    }}});
+    std::fs::write(dir.join("servers.json"), servers.to_string()).unwrap();
+    let config = "[mcp]\nconfig = \"servers.json\"\n[mcp.servers.helper]\nrisk = \"low\"\n";
+    std::fs::write(dir.join("toolgate.toml"), config).unwrap();
+    let secret = [("SECRET", "s3cret-from-env")];
+    let tools = |dir: &Path| in_dir(dir, &["tools", "--toolset", "books-v2"], &secret);
+
+    let (ok, _, err) = tools(dir);
+    assert!(!ok, "an untrusted found config was used");
+    assert!(err.contains("toolgate config trust"), "{err}");
+    assert!(err.contains("[mcp] config = servers.json"), "{err}");
+    assert!(!marker.exists(), "an untrusted config started a process");
+
+    // `trust` without the digest shows what the file would do and trusts nothing.
+    let (ok, out, err) = in_dir(dir, &["config", "trust"], &[]);
+    assert!(ok, "{err}");
+    assert!(out.contains("runs \"/bin/sh\""), "{out}");
+    assert!(out.contains("${SECRET}"), "{out}");
+    assert!(out.contains("[mcp.servers] ratings for helper"), "{out}");
+    let digest = trust_digest(&out);
+    assert!(!dir.join(".config/toolgate/trusted.toml").exists());
+    let (ok, _, _) = tools(dir);
+    assert!(!ok);
+    let (ok, _, err) = in_dir(
+        dir,
+        &["config", "trust", "toolgate.toml", "--digest", "sha256:00"],
+        &[],
+    );
+    assert!(!ok);
+    assert!(err.contains("nothing was trusted"), "{err}");
+    assert!(!dir.join(".config/toolgate/trusted.toml").exists());
+    assert!(!marker.exists());
+
+    let (ok, out, err) = in_dir(
+        dir,
+        &["config", "trust", "toolgate.toml", "--digest", &digest],
+        &[],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("trusted"), "{out}");
+    let _ = tools(dir);
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap().trim(),
+        "s3cret-from-env",
+        "a trusted config's server did not start"
+    );
+
+    // A changed file is untrusted again; so is the same file with another servers file.
+    std::fs::remove_file(&marker).unwrap();
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        format!("{config}[policy]\ntainted_high = \"ask\"\n"),
+    )
+    .unwrap();
+    let (ok, _, err) = tools(dir);
+    assert!(!ok);
+    assert!(err.contains("changed since it was trusted"), "{err}");
+    assert!(err.contains("tainted_high"), "{err}");
+    assert!(!marker.exists(), "a changed config started a process");
+    std::fs::write(dir.join("toolgate.toml"), config).unwrap();
+    let mut other = servers.clone();
+    other["mcpServers"]["helper"]["args"][1] = json!(format!("echo other > {}", marker.display()));
+    std::fs::write(dir.join("servers.json"), other.to_string()).unwrap();
+    let (ok, _, err) = tools(dir);
+    assert!(!ok);
+    assert!(err.contains("changed since it was trusted"), "{err}");
+    assert!(!marker.exists(), "a changed servers file started a process");
+
+    // Named with --config, a file is used as before, trusted or not.
+    let _ = in_dir(
+        dir,
+        &[
+            "--config",
+            "toolgate.toml",
+            "tools",
+            "--toolset",
+            "books-v2",
+        ],
+        &secret,
+    );
+    assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), "other");
+
+    // A found file asking for nothing that needs trust loads without any.
+    std::fs::remove_file(&marker).unwrap();
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        "mode = \"ask\"\n[books]\ndb = \"b.sqlite\"\n",
+    )
+    .unwrap();
+    let (ok, _, err) = tools(dir);
+    assert!(ok, "{err}");
 }
 
 /// The digest in the `toolgate mcp accept SERVER --digest sha256:...` line `diff` printed.
@@ -247,12 +374,26 @@ fn bad_mcp_configuration_is_refused_with_the_fix() {
         "[mcp.servers.elsewhere]\nrisk = \"low\"\n",
     )
     .unwrap();
-    let out = toolgate(&["mcp", "list"], dir);
-    assert!(
-        text(&out.stderr).contains("no mcpServers file is given"),
-        "{}",
-        text(&out.stderr)
+    // Found in the folder and untrusted, its ratings are refused until trusted.
+    let (ok, _, err) = in_dir(dir, &["mcp", "list"], &[]);
+    assert!(!ok);
+    assert!(err.contains("toolgate config trust"), "{err}");
+    let (ok, out, _) = in_dir(dir, &["config", "trust"], &[]);
+    assert!(ok);
+    let (ok, _, err) = in_dir(
+        dir,
+        &[
+            "config",
+            "trust",
+            "toolgate.toml",
+            "--digest",
+            &trust_digest(&out),
+        ],
+        &[],
     );
+    assert!(ok, "{err}");
+    let (_, _, err) = in_dir(dir, &["mcp", "list"], &[]);
+    assert!(err.contains("no mcpServers file is given"), "{err}");
     let (ok, _, err) = run(dir, &["mcp", "list"]);
     assert!(!ok);
     assert!(

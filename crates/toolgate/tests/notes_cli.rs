@@ -113,7 +113,12 @@ fn tools_for_notes_show_every_risk_and_a_bad_allowlist_is_refused_at_load() {
         dir.path().join("toolgate.toml"),
     )
     .unwrap();
-    let out = toolgate(&["tools", "--toolset", "notes"], dir.path());
+    // Named with --config: found in the folder it is refused until trusted (its egress
+    // allowlist widens where tools connect), which mcp_cli tests.
+    let out = toolgate(
+        &["--config", "toolgate.toml", "tools", "--toolset", "notes"],
+        dir.path(),
+    );
     assert!(
         out.status.success(),
         "the documented example loads: {}",

@@ -3,6 +3,7 @@
 mod ask;
 mod books;
 mod check;
+mod config;
 mod demo;
 mod eval;
 mod mcp;
@@ -65,6 +66,10 @@ pub enum CommandError {
 }
 
 pub fn run(cli: Cli) -> Result<(), CommandError> {
+    // Before any configuration is loaded: trusting one must not need it trusted already.
+    if let Command::Config(command) = cli.command {
+        return config::run(command);
+    }
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
         Command::Tools(args) => tools::run(&config, cli.mcp_config.as_deref(), &args),
@@ -77,6 +82,7 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Serve(args) => serve::run(&config, cli.mcp_config.as_deref(), &args),
         Command::Mcp(command) => mcp::run(&config, cli.mcp_config.as_deref(), command),
         Command::Check(args) => check::run(&config, &args),
+        Command::Config(command) => config::run(command),
     }
 }
 
