@@ -637,7 +637,8 @@ mod tests {
         let blank = |var: &str| (var == OPENAI_COMPAT_API_KEY).then(|| "  ".to_string());
         let base = "http://127.0.0.1:8080/v1";
         let key_of = |m: OpenAiCompatModel| m.inner.endpoint.key.map(|k| k.expose().to_string());
-        let cases: [(&dyn Fn(&str) -> Option<String>, Option<&str>); 3] = [
+        type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+        let cases: [(Lookup, Option<&str>); 3] = [
             (&only_openai, None),
             (&named, Some("sk-compat")),
             (&blank, None),
