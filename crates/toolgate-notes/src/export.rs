@@ -4,11 +4,15 @@
 //! is untrusted, so a script can filter before it opens a file.
 //!
 //! Guarantees: one consistent snapshot (one read transaction); untrusted notes say so in their
-//! front matter and in the index; files are readable by everyone (the sandbox's user) and the
-//! folder holds nothing else. Refuses a folder that is not empty.
+//! front matter and in the index; the export is private to the user running it from the
+//! moment each part exists (the folder made 0700, `notes/` created 0700, every file created
+//! 0600: never readable by another local user, not even briefly before the sandbox seals it;
+//! the sandbox hands it to its own user when that is not this one); the folder holds nothing
+//! else. Refuses a folder that is not empty, and a file that already exists (nothing is
+//! written through a name planted beforehand).
 
 use std::io::Write as _;
-use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::Path;
 
 use rusqlite::Connection;
@@ -56,7 +60,19 @@ fn front_matter(row: &NoteRow) -> String {
     text
 }
 
-/// Writes every note of `conn` into `dir` (empty).
+/// A new file only this user can read (0600 from its creation; the umask can only narrow it);
+/// an existing file or link at `path` is refused, not written through.
+fn private_file(path: &Path) -> Result<std::fs::File, ToolError> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| io(path, e))
+}
+
+/// Writes every note of `conn` into `dir` (empty), private to this user; see the module
+/// documentation.
 pub fn export_notebook(conn: &mut Connection, dir: &Path) -> Result<ExportSummary, ToolError> {
     let listed = std::fs::read_dir(dir).map_err(|e| io(dir, e))?;
     if listed.count() > 0 {
@@ -77,22 +93,22 @@ pub fn export_notebook(conn: &mut Connection, dir: &Path) -> Result<ExportSummar
             .map_err(|e| ToolError::internal(format!("reading the notebook failed: {e}")))?
     };
     drop(tx);
+    // The folder is the export's own (it had to be empty): closed before anything is in it.
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| io(dir, e))?;
     let notes_dir = dir.join("notes");
-    std::fs::create_dir(&notes_dir).map_err(|e| io(&notes_dir, e))?;
-    let readable = |path: &Path, mode: u32| {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| io(path, e))
-    };
-    readable(&notes_dir, 0o755)?;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&notes_dir)
+        .map_err(|e| io(&notes_dir, e))?;
     let mut index = Vec::with_capacity(rows.len());
     for row in &rows {
         let name = format!("{}.md", row.id);
         let path = notes_dir.join(&name);
-        let mut file = std::fs::File::create(&path).map_err(|e| io(&path, e))?;
+        let mut file = private_file(&path)?;
         file.write_all(front_matter(row).as_bytes())
             .and_then(|()| file.write_all(row.body.as_bytes()))
             .map_err(|e| io(&path, e))?;
-        readable(&path, 0o644)?;
         let mut entry = row.metadata();
         entry["title"] = json!(row.title);
         entry["file"] = json!(format!("notes/{name}"));
@@ -101,8 +117,9 @@ pub fn export_notebook(conn: &mut Connection, dir: &Path) -> Result<ExportSummar
     }
     let index_path = dir.join("index.json");
     let text = serde_json::to_vec_pretty(&index).map_err(|e| ToolError::internal(e.to_string()))?;
-    std::fs::write(&index_path, text).map_err(|e| io(&index_path, e))?;
-    readable(&index_path, 0o644)?;
+    private_file(&index_path)?
+        .write_all(&text)
+        .map_err(|e| io(&index_path, e))?;
     Ok(ExportSummary {
         notes: rows.len(),
         untrusted: rows.iter().filter(|r| r.untrusted).count(),
@@ -142,6 +159,57 @@ mod tests {
         let parsed = frontmatter::note_from_markdown("x.md", &text, "Inbox", "2025-01-01").unwrap();
         assert!(parsed.untrusted);
         assert_eq!(parsed.title, clip["title"].as_str().unwrap());
+    }
+
+    /// The mode bits of `path`, not following a link.
+    fn mode(path: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::symlink_metadata(path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    }
+
+    #[test]
+    fn the_export_is_readable_only_by_its_user_from_the_start() {
+        // The old export set 0755/0644 explicitly (whatever the umask), so every local user
+        // could read the notebook while a script ran; the folder handed in is the export's
+        // own and is made private too.
+        let dir = tempfile::tempdir().unwrap();
+        let store = NotesStore::init_sample(&dir.path().join("notes.sqlite")).unwrap();
+        let out = dir.path().join("export");
+        std::fs::create_dir(&out).unwrap();
+        let summary = store
+            .with_conn(|c| export_notebook(c, &out))
+            .unwrap()
+            .unwrap();
+        assert!(summary.notes > 0);
+        let mut seen = vec![(out.clone(), mode(&out))];
+        for entry in walk(&out) {
+            seen.push((entry.clone(), mode(&entry)));
+        }
+        assert_eq!(
+            seen.len(),
+            summary.notes + 3,
+            "folder, notes/, index.json, notes"
+        );
+        for (path, bits) in seen {
+            let want = if path.is_dir() { 0o700 } else { 0o600 };
+            assert_eq!(bits, want, "{} is {bits:o}", path.display());
+        }
+    }
+
+    fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                found.extend(walk(&path));
+            }
+            found.push(path);
+        }
+        found
     }
 
     #[test]
