@@ -236,8 +236,8 @@ fn pin_line(server: &ServerImport) -> String {
         )
     } else {
         format!(
-            "{}: already pinned; {quarantined} of {count} tools differ: review with `toolgate mcp diff {}`, then `toolgate mcp accept {}`",
-            server.namespace, server.namespace, server.namespace
+            "{}: already pinned; {quarantined} of {count} tools differ: review with `toolgate mcp diff {}`, which prints the `toolgate mcp accept` command for what it shows",
+            server.namespace, server.namespace
         )
     }
 }
