@@ -340,6 +340,11 @@ impl Agent {
                 if let CallResult::Failed(error) = &outcome.result {
                     learn_untrusted(&mut sources, &call.name, &call.id, &error.untrusted);
                 }
+                // What the call's nested calls read (a script's page) taints what follows,
+                // printed or not.
+                for source in &outcome.nested_untrusted {
+                    sources.add_untrusted(source.clone());
+                }
                 if call.name == TOOL_SEARCH
                     && let Some(observation) = outcome.observation()
                 {
@@ -689,6 +694,7 @@ fn lost_call(call: &ToolCall) -> CallOutcome {
         result: CallResult::Failed(error),
         record: Arc::new(toolgate_core::DecisionRecord::lost(&call.id, &call.name)),
         error_style: toolgate_core::ErrorStyle::Teaching,
+        nested_untrusted: Vec::new(),
     }
 }
 

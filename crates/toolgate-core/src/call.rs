@@ -395,6 +395,10 @@ pub struct CallOutcome {
     /// Shared with the trace, which holds the same record.
     pub record: Arc<DecisionRecord>,
     pub error_style: ErrorStyle,
+    /// The untrusted text that calls made from inside this one read (a page a script fetched
+    /// and did not print), as taint sources: a caller that keeps the conversation's sources
+    /// adds them, so what a script read still taints the calls that follow.
+    pub nested_untrusted: Vec<crate::taint::UntrustedSource>,
 }
 
 impl CallOutcome {

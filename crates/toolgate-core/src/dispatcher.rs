@@ -56,7 +56,7 @@ use crate::principal::Principal;
 use crate::registry::Registry;
 use crate::schema::{self, Violation, ViolationKind};
 use crate::spec::ToolSpec;
-use crate::taint::{Taint, TaintPolicy, TaintRule, find_taint};
+use crate::taint::{Taint, TaintPolicy, TaintRule, UntrustedSource, find_taint};
 use crate::tool::{
     BoxFuture, CallBack, CheckFacts, ExecContext, Nested, Output, Tool, ToolCaller, ToolOutput,
     WriteOutput,
@@ -205,7 +205,7 @@ impl Dispatcher {
         record.args_hash = digest_parts(&[&canonical]);
         let tool = self.inner.registry.get(&request.tool);
         let error_style = tool.map_or(ErrorStyle::Teaching, |t| t.spec.observation.error_style);
-        let (mut result, content_len) = self
+        let (mut result, content_len, nested_untrusted) = self
             .run(&request, &canonical, mode, tool, &mut record)
             .await;
         if let CallResult::Failed(error) = &mut result {
@@ -240,6 +240,7 @@ impl Dispatcher {
             result,
             record,
             error_style,
+            nested_untrusted,
         }
     }
 
@@ -250,14 +251,19 @@ impl Dispatcher {
         mode: Mode,
         tool: Option<&Tool>,
         record: &mut DecisionRecord,
-    ) -> (CallResult, Option<usize>) {
-        match self.steps(request, canonical, mode, tool, record).await {
+    ) -> (CallResult, Option<usize>, Vec<UntrustedSource>) {
+        let mut nested_read = Vec::new();
+        let (result, content_len) = match self
+            .steps(request, canonical, mode, tool, record, &mut nested_read)
+            .await
+        {
             Ok(Step::Done(observation, content_len)) => {
                 (CallResult::Done(observation), Some(content_len))
             }
             Ok(Step::NeedsHuman(ticket)) => (CallResult::ApprovalRequired(ticket), None),
             Err(error) => (CallResult::Failed(error), None),
-        }
+        };
+        (result, content_len, nested_read)
     }
 
     async fn steps(
@@ -267,6 +273,7 @@ impl Dispatcher {
         mode: Mode,
         tool: Option<&Tool>,
         record: &mut DecisionRecord,
+        nested_read: &mut Vec<UntrustedSource>,
     ) -> Result<Step, ToolError> {
         // 1. Resolve.
         if request.run_id.trim().is_empty() {
@@ -442,8 +449,10 @@ impl Dispatcher {
                     },
                 };
                 let output = self.execute(spec, tool, ctx, request, &waits).await;
-                // Whatever became of the call itself, what its nested calls wrote is recorded.
+                // Whatever became of the call itself, what its nested calls wrote and read is
+                // recorded.
                 record.nested_writes = nested.wrote();
+                *nested_read = nested.read();
                 output?
             }
         };

@@ -108,20 +108,6 @@ impl TaintSources {
         !self.untrusted.is_empty()
     }
 
-    /// Adds what one call's observation told its caller: its trusted content, and each
-    /// untrusted text as a source read by `tool` in call `call_id`.
-    pub fn learn(&mut self, tool: &str, call_id: &str, observation: &crate::Observation) {
-        self.add_trusted(&observation.content.to_string());
-        for text in &observation.untrusted {
-            self.add_untrusted(UntrustedSource::new(
-                &text.source,
-                &text.text,
-                tool,
-                call_id,
-            ));
-        }
-    }
-
     fn user_wrote(&self, needle: &str) -> bool {
         self.user.iter().any(|t| t.contains(needle))
     }

@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::approval::{ApprovalChannel, Mode};
-use crate::call::{CallOutcome, CallRequest, Origin};
+use crate::call::{CallOutcome, CallRequest, CallResult, Origin};
 use crate::cancel::CancelToken;
 use crate::error::{ErrorStyle, ToolError};
 use crate::idempotency::{IdempotencyKey, Receipt, ReceiptLog};
@@ -32,7 +32,7 @@ use crate::spec::{
     Description, Effect, Example, ExecutorView, InputOrigin, ObservationView, PolicyView, Risk,
     ToolSpec,
 };
-use crate::taint::TaintSources;
+use crate::taint::{TaintSources, UntrustedSource};
 
 pub use crate::future::BoxFuture;
 
@@ -137,6 +137,8 @@ pub(crate) struct Nested {
     /// The enclosing call's sources and what nested calls have read since (`None`: the caller
     /// gave none, and no taint rule applies).
     sources: std::sync::Mutex<Option<Arc<TaintSources>>>,
+    /// Every untrusted text nested calls returned, for the enclosing call's caller.
+    read: std::sync::Mutex<Vec<UntrustedSource>>,
     wrote: std::sync::atomic::AtomicBool,
 }
 
@@ -144,7 +146,16 @@ impl Nested {
     pub(crate) fn new(sources: Option<Arc<TaintSources>>) -> Self {
         Nested {
             sources: std::sync::Mutex::new(sources),
+            read: std::sync::Mutex::new(Vec::new()),
             wrote: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The untrusted texts nested calls returned so far.
+    pub(crate) fn read(&self) -> Vec<UntrustedSource> {
+        match self.read.lock() {
+            Ok(read) => read.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
@@ -165,17 +176,39 @@ impl Nested {
         }
     }
 
-    /// Adds what a nested call returned to the sources the next nested calls carry.
+    /// Adds what a nested call returned to the sources the next nested calls carry, and its
+    /// untrusted texts (its result's, its error's, and what its own nested calls read) to what
+    /// the enclosing call reports.
     fn learn(&self, tool: &str, outcome: &CallOutcome) {
-        let Some(observation) = outcome.observation() else {
-            return;
+        let call_id = &outcome.record.call_id;
+        let carried = match &outcome.result {
+            CallResult::Done(observation) => observation.untrusted.as_slice(),
+            CallResult::Failed(error) => error.untrusted.as_slice(),
+            CallResult::ApprovalRequired(_) => &[],
         };
-        let mut held = match self.sources.lock() {
-            Ok(held) => held,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if let Some(sources) = held.as_mut() {
-            Arc::make_mut(sources).learn(tool, &outcome.record.call_id, observation);
+        let mut found: Vec<UntrustedSource> = carried
+            .iter()
+            .map(|text| UntrustedSource::new(&text.source, &text.text, tool, call_id))
+            .collect();
+        found.extend(outcome.nested_untrusted.iter().cloned());
+        {
+            let mut held = match self.sources.lock() {
+                Ok(held) => held,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            if let Some(sources) = held.as_mut() {
+                let sources = Arc::make_mut(sources);
+                if let Some(observation) = outcome.observation() {
+                    sources.add_trusted(&observation.content.to_string());
+                }
+                for source in &found {
+                    sources.add_untrusted(source.clone());
+                }
+            }
+        }
+        match self.read.lock() {
+            Ok(mut read) => read.extend(found),
+            Err(poisoned) => poisoned.into_inner().extend(found),
         }
     }
 }

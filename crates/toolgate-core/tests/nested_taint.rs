@@ -261,6 +261,35 @@ async fn what_one_nested_call_read_taints_the_next_one() {
 }
 
 #[tokio::test]
+async fn what_a_script_read_is_handed_back_to_the_conversation() {
+    let fx = fixture(TaintPolicy::default());
+    let out = fx
+        .dispatcher
+        .call(
+            call("demo_script", json!({"plan": "read_only"}), &nobody())
+                .with_taint_sources(conversation(false)),
+        )
+        .await;
+    assert_eq!(out.nested_untrusted.len(), 1, "{:?}", out.nested_untrusted);
+    let read = &out.nested_untrusted[0];
+    assert_eq!(read.tool, "demo_page");
+    assert_eq!(read.origin, "https://recipes.example/risotto");
+    // The conversation that adds it refuses a direct mail to the address the page named.
+    let mut sources = (*conversation(false)).clone();
+    sources.add_untrusted(read.clone());
+    let direct = fx
+        .dispatcher
+        .call(
+            call("demo_mail", json!({"to": EVE}), &nobody()).with_taint_sources(Arc::new(sources)),
+        )
+        .await;
+    assert_eq!(
+        direct.record.taint_rule,
+        Some(TaintRule::RefusedTaintedHigh)
+    );
+}
+
+#[tokio::test]
 async fn a_script_without_sources_adds_no_taint_rule_of_its_own() {
     // A caller that knows nothing of the conversation (no sources) is judged by risk alone,
     // nested or not: the mail asks a human (here, nobody approves) and no taint is claimed.
