@@ -16,7 +16,10 @@
 //!   descriptions, only the caller's tools) instead of every definition;
 //! - tools can be declared from a runtime JSON Schema ([`ToolBuilder::from_schema`]);
 //! - a handler calls other tools back through [`ToolCaller`], each call recorded with its
-//!   [`Origin`] and parent;
+//!   [`Origin`] and parent, carrying the conversation's taint sources and handing back what it
+//!   read and whether it wrote;
+//! - what a person reads to approve a call shows every character ([`display`]): no escape
+//!   sequence or bidirectional control in an argument reaches a terminal or a host's form;
 //! - the trace is typed ([`TraceEvent`]): [`DecisionRecord`] here, each layer its own.
 //!
 //! The curated API is re-exported below; the modules stay public for the rest.
