@@ -1,6 +1,9 @@
 //! What `toolgate mcp diff` shows: for each quarantined tool, its pinned definition against
 //! the current one, as a unified line diff of their pretty JSON (keys in canonical order, so
-//! only real changes show). Pure. The line diff is `similar`'s.
+//! only real changes show). Pure. The line diff is `similar`'s. Every control, format and
+//! bidirectional character a server put in a definition is shown by name
+//! ([`toolgate_core::display::visible`]), so no part of what is reviewed can be hidden from the
+//! reviewer's terminal.
 
 use std::fmt::Write;
 
@@ -45,7 +48,7 @@ pub fn render(server: &str, pins: &ServerPins, review: &Review, current: &[Value
         );
         out.push('\n');
     }
-    out
+    toolgate_core::display::visible(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -81,6 +84,19 @@ mod tests {
             !text.contains("-  \"name\""),
             "unchanged lines are context: {text}"
         );
+    }
+
+    #[test]
+    fn a_definition_cannot_hide_text_from_the_reviewers_terminal() {
+        let pins = pin(&[json!({"name": "t", "description": "Reads."})]);
+        // A C1 CSI and a right-to-left override: serde_json writes both as they are.
+        let current = [json!({"name": "t", "description": "Reads.\u{9b}2K\u{202e}liame"})];
+        let text = render("s", &pins, &review(&pins, &current), &current);
+        assert!(
+            !text.contains('\u{9b}') && !text.contains('\u{202e}'),
+            "{text}"
+        );
+        assert!(text.contains("<U+202E>"), "{text}");
     }
 
     #[test]

@@ -113,21 +113,10 @@ fn servers_summary(file: &Path) -> String {
     out
 }
 
-/// `text` cut to [`SHOWN_CHARS`] characters, control and bidirectional characters shown
-/// escaped (the file's author chose them; a terminal must not act on them).
+/// `text` cut to [`SHOWN_CHARS`] characters, every control, format and bidirectional
+/// character shown by name (the file's author chose them; a terminal must not act on them).
 fn cut(text: &str) -> String {
-    let escaped: String = text
-        .chars()
-        .map(|c| {
-            let hidden = c.is_control()
-                || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-            if hidden {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect();
+    let escaped = toolgate_core::display::visible_line(text);
     let mut shown: String = escaped.chars().take(SHOWN_CHARS).collect();
     if escaped.chars().count() > SHOWN_CHARS {
         shown.push('…');
@@ -141,8 +130,8 @@ mod tests {
 
     #[test]
     fn control_and_bidi_characters_in_a_shown_command_are_escaped() {
-        assert_eq!(cut("a\u{1b}[2Kb"), "a\\u{1b}[2Kb");
-        assert_eq!(cut("x\u{202e}y"), "x\\u{202e}y");
+        assert_eq!(cut("a\u{1b}[2Kb"), "a<ESC>[2Kb");
+        assert_eq!(cut("x\u{202e}y"), "x<U+202E>y");
         assert_eq!(cut(&"z".repeat(300)).chars().count(), SHOWN_CHARS + 1);
     }
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use toolgate_core::display::visible;
 use toolgate_core::trace::TraceSink;
 use toolgate_egress::{Egress, SystemResolver};
 use toolgate_mcp::client::credentials::DEFAULT_TOKEN_FILE;
@@ -146,7 +147,8 @@ fn act(imports: &mut Imports, command: McpCommand) -> Result<(), CommandError> {
             "login does not open the servers' tools".into(),
         )),
         McpCommand::List => {
-            print!("{}", render_list(imports));
+            // Names, versions and definitions come from the servers: shown visibly.
+            print!("{}", visible(&render_list(imports)));
             Ok(())
         }
         McpCommand::Pin { server } => {
@@ -156,7 +158,7 @@ fn act(imports: &mut Imports, command: McpCommand) -> Result<(), CommandError> {
                 .iter()
                 .filter(|s| only.as_ref().is_none_or(|n| *n == s.namespace))
             {
-                println!("{}", pin_line(s));
+                println!("{}", visible(&pin_line(s)));
             }
             Ok(())
         }

@@ -101,7 +101,9 @@ pub fn run(
         OutputFormat::Table => {
             print!("{}", render_table(&reports, args.schema));
             if let Some(imports) = &imports {
-                print!("{}", render_imported_table(imports));
+                // Imported names and reasons come from the servers: shown visibly.
+                let table = render_imported_table(imports);
+                print!("{}", toolgate_core::display::visible(&table));
             }
         }
         OutputFormat::Json => {
