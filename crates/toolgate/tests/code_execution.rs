@@ -461,6 +461,33 @@ async fn links_a_script_makes_to_proc_and_a_home_folder_return_nothing_of_the_ho
     );
 }
 
+/// The real notebook export, as the script sees it mounted: no part of it readable, writable
+/// or searchable by anyone but its owner (the folder and `notes/` 0700, every file 0600).
+#[tokio::test]
+async fn the_notebook_a_script_reads_is_private_to_its_run() {
+    let world = World::new();
+    let script = "import os, stat\nbad = []\nfiles = 0\nfor root, dirs, names in os.walk('/sandbox/data'):\n    for p in [root] + [os.path.join(root, n) for n in names]:\n        m = stat.S_IMODE(os.lstat(p).st_mode)\n        want = 0o700 if os.path.isdir(p) else 0o600\n        files += 1\n        if m != want:\n            bad.append((p, oct(m)))\nprint('CHECKED', files, 'BAD', bad)\nprint('INDEX', len(open('/sandbox/data/index.json').read()) > 2)\n";
+    let model = Arc::new(ScriptedModel::new([
+        code("c1", script),
+        ScriptedModel::answer("done"),
+    ]));
+    let result = world
+        .agent(model.clone(), Arc::new(Recording::default()))
+        .ask("run-export-modes", "How many notes do I have?")
+        .await;
+    let seen = stdout_of(&result, &model, "c1");
+    assert!(
+        seen.contains("BAD []") && seen.contains("INDEX True"),
+        "{seen}"
+    );
+    let checked: usize = seen
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{seen}"));
+    assert!(checked > 50, "the whole notebook was looked at: {seen}");
+}
+
 /// The same send, directly from the loop or from inside a script: the model has read an
 /// untrusted clip naming an address, then drafts to that address and sends.
 struct TaintedSend {
