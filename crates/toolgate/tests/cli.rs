@@ -338,8 +338,11 @@ fn serving_http_beyond_this_machine_without_authorization_is_refused_unless_said
         "{said}"
     );
 
+    // Named: found in the folder, a file with [serve.auth] is refused until trusted.
     let flags_without_http = toolgate(
         &[
+            "--config",
+            config,
             "serve",
             "--stdio",
             "--auth-issuer",
