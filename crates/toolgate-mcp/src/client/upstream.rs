@@ -5,7 +5,8 @@
 //! - a stdio server gets exactly the environment its entry names (nothing inherited) and runs
 //!   as the leader of its own process group, so `npx`'s grandchildren die with it; its program
 //!   must be an absolute path or be found on the `PATH` its entry names, never on ours; its
-//!   stderr is drained into a bounded tail kept for error messages, so it can never block;
+//!   stderr is drained into a bounded tail kept for error messages (its control and format
+//!   characters shown by name), so it can never block;
 //! - an HTTP server is reached only through the egress exit ([`Egress::session_client`]): its
 //!   URL passes the allowlist and address checks, the session connects only to the checked
 //!   addresses, and no redirect is followed;
@@ -212,8 +213,10 @@ impl StderrTail {
         if self.lines.len() == STDERR_TAIL_LINES {
             self.lines.pop_front();
         }
+        // A server's stderr is shown in error messages on a terminal: its control and
+        // format characters by name, so it cannot rewrite what is around it.
         self.lines.push_back(toolgate_core::observation::cut_string(
-            line,
+            &toolgate_core::display::visible_line(line),
             STDERR_LINE_BYTES,
         ));
     }
@@ -734,6 +737,8 @@ mod tests {
         assert_eq!(tail.lines.len(), STDERR_TAIL_LINES);
         assert!(tail.lines[0].starts_with("60 "));
         assert!(tail.lines.iter().all(|l| l.len() <= STDERR_LINE_BYTES + 40));
+        tail.push("ok\u{1b}[1A\u{1b}[2K\u{202e}");
+        assert_eq!(tail.lines.back().unwrap(), "ok<ESC>[1A<ESC>[2K<U+202E>");
     }
 
     #[test]
