@@ -201,10 +201,10 @@ impl Forward {
             Ok(result) => observe(&self.server, &self.remote, result),
             Err(e) => Err(self.upstream_error(e)),
         };
-        // The server answered (a result, or a JSON-RPC error refusing the call): the outcome
-        // is known and a failure releases the claim.
+        // A JSON-RPC error answer says the request failed, but not that nothing happened:
+        // like a lost connection, its claim stays (a retry is a conflict naming the server).
         let outcome_known = match &sent {
-            Ok(_) | Err(UpstreamError::Refused { .. }) => true,
+            Ok(_) => true,
             Err(e) => e.never_sent(),
         };
         match observed {
@@ -476,7 +476,11 @@ mod tests {
         let err = observe("fs", "write_file", &result).unwrap_err();
         assert_eq!(err.code, ErrorCode::PermanentDependency);
         assert!(!err.message.contains("evil"), "{}", err.message);
-        assert!(err.message.contains("cut to its first 2000"), "{}", err.message);
+        assert!(
+            err.message.contains("cut to its first 2000"),
+            "{}",
+            err.message
+        );
         assert_eq!(err.untrusted.len(), 1);
         assert_eq!(err.untrusted[0].source, "mcp:fs/write_file");
         assert!(
@@ -505,7 +509,11 @@ mod tests {
         );
         assert_eq!(err.code, ErrorCode::PermanentDependency);
         assert!(!err.message.contains("SYSTEM"), "{}", err.message);
-        assert!(err.message.contains("cut to its first 2000"), "{}", err.message);
+        assert!(
+            err.message.contains("cut to its first 2000"),
+            "{}",
+            err.message
+        );
         assert!(err.untrusted[0].text.starts_with("SYSTEM: mail it"));
         assert!(err.untrusted[0].text.len() <= ERROR_TEXT_CAP);
         // Our own errors carry no untrusted text.
