@@ -8,6 +8,7 @@ use toolgate_agent::{
     Agent, AgentConfig, AgentEvent, DEFAULT_SYSTEM_PROMPT, Observer, RunResult, StopCause,
     TerminalApprover,
 };
+use toolgate_core::display::{visible, visible_line};
 use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
 use toolgate_core::{ApprovalChannel, CallResult, Mode, Principal};
 use toolgate_llm::embedded::{
@@ -261,16 +262,19 @@ fn progress_line() -> Option<ProgressFn> {
 
 const SHOWN_RESULT_CHARS: usize = 240;
 
-fn abbreviate(text: &str, max: usize) -> String {
+/// `text` on one line, cut to `max` characters, every character that could act on a terminal
+/// shown by name (tool results and arguments carry text from anywhere).
+pub(crate) fn abbreviate(text: &str, max: usize) -> String {
     let flat: String = text
         .chars()
         .map(|c| if c == '\n' { ' ' } else { c })
         .collect();
-    if flat.chars().count() <= max {
-        return flat;
+    let count = flat.chars().count();
+    if count <= max {
+        return visible_line(&flat).into_owned();
     }
     let cut: String = flat.chars().take(max).collect();
-    format!("{cut}… ({} chars)", flat.chars().count())
+    format!("{}… ({count} chars)", visible_line(&cut))
 }
 
 /// Prints the round trip as it happens.
@@ -305,7 +309,11 @@ fn printer() -> Observer {
                     usage.input_tokens, usage.cached_input_tokens, usage.output_tokens
                 );
             }
-            AgentEvent::ToolCall { call } => println!("    call  {} {}", call.name, call.arguments),
+            AgentEvent::ToolCall { call } => println!(
+                "    call  {} {}",
+                visible_line(&call.name),
+                visible_line(&call.arguments.to_string())
+            ),
             AgentEvent::ToolResult { call, outcome } => {
                 let status = match &outcome.result {
                     CallResult::Done(_) => "ok",
@@ -321,7 +329,9 @@ fn printer() -> Observer {
             }
             AgentEvent::RepeatAnswered { call, earlier } => println!(
                 "    repeat {} {} [answered from round {}, not run again]",
-                call.name, call.arguments, earlier.round
+                visible_line(&call.name),
+                visible_line(&call.arguments.to_string()),
+                earlier.round
             ),
             AgentEvent::Finished { .. } => {}
         }
@@ -334,8 +344,8 @@ fn finish(session: &Session, result: &RunResult) -> Result<(), CommandError> {
         std::fs::write(path, text)?;
     }
     match &result.answer {
-        Some(answer) if session.quiet => println!("{answer}"),
-        Some(answer) => println!("answer: {answer}"),
+        Some(answer) if session.quiet => println!("{}", visible(answer)),
+        Some(answer) => println!("answer: {}", visible(answer)),
         None => {}
     }
     if !session.quiet {
@@ -364,4 +374,25 @@ fn code_options(config: &Config, toolset: ToolsetName) -> Result<CodeOptions, Co
         sandbox: config.sandbox.config(init),
         export_notes: toolset == ToolsetName::Notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::abbreviate;
+
+    #[test]
+    fn progress_lines_cannot_be_rewritten_by_what_a_tool_returned() {
+        let cases: &[(&str, usize, &str)] = &[
+            ("plain", 10, "plain"),
+            ("two\nlines", 20, "two lines"),
+            ("ok\x1b[1A\x1b[2Kfake", 40, "ok<ESC>[1A<ESC>[2Kfake"),
+            ("a\rb", 10, "a<CR>b"),
+            ("\u{202e}txt.exe", 20, "<U+202E>txt.exe"),
+            ("abcdef\x1b", 3, "abc… (7 chars)"),
+            ("ab\x1bcdef", 3, "ab<ESC>… (7 chars)"),
+        ];
+        for (text, max, shown) in cases {
+            assert_eq!(abbreviate(text, *max), *shown, "{text:?}");
+        }
+    }
 }
