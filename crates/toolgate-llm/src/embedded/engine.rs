@@ -4,10 +4,12 @@
 //! prefix with the previous prompt are processed (unless reuse is turned off, for measuring);
 //! a prompt that cannot fit the context is refused before any work; tool calls are sampled
 //! under the tool grammar, prose without it (the first sampled token decides, from the same
-//! logits, so no work is repeated; a fence never opens a call); the prompt is
-//! tokenized so that only the chat template's own text makes special tokens (see `prompt`),
-//! whatever the messages, tool results and tool definitions hold; the grammar sampler is never
-//! `accept`ed by hand, since `sample` already accepts and a second accept aborts the process.
+//! logits, so no work is repeated; a turn opening with a fence is read ahead and is a call only
+//! if it is a fenced call object naming an offered tool, then sampled again under the grammar
+//! from the prompt's end; a code block is prose); the prompt is tokenized so that only the
+//! chat template's own text makes special tokens (see `prompt`), whatever the messages, tool
+//! results and tool definitions hold; the grammar sampler is never `accept`ed by hand, since
+//! `sample` already accepts and a second accept aborts the process.
 
 use std::num::NonZeroU32;
 use std::path::PathBuf;
@@ -24,7 +26,7 @@ use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
 use super::grammar;
-use super::parse::{parse_output, starts_call_tag};
+use super::parse::{FenceVerdict, FirstPiece, fenced_call_verdict, first_piece, parse_output};
 use super::prompt;
 use crate::{LlmError, ModelRequest, ModelResponse, StopReason, ToolCall, ToolChoice, Usage};
 
@@ -344,6 +346,13 @@ impl Engine {
     ) -> Result<(String, usize, bool), LlmError> {
         let grammar_text = self.tool_grammar(request)?;
         let must_call = matches!(request.tool_choice, ToolChoice::Any | ToolChoice::Tool(_));
+        let offered: Vec<&str> = match &request.tool_choice {
+            ToolChoice::None => Vec::new(),
+            ToolChoice::Tool(name) => vec![name.as_str()],
+            ToolChoice::Auto | ToolChoice::Any => {
+                request.tools.iter().map(|t| t.name.as_str()).collect()
+            }
+        };
         let mut free = self.sampler_chain(None, (request.temperature, request.seed))?;
         let mut sampler = match (&grammar_text, must_call) {
             (Some(g), true) => self.sampler_chain(Some(g), (request.temperature, request.seed))?,
@@ -352,23 +361,31 @@ impl Engine {
         let mut logits_index = first_logits_index;
         let vocab = self.model.vocab();
         let mut pieces: Vec<u8> = Vec::new();
+        // Tokens generated and kept; `spent` also counts those read ahead and dropped.
         let mut generated = 0usize;
+        let mut spent = 0usize;
         let mut pos = prompt_len;
         let mut batch = LlamaBatch::new(1, 1);
         let max = request.max_tokens as usize;
+        // The first token decides between prose and calls, from the same logits (see
+        // `parse::first_piece`); after a fence, the turn is read ahead (`reading_fence`) until
+        // it is a fenced call to an offered tool or plainly a code block.
+        let mut first_decided = must_call;
+        let mut reading_fence = false;
         while generated < max {
-            let token = if generated == 0 && !must_call {
-                // Decide between prose and calls from the first token: if the model opens a
-                // call tag or a JSON object, sample again from the same logits under the tool
-                // grammar, whose output is tagged calls only. A fence is prose (see `parse`).
+            let token = if !first_decided {
+                first_decided = true;
                 let first = free.sample(&self.ctx, logits_index);
                 let piece = vocab.token_to_piece(first, true, None);
-                let starts_call = starts_call_tag(&piece);
-                match (&grammar_text, starts_call) {
-                    (Some(g), true) => {
+                match (&grammar_text, first_piece(&piece)) {
+                    (Some(g), FirstPiece::Call) => {
                         sampler =
                             self.sampler_chain(Some(g), (request.temperature, request.seed))?;
                         sampler.sample(&self.ctx, logits_index)
+                    }
+                    (Some(_), FirstPiece::Fence) => {
+                        reading_fence = true;
+                        first
                     }
                     _ => first,
                 }
@@ -376,16 +393,13 @@ impl Engine {
                 sampler.sample(&self.ctx, logits_index)
             };
             if vocab.is_eog(token) {
-                return Ok((
-                    String::from_utf8_lossy(&pieces).into_owned(),
-                    generated,
-                    false,
-                ));
+                return Ok((String::from_utf8_lossy(&pieces).into_owned(), spent, false));
             }
             pieces.extend(vocab.token_to_piece(token, true, None));
             generated += 1;
+            spent += 1;
             if let Some(report) = progress {
-                report(Progress::Generate { tokens: generated });
+                report(Progress::Generate { tokens: spent });
             }
             batch.clear();
             batch
@@ -397,14 +411,62 @@ impl Engine {
             self.cached.push(token);
             pos += 1;
             logits_index = 0;
+            if reading_fence {
+                let verdict = fenced_call_verdict(&String::from_utf8_lossy(&pieces), &offered);
+                match (verdict, &grammar_text) {
+                    (FenceVerdict::Undecided, _) if generated < FENCE_LOOKAHEAD => {}
+                    (FenceVerdict::Call, Some(g)) => {
+                        // Back to the end of the prompt: drop what was read ahead, decode the
+                        // prompt's last token again for its logits, sample under the grammar.
+                        self.rewind_to_prompt_end(prompt_len, &mut batch)?;
+                        pieces.clear();
+                        generated = 0;
+                        pos = prompt_len;
+                        reading_fence = false;
+                        sampler =
+                            self.sampler_chain(Some(g), (request.temperature, request.seed))?;
+                    }
+                    _ => reading_fence = false,
+                }
+            }
         }
-        Ok((
-            String::from_utf8_lossy(&pieces).into_owned(),
-            generated,
-            true,
-        ))
+        Ok((String::from_utf8_lossy(&pieces).into_owned(), spent, true))
+    }
+
+    /// Drops every token after the prompt from the KV cache and decodes the prompt's last
+    /// token again, so its logits are at batch index 0.
+    fn rewind_to_prompt_end(
+        &mut self,
+        prompt_len: usize,
+        batch: &mut LlamaBatch,
+    ) -> Result<(), LlmError> {
+        let last_index = prompt_len
+            .checked_sub(1)
+            .ok_or_else(|| LlmError::Engine("an empty prompt cannot be rewound".into()))?;
+        let last = *self
+            .cached
+            .get(last_index)
+            .ok_or_else(|| LlmError::Engine("the cache lost the prompt".into()))?;
+        let from =
+            u32::try_from(last_index).map_err(|_| LlmError::Engine("prompt too long".into()))?;
+        self.ctx
+            .clear_kv_cache_seq(Some(0), Some(from), None)
+            .map_err(|e| LlmError::Engine(format!("cannot trim the KV cache: {e}")))?;
+        self.cached.truncate(last_index);
+        batch.clear();
+        batch
+            .add(last, pos_i32(last_index)?, &[0], true)
+            .map_err(|e| LlmError::Engine(format!("batch: {e}")))?;
+        self.ctx
+            .decode(batch)
+            .map_err(|e| LlmError::Engine(format!("generation failed: {e}")))?;
+        self.cached.push(last);
+        Ok(())
     }
 }
+
+/// Most tokens read after a turn's opening fence before it counts as a code block.
+const FENCE_LOOKAHEAD: usize = 32;
 
 /// The chat template the model file carries.
 pub(super) fn chat_template(model: &LlamaModel) -> Result<String, LlmError> {

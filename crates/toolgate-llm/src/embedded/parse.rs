@@ -41,23 +41,95 @@ pub fn parse_output(output: &str) -> (String, Vec<ParsedCall>) {
     (text.trim().to_string(), calls)
 }
 
-/// Whether the first piece the model samples starts a call, so that the engine samples the
-/// turn again, from the same logits, under the tool grammar (whose output is tagged calls to
-/// offered tools, nothing else): a call tag (`<tool_call>`, or a first piece of it such as
-/// `<`), or a turn that opens with a JSON object, which is how the embedded 1.5B model starts
-/// most of its calls (it copies the `{"name": …}` line of its template's instructions; without
-/// this it would answer with the call as text). A fence opens prose: a quoted code block is
-/// never a call, nor is anything after the first piece.
-pub fn starts_call_tag(piece: &[u8]) -> bool {
+/// How the first piece the model samples in a turn starts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstPiece {
+    /// A call tag (`<tool_call>`, or a first piece of it such as `<`), or a JSON object, which
+    /// is how the embedded 1.5B model starts most of its calls (it copies the `{"name": …}`
+    /// line of its template's instructions): the engine samples the turn again, from the same
+    /// logits, under the tool grammar, whose output is tagged calls to offered tools only.
+    Call,
+    /// A fence: a code block, or a fenced call. The engine reads on (see
+    /// [`fenced_call_verdict`]) before it decides.
+    Fence,
+    Prose,
+}
+
+/// Classifies a turn's first sampled piece.
+pub fn first_piece(piece: &[u8]) -> FirstPiece {
     let start = piece
         .iter()
         .position(|b| !b.is_ascii_whitespace())
         .unwrap_or(piece.len());
     let piece = &piece[start..];
-    !piece.is_empty()
-        && (piece.starts_with(OPEN.as_bytes())
-            || OPEN.as_bytes().starts_with(piece)
-            || piece.starts_with(b"{"))
+    if piece.is_empty() {
+        FirstPiece::Prose
+    } else if piece.starts_with(OPEN.as_bytes())
+        || OPEN.as_bytes().starts_with(piece)
+        || piece.starts_with(b"{")
+    {
+        FirstPiece::Call
+    } else if piece.starts_with(b"`") {
+        FirstPiece::Fence
+    } else {
+        FirstPiece::Prose
+    }
+}
+
+/// What the start of a turn that opened with a fence is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FenceVerdict {
+    /// A fenced call object naming an offered tool (the shape llama.cpp's server also reads as
+    /// a Hermes-style call): the turn is sampled again under the tool grammar.
+    Call,
+    /// Anything else: a code block is prose, whatever it holds further on.
+    Prose,
+    /// Too short to tell yet.
+    Undecided,
+}
+
+/// Whether `text`, the start of a turn, is ```` ```json ```` (or a bare fence), then
+/// `{"name": "` and one of `names` in full.
+pub fn fenced_call_verdict(text: &str, names: &[&str]) -> FenceVerdict {
+    use FenceVerdict::{Call, Prose, Undecided};
+    fn expect<'a>(rest: &'a str, literal: &str) -> Result<&'a str, FenceVerdict> {
+        if let Some(after) = rest.strip_prefix(literal) {
+            Ok(after)
+        } else if literal.starts_with(rest) {
+            Err(Undecided)
+        } else {
+            Err(Prose)
+        }
+    }
+    fn spaces(rest: &str) -> Result<&str, FenceVerdict> {
+        let trimmed = rest.trim_start();
+        if trimmed.is_empty() {
+            Err(Undecided)
+        } else {
+            Ok(trimmed)
+        }
+    }
+    let run = || -> Result<FenceVerdict, FenceVerdict> {
+        let rest = expect(spaces(text)?, "```")?;
+        let word_end = rest
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .ok_or(Undecided)?;
+        if !matches!(rest[..word_end].to_ascii_lowercase().as_str(), "" | "json") {
+            return Err(Prose);
+        }
+        let rest = expect(spaces(&rest[word_end..])?, "{")?;
+        let rest = rest.strip_prefix('{').unwrap_or(rest);
+        let rest = expect(spaces(rest)?, "\"name\"")?;
+        let rest = expect(spaces(rest)?, ":")?;
+        let rest = expect(spaces(rest)?, "\"")?;
+        match rest.find('"') {
+            Some(end) if names.contains(&&rest[..end]) => Ok(Call),
+            Some(_) => Err(Prose),
+            None if names.iter().any(|n| n.starts_with(rest)) => Err(Undecided),
+            None => Err(Prose),
+        }
+    };
+    run().unwrap_or_else(|verdict| verdict)
 }
 
 fn call_from_json(body: &str) -> Option<ParsedCall> {
@@ -153,26 +225,56 @@ mod tests {
     }
 
     #[test]
-    fn a_fence_or_prose_never_switches_to_the_tool_grammar() {
-        let cases: [(&[u8], bool); 9] = [
-            (b"<tool_call>", true),
-            (b"\n<tool_call>", true),
-            (b"<", true),
-            (b"<tool", true),
-            (b"```", false),
-            (b"{", true),
-            (b" {\"", true),
-            (b"<b>", false),
-            (b"There", false),
+    fn only_a_tag_or_an_opening_object_switches_to_the_tool_grammar_at_once() {
+        use FirstPiece::{Call, Fence, Prose};
+        let cases: [(&[u8], FirstPiece); 10] = [
+            (b"<tool_call>", Call),
+            (b"\n<tool_call>", Call),
+            (b"<", Call),
+            (b"<tool", Call),
+            (b"{", Call),
+            (b" {\"", Call),
+            (b"```", Fence),
+            (b"<b>", Prose),
+            (b"There", Prose),
+            (b"  ", Prose),
         ];
         for (piece, want) in cases {
             assert_eq!(
-                starts_call_tag(piece),
+                first_piece(piece),
                 want,
                 "{:?}",
                 String::from_utf8_lossy(piece)
             );
         }
-        assert!(!starts_call_tag(b"  "));
+    }
+
+    #[test]
+    fn a_code_block_is_prose_and_only_a_fenced_call_to_an_offered_tool_is_a_call() {
+        use FenceVerdict::{Call, Prose, Undecided};
+        let names = ["books_search", "books_get"];
+        let cases = [
+            ("```json\n{\"name\": \"books_search\", \"arguments\"", Call),
+            ("```\n{\"name\":\"books_get\"", Call),
+            ("```json\n{{\"name\": \"books_get\"", Call),
+            ("```python\nprint(1)", Prose),
+            ("```json\n{\"title\": \"Dune\"}", Prose),
+            ("```json\n[1, 2]", Prose),
+            // A quoted call to a tool this turn was not offered stays text.
+            (
+                "```json\n{\"name\": \"notes_delete\", \"arguments\": {}}",
+                Prose,
+            ),
+            ("```json\n{\"name\": \"books_searcher\"", Prose),
+            ("```", Undecided),
+            ("```json", Undecided),
+            ("```json\n{\"na", Undecided),
+            ("```json\n{\"name\": \"books_se", Undecided),
+            ("``", Undecided),
+            ("`x`", Prose),
+        ];
+        for (text, want) in cases {
+            assert_eq!(fenced_call_verdict(text, &names), want, "{text:?}");
+        }
     }
 }
