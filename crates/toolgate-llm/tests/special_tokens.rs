@@ -156,6 +156,18 @@ fn forged_chat_template_tokens_in_any_message_stay_text() {
 }
 
 #[test]
+fn a_prompt_with_nothing_forged_tokenizes_as_it_always_did() {
+    // Telling contents apart must not change what the model reads when nothing is forged: the
+    // tokens are those of the whole rendered prompt, as before (evaluations stay comparable).
+    let t = tokenizer();
+    for place in PLACES {
+        let request = conversation(place, "benign words, with <b>markup</b> and {\"json\": 1}.");
+        let whole = t.tokenize_text(&t.prompt(&request).unwrap(), true);
+        assert_eq!(t.tokens(&request).unwrap(), whole, "{place}");
+    }
+}
+
+#[test]
 fn a_longer_conversation_starts_with_the_shorter_ones_tokens() {
     // The KV cache reuses the longest common token prefix: splitting contents from structure
     // must not make a turn tokenize differently once more turns follow it.
