@@ -27,7 +27,16 @@
 //! otherwise, before rmcp sees it), the protected resource metadata is served at its well-known
 //! paths, and the token's principal is handed to the MCP server in the request's extensions.
 //! Each request to `/mcp` leaves one `auth` line in the resource server's trace: the refusal's
-//! rule, or the allow as it is handed on.
+//! rule, or the allow as it is handed on. The `Authorization` header never reaches rmcp: it is
+//! removed once read (the MCP server refuses a request that still carries one).
+//!
+//! Sessions (2025-11-25 `Mcp-Session-Id`) belong to the principal (tenant and id) whose
+//! `initialize` opened them: with authorization, a request naming a session another principal
+//! opened, or one this front did not see opened, is answered 404 before rmcp sees it, whether
+//! it is a POST (a call, a response to the server's elicitation, a cancellation), a GET (a
+//! stream, a replay with `Last-Event-ID`) or a DELETE. A binding is forgotten when its session
+//! is deleted or rmcp no longer holds it; the MCP server forgets that session's taint sources
+//! then too.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -38,7 +47,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::header::{AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body::{Body, Frame};
 use http_body_util::combinators::BoxBody;
@@ -140,6 +149,8 @@ pub async fn serve_http_with(
         }
     }
     let server = server.requiring_tokens(auth.is_some());
+    let served = server.clone();
+    let manager = Arc::new(LocalSessionManager::default());
     let sessions = CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
@@ -147,16 +158,15 @@ pub async fn serve_http_with(
         .enforce_origin_validation()
         .with_max_request_body_bytes(limits.max_body_bytes)
         .with_cancellation_token(sessions.clone());
-    let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let mcp = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&manager), config);
     let front = Front {
         mcp,
         limits,
         permits: Arc::new(Semaphore::new(limits.max_concurrent)),
         auth,
+        owners: Arc::new(Owners::default()),
+        manager,
+        server: served,
     };
 
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -260,6 +270,60 @@ struct Front {
     limits: HttpLimits,
     permits: Arc<Semaphore>,
     auth: Option<Arc<ResourceServer>>,
+    /// Who opened each session (with authorization only).
+    owners: Arc<Owners>,
+    /// rmcp's sessions, to forget the bindings of those it closed.
+    manager: Arc<LocalSessionManager>,
+    /// For forgetting a closed session's taint sources.
+    server: McpServer,
+}
+
+/// The header naming a 2025-11-25 session.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// A principal as a session's owner: its tenant (the token's issuer) and its id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Owner {
+    tenant: String,
+    id: String,
+}
+
+impl Owner {
+    fn of(principal: &toolgate_core::Principal) -> Self {
+        Owner {
+            tenant: principal.tenant.clone(),
+            id: principal.id.clone(),
+        }
+    }
+}
+
+/// Session id to the principal that opened it.
+#[derive(Default)]
+struct Owners {
+    by_session: std::sync::Mutex<std::collections::HashMap<String, Owner>>,
+}
+
+impl Owners {
+    fn with<T>(&self, f: impl FnOnce(&mut std::collections::HashMap<String, Owner>) -> T) -> T {
+        // Every change is one insert or remove: a poisoned map is still consistent.
+        match self.by_session.lock() {
+            Ok(mut map) => f(&mut map),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    fn owner(&self, session: &str) -> Option<Owner> {
+        self.with(|map| map.get(session).cloned())
+    }
+}
+
+/// Whether `caller` may use a session bound to `bound`: only the principal that opened it,
+/// and never a session with no known owner (fail closed).
+fn session_access(bound: Option<&Owner>, caller: &Owner) -> Result<(), Refusal> {
+    match bound {
+        Some(owner) if owner == caller => Ok(()),
+        Some(_) | None => Err(Refusal::ForeignSession),
+    }
 }
 
 impl Front {
@@ -282,6 +346,11 @@ impl Front {
             );
         }
         let http_method = request.method().as_str().to_string();
+        // A header that is not text names no session anyone opened: refused below.
+        let session = request
+            .headers()
+            .get(SESSION_HEADER)
+            .map(|v| v.to_str().unwrap_or_default().to_string());
         let principal = match &self.auth {
             None => None,
             Some(auth) => match auth
@@ -304,6 +373,22 @@ impl Front {
                 }
             },
         };
+        // Read and checked: the token goes no further.
+        request.headers_mut().remove(AUTHORIZATION);
+        let owner = principal.as_ref().map(Owner::of);
+        if let (Some(auth), Some(owner), Some(session)) = (&self.auth, &owner, &session)
+            && let Err(refusal) = session_access(self.owners.owner(session).as_ref(), owner)
+        {
+            auth.record_refusal(
+                &refusal,
+                RequestFacts {
+                    http_method: &http_method,
+                    principal: principal.as_ref(),
+                    ..RequestFacts::default()
+                },
+            );
+            return refused(auth, &refusal, Value::Null);
+        }
         if request.method() != Method::POST {
             if let Some(auth) = &self.auth {
                 auth.record_allow(RequestFacts {
@@ -312,8 +397,16 @@ impl Front {
                     ..RequestFacts::default()
                 });
             }
+            let deleting = request.method() == Method::DELETE;
             // GET streams and DELETE of a session are rmcp's; they are not calls.
-            return self.mcp.handle(request).await.map(BodyExt::boxed);
+            let response = self.mcp.handle(request).await.map(BodyExt::boxed);
+            if deleting
+                && response.status().is_success()
+                && let Some(session) = &session
+            {
+                self.forget(std::slice::from_ref(session));
+            }
+            return response;
         }
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             let mut response = error_response(
@@ -404,6 +497,14 @@ impl Front {
             response = self.mcp.handle(request) => response,
             () = deadline.as_mut() => return timed_out(id.value(), self.limits.request_time),
         };
+        if let (Some(owner), None) = (owner, &session)
+            && let Some(opened) = response.headers().get(SESSION_HEADER)
+            && let Ok(opened) = opened.to_str()
+        {
+            // An initialize opened a session: it is this principal's from now on. The client
+            // learns the id from this response, so no request can name it before the binding.
+            self.bind(opened, owner).await;
+        }
         if response.status().is_client_error()
             && let RequestId::InBody(body) = &id
             && let Err(error) = peek(body)
@@ -441,6 +542,42 @@ impl Front {
                 _permit: permit,
             })
         })
+    }
+
+    /// Binds `session` to `owner`, and forgets the bindings of sessions rmcp has closed (so the
+    /// map holds no more than rmcp's live sessions and this one).
+    async fn bind(&self, session: &str, owner: Owner) {
+        let live: std::collections::HashSet<String> = self
+            .manager
+            .sessions
+            .read()
+            .await
+            .keys()
+            .map(|id| id.to_string())
+            .collect();
+        let closed = self.owners.with(|map| {
+            let closed: Vec<String> = map
+                .keys()
+                .filter(|id| !live.contains(*id) && id.as_str() != session)
+                .cloned()
+                .collect();
+            for id in &closed {
+                map.remove(id);
+            }
+            map.insert(session.to_string(), owner);
+            closed
+        });
+        self.server.forget_sessions(&closed);
+    }
+
+    /// Forgets `sessions`: their owners and their taint sources.
+    fn forget(&self, sessions: &[String]) {
+        self.owners.with(|map| {
+            for id in sessions {
+                map.remove(id);
+            }
+        });
+        self.server.forget_sessions(sessions);
     }
 
     /// Waits until no POST is in flight, up to the drain time.
@@ -554,7 +691,10 @@ fn unreadable(body: &[u8]) -> Option<String> {
 fn refused(auth: &ResourceServer, refusal: &Refusal, id: Value) -> Response<ResponseBody> {
     let status = refusal.status();
     let mut response = error_response(status, id, -32001, &refusal.message());
-    if let Ok(challenge) = HeaderValue::from_str(&auth.challenge(refusal)) {
+    // A session refusal is a 404 like an unknown session's: no challenge, the token was good.
+    if !matches!(refusal, Refusal::ForeignSession)
+        && let Ok(challenge) = HeaderValue::from_str(&auth.challenge(refusal))
+    {
         response
             .headers_mut()
             .insert(http::header::WWW_AUTHENTICATE, challenge);
@@ -761,6 +901,43 @@ mod tests {
                 tool,
                 "{}",
                 String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    #[test]
+    fn a_session_is_served_only_to_the_principal_that_opened_it() {
+        let owner = |tenant: &str, id: &str| Owner {
+            tenant: tenant.into(),
+            id: id.into(),
+        };
+        let alice = owner("https://as.example", "alice");
+        let cases = [
+            ("its owner", Some(alice.clone()), alice.clone(), true),
+            (
+                "another principal",
+                Some(alice.clone()),
+                owner("https://as.example", "bob"),
+                false,
+            ),
+            (
+                "the same id from another tenant",
+                Some(alice.clone()),
+                owner("https://other.example", "alice"),
+                false,
+            ),
+            (
+                "a session nobody was seen opening",
+                None,
+                alice.clone(),
+                false,
+            ),
+        ];
+        for (what, bound, caller, allowed) in cases {
+            assert_eq!(
+                session_access(bound.as_ref(), &caller).is_ok(),
+                allowed,
+                "{what}"
             );
         }
     }

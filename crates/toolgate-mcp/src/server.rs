@@ -16,6 +16,19 @@
 //! A call that needs a human is asked through the protocol ([`crate::approval`]). Text a tool
 //! marks untrusted (a clipped page) is never mixed into the result's text: each piece is its own
 //! content block, marked in its text and in its `_meta` under [`UNTRUSTED_META`].
+//!
+//! Taint: the server remembers, per session and principal, the untrusted texts (and our own
+//! trusted results) it returned, and hands them to the dispatcher with every later call of that
+//! session as its taint sources, so both taint rules apply to an MCP host as to our own loop (a
+//! recipient copied from an untrusted note is refused for `email_send`). A session is the
+//! 2025-11-25 `Mcp-Session-Id`; stateless (2026-07-28) requests of a principal share one memory,
+//! and over stdio the process is the session. The memory is bounded ([`MAX_REMEMBERED_TEXTS`]
+//! per session, oldest dropped; [`MAX_REMEMBERED_SESSIONS`], least recently used dropped) and a
+//! session's is forgotten when the session ends. It cannot see what the host's user wrote, so a
+//! value the user also typed is still flagged: the rules fail towards asking.
+//!
+//! A request that reaches a handler still carrying an `Authorization` header is refused: the
+//! HTTP front removes it, and a token must never travel further.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -32,6 +45,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use toolgate_core::observation::UntrustedText;
+use toolgate_core::taint::{TaintSources, UntrustedSource};
 use toolgate_core::{
     ApprovalChannel, CallOutcome, CallRequest, CallResult, Caller, CancelToken, ErrorCode,
     Observation, Origin, Principal, Registry, Stage,
@@ -77,6 +91,120 @@ struct Inner {
     /// Each request must bring its own principal ([`Authenticated`], from an access token);
     /// a request without one is refused rather than served as the server's principal.
     requires_token: bool,
+    /// What each session was shown: its taint sources.
+    memory: Arc<TaintMemory>,
+}
+
+/// How many untrusted texts (and as many trusted results) one session's memory keeps.
+pub const MAX_REMEMBERED_TEXTS: usize = 64;
+/// How many sessions' memories are kept at once.
+pub const MAX_REMEMBERED_SESSIONS: usize = 1024;
+
+/// Whose memory: a session (none for stateless requests and stdio) of a principal.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct MemoryKey {
+    session: Option<String>,
+    tenant: String,
+    principal: String,
+}
+
+/// What one session was shown.
+#[derive(Default)]
+struct Remembered {
+    untrusted: std::collections::VecDeque<UntrustedSource>,
+    trusted: std::collections::VecDeque<String>,
+    /// Built from the two above when they change, handed to every call.
+    sources: Arc<TaintSources>,
+    /// When it was last used, for dropping the least recently used session.
+    used: u64,
+}
+
+impl Remembered {
+    fn rebuild(&mut self) {
+        let mut sources = TaintSources::new();
+        for text in &self.trusted {
+            sources.add_trusted(text);
+        }
+        for source in &self.untrusted {
+            sources.add_untrusted(source.clone());
+        }
+        self.sources = Arc::new(sources);
+    }
+}
+
+/// Every session's taint sources.
+#[derive(Default)]
+struct TaintMemory {
+    sessions: std::sync::Mutex<(u64, std::collections::HashMap<MemoryKey, Remembered>)>,
+}
+
+impl TaintMemory {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut (u64, std::collections::HashMap<MemoryKey, Remembered>)) -> T,
+    ) -> T {
+        // A panic mid-update leaves at worst a stale `sources`: still a consistent state.
+        match self.sessions.lock() {
+            Ok(mut guard) => f(&mut guard),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    /// The sources of `key` (empty when it was shown nothing yet).
+    fn sources(&self, key: &MemoryKey) -> Arc<TaintSources> {
+        self.with(|(clock, map)| {
+            *clock += 1;
+            match map.get_mut(key) {
+                Some(remembered) => {
+                    remembered.used = *clock;
+                    Arc::clone(&remembered.sources)
+                }
+                None => Arc::new(TaintSources::new()),
+            }
+        })
+    }
+
+    /// Remembers what `observation` showed `key`.
+    fn learn(&self, key: MemoryKey, tool: &str, call_id: &str, observation: &Observation) {
+        self.with(|(clock, map)| {
+            *clock += 1;
+            if !map.contains_key(&key) && map.len() >= MAX_REMEMBERED_SESSIONS {
+                let oldest = map
+                    .iter()
+                    .min_by_key(|(_, r)| r.used)
+                    .map(|(k, _)| k.clone());
+                if let Some(oldest) = oldest {
+                    map.remove(&oldest);
+                }
+            }
+            let remembered = map.entry(key).or_default();
+            remembered.used = *clock;
+            remembered
+                .trusted
+                .push_back(observation.content.to_string());
+            for text in &observation.untrusted {
+                remembered.untrusted.push_back(UntrustedSource::new(
+                    &text.source,
+                    &text.text,
+                    tool,
+                    call_id,
+                ));
+            }
+            while remembered.trusted.len() > MAX_REMEMBERED_TEXTS {
+                remembered.trusted.pop_front();
+            }
+            while remembered.untrusted.len() > MAX_REMEMBERED_TEXTS {
+                remembered.untrusted.pop_front();
+            }
+            remembered.rebuild();
+        });
+    }
+
+    fn forget(&self, sessions: &[String]) {
+        self.with(|(_, map)| {
+            map.retain(|key, _| key.session.as_ref().is_none_or(|s| !sessions.contains(s)));
+        });
+    }
 }
 
 /// Why serving stopped with an error.
@@ -125,6 +253,7 @@ impl McpServer {
                 resources: None,
                 prompts: Arc::new([]),
                 requires_token: false,
+                memory: Arc::default(),
             }),
         }
     }
@@ -165,13 +294,25 @@ impl McpServer {
         self
     }
 
+    /// Forgets what `sessions` were shown (they ended).
+    pub fn forget_sessions(&self, sessions: &[String]) {
+        if !sessions.is_empty() {
+            self.inner.memory.forget(sessions);
+        }
+    }
+
     /// The principal `ctx`'s request is served as: its token's, else (without authorization)
-    /// the server's.
+    /// the server's. A request that still carries an `Authorization` header is refused: the
+    /// front removes it, so one here means a token travelled further than it may.
     fn principal_for(&self, ctx: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
-        let authenticated = ctx
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Authenticated>());
+        let parts = ctx.extensions.get::<http::request::Parts>();
+        if parts.is_some_and(|p| p.headers.contains_key(http::header::AUTHORIZATION)) {
+            return Err(ErrorData::internal_error(
+                "the request reached the MCP server with its Authorization header; refused",
+                None,
+            ));
+        }
+        let authenticated = parts.and_then(|parts| parts.extensions.get::<Authenticated>());
         match authenticated {
             Some(Authenticated(principal)) => Ok(principal.clone()),
             None if self.inner.requires_token => Err(ErrorData::invalid_request(
@@ -179,6 +320,31 @@ impl McpServer {
                 None,
             )),
             None => Ok(self.inner.principal.clone()),
+        }
+    }
+
+    /// Whose taint memory `ctx`'s request uses: its session's (none for stateless requests
+    /// and stdio) for `principal`.
+    fn memory_key(ctx: &RequestContext<RoleServer>, principal: &Principal) -> MemoryKey {
+        let session = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        MemoryKey {
+            session,
+            tenant: principal.tenant.clone(),
+            principal: principal.id.clone(),
+        }
+    }
+
+    /// Remembers what a finished call showed the session, for its later calls.
+    fn remember(&self, key: MemoryKey, call_id: &str, outcome: &CallOutcome) {
+        if let CallResult::Done(observation) = &outcome.result {
+            self.inner
+                .memory
+                .learn(key, &outcome.record.tool, call_id, observation);
         }
     }
 
@@ -194,11 +360,13 @@ impl McpServer {
         arguments: Value,
         channel: ApprovalChannel,
         ct: CancelToken,
+        sources: Arc<TaintSources>,
     ) -> CallRequest {
         CallRequest::new(principal, &self.inner.run_id, tool, arguments)
             .with_origin(Origin::Mcp)
             .with_approval(channel)
             .with_cancel(ct)
+            .with_taint_sources(sources)
     }
 
     async fn dispatch(
@@ -207,6 +375,7 @@ impl McpServer {
         params: CallToolRequestParams,
         channel: ApprovalChannel,
         ct: CancelToken,
+        sources: Arc<TaintSources>,
     ) -> CallOutcome {
         let answer = approval::answer(&params);
         let key = params
@@ -218,7 +387,7 @@ impl McpServer {
         let arguments = params
             .arguments
             .map_or(Value::Object(Default::default()), Value::Object);
-        let mut request = self.request(principal, &params.name, arguments, channel, ct);
+        let mut request = self.request(principal, &params.name, arguments, channel, ct, sources);
         if let Some(key) = key {
             request = request.with_idempotency_key(&key);
         }
@@ -237,6 +406,8 @@ impl McpServer {
         let principal = self.principal_for(ctx)?;
         let source = self.resources_for(&principal)?;
         let read = source.read_call(uri)?;
+        let key = Self::memory_key(ctx, &principal);
+        let sources = self.inner.memory.sources(&key);
         // Boxed for the reason given in `call_tool`.
         let outcome = Box::pin(with_cancellation(ctx, |ct| {
             self.inner.caller.call(self.request(
@@ -245,9 +416,11 @@ impl McpServer {
                 read.arguments,
                 approval::channel_for(ctx),
                 ct,
+                sources,
             ))
         }))
         .await;
+        self.remember(key, &ctx.id.to_string(), &outcome);
         match &outcome.result {
             CallResult::Done(observation) => Ok(ReadResourceResult::new(vec![
                 ResourceContents::text(observation.model_view().to_text(), uri)
@@ -468,13 +641,16 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = self.principal_for(&ctx)?;
         let channel = approval::channel_for(&ctx);
+        let key = Self::memory_key(&ctx, &principal);
+        let sources = self.inner.memory.sources(&key);
         // Boxed: the dispatcher's future holds every step's state (kilobytes), and rmcp keeps
         // a handler's future inline in the task it spawns per request, which tokio moves
         // several times; a pointer is all that moves then.
         let outcome = Box::pin(with_cancellation(&ctx, |ct| {
-            self.dispatch(principal, params, channel, ct)
+            self.dispatch(principal, params, channel, ct, sources)
         }))
         .await;
+        self.remember(key, &ctx.id.to_string(), &outcome);
         self.respond(outcome)
     }
 }

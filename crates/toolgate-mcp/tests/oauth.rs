@@ -207,6 +207,49 @@ impl Env {
             .contains(&format!("\"title\":{}", json!(title)))
     }
 
+    /// A POST into the 2025-11-25 session `session`, with `token`.
+    fn session_post(&self, token: &str, session: &str, body: &Value) -> reqwest::RequestBuilder {
+        self.http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .header("mcp-session-id", session)
+            .bearer_auth(token)
+            .body(body.to_string())
+    }
+
+    /// Opens a 2025-11-25 session with `token` (a host that can ask its user): its id.
+    async fn open_session(&self, token: &str) -> String {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "raw", "version": "0"}}});
+        let response = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .bearer_auth(token)
+            .body(init.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let session = response.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let _ = response.text().await.unwrap();
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let response = self
+            .session_post(token, &session, &initialized)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 202);
+        session
+    }
+
     fn trace_text(&self) -> String {
         std::fs::read_to_string(&self.trace).unwrap()
     }
@@ -633,12 +676,365 @@ async fn when_the_keys_cannot_be_fetched_no_token_is_accepted() {
     assert_eq!(status, 503, "{message}");
     assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
     let text = message["error"]["message"].as_str().unwrap();
-    assert!(text.contains("cannot be checked now"), "{text}");
+    assert_eq!(text, "authorization temporarily unavailable; retry later");
+    // The caller is told nothing of the fetch; the operator's trace says what failed.
+    let jwks = env.auth.jwks_uri();
+    assert!(
+        !message.to_string().contains(&jwks) && !challenge.contains(&jwks),
+        "{message} {challenge}"
+    );
+    let decided = env.last_auth();
+    assert_eq!(decided["rule"], "keys_unavailable", "{decided}");
+    assert!(
+        decided["detail"].as_str().unwrap().contains(&jwks),
+        "{decided}"
+    );
     let trace = env.trace_text();
     assert!(
         !trace.contains("during the outage"),
         "the call ran during the outage"
     );
+}
+
+/// Reads `stream` until a JSON-RPC message for which `wanted` holds arrives; returns it.
+async fn next_message(
+    stream: &mut reqwest::Response,
+    buffer: &mut String,
+    wanted: impl Fn(&Value) -> bool,
+) -> Value {
+    loop {
+        while let Some(end) = buffer.find("\n\n") {
+            let event: String = buffer.drain(..end + 2).collect();
+            for data in event.lines().filter_map(|l| l.strip_prefix("data:")) {
+                if let Ok(message) = serde_json::from_str::<Value>(data.trim())
+                    && wanted(&message)
+                {
+                    return message;
+                }
+            }
+        }
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(20), stream.chunk())
+            .await
+            .expect("the stream went quiet")
+            .unwrap()
+            .expect("the stream ended");
+        buffer.push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_principal_cannot_use_a_session_it_did_not_open() {
+    let env = start(TestKey::generate_many(&["k1"]), 300).await;
+    let alice = env.token("client-a", "notes:write").await;
+    let bob = env.token("client-b", "notes:write").await;
+    let (status, _, made) = env
+        .call(
+            Some(&alice),
+            "notes_create",
+            create("kept by alice"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{made}");
+    let session = env.open_session(&alice).await;
+
+    // Alice deletes the note in her session: the server asks her host, on her stream.
+    let delete = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                        "params": {"name": "notes_delete", "arguments": {"note_id": 1}}});
+    let mut stream = env
+        .session_post(&alice, &session, &delete)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let mut buffer = String::new();
+    let asked = next_message(&mut stream, &mut buffer, |m| {
+        m["method"] == "elicitation/create"
+    })
+    .await;
+    let question = asked["id"].clone();
+
+    // Bob holds her session id and a valid token of his own: every use of it is refused.
+    let accept = json!({"jsonrpc": "2.0", "id": question,
+                        "result": {"action": "accept", "content": {"approve": true}}});
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 7, "reason": "bob"}});
+    for (what, body) in [
+        ("an answer to her question", &accept),
+        ("a cancellation", &cancel),
+    ] {
+        let response = env.session_post(&bob, &session, body).send().await.unwrap();
+        assert_eq!(response.status(), 404, "{what}");
+        let decided = env.last_auth();
+        assert_eq!(
+            (&decided["rule"], &decided["principal"]),
+            (&json!("foreign_session"), &json!("client-b")),
+            "{what}: {decided}"
+        );
+    }
+    let replay = env
+        .http
+        .get(&env.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", &session)
+        .header("last-event-id", "0")
+        .bearer_auth(&bob)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replay.status(), 404, "a replay of her stream");
+    let deleted = env
+        .http
+        .delete(&env.url)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", &session)
+        .bearer_auth(&bob)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 404, "a delete of her session");
+
+    // Alice's session is intact: she declines, and her call ends with her answer.
+    let decline = json!({"jsonrpc": "2.0", "id": question, "result": {"action": "decline"}});
+    let response = env
+        .session_post(&alice, &session, &decline)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    let result = next_message(&mut stream, &mut buffer, |m| m["id"] == 7).await;
+    assert_eq!(result["result"]["isError"], true, "{result}");
+    assert!(result.to_string().contains("approval_denied"), "{result}");
+    drop(stream);
+    assert!(
+        env.has_note("kept by alice").await,
+        "Bob's answer deleted it"
+    );
+    let listed = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"});
+    let response = env
+        .session_post(&alice, &session, &listed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    // Her own delete ends it; the session id is then nobody's.
+    let deleted = env
+        .http
+        .delete(&env.url)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", &session)
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let response = env
+        .session_post(&alice, &session, &listed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    env.assert_no_token_written(&[&alice, &bob]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_token_never_reaches_the_mcp_server() {
+    // The MCP server refuses a request that still carries an Authorization header; the front
+    // must have removed it, on the stateless path and inside a session alike.
+    let env = start(TestKey::generate_many(&["k1"]), 300).await;
+    let token = env.token("client-a", "notes:read").await;
+    let (status, _, message) = env
+        .call(
+            Some(&token),
+            "notes_search",
+            json!({"query": "x"}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{message}");
+    assert!(message.get("error").is_none(), "{message}");
+    assert_eq!(message["result"]["isError"], false, "{message}");
+    let session = env.open_session(&token).await;
+    let listed = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+    let response = env
+        .session_post(&token, &session, &listed)
+        .send()
+        .await
+        .unwrap();
+    let message = support::message_of(&response.text().await.unwrap());
+    assert!(message["result"]["tools"].is_array(), "{message}");
+}
+
+/// An authorization server of our own on 127.0.0.1 whose key set answers the first fetch at
+/// once and holds every later one until released (or 30 s): a slow authorization server.
+struct SlowKeys {
+    issuer: String,
+    /// Key-set fetches received so far.
+    fetches: Arc<std::sync::atomic::AtomicUsize>,
+    release: Arc<tokio::sync::Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for SlowKeys {
+    fn drop(&mut self) {
+        self.release.notify_waiters();
+        self.task.abort();
+    }
+}
+
+async fn slow_key_server(jwks: Value) -> SlowKeys {
+    use http_body_util::Full;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let issuer = format!("http://{}", listener.local_addr().unwrap());
+    let metadata = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks")});
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let release = Arc::new(tokio::sync::Notify::new());
+    let (counted, held) = (Arc::clone(&fetches), Arc::clone(&release));
+    let task = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (metadata, jwks) = (metadata.clone(), jwks.clone());
+            let (counted, held) = (Arc::clone(&counted), Arc::clone(&held));
+            let service = hyper::service::service_fn(move |request: http::Request<_>| {
+                let (metadata, jwks) = (metadata.clone(), jwks.clone());
+                let (counted, held) = (Arc::clone(&counted), Arc::clone(&held));
+                async move {
+                    let _: &http::Request<hyper::body::Incoming> = &request;
+                    let body = if request.uri().path() == "/jwks" {
+                        if counted.fetch_add(1, Ordering::SeqCst) > 0 {
+                            tokio::select! {
+                                () = held.notified() => {}
+                                () = tokio::time::sleep(std::time::Duration::from_secs(30)) => {}
+                            }
+                        }
+                        jwks.to_string()
+                    } else {
+                        metadata.to_string()
+                    };
+                    let response = http::Response::builder()
+                        .header("content-type", "application/json")
+                        .body(Full::new(bytes::Bytes::from(body)))
+                        .unwrap();
+                    Ok::<_, std::convert::Infallible>(response)
+                }
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+            );
+        }
+    });
+    SlowKeys {
+        issuer,
+        fetches,
+        release,
+        task,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_key_fetch_does_not_stall_tokens_with_known_keys() {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    let keys = TestKey::generate_many(&["k1", "k9"]);
+    let (known, unknown) = (&keys[0], &keys[1]);
+    let slow = slow_key_server(json!({"keys": [known.public_jwk]})).await;
+    let dir = tempfile::tempdir().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let resource = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let store = Store::open_or_init(StoreKind::Notes, &dir.path().join("notes.sqlite")).unwrap();
+    let seat = Seat::new(Principal::local("local-user", &[]));
+    let exits = ExitsConfig::new(EgressConfig::default(), None);
+    let ready = toolgate_wiring::dispatcher(ToolsetName::Notes, &store, &exits, seat).unwrap();
+    let server = McpServer::new(ready, "mcp-slow-keys");
+    let tools: Vec<String> = server.tools().iter().map(|t| t.name.to_string()).collect();
+    let mut scopes = BTreeMap::new();
+    scopes.insert("notes:read".to_string(), vec!["notes".to_string()]);
+    let mut config = AuthConfig::new(&slow.issuer, &resource, scopes);
+    config.jwks_min_refresh_secs = 0;
+    let port = url::Url::parse(&slow.issuer).unwrap().port().unwrap();
+    let allowlist = EgressConfig {
+        allow: vec![AllowEntry {
+            host: "127.0.0.1".into(),
+            schemes: vec!["http".into()],
+            ports: Some(vec![port]),
+            allow_private: true,
+        }],
+        ..EgressConfig::default()
+    };
+    let egress = egress_for(&allowlist, Arc::new(toolgate_core::trace::NoTrace)).unwrap();
+    let resource_server = ResourceServer::start(&config, "notes", &tools, egress)
+        .await
+        .unwrap();
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(serve_http_with(
+        server,
+        listener,
+        HttpLimits::default(),
+        Access::OAuth(Arc::new(resource_server)),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let forge = |key: &TestKey| {
+        let now = unix_now();
+        let claims = json!({"iss": slow.issuer, "aud": resource, "sub": "alice",
+                            "scope": "notes:read", "iat": now, "exp": now + 300});
+        let mut header = Header::new(Algorithm::RS256);
+        header.typ = Some("at+jwt".into());
+        header.kid = Some(key.kid.clone());
+        let signing = EncodingKey::from_rsa_pem(key.private_pem.as_bytes()).unwrap();
+        jsonwebtoken::encode(&header, &claims, &signing).unwrap()
+    };
+    let http = support::http();
+    let search = |token: String| {
+        let message = support::tools_call(1, "notes_search", json!({"query": "x"}), json!({}));
+        support::post(
+            &http,
+            &resource,
+            "tools/call",
+            Some("notes_search"),
+            message.to_string(),
+        )
+        .bearer_auth(token)
+        .send()
+    };
+    assert_eq!(slow.fetches.load(Ordering::SeqCst), 1, "the start-up fetch");
+
+    // A token with a key id the set lacks makes the server fetch the set again; it hangs.
+    let stalled = tokio::spawn(search(forge(unknown)));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while slow.fetches.load(Ordering::SeqCst) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the refetch never came"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Meanwhile a token with a known key is served at once.
+    let known_call = tokio::time::timeout(Duration::from_secs(5), search(forge(known)))
+        .await
+        .expect("a known key waited behind the key-set fetch")
+        .unwrap();
+    assert_eq!(known_call.status(), 200);
+    // A second unknown key id waits for the fetch in flight instead of starting another.
+    let second = tokio::spawn(search(forge(unknown)));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        slow.fetches.load(Ordering::SeqCst),
+        2,
+        "one fetch in flight"
+    );
+    slow.release.notify_waiters();
+    for waiting in [stalled, second] {
+        let response = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(response.status(), 401, "the key is still unknown");
+    }
 }
 
 fn base64_url(bytes: &[u8]) -> String {

@@ -1,13 +1,15 @@
 //! The trace record of one authorization decision of the HTTP front (kind `auth`): every
 //! request to `/mcp` on a resource server leaves exactly one, `refuse` when the front answers
-//! it with a 400, 401, 403 or 503 for a reason of authorization, `allow` when it hands the
+//! it with a 400, 401, 403, 404 (a session of another principal) or 503 for a reason of
+//! authorization, `allow` when it hands the
 //! request to the MCP server.
 //!
 //! Guarantees: the record names the rule that decided (a stable snake_case name, e.g.
 //! `expired`, `wrong_audience`, `insufficient_scope`, or `valid_token` for an allow), this
 //! server's resource URI, the principal once the token is verified, the tool a `tools/call`
 //! names, and for an allow the tools the principal's scopes withhold (what its `tools/list`
-//! leaves out). It has no field for the token or for any claim the token carries beyond the
+//! leaves out), and for a refusal whose cause the caller is not told (the keys could not be
+//! fetched) that cause. It has no field for the token or for any claim the token carries beyond the
 //! verified subject, so no part of a token can reach the trace through it.
 
 use serde::Serialize;
@@ -56,6 +58,10 @@ pub struct AuthDecision {
     /// For an allow: the served tools the principal's scopes do not grant, in name order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub withheld: Vec<String>,
+    /// For a refusal the caller is told little about (the keys could not be fetched): what
+    /// went wrong, for the operator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 impl TraceEvent for AuthDecision {
@@ -85,6 +91,7 @@ mod tests {
             tool: None,
             principal: None,
             withheld: vec![],
+            detail: None,
         };
         assert_eq!(
             refusal.attributes(),

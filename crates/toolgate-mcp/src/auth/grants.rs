@@ -1,7 +1,9 @@
 //! Which OAuth scopes grant which tools (`[serve.auth.scopes]`): a scope names single tools or a
 //! whole toolset. Pure; built once when the server starts.
 //!
-//! Refuses, at start: a scope that grants nothing, and an entry that is neither a tool of the
+//! Refuses, at start: a scope name that is not an RFC 6749 scope token (printable ASCII without
+//! space, `"` or backslash: a token's `scope` claim is split on spaces, so such a name could
+//! never be granted), a scope that grants nothing, and an entry that is neither a tool of the
 //! served toolset nor its name (a typo would otherwise grant less, or more, than meant).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,8 +21,20 @@ pub enum GrantError {
     },
     #[error("scope {0:?} grants no tool")]
     Empty(String),
+    #[error(
+        "scope name {0:?} is not an RFC 6749 scope token: use printable ASCII without spaces, quotes or backslashes"
+    )]
+    BadName(String),
     #[error("no scope grants any tool: [serve.auth.scopes] must name at least one")]
     NoScopes,
+}
+
+/// Whether `name` is a scope token (RFC 6749 section 3.3: `%x21 / %x23-5B / %x5D-7E`).
+fn is_scope_token(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| matches!(b, 0x21 | 0x23..=0x5B | 0x5D..=0x7E))
 }
 
 /// Scope names and the tools each grants.
@@ -41,6 +55,9 @@ impl Grants {
         }
         let mut by_scope = BTreeMap::new();
         for (scope, entries) in table {
+            if !is_scope_token(scope) {
+                return Err(GrantError::BadName(scope.clone()));
+            }
             let mut granted = BTreeSet::new();
             for entry in entries {
                 if entry == toolset {
@@ -142,7 +159,16 @@ mod tests {
 
     #[test]
     fn a_scope_table_with_a_typo_or_nothing_granted_is_refused() {
-        let cases: [(&[(&str, &[&str])], GrantError); 3] = [
+        let cases: [(&[(&str, &[&str])], GrantError); 6] = [
+            (
+                &[("notes read", &["notes_get"])],
+                GrantError::BadName("notes read".into()),
+            ),
+            (
+                &[("notes\u{3000}read", &["notes_get"])],
+                GrantError::BadName("notes\u{3000}read".into()),
+            ),
+            (&[("", &["notes_get"])], GrantError::BadName(String::new())),
             (
                 &[("notes:read", &["notes_gett"])],
                 GrantError::UnknownEntry {

@@ -112,6 +112,8 @@ pub enum AuthError {
     Grants(#[from] GrantError),
     #[error("the authorization server's keys cannot be had: {0}")]
     Keys(#[from] KeyError),
+    #[error("[serve.auth] {0}")]
+    Insecure(KeyError),
 }
 
 /// The principal a request's token speaks for, put into the request's extensions by the HTTP
@@ -134,6 +136,9 @@ pub enum Refusal {
     Unverifiable(KeyError),
     /// 403 `insufficient_scope`: `tool` needs one of `scopes`.
     InsufficientScope { tool: String, scopes: Vec<String> },
+    /// A valid token for a session another principal opened (or one this server does not
+    /// know): 404, as for a session that does not exist, so nothing about it is told.
+    ForeignSession,
 }
 
 impl Refusal {
@@ -147,6 +152,7 @@ impl Refusal {
             Refusal::InvalidToken(error) => error.rule(),
             Refusal::Unverifiable(_) => "keys_unavailable",
             Refusal::InsufficientScope { .. } => "insufficient_scope",
+            Refusal::ForeignSession => "foreign_session",
         }
     }
 
@@ -156,6 +162,7 @@ impl Refusal {
             Refusal::TokenInQuery | Refusal::MalformedHeader => http::StatusCode::BAD_REQUEST,
             Refusal::Unverifiable(_) => http::StatusCode::SERVICE_UNAVAILABLE,
             Refusal::InsufficientScope { .. } => http::StatusCode::FORBIDDEN,
+            Refusal::ForeignSession => http::StatusCode::NOT_FOUND,
         }
     }
 
@@ -171,13 +178,31 @@ impl Refusal {
             }
             Refusal::MalformedHeader => "the Authorization header is not `Bearer <token>`".into(),
             Refusal::InvalidToken(error) => format!("invalid access token: {error}"),
-            Refusal::Unverifiable(error) => {
-                format!("the access token cannot be checked now ({error}); retry later")
-            }
+            // The fetch's details (URLs, statuses) are for the operator's trace, not for a
+            // caller nobody has authenticated.
+            Refusal::Unverifiable(_) => "authorization temporarily unavailable; retry later".into(),
             Refusal::InsufficientScope { tool, scopes } => format!(
                 "the access token does not grant the tool {tool}: it needs the scope {}",
                 scopes.join(" or ")
             ),
+            Refusal::ForeignSession => {
+                "no such session: start a new one with initialize (sessions belong to the \
+                 principal that opened them)"
+                    .into()
+            }
+        }
+    }
+
+    /// What the operator's trace keeps beyond the rule: why the keys could not be had.
+    pub fn detail(&self) -> Option<String> {
+        match self {
+            Refusal::Unverifiable(error) => Some(error.to_string()),
+            Refusal::NoToken
+            | Refusal::TokenInQuery
+            | Refusal::MalformedHeader
+            | Refusal::InvalidToken(_)
+            | Refusal::InsufficientScope { .. }
+            | Refusal::ForeignSession => None,
         }
     }
 }
@@ -234,6 +259,7 @@ impl ResourceServer {
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
             .ok_or_else(|| AuthError::Resource(config.resource.clone()))?;
+        keys::refuse_plain_http("issuer", &config.issuer).map_err(AuthError::Insecure)?;
         let policy = TokenPolicy::new(
             &config.issuer,
             &config.resource,
@@ -275,13 +301,14 @@ impl ResourceServer {
             Decision::Refuse,
             refusal.rule(),
             Some(refusal.status().as_u16()),
+            refusal.detail(),
             facts,
         );
     }
 
     /// Records that the request described by `facts` goes to the MCP server.
     pub fn record_allow(&self, facts: RequestFacts<'_>) {
-        self.record(Decision::Allow, decision::VALID_TOKEN, None, facts);
+        self.record(Decision::Allow, decision::VALID_TOKEN, None, None, facts);
     }
 
     fn record(
@@ -289,6 +316,7 @@ impl ResourceServer {
         decision: Decision,
         rule: &'static str,
         status: Option<u16>,
+        detail: Option<String>,
         facts: RequestFacts<'_>,
     ) {
         let withheld = match (decision, facts.principal) {
@@ -310,6 +338,7 @@ impl ResourceServer {
             tool: facts.tool.map(str::to_string),
             principal: facts.principal.map(|p| p.id.clone()),
             withheld,
+            detail,
         }));
     }
 
@@ -353,6 +382,7 @@ impl ResourceServer {
                 "{base}, error=\"insufficient_scope\", scope=\"{}\", error_description=\"{description}\"",
                 scopes.join(" ")
             ),
+            Refusal::ForeignSession => base,
         }
     }
 
@@ -400,7 +430,8 @@ impl ResourceServer {
     fn principal_of(&self, token: &VerifiedToken) -> Principal {
         let id = match (&token.subject, &token.client_id) {
             (Some(subject), _) => subject.clone(),
-            (None, Some(client)) => format!("client:{client}"),
+            // `verify` refuses a subject with this prefix, so the two kinds never meet.
+            (None, Some(client)) => format!("{}{client}", token::CLIENT_PREFIX),
             // `verify` refuses a token with neither.
             (None, None) => String::new(),
         };
@@ -550,11 +581,24 @@ mod tests {
                 "insufficient_scope",
                 403,
             ),
+            (Refusal::ForeignSession, "foreign_session", 404),
         ];
         for (refusal, rule, status) in cases {
             assert_eq!(refusal.rule(), rule, "{refusal:?}");
             assert_eq!(refusal.status().as_u16(), status, "{refusal:?}");
         }
+    }
+
+    #[test]
+    fn an_unauthenticated_caller_learns_nothing_of_the_key_fetch() {
+        let refusal = Refusal::Unverifiable(KeyError::Fetch {
+            url: "https://as.internal:8443/jwks".into(),
+            reason: "connection refused (10.1.2.3)".into(),
+        });
+        let told = refusal.message();
+        assert_eq!(told, "authorization temporarily unavailable; retry later");
+        assert!(!told.contains("as.internal"), "{told}");
+        assert!(refusal.detail().unwrap().contains("as.internal"));
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! key of the authorization server's set matches the token's key id and algorithm family; the
 //! signature verifies; `iss` is exactly the issuer; `aud` (a string or an array) contains this
 //! server's resource URI (RFC 8707); `exp` is present and not past, `nbf` not ahead, `iat` not
-//! ahead, each within the clock-skew bound; the token names a subject or a client.
+//! ahead, each within the clock-skew bound; the token names a subject or a client, and a
+//! subject never starts with [`CLIENT_PREFIX`] (the principal id of a client-only token).
+//! Scopes are split on plain spaces only (RFC 6749 section 3.3).
 //!
 //! The signature itself is checked by `jsonwebtoken`; the claim checks are ours, so that the
 //! time is an argument (tests pin it) and each failure has its own typed reason.
@@ -129,7 +131,15 @@ pub enum TokenError {
     IssuedInFuture,
     #[error("the token names neither a subject (sub) nor a client (client_id)")]
     NoSubject,
+    #[error(
+        "the token's subject starts with {CLIENT_PREFIX:?}, which names client-only tokens here"
+    )]
+    ReservedSubject,
 }
+
+/// The prefix of the principal id of a token without a subject (`client:<client_id>`): a
+/// subject that starts with it would pass for that client, so it is refused.
+pub const CLIENT_PREFIX: &str = "client:";
 
 impl TokenError {
     /// The check that failed, as a stable snake_case name (the `rule` of the trace's `auth`
@@ -148,6 +158,7 @@ impl TokenError {
             TokenError::NotYetValid => "not_yet_valid",
             TokenError::IssuedInFuture => "issued_in_future",
             TokenError::NoSubject => "no_subject",
+            TokenError::ReservedSubject => "reserved_subject",
         }
     }
 
@@ -307,6 +318,12 @@ fn check_claims(
     if subject.is_none() && client_id.is_none() {
         return Err(TokenError::NoSubject);
     }
+    if subject
+        .as_deref()
+        .is_some_and(|s| s.starts_with(CLIENT_PREFIX))
+    {
+        return Err(TokenError::ReservedSubject);
+    }
     Ok(VerifiedToken {
         subject,
         client_id,
@@ -315,14 +332,19 @@ fn check_claims(
     })
 }
 
-/// The scopes a token grants: `scope` (space-separated, RFC 9068) and `scp` (a list or a
-/// string, as some servers write it).
+/// The scopes a token grants: `scope` (separated by plain spaces, RFC 6749 section 3.3 and
+/// RFC 9068) and `scp` (a list or a string, as some servers write it). Only U+0020 separates:
+/// any other whitespace is part of a token, which then names no scope of ours.
 fn scopes_of(claims: &Map<String, Value>) -> BTreeSet<String> {
     let mut scopes = BTreeSet::new();
     for key in ["scope", "scp"] {
         match claims.get(key) {
             Some(Value::String(list)) => {
-                scopes.extend(list.split_whitespace().map(str::to_string));
+                scopes.extend(
+                    list.split(' ')
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string),
+                );
             }
             Some(Value::Array(items)) => {
                 scopes.extend(items.iter().filter_map(Value::as_str).map(str::to_string));
@@ -510,6 +532,7 @@ mod tests {
             TokenError::NotYetValid,
             TokenError::IssuedInFuture,
             TokenError::NoSubject,
+            TokenError::ReservedSubject,
         ];
         let names: BTreeSet<&str> = all.iter().map(TokenError::rule).collect();
         assert_eq!(names.len(), all.len(), "{names:?}");
@@ -533,5 +556,50 @@ mod tests {
         assert_eq!(verified.client_id.as_deref(), Some("app"));
         let scopes: Vec<_> = verified.scopes.iter().map(String::as_str).collect();
         assert_eq!(scopes, ["books:read", "notes:read", "notes:write"]);
+    }
+
+    #[test]
+    fn a_subject_cannot_pass_for_a_client_only_token() {
+        let mut claims = good_claims();
+        claims["sub"] = json!("client:app");
+        assert_eq!(
+            claims_result(claims).unwrap_err(),
+            TokenError::ReservedSubject
+        );
+        let mut client_only = good_claims();
+        client_only.as_object_mut().unwrap().remove("sub");
+        let verified = claims_result(client_only).unwrap();
+        assert_eq!(
+            (verified.subject, verified.client_id.as_deref()),
+            (None, Some("app"))
+        );
+    }
+
+    #[test]
+    fn scopes_split_on_plain_spaces_only() {
+        let cases = [
+            ("notes:read notes:write", vec!["notes:read", "notes:write"]),
+            (
+                "  notes:read   notes:write ",
+                vec!["notes:read", "notes:write"],
+            ),
+            // Other whitespace is part of a token: one literal token that grants nothing.
+            ("notes:read\tnotes:write", vec!["notes:read\tnotes:write"]),
+            (
+                "notes:read\u{3000}notes:write",
+                vec!["notes:read\u{3000}notes:write"],
+            ),
+            (
+                "notes:read\u{a0}notes:write",
+                vec!["notes:read\u{a0}notes:write"],
+            ),
+            ("notes:read\nnotes:write", vec!["notes:read\nnotes:write"]),
+        ];
+        for (scope, expected) in cases {
+            let mut claims = good_claims();
+            claims["scope"] = json!(scope);
+            let got: Vec<String> = claims_result(claims).unwrap().scopes.into_iter().collect();
+            assert_eq!(got, expected, "{scope:?}");
+        }
     }
 }

@@ -136,6 +136,16 @@ pub fn run(
                         .await
                         .map_err(|e| ServeError::Start(e.to_string()))?
                         .with_trace(Arc::clone(&trace));
+                    if auth.issuer.starts_with("http://") {
+                        // Only a loopback issuer passes `ResourceServer::start` over plain
+                        // http; said once so that nobody mistakes a test set-up for a real one.
+                        eprintln!(
+                            "toolgate: the authorization server {} is reached over plain http on \
+                             this machine: acceptable for tests only (any other http issuer or \
+                             key set is refused)",
+                            auth.issuer
+                        );
+                    }
                     Access::OAuth(Arc::new(resource_server))
                 }
                 None if args.insecure_no_auth => Access::InsecureNoAuth,
