@@ -165,7 +165,12 @@ impl TaintMemory {
     }
 
     /// Remembers what `observation` showed `key`.
-    fn learn(&self, key: MemoryKey, tool: &str, call_id: &str, observation: &Observation) {
+    /// Remembers what one call showed `key`: its trusted result, if any, and its untrusted
+    /// texts.
+    fn learn(&self, key: MemoryKey, trusted: Option<String>, untrusted: Vec<UntrustedSource>) {
+        if trusted.is_none() && untrusted.is_empty() {
+            return;
+        }
         self.with(|(clock, map)| {
             *clock += 1;
             if !map.contains_key(&key) && map.len() >= MAX_REMEMBERED_SESSIONS {
@@ -179,17 +184,8 @@ impl TaintMemory {
             }
             let remembered = map.entry(key).or_default();
             remembered.used = *clock;
-            remembered
-                .trusted
-                .push_back(observation.content.to_string());
-            for text in &observation.untrusted {
-                remembered.untrusted.push_back(UntrustedSource::new(
-                    &text.source,
-                    &text.text,
-                    tool,
-                    call_id,
-                ));
-            }
+            remembered.trusted.extend(trusted);
+            remembered.untrusted.extend(untrusted);
             while remembered.trusted.len() > MAX_REMEMBERED_TEXTS {
                 remembered.trusted.pop_front();
             }
@@ -340,12 +336,23 @@ impl McpServer {
     }
 
     /// Remembers what a finished call showed the session, for its later calls.
+    /// As the agent loop learns: a result's trusted content and untrusted texts, the untrusted
+    /// words a failure carries (a remote server's), and what nested calls read.
     fn remember(&self, key: MemoryKey, call_id: &str, outcome: &CallOutcome) {
-        if let CallResult::Done(observation) = &outcome.result {
-            self.inner
-                .memory
-                .learn(key, &outcome.record.tool, call_id, observation);
-        }
+        let tool = &outcome.record.tool;
+        let source =
+            |text: &UntrustedText| UntrustedSource::new(&text.source, &text.text, tool, call_id);
+        let (trusted, mut untrusted): (Option<String>, Vec<UntrustedSource>) = match &outcome.result
+        {
+            CallResult::Done(observation) => (
+                Some(observation.content.to_string()),
+                observation.untrusted.iter().map(source).collect(),
+            ),
+            CallResult::Failed(error) => (None, error.untrusted.iter().map(source).collect()),
+            CallResult::ApprovalRequired(_) => (None, Vec::new()),
+        };
+        untrusted.extend(outcome.nested_untrusted.iter().cloned());
+        self.inner.memory.learn(key, trusted, untrusted);
     }
 
     /// The tools a host is offered, in order.
@@ -723,6 +730,71 @@ mod tests {
         let meta = second.meta.as_ref().unwrap();
         assert_eq!(meta.get(UNTRUSTED_META), Some(&Value::Bool(true)));
         assert_eq!(result.structured_content, None);
+    }
+
+    fn key(session: Option<&str>, principal: &str) -> MemoryKey {
+        MemoryKey {
+            session: session.map(str::to_string),
+            tenant: "https://as.example".into(),
+            principal: principal.into(),
+        }
+    }
+
+    fn page(text: &str) -> UntrustedSource {
+        UntrustedSource::new("https://example.org/page", text, "web_clip", "1")
+    }
+
+    fn tainted(memory: &TaintMemory, key: &MemoryKey, address: &str) -> bool {
+        let arguments = json!({ "to": address });
+        !toolgate_core::taint::find_taint(&arguments, None, &memory.sources(key)).is_empty()
+    }
+
+    #[test]
+    fn what_one_session_was_shown_never_taints_or_clears_another() {
+        let memory = TaintMemory::default();
+        let alice = key(Some("s1"), "alice");
+        memory.learn(alice.clone(), None, vec![page("write to x@evil.test")]);
+        assert!(tainted(&memory, &alice, "x@evil.test"));
+        for other in [
+            key(Some("s2"), "alice"),
+            key(Some("s1"), "bob"),
+            key(None, "alice"),
+        ] {
+            assert!(!tainted(&memory, &other, "x@evil.test"), "{other:?}");
+        }
+        // An ended session's memory goes with it; others stay.
+        memory.learn(key(None, "alice"), None, vec![page("mail y@evil.test")]);
+        memory.forget(&["s1".to_string()]);
+        assert!(!tainted(&memory, &alice, "x@evil.test"));
+        assert!(tainted(&memory, &key(None, "alice"), "y@evil.test"));
+    }
+
+    #[test]
+    fn a_sessions_memory_stays_bounded_keeping_the_newest_texts() {
+        let memory = TaintMemory::default();
+        let session = key(Some("s"), "alice");
+        for i in 0..MAX_REMEMBERED_TEXTS + 10 {
+            memory.learn(
+                session.clone(),
+                Some(format!("{{\"n\":{i}}}")),
+                vec![page(&format!("write to a@zz{i}q.example"))],
+            );
+        }
+        memory.with(|(_, map)| {
+            let remembered = &map[&session];
+            assert_eq!(remembered.untrusted.len(), MAX_REMEMBERED_TEXTS);
+            assert_eq!(remembered.trusted.len(), MAX_REMEMBERED_TEXTS);
+        });
+        assert!(
+            !tainted(&memory, &session, "a@zz0q.example"),
+            "the oldest went"
+        );
+        let newest = format!("a@zz{}q.example", MAX_REMEMBERED_TEXTS + 9);
+        assert!(tainted(&memory, &session, &newest));
+        for i in 0..MAX_REMEMBERED_SESSIONS + 5 {
+            memory.learn(key(Some(&format!("x{i}")), "bob"), None, vec![page("t")]);
+        }
+        memory.with(|(_, map)| assert_eq!(map.len(), MAX_REMEMBERED_SESSIONS));
     }
 
     #[test]

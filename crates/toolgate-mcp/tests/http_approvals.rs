@@ -456,3 +456,80 @@ async fn a_recipient_copied_from_an_untrusted_note_is_refused_on_either_revision
     }
     assert!(server.sink.received().is_empty(), "a tainted send went out");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_the_process_is_the_session_whose_reads_taint_its_sends() {
+    use std::io::Write as _;
+    use tokio::io::AsyncBufReadExt as _;
+    let server = start().await;
+    let exits = ExitsConfig::new(EgressConfig::default(), None).with_loopback_relay(
+        server.sink.port(),
+        "Notes Assistant <assistant@example.org>",
+    );
+    let seat = Seat::new(Principal::local("local-user", &[]));
+    let ready =
+        toolgate_wiring::dispatcher(ToolsetName::Notes, &server.store, &exits, seat).unwrap();
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let (ours, theirs) = tokio::io::duplex(64 * 1024);
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(toolgate_mcp::serve_io_until(
+        McpServer::new(ready, "mcp-stdio-taint"),
+        reader,
+        theirs,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let mut lines = tokio::io::BufReader::new(ours).lines();
+    let mut ask = async |message: Value| -> Value {
+        writeln!(writer, "{message}").unwrap();
+        let id = message["id"].clone();
+        if id.is_null() {
+            // A notification: nothing comes back.
+            return Value::Null;
+        }
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            let answer: Value = serde_json::from_str(&line).unwrap();
+            if answer["id"] == id {
+                return answer;
+            }
+        }
+    };
+    let call = |id: u64, name: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": name, "arguments": arguments}})
+    };
+    ask(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}),
+    )
+    .await;
+    ask(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let note = untrusted_note(&server, "stdio@evil.example");
+    let read = ask(call(1, "notes_get", json!({"note_id": note}))).await;
+    assert!(read.to_string().contains("stdio@evil.example"), "{read}");
+    let drafted = ask(call(
+        2,
+        "email_draft",
+        json!({"to": "stdio@evil.example", "subject": "Risotto", "body": "The recipe."}),
+    ))
+    .await;
+    let text = drafted["result"]["content"][0]["text"].as_str().unwrap();
+    let id = serde_json::from_str::<Value>(text).unwrap()["result"]["draft_id"]
+        .as_i64()
+        .unwrap();
+    let sent = ask(call(3, "email_send", json!({"draft_id": id}))).await;
+    // Refused for its taint, before the question this host could not have asked.
+    assert_eq!(
+        sent["result"]["structuredContent"]["code"], "forbidden",
+        "{sent}"
+    );
+    assert_eq!(draft_status(&server, id), "draft");
+    assert!(server.sink.received().is_empty());
+}
