@@ -884,11 +884,17 @@ impl Drop for SlowKeys {
 }
 
 async fn slow_key_server(jwks: Value) -> SlowKeys {
+    slow_key_server_naming(jwks, None).await
+}
+
+/// [`slow_key_server`] whose metadata names `jwks_uri` (default: its own `/jwks`).
+async fn slow_key_server_naming(jwks: Value, jwks_uri: Option<&str>) -> SlowKeys {
     use http_body_util::Full;
     use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let issuer = format!("http://{}", listener.local_addr().unwrap());
-    let metadata = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks")});
+    let jwks_uri = jwks_uri.map_or_else(|| format!("{issuer}/jwks"), str::to_string);
+    let metadata = json!({"issuer": issuer, "jwks_uri": jwks_uri});
     let fetches = Arc::new(AtomicUsize::new(0));
     let release = Arc::new(tokio::sync::Notify::new());
     let (counted, held) = (Arc::clone(&fetches), Arc::clone(&release));
@@ -1035,6 +1041,57 @@ async fn a_slow_key_fetch_does_not_stall_tokens_with_known_keys() {
             .unwrap();
         assert_eq!(response.status(), 401, "the key is still unknown");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_from_a_plain_http_server_on_another_host_are_never_trusted() {
+    use toolgate_mcp::auth::AuthError;
+    let key = TestKey::generate("k1");
+    let egress_to = |port: u16| {
+        let allowlist = EgressConfig {
+            allow: vec![AllowEntry {
+                host: "127.0.0.1".into(),
+                schemes: vec!["http".into()],
+                ports: Some(vec![port]),
+                allow_private: true,
+            }],
+            ..EgressConfig::default()
+        };
+        egress_for(&allowlist, Arc::new(toolgate_core::trace::NoTrace)).unwrap()
+    };
+    let mut scopes = BTreeMap::new();
+    scopes.insert("notes:read".to_string(), vec!["notes_get".to_string()]);
+    let tools = ["notes_get".to_string()];
+    // An issuer over plain http elsewhere: refused at start, before anything is fetched.
+    let config = AuthConfig::new(
+        "http://as.example",
+        "http://127.0.0.1:1/mcp",
+        scopes.clone(),
+    );
+    let refused = ResourceServer::start(&config, "notes", &tools, egress_to(1))
+        .await
+        .err()
+        .expect("an http issuer on another host was accepted");
+    assert!(matches!(refused, AuthError::Insecure(_)), "{refused}");
+    assert!(refused.to_string().contains("https"), "{refused}");
+    // A loopback issuer whose metadata sends the key fetch over plain http elsewhere.
+    let server = slow_key_server_naming(
+        json!({"keys": [key.public_jwk]}),
+        Some("http://keys.example/jwks"),
+    )
+    .await;
+    let port = url::Url::parse(&server.issuer).unwrap().port().unwrap();
+    let config = AuthConfig::new(&server.issuer, "http://127.0.0.1:1/mcp", scopes);
+    let refused = ResourceServer::start(&config, "notes", &tools, egress_to(port))
+        .await
+        .err()
+        .expect("a key set over http on another host was accepted");
+    let said = refused.to_string();
+    assert!(
+        said.contains("http://keys.example/jwks") && said.contains("https"),
+        "{said}"
+    );
+    assert_eq!(server.fetches.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
 
 fn base64_url(bytes: &[u8]) -> String {
