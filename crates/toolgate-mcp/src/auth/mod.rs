@@ -4,8 +4,12 @@
 //!
 //! Guarantees: a request without a valid token never reaches rmcp or the dispatcher; a token
 //! in the query string is refused (RFC 6750 section 2.3 is not supported, since URLs are
-//! logged); when the keys cannot be fetched the request is refused (fail closed); a token is
-//! never logged, traced or forwarded: it is read from the header, checked, and dropped. The
+//! logged); when the keys cannot be fetched the request is refused (fail closed) with a 503
+//! that says only "authorization temporarily unavailable" (the cause goes to the trace's
+//! `detail`, never to a caller nobody authenticated); a token is never logged, traced or
+//! forwarded: it is read from the header, checked, and removed before the request goes on. The
+//! issuer and its key set are reached over https only (plain http on a loopback address, for
+//! tests); a subject is never read as a client-only token's id ([`token::CLIENT_PREFIX`]). The
 //! protected resource metadata (RFC 9728) names the authorization server, the scopes and the
 //! bearer method.
 //!
