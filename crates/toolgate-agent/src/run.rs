@@ -721,17 +721,8 @@ pub fn sources_from_history(history: &[Message]) -> TaintSources {
                     if let Some(trusted) = view.get("result") {
                         sources.add_trusted(&trusted.to_string());
                     }
-                    let untrusted = view.get("untrusted_content").and_then(Value::as_array);
-                    for text in untrusted.into_iter().flatten() {
-                        let origin = text.get("source").and_then(Value::as_str).unwrap_or("");
-                        let body = text.get("text").and_then(Value::as_str).unwrap_or("");
-                        sources.add_untrusted(UntrustedSource::new(
-                            origin,
-                            body,
-                            tool,
-                            &result.call_id,
-                        ));
-                    }
+                    let untrusted = view.get("untrusted_content");
+                    learn_untrusted_json(&mut sources, untrusted, tool, &result.call_id);
                 }
                 // An error's own words are ours, but a remote server's words it carries
                 // (`error.untrusted_content`) are untrusted like any result's.
@@ -740,24 +731,27 @@ pub fn sources_from_history(history: &[Message]) -> TaintSources {
                         continue;
                     };
                     let tool = tools.get(&result.call_id).map_or("a tool", String::as_str);
-                    let carried = view
-                        .pointer("/error/untrusted_content")
-                        .and_then(Value::as_array);
-                    for text in carried.into_iter().flatten() {
-                        let origin = text.get("source").and_then(Value::as_str).unwrap_or("");
-                        let body = text.get("text").and_then(Value::as_str).unwrap_or("");
-                        sources.add_untrusted(UntrustedSource::new(
-                            origin,
-                            body,
-                            tool,
-                            &result.call_id,
-                        ));
-                    }
+                    let carried = view.pointer("/error/untrusted_content");
+                    learn_untrusted_json(&mut sources, carried, tool, &result.call_id);
                 }
             }
         }
     }
     sources
+}
+
+/// Adds each `{"source", "text"}` of an `untrusted_content` array as the model read it.
+fn learn_untrusted_json(
+    sources: &mut TaintSources,
+    texts: Option<&Value>,
+    tool: &str,
+    call_id: &str,
+) {
+    for text in texts.and_then(Value::as_array).into_iter().flatten() {
+        let origin = text.get("source").and_then(Value::as_str).unwrap_or("");
+        let body = text.get("text").and_then(Value::as_str).unwrap_or("");
+        sources.add_untrusted(UntrustedSource::new(origin, body, tool, call_id));
+    }
 }
 
 /// Adds what one observation told the model: its trusted result and each untrusted text.
