@@ -149,6 +149,19 @@ pub enum BlockReason {
     TooLarge { max: u64 },
     #[error("content type {} is not allowed", content_type.as_deref().unwrap_or("(none)"))]
     ContentTypeNotAllowed { content_type: Option<String> },
+    /// The server's certificate did not validate (self-signed, another name, expired, ...):
+    /// the connection is dropped before a request is sent.
+    #[error("the server's TLS certificate was refused: {why}")]
+    TlsCertificate { why: String },
+    /// The answer is encoded (`gzip`, `br`, ...): the exit asks for none and decodes none, so
+    /// a compressed body is refused on its header, before any of it is read.
+    #[error("content encoding `{encoding}` is not allowed; the exit accepts only unencoded bodies")]
+    ContentEncodingNotAllowed { encoding: String },
+    /// The answer's length is framed two ways or in an unknown way (`Content-Length` with
+    /// `Transfer-Encoding`, two lengths, a transfer coding other than `chunked`): the shapes
+    /// response smuggling needs.
+    #[error("the response's framing is ambiguous: {why}")]
+    AmbiguousFraming { why: String },
 }
 
 impl BlockReason {
@@ -168,6 +181,9 @@ impl BlockReason {
             BlockReason::TooManyRedirects { .. } => "too_many_redirects",
             BlockReason::TooLarge { .. } => "too_large",
             BlockReason::ContentTypeNotAllowed { .. } => "content_type_not_allowed",
+            BlockReason::TlsCertificate { .. } => "tls_certificate",
+            BlockReason::ContentEncodingNotAllowed { .. } => "content_encoding_not_allowed",
+            BlockReason::AmbiguousFraming { .. } => "ambiguous_framing",
         }
     }
 
@@ -190,7 +206,10 @@ impl BlockReason {
             | BlockReason::Downgrade { .. }
             | BlockReason::TooManyRedirects { .. }
             | BlockReason::TooLarge { .. }
-            | BlockReason::ContentTypeNotAllowed { .. } => self.to_string(),
+            | BlockReason::ContentTypeNotAllowed { .. }
+            | BlockReason::TlsCertificate { .. }
+            | BlockReason::ContentEncodingNotAllowed { .. }
+            | BlockReason::AmbiguousFraming { .. } => self.to_string(),
         }
     }
 
@@ -213,7 +232,10 @@ impl BlockReason {
             | BlockReason::NoAddress
             | BlockReason::TooManyRedirects { .. }
             | BlockReason::TooLarge { .. }
-            | BlockReason::ContentTypeNotAllowed { .. } => None,
+            | BlockReason::ContentTypeNotAllowed { .. }
+            | BlockReason::TlsCertificate { .. }
+            | BlockReason::ContentEncodingNotAllowed { .. }
+            | BlockReason::AmbiguousFraming { .. } => None,
         }
     }
 }

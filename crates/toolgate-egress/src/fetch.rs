@@ -8,11 +8,25 @@
 //!   for that one name (`resolve_to_addrs`), any other name fails to resolve inside the client,
 //!   proxies are off (`no_proxy`, so no `HTTPS_PROXY` detour), and the client follows no
 //!   redirects and retries nothing by itself. There is no second DNS lookup to rebind.
+//! - A server certificate that does not validate (self-signed, another name, expired, not yet
+//!   valid, an unknown issuer) ends the call with the `tls_certificate` rule; the handshake
+//!   fails before a request is written.
 //! - Redirects are followed here, at most `max_redirects`, each re-checked from scratch; an
 //!   `https` to `http` move is refused.
 //! - Nothing is carried across hops: no cookies (the client has no cookie store), no
 //!   `Authorization` or other credentials (the exit sends none at all), no `Referer`. The only
-//!   request headers are `Accept` (the allowed content types) and `User-Agent`.
+//!   request headers are `Accept` (the allowed content types), `Accept-Encoding: identity` and
+//!   `User-Agent`; the URL is the only value a caller passes, and one holding a control
+//!   character (CR, LF, NUL, tab, ...) is refused as `invalid_url` before anything is resolved,
+//!   so nothing a tool passes can reach a request line or header unescaped.
+//! - Every response's framing is checked before it is used ([`check_framing`]): both
+//!   `Content-Length` and `Transfer-Encoding`, two different lengths, or a transfer coding
+//!   other than a single `chunked` are refused as `ambiguous_framing` (the shapes response
+//!   smuggling needs), even where the HTTP library would pick one reading itself.
+//! - The exit decodes no content coding and asks for none; a final answer that declares one
+//!   (`gzip`, `br`, ...) is refused as `content_encoding_not_allowed` on its header
+//!   ([`check_encoding`]), before any of its body is read, so a decompression bomb never
+//!   inflates here and never reaches a caller as opaque bytes.
 //! - The whole call, redirects and body included, is bounded by `timeout`; the body is read in
 //!   chunks and refused as soon as it passes `max_bytes` (over-size is an error, never a silent
 //!   cut); the final `Content-Type` must be on the list; a non-2xx final status is an error.
@@ -24,7 +38,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 
-use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION};
+use reqwest::header::{
+    ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, LOCATION,
+    TRANSFER_ENCODING,
+};
 use toolgate_core::trace::TraceSink;
 
 use crate::addr::check_addresses;
@@ -332,6 +349,7 @@ impl Egress {
             let mut response = self.send(&target, &addrs).await?;
             let status = response.status();
             record.status = Some(status.as_u16());
+            check_framing(response.headers())?;
 
             if status.is_redirection()
                 && let Some(location) = response.headers().get(LOCATION)
@@ -378,6 +396,7 @@ impl Egress {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
             record.content_type = header.as_deref().map(|h| cut(h, 100));
+            check_encoding(response.headers())?;
             let content_type = self.policy.content_type_allowed(header.as_deref())?;
 
             let max = self.policy.max_bytes;
@@ -422,9 +441,151 @@ impl Egress {
         client
             .get(target.url.clone())
             .header(ACCEPT, accept)
+            .header(ACCEPT_ENCODING, "identity")
             .send()
             .await
-            .map_err(|e| transport(&target.host.to_string(), e))
+            .map_err(
+                |e| match certificate_refusal(&e).or_else(|| framing_refusal(&e)) {
+                    Some(reason) => reason.into(),
+                    None => transport(&target.host.to_string(), e),
+                },
+            )
+    }
+}
+
+/// The comma-separated tokens of every value of `name`, trimmed and lower-case; a value that is
+/// not visible ASCII becomes one token that matches nothing.
+fn tokens(headers: &HeaderMap, name: &reqwest::header::HeaderName) -> Vec<String> {
+    headers
+        .get_all(name)
+        .iter()
+        .flat_map(|value| match value.to_str() {
+            Ok(text) => text
+                .split(',')
+                .map(|t| t.trim().to_ascii_lowercase())
+                .collect::<Vec<_>>(),
+            Err(_) => vec!["(not ascii)".to_string()],
+        })
+        .collect()
+}
+
+/// Refuses a response whose length is framed two ways or in a way other than one plain
+/// `Content-Length` or a single `chunked`. Pure.
+pub fn check_framing(headers: &HeaderMap) -> Result<(), BlockReason> {
+    let ambiguous = |why: &str| {
+        Err(BlockReason::AmbiguousFraming {
+            why: why.to_string(),
+        })
+    };
+    let codings = tokens(headers, &TRANSFER_ENCODING);
+    let lengths = tokens(headers, &CONTENT_LENGTH);
+    if !codings.is_empty() && !lengths.is_empty() {
+        return ambiguous("both Transfer-Encoding and Content-Length");
+    }
+    if !codings.is_empty() && codings != ["chunked"] {
+        return ambiguous("a Transfer-Encoding other than a single `chunked`");
+    }
+    if lengths
+        .iter()
+        .any(|l| l.is_empty() || !l.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return ambiguous("a Content-Length that is not a plain number");
+    }
+    if lengths
+        .windows(2)
+        .any(|pair| pair[0].trim_start_matches('0') != pair[1].trim_start_matches('0'))
+    {
+        return ambiguous("two different Content-Length values");
+    }
+    Ok(())
+}
+
+/// Refuses a response that declares a content coding other than `identity`. Pure.
+pub fn check_encoding(headers: &HeaderMap) -> Result<(), BlockReason> {
+    match tokens(headers, &CONTENT_ENCODING)
+        .into_iter()
+        .find(|t| !t.is_empty() && t != "identity")
+    {
+        Some(encoding) => Err(BlockReason::ContentEncodingNotAllowed {
+            encoding: cut(&encoding, 40),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The rule for a connection that failed because the server's certificate did not validate;
+/// `None` for every other failure. The rustls error sits inside an `io::Error`, whose
+/// `source()` skips it, so each link is also looked into with `get_ref`.
+fn certificate_refusal(error: &reqwest::Error) -> Option<BlockReason> {
+    links(error).find_map(|link| match link.downcast_ref::<rustls::Error>() {
+        Some(rustls::Error::InvalidCertificate(cert)) => Some(BlockReason::TlsCertificate {
+            why: describe_certificate_error(cert).to_string(),
+        }),
+        _ => None,
+    })
+}
+
+/// The rule for a response the HTTP library itself refused for its length framing (two
+/// different `Content-Length` values, a malformed length or transfer coding); `None` for
+/// every other failure. hyper gives these no public kind, so its messages are matched; the
+/// test `ambiguous_response_framing_is_refused` shows they still arrive.
+fn framing_refusal(error: &reqwest::Error) -> Option<BlockReason> {
+    const FRAMING: [&str; 3] = [
+        "invalid content-length parsed",
+        "unexpected transfer-encoding parsed",
+        "invalid transfer-encoding parsed",
+    ];
+    links(error).find_map(|link| {
+        let text = link.to_string();
+        FRAMING
+            .iter()
+            .any(|m| text == *m)
+            .then(|| BlockReason::AmbiguousFraming {
+                why: format!("the response's length framing did not parse ({text})"),
+            })
+    })
+}
+
+/// Every error in `error`'s chain. An `io::Error`'s `source()` skips the error it wraps, so
+/// each one is also opened with `get_ref`.
+fn links<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    let mut pending: Vec<&'a (dyn std::error::Error + 'static)> = vec![error];
+    std::iter::from_fn(move || {
+        let current = pending.pop()?;
+        if let Some(next) = current.source() {
+            pending.push(next);
+        }
+        if let Some(inner) = current
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            pending.push(inner);
+        }
+        Some(current)
+    })
+    .take(64)
+}
+
+/// Our words for a certificate failure (never the library's text). Pure.
+fn describe_certificate_error(error: &rustls::CertificateError) -> &'static str {
+    use rustls::CertificateError as E;
+    match error {
+        E::Expired | E::ExpiredContext { .. } => "the certificate has expired",
+        E::NotValidYet | E::NotValidYetContext { .. } => "the certificate is not valid yet",
+        E::NotValidForName | E::NotValidForNameContext { .. } => {
+            "the certificate is not valid for this host name"
+        }
+        E::UnknownIssuer => "the certificate is not signed by a trusted authority",
+        E::BadSignature
+        | E::UnsupportedSignatureAlgorithmContext { .. }
+        | E::UnsupportedSignatureAlgorithmForPublicKeyContext { .. } => {
+            "the certificate's signature does not verify"
+        }
+        E::Revoked => "the certificate is revoked",
+        // `CertificateError` is non-exhaustive: anything else is still a refusal.
+        _ => "the certificate is invalid",
     }
 }
 
@@ -453,6 +614,106 @@ fn chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            let value = reqwest::header::HeaderValue::from_str(value)
+                .unwrap_or_else(|e| panic!("{value}: {e}"));
+            map.append(*name, value);
+        }
+        map
+    }
+
+    #[test]
+    fn smuggling_shapes_in_response_framing_are_refused() {
+        let refused = [
+            vec![("content-length", "5"), ("transfer-encoding", "chunked")],
+            vec![("transfer-encoding", "chunked"), ("content-length", "5")],
+            vec![("content-length", "5"), ("content-length", "6")],
+            vec![("content-length", "5, 6")],
+            vec![("content-length", "+5")],
+            vec![("content-length", "-1")],
+            vec![("content-length", "")],
+            vec![("transfer-encoding", "identity")],
+            vec![("transfer-encoding", "gzip, chunked")],
+            vec![("transfer-encoding", "chunked, identity")],
+            vec![
+                ("transfer-encoding", "chunked"),
+                ("transfer-encoding", "chunked"),
+            ],
+            vec![("transfer-encoding", "xchunked")],
+        ];
+        for pairs in refused {
+            assert!(
+                matches!(
+                    check_framing(&headers(&pairs)),
+                    Err(BlockReason::AmbiguousFraming { .. })
+                ),
+                "{pairs:?}"
+            );
+        }
+        let fine = [
+            vec![],
+            vec![("content-length", "5")],
+            vec![("content-length", "5"), ("content-length", "5")],
+            vec![("content-length", "5, 05")],
+            vec![("transfer-encoding", "chunked")],
+            vec![("transfer-encoding", " Chunked ")],
+        ];
+        for pairs in fine {
+            assert_eq!(check_framing(&headers(&pairs)), Ok(()), "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn encoded_bodies_are_refused_on_their_header() {
+        let cases = [
+            (vec![], None),
+            (vec![("content-encoding", "identity")], None),
+            (vec![("content-encoding", "IDENTITY")], None),
+            (vec![("content-encoding", "gzip")], Some("gzip")),
+            (vec![("content-encoding", "GZip")], Some("gzip")),
+            (vec![("content-encoding", "br")], Some("br")),
+            (
+                vec![("content-encoding", "identity, deflate")],
+                Some("deflate"),
+            ),
+            (
+                vec![
+                    ("content-encoding", "identity"),
+                    ("content-encoding", "zstd"),
+                ],
+                Some("zstd"),
+            ),
+        ];
+        for (pairs, want) in cases {
+            let got = match check_encoding(&headers(&pairs)) {
+                Ok(()) => None,
+                Err(BlockReason::ContentEncodingNotAllowed { encoding }) => Some(encoding),
+                Err(other) => panic!("{other:?}"),
+            };
+            assert_eq!(got.as_deref(), want, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn certificate_failures_are_named_in_our_words() {
+        use rustls::CertificateError as E;
+        let cases = [
+            (E::Expired, "expired"),
+            (E::NotValidYet, "not valid yet"),
+            (E::NotValidForName, "host name"),
+            (E::UnknownIssuer, "trusted authority"),
+            (E::BadSignature, "signature"),
+            (E::Revoked, "revoked"),
+            (E::BadEncoding, "invalid"),
+        ];
+        for (error, words) in cases {
+            let text = describe_certificate_error(&error);
+            assert!(text.contains(words), "{error:?}: {text}");
+        }
+    }
 
     #[test]
     fn blocked_raw_urls_are_traced_by_the_host_as_written() {

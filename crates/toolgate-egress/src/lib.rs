@@ -29,7 +29,7 @@ pub use canon::{
 };
 pub use config::{AllowEntry, ConfigError, EgressConfig, HostPattern, Permit, Policy};
 pub use error::{AddressClass, BlockReason, EgressError, NonCanonical};
-pub use fetch::{Egress, FetchedPage};
+pub use fetch::{Egress, FetchedPage, check_encoding, check_framing};
 pub use resolve::{ResolveFuture, Resolver, StaticResolver, SystemResolver};
 pub use smtp::{OutgoingEmail, SmtpConfig, SmtpRelay, SmtpSecurity};
 pub use trace_event::{Decision, EgressDecision, Failure, Request};

@@ -693,3 +693,310 @@ fn downgrade_check_is_pure_and_covers_scheme_relative_locations() {
         );
     }
 }
+
+// ---- Hostile servers and hostile input: TLS, encodings, framing, control characters. ----
+
+/// A `secure.test` https entry for `port`.
+fn secure(port: u16) -> AllowEntry {
+    AllowEntry {
+        host: "secure.test".into(),
+        schemes: vec!["https".into()],
+        ports: Some(vec![port]),
+        allow_private: true,
+    }
+}
+
+/// What a test server presents, made now: never downloaded, never kept.
+enum Presented {
+    /// Signed by the test CA, for `secure.test`, valid today: the control.
+    Valid,
+    /// Signed by nobody the exit trusts.
+    SelfSigned,
+    /// Signed by the test CA, for another name.
+    WrongName,
+    /// Signed by the test CA, for `secure.test`, expired in 2021.
+    Expired,
+    /// Signed by the test CA, for `secure.test`, valid only from 2099.
+    NotYetValid,
+}
+
+/// The test CA's certificate (DER) and the server identity for `presented`.
+fn make_certificates(presented: &Presented) -> (Vec<u8>, TlsIdentity) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, date_time_ymd};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "toolgate generated test CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_der = ca_params.self_signed(&ca_key).unwrap().der().to_vec();
+    let issuer = Issuer::from_params(&ca_params, &ca_key);
+
+    let leaf_key = KeyPair::generate().unwrap();
+    let name = match presented {
+        Presented::WrongName => "other.test",
+        _ => "secure.test",
+    };
+    let mut params = CertificateParams::new(vec![name.to_string()]).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    match presented {
+        Presented::Expired => {
+            params.not_before = date_time_ymd(2020, 1, 1);
+            params.not_after = date_time_ymd(2021, 1, 1);
+        }
+        Presented::NotYetValid => {
+            params.not_before = date_time_ymd(2099, 1, 1);
+            params.not_after = date_time_ymd(2100, 1, 1);
+        }
+        Presented::Valid | Presented::SelfSigned | Presented::WrongName => {}
+    }
+    let leaf = match presented {
+        Presented::SelfSigned => params.self_signed(&leaf_key).unwrap(),
+        _ => params.signed_by(&leaf_key, &issuer).unwrap(),
+    };
+    (
+        ca_der,
+        TlsIdentity {
+            cert_der: leaf.der().to_vec(),
+            key_pkcs8_der: leaf_key.serialize_der(),
+        },
+    )
+}
+
+#[test]
+fn tls_certificate_failures_are_blocked_with_the_rule() {
+    let cases = [
+        (Presented::SelfSigned, "self-signed"),
+        (Presented::WrongName, "wrong name"),
+        (Presented::Expired, "expired"),
+        (Presented::NotYetValid, "not yet valid"),
+    ];
+    for (presented, label) in cases {
+        let (ca_der, identity) = make_certificates(&presented);
+        let server = HttpServer::start_tls(vec![("/doc", Route::html("secret"))], identity);
+        let port = server.port();
+        let h = harness(vec![secure(port)]);
+        let egress = h.egress.with_root_certificate(&ca_der).unwrap();
+        let result = block_on(egress.get(&format!("https://secure.test:{port}/doc")));
+        match &result {
+            Err(EgressError::Blocked(BlockReason::TlsCertificate { .. })) => {}
+            other => panic!("{label}: not blocked by the certificate rule: {other:?}"),
+        }
+        let error = result.unwrap_err();
+        assert_eq!(error.to_tool_error().code, ErrorCode::Forbidden, "{label}");
+        let events = h.trace.of_kind("egress");
+        assert_eq!(events.len(), 1, "{label}");
+        assert_eq!(events[0]["decision"], "blocked", "{label}");
+        assert_eq!(events[0]["rule"], "tls_certificate", "{label}");
+        // The handshake failed: no request reached the server.
+        assert!(server.seen().is_empty(), "{label}: {:?}", server.seen());
+    }
+    // The control: the same CA-made certificate, valid, is fetched.
+    let (ca_der, identity) = make_certificates(&Presented::Valid);
+    let server = HttpServer::start_tls(vec![("/doc", Route::html("fine"))], identity);
+    let port = server.port();
+    let h = harness(vec![secure(port)]);
+    let egress = h.egress.with_root_certificate(&ca_der).unwrap();
+    let page = block_on(egress.get(&format!("https://secure.test:{port}/doc"))).unwrap();
+    assert_eq!(page.body, "fine");
+}
+
+/// `bytes` of zeros, gzipped: a few kilobytes on the wire.
+fn gzip_bomb(bytes: usize) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let block = vec![0_u8; 1 << 20];
+    for _ in 0..bytes / block.len() {
+        encoder.write_all(&block).unwrap();
+    }
+    encoder.finish().unwrap()
+}
+
+#[test]
+fn compressed_answers_are_refused_and_no_encoding_is_asked_for() {
+    // 64 MiB of zeros in about 64 KiB: a bomb that would pass the byte cap on the wire.
+    let bomb = gzip_bomb(64 << 20);
+    assert!(bomb.len() < 70_000, "{}", bomb.len());
+    let encoded = |encoding: &str, body: Vec<u8>| Route {
+        status: 200,
+        headers: vec![
+            ("Content-Type".into(), "text/html".into()),
+            ("Content-Encoding".into(), encoding.into()),
+        ],
+        body,
+        omit_length: false,
+        delay: Duration::ZERO,
+    };
+    let server = HttpServer::start(vec![
+        ("/bomb", encoded("gzip", bomb.clone())),
+        ("/upper", encoded("GZIP", bomb.clone())),
+        ("/x-gzip", encoded("x-gzip", bomb.clone())),
+        ("/br", encoded("br", vec![0x1b; 32])),
+        ("/deflate", encoded("deflate", vec![0x78; 32])),
+        ("/zstd", encoded("zstd", vec![0x28; 32])),
+        ("/stacked", encoded("identity, gzip", bomb)),
+        ("/identity", encoded("identity", b"plain".to_vec())),
+    ]);
+    let port = server.port();
+    let h = harness(vec![local("allowed.test", port)]);
+    for path in [
+        "/bomb", "/upper", "/x-gzip", "/br", "/deflate", "/zstd", "/stacked",
+    ] {
+        let url = format!("http://allowed.test:{port}{path}");
+        match block_on(h.egress.get(&url)) {
+            Err(EgressError::Blocked(BlockReason::ContentEncodingNotAllowed { .. })) => {}
+            Ok(page) => panic!("{path}: fetched {} encoded bytes", page.bytes),
+            Err(other) => panic!("{path}: {other:?}"),
+        }
+        let events = h.trace.of_kind("egress");
+        let event = events.last().unwrap();
+        assert_eq!(event["rule"], "content_encoding_not_allowed", "{path}");
+        // Refused on the header: not one byte of the body was read.
+        assert_eq!(event["bytes"], 0, "{path}");
+    }
+    // `identity` is no encoding: fetched.
+    let page = block_on(
+        h.egress
+            .get(&format!("http://allowed.test:{port}/identity")),
+    )
+    .unwrap();
+    assert_eq!(page.body, "plain");
+    // Every request asked for the body as it is.
+    for seen in server.seen() {
+        let asked: Vec<&String> = seen
+            .headers
+            .iter()
+            .filter(|h| h.to_ascii_lowercase().starts_with("accept-encoding:"))
+            .collect();
+        assert_eq!(asked.len(), 1, "{:?}", seen.headers);
+        assert_eq!(asked[0].to_ascii_lowercase(), "accept-encoding: identity");
+    }
+}
+
+#[test]
+fn ambiguous_response_framing_is_refused() {
+    let framed = |headers: &[(&str, &str)], body: &str| Route {
+        status: 200,
+        headers: std::iter::once(("Content-Type".to_string(), "text/html".to_string()))
+            .chain(headers.iter().map(|(n, v)| (n.to_string(), v.to_string())))
+            .collect(),
+        body: body.as_bytes().to_vec(),
+        omit_length: true,
+        delay: Duration::ZERO,
+    };
+    let chunked = "5\r\nhello\r\n0\r\n\r\n";
+    let cases = [
+        (
+            "/cl-te",
+            framed(
+                &[("Content-Length", "5"), ("Transfer-Encoding", "chunked")],
+                chunked,
+            ),
+        ),
+        (
+            "/te-cl",
+            framed(
+                &[("Transfer-Encoding", "chunked"), ("Content-Length", "30")],
+                chunked,
+            ),
+        ),
+        (
+            "/two-lengths",
+            framed(
+                &[("Content-Length", "5"), ("Content-Length", "6")],
+                "hello!",
+            ),
+        ),
+        (
+            "/two-lengths-one-line",
+            framed(&[("Content-Length", "5, 6")], "hello!"),
+        ),
+        (
+            "/te-not-chunked",
+            framed(&[("Transfer-Encoding", "identity")], "hello"),
+        ),
+        (
+            "/te-gzip-chunked",
+            framed(&[("Transfer-Encoding", "gzip, chunked")], chunked),
+        ),
+        (
+            "/te-twice",
+            framed(
+                &[
+                    ("Transfer-Encoding", "chunked"),
+                    ("Transfer-Encoding", "chunked"),
+                ],
+                chunked,
+            ),
+        ),
+    ];
+    let paths: Vec<&str> = cases.iter().map(|(p, _)| *p).collect();
+    let server = HttpServer::start(cases.into_iter().collect());
+    let port = server.port();
+    let h = harness(vec![local("allowed.test", port)]);
+    for path in paths {
+        let url = format!("http://allowed.test:{port}{path}");
+        let result = block_on(h.egress.get(&url)).map(|page| page.body);
+        let events = h.trace.of_kind("egress");
+        let event = events.last().unwrap();
+        assert!(
+            matches!(
+                result,
+                Err(EgressError::Blocked(BlockReason::AmbiguousFraming { .. }))
+            ),
+            "{path}: {result:?}"
+        );
+        assert_eq!(event["decision"], "blocked", "{path}");
+        assert_eq!(event["rule"], "ambiguous_framing", "{path}");
+    }
+}
+
+#[test]
+fn control_characters_never_reach_a_request_line_or_header() {
+    let server = HttpServer::start(vec![("/a", Route::html("a"))]);
+    let port = server.port();
+    let h = harness(vec![local("allowed.test", port)]);
+    let base = format!("http://allowed.test:{port}");
+    let urls = [
+        format!("{base}/a\r\nX-Injected: 1"),
+        format!("{base}/a HTTP/1.1\r\nHost: evil.test\r\n\r\nGET /b"),
+        format!("{base}/a?q=1\r\nSet-Cookie: x=y"),
+        format!("{base}/a?q=\n"),
+        format!("{base}/a\r"),
+        format!("{base}/a\0"),
+        format!("{base}/a?q=\0x"),
+        format!("{base}/a#\r\nX: y"),
+        format!("{base}/a\u{85}b"),
+        format!("{base}/a\tb"),
+        format!("{base}/a\u{7f}"),
+    ];
+    for (i, url) in urls.iter().enumerate() {
+        match h.blocked(url) {
+            BlockReason::InvalidUrl { .. } => {}
+            other => panic!("{url:?}: {other:?}"),
+        }
+        let events = h.trace.of_kind("egress");
+        assert_eq!(events.len(), i + 1, "one line per call");
+        assert_eq!(events[i]["rule"], "invalid_url", "{url:?}");
+    }
+    assert!(server.seen().is_empty(), "{:?}", server.seen());
+    assert!(h.resolver.asked().is_empty());
+    assert_eq!(h.egress.requests_sent(), 0);
+
+    // Encoded line breaks are data: they leave percent-encoded, in the target only.
+    let page = block_on(h.egress.get(&format!("{base}/a?q=%0D%0AX-Injected:%201"))).unwrap();
+    assert_eq!(page.body, "a");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].target, "/a?q=%0D%0AX-Injected:%201");
+    assert!(
+        seen[0]
+            .headers
+            .iter()
+            .all(|h| !h.to_ascii_lowercase().starts_with("x-injected")),
+        "{:?}",
+        seen[0].headers
+    );
+}

@@ -6,8 +6,9 @@ mod support;
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use support::SmtpSink;
+use support::{SlowTalker, SmtpSink};
 use toolgate_core::trace::MemoryTrace;
 use toolgate_egress::{
     AddressClass, AllowEntry, BlockReason, ConfigError, EgressConfig, EgressError, OutgoingEmail,
@@ -224,4 +225,113 @@ fn bad_recipient_is_refused_before_connecting() {
     );
     drop(relay);
     assert!(sink.received().is_empty());
+}
+
+#[test]
+fn smtp_relay_that_greets_one_byte_a_second_is_cut_at_the_deadline() {
+    // Each byte comes well within any per-read timeout; only a deadline on the whole send
+    // stops this relay. The greeting would take about 40 s.
+    let talkers = [
+        (
+            "one byte a second",
+            SlowTalker::start(
+                b"220 slow.test ESMTP a greeting that never ends\r\n",
+                Duration::from_secs(1),
+            ),
+        ),
+        ("silent", SlowTalker::start(b"", Duration::from_secs(1))),
+    ];
+    for (label, talker) in &talkers {
+        let port = talker.port();
+        let trace = Arc::new(MemoryTrace::default());
+        let mut settings = config("127.0.0.1", port);
+        settings.timeout_secs = 2;
+        let relay = SmtpRelay::new(
+            settings,
+            &policy(vec![smtp_entry("127.0.0.1", port, true)]),
+            resolver(),
+            trace.clone(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let started = Instant::now();
+        let result = block_on(relay.send(&email()));
+        let took = started.elapsed();
+        assert_eq!(
+            result,
+            Err(EgressError::Timeout {
+                after: Duration::from_secs(2)
+            }),
+            "{label}"
+        );
+        assert!(took < Duration::from_secs(4), "{label}: {took:?}");
+        assert_eq!(talker.connections(), 1, "{label}");
+        let events = trace.of_kind("egress");
+        assert_eq!(events.len(), 1, "{label}");
+        assert_eq!(events[0]["decision"], "blocked", "{label}");
+        assert_eq!(events[0]["rule"], "timeout", "{label}");
+        assert_eq!(
+            error_code(&result),
+            Some(toolgate_core::ErrorCode::DeadlineExceeded),
+            "{label}"
+        );
+    }
+}
+
+fn error_code(result: &Result<String, EgressError>) -> Option<toolgate_core::ErrorCode> {
+    result.as_ref().err().map(|e| e.to_tool_error().code)
+}
+
+#[test]
+fn line_breaks_in_a_subject_or_name_inject_no_header_or_recipient() {
+    let sink = SmtpSink::start();
+    let port = sink.port();
+    let relay = relay_to("127.0.0.1", port, true, Arc::new(MemoryTrace::default()));
+    let subjects = [
+        "Budget\r\nBcc: mallory@evil.test",
+        "Budget\nBcc: mallory@evil.test",
+        "Budget\rBcc: mallory@evil.test",
+        "Budget\r\n\r\nInjected body",
+        "Budget\0\r\nX-Injected: 1",
+    ];
+    for subject in subjects {
+        let mail = OutgoingEmail {
+            subject: subject.into(),
+            to: vec!["bob@example.org".into()],
+            body: "the body".into(),
+        };
+        block_on(relay.send(&mail)).unwrap_or_else(|e| panic!("{subject:?}: {e}"));
+    }
+    // A display name with a line break is refused as a bad address, before connecting.
+    let named = OutgoingEmail {
+        to: vec!["Bob\r\nBcc: mallory@evil.test <bob@example.org>".into()],
+        ..email()
+    };
+    let refused = block_on(relay.send(&named));
+    drop(relay);
+    let got = sink.received();
+    assert_eq!(got.len(), subjects.len(), "{got:#?}");
+    for (message, subject) in got.iter().zip(subjects) {
+        assert_eq!(message.rcpt_to.len(), 1, "{subject:?}");
+        let head = message.data.split("\r\n\r\n").next().unwrap_or_default();
+        for line in head.split("\r\n") {
+            let lower = line.to_ascii_lowercase();
+            assert!(
+                !lower.starts_with("bcc:") && !lower.starts_with("x-injected"),
+                "{subject:?} injected a header: {:?}",
+                message.data
+            );
+        }
+        assert!(
+            message.data.ends_with("\r\n\r\nthe body\r\n"),
+            "{subject:?}: {:?}",
+            message.data
+        );
+    }
+    match refused {
+        Ok(id) => panic!("sent {id} to a name with a line break"),
+        Err(error) => assert_eq!(
+            error.to_tool_error().code,
+            toolgate_core::ErrorCode::InvalidArgument
+        ),
+    }
 }

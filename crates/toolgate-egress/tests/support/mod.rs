@@ -385,3 +385,77 @@ fn smtp_session(stream: TcpStream, sink: &Mutex<Vec<Received>>) -> Option<()> {
     }
     Some(())
 }
+
+/// A hostile SMTP "relay": accepts connections and sends `greeting` one byte every `every`,
+/// reading nothing. Records when each connection came; stops when dropped (or at `LIFETIME`).
+pub struct SlowTalker {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    connections: Arc<Mutex<usize>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl SlowTalker {
+    pub fn start(greeting: &'static [u8], every: Duration) -> SlowTalker {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("local_addr: {e}"));
+        listener
+            .set_nonblocking(true)
+            .unwrap_or_else(|e| panic!("nonblocking: {e}"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let connections = Arc::new(Mutex::new(0_usize));
+        let (stop2, connections2) = (stop.clone(), connections.clone());
+        let handle = std::thread::spawn(move || {
+            let started = Instant::now();
+            let mut open: Vec<(TcpStream, usize)> = Vec::new();
+            let mut last = Instant::now();
+            while !stop2.load(Ordering::SeqCst) && started.elapsed() < LIFETIME {
+                if let Ok((stream, _)) = listener.accept() {
+                    let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
+                    if let Ok(mut n) = connections2.lock() {
+                        *n += 1;
+                    }
+                    open.push((stream, 0));
+                }
+                if last.elapsed() >= every {
+                    last = Instant::now();
+                    // One more byte to each connection; a closed one is dropped.
+                    open.retain_mut(|(stream, sent)| {
+                        if *sent >= greeting.len() {
+                            return true;
+                        }
+                        let ok = stream.write_all(&greeting[*sent..*sent + 1]).is_ok();
+                        *sent += 1;
+                        ok
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        SlowTalker {
+            addr,
+            stop,
+            connections,
+            handle: Some(handle),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    pub fn connections(&self) -> usize {
+        self.connections.lock().map(|n| *n).unwrap_or_default()
+    }
+}
+
+impl Drop for SlowTalker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
