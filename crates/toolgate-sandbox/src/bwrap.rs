@@ -38,6 +38,8 @@ pub struct Mounts {
     pub work: PathBuf,
     /// The init program on the host.
     pub init: PathBuf,
+    /// Size of the run's `/tmp` (a tmpfs: memory).
+    pub tmp_bytes: u64,
 }
 
 /// Paths inside the sandbox the init lets the program read (Landlock).
@@ -119,12 +121,11 @@ pub fn arguments(mounts: &Mounts) -> Vec<OsString> {
             "/proc",
             "--dev",
             "/dev",
-            "--tmpfs",
-            "/tmp",
-            "--dir",
-            "/sandbox",
+            "--size",
         ],
     );
+    args.push(mounts.tmp_bytes.to_string().into());
+    push(&mut args, &["--tmpfs", "/tmp", "--dir", "/sandbox"]);
     bind_fd(&mut args, "--ro-bind-fd", CODE_FD, CODE_DIR);
     if mounts.data.is_some() {
         bind_fd(&mut args, "--ro-bind-fd", DATA_FD, DATA_DIR);
@@ -172,6 +173,7 @@ mod tests {
             data: data.then(|| PathBuf::from("/host/notes")),
             work: PathBuf::from("/host/work"),
             init: PathBuf::from("/host/init"),
+            tmp_bytes: 64 << 20,
         }
     }
 
@@ -254,6 +256,14 @@ mod tests {
         assert!(!strings(false).iter().any(|a| a == DATA_DIR));
         assert!(strings(true).iter().any(|a| a == DATA_DIR));
         assert!(!readable(&mounts(false)).contains(&PathBuf::from(DATA_DIR)));
+    }
+
+    #[test]
+    fn tmp_is_a_tmpfs_of_the_configured_size_so_it_cannot_take_the_hosts_memory() {
+        let args = strings(false);
+        let at = args.iter().position(|a| a == "--tmpfs").unwrap();
+        assert_eq!(args[at + 1], "/tmp");
+        assert_eq!(&args[at - 2..at], ["--size", &(64u64 << 20).to_string()]);
     }
 
     #[test]

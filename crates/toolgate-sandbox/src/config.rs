@@ -10,11 +10,23 @@ use serde::{Deserialize, Serialize};
 /// set inside the sandbox before the program starts; the wall clock is enforced from outside
 /// and kills the whole process tree. Time a script spends waiting for a tool call (a human
 /// asked to approve one) does not count against the wall clock.
+///
+/// `memory_bytes` and `processes` bound the run as a whole: a cgroup holds every process of
+/// the run when one can be made, otherwise the rlimits are split so that processes x address
+/// space stays within `memory_bytes` (see [`crate::cgroup`]). `/tmp` is a tmpfs of
+/// `tmp_bytes` and the work folder holds at most `work_bytes` (see [`crate::workspace`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Limits {
     pub cpu_seconds: u64,
+    /// One process's address space (under a cgroup; without one it is `memory_bytes` split).
     pub address_space_bytes: u64,
+    /// Memory of the whole run: every process, and `/tmp` (a tmpfs is memory).
+    pub memory_bytes: u64,
     pub processes: u64,
+    /// Size of the run's `/tmp` (a tmpfs).
+    pub tmp_bytes: u64,
+    /// What the conversation's work folder may hold.
+    pub work_bytes: u64,
     pub file_size_bytes: u64,
     pub open_files: u64,
     #[serde(with = "millis")]
@@ -33,7 +45,10 @@ impl Default for Limits {
         Limits {
             cpu_seconds: 20,
             address_space_bytes: 1 << 30,
+            memory_bytes: 1 << 30,
             processes: 32,
+            tmp_bytes: 64 << 20,
+            work_bytes: 256 << 20,
             file_size_bytes: 64 << 20,
             open_files: 128,
             wall: Duration::from_secs(30),
@@ -75,6 +90,8 @@ pub struct SandboxConfig {
     pub limits: Limits,
     pub seccomp: Requirement,
     pub landlock: Requirement,
+    /// Whether the run's cgroup must be made; `if_available` falls back to split rlimits.
+    pub cgroup: Requirement,
 }
 
 impl SandboxConfig {
@@ -86,6 +103,7 @@ impl SandboxConfig {
             limits: Limits::default(),
             seccomp: Requirement::Required,
             landlock: Requirement::Required,
+            cgroup: Requirement::IfAvailable,
         }
     }
 }
@@ -110,13 +128,39 @@ pub struct Settings {
     pub python: Option<PathBuf>,
     pub wall_seconds: Option<u64>,
     pub cpu_seconds: Option<u64>,
+    /// Memory of the whole run (every process and `/tmp`), in MiB; default 1024.
     pub memory_mb: Option<u64>,
+    /// Processes of the whole run; default 32.
+    pub processes: Option<u64>,
+    /// Size of `/tmp` inside, in MiB; default 64.
+    pub tmp_mb: Option<u64>,
+    /// What a conversation's work folder may hold, in MiB; default 256.
+    pub work_mb: Option<u64>,
     /// `required` (default) or `if_available`.
     pub landlock: Option<Requirement>,
     pub seccomp: Option<Requirement>,
+    /// `if_available` (default: split rlimits without one) or `required`.
+    pub cgroup: Option<Requirement>,
 }
 
 impl Settings {
+    /// A size or count of zero is refused: nothing could run in it.
+    pub fn check(&self) -> Result<(), String> {
+        for (name, value) in [
+            ("memory_mb", self.memory_mb),
+            ("processes", self.processes),
+            ("tmp_mb", self.tmp_mb),
+            ("work_mb", self.work_mb),
+            ("wall_seconds", self.wall_seconds),
+            ("cpu_seconds", self.cpu_seconds),
+        ] {
+            if value == Some(0) {
+                return Err(format!("[sandbox] {name} must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+
     pub fn config(&self, init: InitProgram) -> SandboxConfig {
         let mut config = SandboxConfig::new(init);
         config.bwrap.clone_from(&self.bwrap);
@@ -129,14 +173,30 @@ impl Settings {
         if let Some(cpu) = self.cpu_seconds {
             config.limits.cpu_seconds = cpu;
         }
+        let mib = |mb: u64| mb.saturating_mul(1 << 20);
+        let limits = &mut config.limits;
         if let Some(mb) = self.memory_mb {
-            config.limits.address_space_bytes = mb.saturating_mul(1 << 20);
+            // The run's total; one process may use all of it, never more.
+            limits.memory_bytes = mib(mb);
+            limits.address_space_bytes = mib(mb);
+        }
+        if let Some(mb) = self.tmp_mb {
+            limits.tmp_bytes = mib(mb);
+        }
+        if let Some(mb) = self.work_mb {
+            limits.work_bytes = mib(mb);
+        }
+        if let Some(n) = self.processes {
+            limits.processes = n;
         }
         if let Some(landlock) = self.landlock {
             config.landlock = landlock;
         }
         if let Some(seccomp) = self.seccomp {
             config.seccomp = seccomp;
+        }
+        if let Some(cgroup) = self.cgroup {
+            config.cgroup = cgroup;
         }
         config
     }

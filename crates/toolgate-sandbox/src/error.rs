@@ -13,6 +13,10 @@ pub enum Layer {
     Seccomp,
     Landlock,
     Rlimits,
+    /// The run's cgroup (memory and processes of the whole run).
+    Cgroup,
+    /// The bound on the conversation's work folder.
+    WorkFolder,
 }
 
 impl Layer {
@@ -22,6 +26,8 @@ impl Layer {
             Layer::Seccomp => "seccomp",
             Layer::Landlock => "landlock",
             Layer::Rlimits => "rlimits",
+            Layer::Cgroup => "cgroup (memory and processes of the run)",
+            Layer::WorkFolder => "work folder bound",
         }
     }
 
@@ -36,6 +42,10 @@ impl Layer {
                 "run on a kernel with Landlock enabled (CONFIG_SECURITY_LANDLOCK and \"landlock\" in the lsm= boot list), or set landlock to \"if_available\""
             }
             Layer::Rlimits => "check the hard limits of the user running toolgate (ulimit -H -a)",
+            Layer::Cgroup => {
+                "run toolgate where it may create a child cgroup with the memory and pids controllers (as root, or in a delegated cgroup v2 subtree such as a systemd user service with Delegate=yes), or set [sandbox] cgroup to \"if_available\" (rlimits are then split so that processes x address space stays within memory_mb)"
+            }
+            Layer::WorkFolder => "empty the conversation's work folder or raise [sandbox] work_mb",
         }
     }
 }

@@ -4,7 +4,9 @@
 //! A run is a fresh process tree made by bubblewrap (user, PID, mount, IPC, UTS and network
 //! namespaces; `/usr` and the run's own folders mounted, nothing else of the host; no
 //! capabilities; a non-root user), inside which [`init`] sets rlimits, Landlock and a seccomp
-//! filter before executing the system's Python. Each layer comes from a well-kept mechanism
+//! filter before executing the system's Python. The run as a whole is bounded by [`cgroup`]
+//! (memory and processes together, or rlimits split to the same budget), `/tmp` is a
+//! tmpfs of `tmp_bytes`, and the work folder is bounded by [`workspace`]. Each layer comes from a well-kept mechanism
 //! (bubblewrap, the `landlock` crate, `seccompiler`); this crate only decides what they allow.
 //!
 //! Refuses: running anything when bubblewrap is missing, a namespace cannot be made, or a
@@ -14,6 +16,7 @@
 
 pub mod beneath;
 pub mod bwrap;
+pub mod cgroup;
 pub mod config;
 pub mod error;
 pub mod init;
@@ -24,8 +27,11 @@ pub mod source;
 pub mod tool;
 pub mod workspace;
 
+pub use cgroup::BoundLayer;
 pub use config::{InitProgram, Limits, Requirement, SandboxConfig, Settings};
 pub use error::{Layer, SandboxError};
-pub use run::{BridgeReply, Captured, Job, NoTools, RunReport, Sandbox, Stopped, ToolBridge};
+pub use run::{
+    Bounds, BridgeReply, Captured, Job, LimitHit, NoTools, RunReport, Sandbox, Stopped, ToolBridge,
+};
 pub use tool::{CodeTool, DataExport, code_execution};
-pub use workspace::Workspaces;
+pub use workspace::{WorkBound, Workspaces};

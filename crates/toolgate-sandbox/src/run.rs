@@ -23,9 +23,11 @@ use tokio::net::UnixStream;
 use toolgate_core::{BoxFuture, CancelToken};
 
 use crate::bwrap::{self, BRIDGE_FD, Mounts};
+use crate::cgroup::{self, BoundLayer, RunCgroup, Usage};
 use crate::config::SandboxConfig;
 use crate::error::{Layer, SandboxError};
 use crate::init::{INIT_FAILED, InitConfig, InitStatus, Rlimits};
+use crate::workspace::{self, WorkBound};
 
 /// What a script's tool call gets back over the bridge.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,6 +108,38 @@ pub enum Stopped {
     WallClock,
     /// The caller canceled the run.
     Canceled,
+    /// The work folder was already over its bound: nothing ran.
+    WorkFolderFull,
+}
+
+/// A bound of the whole run that the program ran into (it was told inside: ENOMEM, a killed
+/// process, EAGAIN on fork, ENOSPC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitHit {
+    /// The run's memory: the kernel killed a process of it.
+    Memory,
+    /// The run's processes: a fork was refused.
+    Processes,
+    /// The work folder is full.
+    WorkFolder,
+}
+
+/// How the run was bounded as a whole, and what it used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bounds {
+    pub layer: BoundLayer,
+    /// The run's memory (every process; `/tmp` too under a cgroup, beside it otherwise).
+    pub memory_bytes: u64,
+    pub processes: u64,
+    /// One process's address space.
+    pub address_space_bytes: u64,
+    pub tmp_bytes: u64,
+    pub work: WorkBound,
+    pub work_bytes: u64,
+    /// What the work folder holds after the run.
+    pub work_used_bytes: u64,
+    pub usage: Usage,
 }
 
 /// What happened. A script that fails, is killed by a limit or by a signal is a report, not
@@ -123,6 +157,8 @@ pub struct RunReport {
     pub landlock: bool,
     pub seccomp: bool,
     pub elapsed_ms: u64,
+    pub bounds: Bounds,
+    pub limits_hit: Vec<LimitHit>,
 }
 
 /// A configured sandbox; cheap to share, one process tree per [`Sandbox::run`].
@@ -199,6 +235,7 @@ impl Sandbox {
             data: job.data.clone(),
             work: job.work.clone(),
             init: self.config.init.path.clone(),
+            tmp_bytes: self.config.limits.tmp_bytes,
         };
         for dir in [Some(&mounts.work), mounts.data.as_ref()]
             .into_iter()
@@ -211,7 +248,73 @@ impl Sandbox {
                 )));
             }
         }
-        let init = self.init_config(&mounts)?;
+        let limits = &self.config.limits;
+        let work = workspace::bound_of(&mounts.work, limits.work_bytes);
+        let entries_cap = workspace::inodes_for(limits.work_bytes) + 1;
+        let (work_used, work_entries) = workspace::usage(&mounts.work, entries_cap)
+            .map_err(|e| SandboxError::io(&mounts.work, e))?;
+        let cgroup = match RunCgroup::create(limits.memory_bytes, limits.processes) {
+            Ok(cgroup) => Some(cgroup),
+            Err(reason) if self.config.cgroup == crate::Requirement::Required => {
+                return Err(SandboxError::LayerUnavailable {
+                    layer: Layer::Cgroup,
+                    reason,
+                });
+            }
+            Err(_) => None,
+        };
+        let (processes, address_space) = match &cgroup {
+            Some(_) => (
+                limits.processes,
+                limits.address_space_bytes.min(limits.memory_bytes),
+            ),
+            None => cgroup::split_rlimits(limits.memory_bytes, limits.processes),
+        };
+        let mut bounds = Bounds {
+            layer: cgroup
+                .as_ref()
+                .map_or(BoundLayer::Rlimits, RunCgroup::layer),
+            memory_bytes: limits.memory_bytes,
+            processes,
+            address_space_bytes: address_space,
+            tmp_bytes: limits.tmp_bytes,
+            work,
+            work_bytes: limits.work_bytes,
+            work_used_bytes: work_used,
+            usage: Usage::default(),
+        };
+        if work == WorkBound::Checked
+            && (work_used >= limits.work_bytes || work_entries >= entries_cap)
+        {
+            return Ok(RunReport {
+                exit_code: None,
+                signal: None,
+                stopped: Some(Stopped::WorkFolderFull),
+                stdout: Captured::empty(),
+                stderr: Captured {
+                    text: format!(
+                        "nothing ran: the work folder holds {work_used} bytes in {work_entries} entries, at or over its bound of {} bytes; delete files from it",
+                        limits.work_bytes
+                    ),
+                    total_bytes: 0,
+                    truncated: false,
+                },
+                tool_calls: 0,
+                landlock: false,
+                seccomp: false,
+                elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                bounds,
+                limits_hit: vec![LimitHit::WorkFolder],
+            });
+        }
+        // A checked folder: no one file may grow past the room left.
+        let file_size = match work {
+            WorkBound::Tmpfs => limits.file_size_bytes,
+            WorkBound::Checked => limits
+                .file_size_bytes
+                .min(limits.work_bytes.saturating_sub(work_used)),
+        };
+        let init = self.init_config(&mounts, processes, address_space, file_size)?;
         let as_root = is_root();
         if as_root {
             prepare_for_nobody(&mounts)?;
@@ -249,9 +352,17 @@ impl Sandbox {
             // whoever starts bubblewrap: so root starts it as nobody.
             command.uid(bwrap::SANDBOX_UID).gid(bwrap::SANDBOX_UID);
         }
-        // SAFETY: only async-signal-safe calls (fcntl, dup2) between fork and exec.
+        let join = cgroup
+            .as_ref()
+            .map(RunCgroup::procs_fds)
+            .unwrap_or_default();
+        // SAFETY: only async-signal-safe calls (fcntl, dup2, write) between fork and exec.
         unsafe {
-            command.pre_exec(move || place_fds(&placed));
+            command.pre_exec(move || {
+                place_fds(&placed)?;
+                // Into the run's cgroup before bubblewrap exists: no process of it is outside.
+                cgroup::join(&join)
+            });
         }
         let mut child = command.spawn().map_err(SandboxError::Spawn)?;
         drop((child_end, code_fd, data_fd, work_fd, init_fd));
@@ -265,7 +376,6 @@ impl Sandbox {
         let bridge_stream = UnixStream::from_std(host_end).map_err(SandboxError::Spawn)?;
         let (read_half, mut write_half) = bridge_stream.into_split();
         let mut requests = BufReader::new(read_half);
-        let limits = &self.config.limits;
         let stdout = tokio::spawn(capture(child.stdout.take(), limits.stdout_bytes));
         let stderr = tokio::spawn(capture(child.stderr.take(), limits.stderr_bytes));
 
@@ -345,6 +455,14 @@ impl Sandbox {
             }
         };
         drop(write_half);
+        if let Some(cgroup) = cgroup {
+            bounds.usage = cgroup.usage();
+            // Kills what is left of the run and removes the cgroup.
+            drop(cgroup);
+        }
+        if let Ok((used, _)) = workspace::usage(&mounts.work, entries_cap) {
+            bounds.work_used_bytes = used;
+        }
         use std::os::unix::process::ExitStatusExt as _;
         // The pipes close when the namespace's last process is gone; bounded all the same.
         let grace = Duration::from_secs(5);
@@ -366,17 +484,25 @@ impl Sandbox {
             landlock,
             seccomp,
             elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            limits_hit: hits(&bounds),
+            bounds,
         })
     }
 
-    fn init_config(&self, mounts: &Mounts) -> Result<String, SandboxError> {
+    fn init_config(
+        &self,
+        mounts: &Mounts,
+        processes: u64,
+        address_space: u64,
+        file_size: u64,
+    ) -> Result<String, SandboxError> {
         let limits = &self.config.limits;
         let config = InitConfig {
             rlimits: Rlimits {
                 cpu_seconds: limits.cpu_seconds,
-                address_space_bytes: limits.address_space_bytes,
-                processes: limits.processes,
-                file_size_bytes: limits.file_size_bytes,
+                address_space_bytes: address_space,
+                processes,
+                file_size_bytes: file_size,
                 open_files: limits.open_files,
             },
             seccomp: self.config.seccomp,
@@ -396,6 +522,22 @@ impl Sandbox {
     }
 }
 
+/// The bounds a finished run ran into, from what its cgroup counted and its work folder holds.
+pub fn hits(bounds: &Bounds) -> Vec<LimitHit> {
+    let mut hits = Vec::new();
+    if bounds.usage.oom_kills > 0 {
+        hits.push(LimitHit::Memory);
+    }
+    if bounds.usage.forks_refused > 0 {
+        hits.push(LimitHit::Processes);
+    }
+    // Within a page of the bound is full: the next write of any size fails.
+    if bounds.work_used_bytes.saturating_add(64 << 10) >= bounds.work_bytes {
+        hits.push(LimitHit::WorkFolder);
+    }
+    hits
+}
+
 impl Captured {
     fn empty() -> Self {
         Captured {
@@ -406,7 +548,7 @@ impl Captured {
     }
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no failure mode and touches no memory.
     unsafe { libc::geteuid() == 0 }
 }

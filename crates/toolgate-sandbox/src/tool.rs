@@ -114,7 +114,7 @@ pub fn code_execution(code: CodeTool) -> Result<Tool, DeclarationError> {
             &does,
             "a task needs many tool calls or has to filter or count over many results (every note that mentions the budget, every book of an author): loop in the script and print only what the answer needs.",
             Some("one or two tool calls answer the question: call those tools directly."),
-            "exit_code, stdout (and stderr when the script failed), tool_calls made, stopped (a limit that ended the script) and the returned files; the printed output is in untrusted_content.",
+            "exit_code, stdout (and stderr when the script failed), tool_calls made, stopped (a limit that ended the script), limits_hit (memory, processes or work_folder: a bound of the whole run the script ran into) and the returned files; the printed output is in untrusted_content.",
         )
         .example(
             "count the notes that mention the budget",
@@ -294,6 +294,16 @@ fn observation(report: &RunReport, files: Vec<ReturnedFile>) -> ToolOutput {
     }
     if let Some(stopped) = report.stopped {
         content["stopped"] = json!(stopped);
+    }
+    if !report.limits_hit.is_empty() {
+        content["limits_hit"] = json!(report.limits_hit);
+        content["limits"] = json!({
+            "memory_mb": report.bounds.memory_bytes >> 20,
+            "processes": report.bounds.processes,
+            "tmp_mb": report.bounds.tmp_bytes >> 20,
+            "work_mb": report.bounds.work_bytes >> 20,
+            "bounded_by": report.bounds.layer,
+        });
     }
     if report.stdout.truncated {
         content["stdout_cut"] = json!(format!(

@@ -2,21 +2,133 @@
 //! reads what an earlier one wrote; another conversation never sees it. All of them live under
 //! one private root that is removed when the [`Workspaces`] is dropped (the end of the
 //! conversation for `toolgate ask`), and [`Workspaces::finish`] removes one conversation's.
+//!
+//! Bounded: run as root, each conversation's folder is its own tmpfs of `work_bytes` (and one
+//! inode per 16 KiB of it), mounted here and unmounted when the conversation ends, so a
+//! script that fills it gets "No space left on device" and the host's disk is never touched.
+//! Where nothing can be mounted the folder is a plain one and the runner checks its size
+//! before and after every run instead ([`usage`], [`WorkBound::Checked`]).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::SandboxError;
+
+/// How the work folder of a run is bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkBound {
+    /// Its own tmpfs no larger than the bound: writes past it fail with ENOSPC.
+    Tmpfs,
+    /// A host folder: refused before a run when over the bound, checked after it, and no file
+    /// may grow past the room left (RLIMIT_FSIZE).
+    Checked,
+}
+
+/// Inodes a bounded folder of `bytes` may hold (one per 16 KiB, at least 1024).
+pub fn inodes_for(bytes: u64) -> u64 {
+    (bytes / (16 << 10)).max(1024)
+}
+
+/// Bytes (allocated blocks) and entries under `dir`, links not followed; stops counting at
+/// `cap_entries`.
+pub fn usage(dir: &Path, cap_entries: u64) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let (mut bytes, mut entries) = (0u64, 0u64);
+    let mut stack = vec![dir.to_owned()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder)? {
+            let entry = entry?;
+            let meta = entry.path().symlink_metadata()?;
+            bytes = bytes.saturating_add(meta.blocks().saturating_mul(512));
+            entries += 1;
+            if entries >= cap_entries {
+                return Ok((bytes, entries));
+            }
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    Ok((bytes, entries))
+}
+
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// [`WorkBound::Tmpfs`] when `dir` is a tmpfs no larger than `bytes` with bounded inodes.
+pub fn bound_of(dir: &Path, bytes: u64) -> WorkBound {
+    match rustix::fs::statfs(dir) {
+        Ok(fs) => {
+            let size = fs
+                .f_blocks
+                .saturating_mul(u64::try_from(fs.f_bsize).unwrap_or(u64::MAX));
+            if fs.f_type == TMPFS_MAGIC && size <= bytes && fs.f_files <= inodes_for(bytes) {
+                WorkBound::Tmpfs
+            } else {
+                WorkBound::Checked
+            }
+        }
+        Err(_) => WorkBound::Checked,
+    }
+}
+
+/// Mounts a tmpfs of `bytes` at `dir` for the sandbox's user; false where this process may not.
+fn mount_bounded(dir: &Path, bytes: u64) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    if !crate::run::is_root() {
+        return false;
+    }
+    let options = format!(
+        "size={bytes},nr_inodes={},mode=0700,uid={uid},gid={uid}",
+        inodes_for(bytes),
+        uid = crate::bwrap::SANDBOX_UID
+    );
+    let (Ok(target), Ok(options)) = (
+        std::ffi::CString::new(dir.as_os_str().as_bytes()),
+        std::ffi::CString::new(options),
+    ) else {
+        return false;
+    };
+    // SAFETY: mount reads the NUL-terminated strings passed and nothing else.
+    let done = unsafe {
+        libc::mount(
+            c"toolgate-work".as_ptr(),
+            target.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            options.as_ptr().cast(),
+        )
+    };
+    done == 0
+}
+
+fn unmount(dir: &Path) {
+    use std::os::unix::ffi::OsStrExt as _;
+    if let Ok(target) = std::ffi::CString::new(dir.as_os_str().as_bytes()) {
+        // SAFETY: umount2 reads the NUL-terminated path and nothing else.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    }
+}
 
 #[derive(Debug)]
 pub struct Workspaces {
     root: tempfile::TempDir,
     runs: Mutex<HashMap<String, PathBuf>>,
+    work_bytes: u64,
+    mounted: Mutex<Vec<PathBuf>>,
 }
 
 impl Workspaces {
+    /// Folders bounded by the default `work_bytes` ([`crate::Limits`]).
     pub fn new() -> Result<Self, SandboxError> {
+        Workspaces::with_limit(crate::Limits::default().work_bytes)
+    }
+
+    /// Folders of at most `work_bytes` each.
+    pub fn with_limit(work_bytes: u64) -> Result<Self, SandboxError> {
         let root = tempfile::Builder::new()
             .prefix("toolgate-work-")
             .tempdir()
@@ -28,6 +140,8 @@ impl Workspaces {
         Ok(Workspaces {
             root,
             runs: Mutex::new(HashMap::new()),
+            work_bytes,
+            mounted: Mutex::new(Vec::new()),
         })
     }
 
@@ -43,6 +157,11 @@ impl Workspaces {
         // Numbered, not named after the run id: a run id is caller text.
         let dir = self.root.path().join(format!("run-{}", runs.len() + 1));
         std::fs::create_dir(&dir).map_err(|e| SandboxError::io(&dir, e))?;
+        if mount_bounded(&dir, self.work_bytes)
+            && let Ok(mut mounted) = self.mounted.lock()
+        {
+            mounted.push(dir.clone());
+        }
         // The root lets anyone traverse it: the folder itself is private to the run.
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
@@ -58,13 +177,39 @@ impl Workspaces {
             Err(_) => None,
         };
         match removed {
-            Some(dir) => std::fs::remove_dir_all(&dir).map_err(|e| SandboxError::io(&dir, e)),
+            Some(dir) => {
+                self.release(&dir);
+                std::fs::remove_dir_all(&dir).map_err(|e| SandboxError::io(&dir, e))
+            }
             None => Ok(()),
         }
     }
 
+    fn release(&self, dir: &Path) {
+        if let Ok(mut mounted) = self.mounted.lock()
+            && let Some(i) = mounted.iter().position(|m| m == dir)
+        {
+            unmount(&mounted.swap_remove(i));
+        }
+    }
+
+    /// The bound each conversation's folder holds to.
+    pub fn work_bytes(&self) -> u64 {
+        self.work_bytes
+    }
+
     pub fn root(&self) -> &std::path::Path {
         self.root.path()
+    }
+}
+
+impl Drop for Workspaces {
+    fn drop(&mut self) {
+        if let Ok(mounted) = self.mounted.get_mut() {
+            for dir in mounted.drain(..) {
+                unmount(&dir);
+            }
+        }
     }
 }
 
@@ -84,6 +229,9 @@ mod tests {
         use std::os::unix::fs::PermissionsExt as _;
         let mode = std::fs::metadata(&a).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "a conversation's folder is private to it");
+        if crate::run::is_root() {
+            assert_eq!(bound_of(&a, spaces.work_bytes()), WorkBound::Tmpfs);
+        }
     }
 
     #[test]
@@ -103,5 +251,27 @@ mod tests {
         let spaces = Workspaces::new().unwrap();
         let dir = spaces.for_run("../../etc").unwrap();
         assert_eq!(dir.parent(), Some(spaces.root()));
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_folder_is_checked_not_trusted_as_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(bound_of(dir.path(), 256 << 20), WorkBound::Checked);
+    }
+
+    #[test]
+    fn usage_counts_nested_files_and_does_not_follow_links() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("a")).unwrap();
+        std::fs::write(dir.path().join("a/f"), vec![1u8; 100_000]).unwrap();
+        std::os::unix::fs::symlink("/usr", dir.path().join("link")).unwrap();
+        let (bytes, entries) = usage(dir.path(), 1000).unwrap();
+        assert_eq!(entries, 3);
+        assert!((100_000..1_000_000).contains(&bytes), "{bytes}");
     }
 }

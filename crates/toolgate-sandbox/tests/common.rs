@@ -140,3 +140,8 @@ pub fn stdout(observation: &toolgate_core::Observation) -> String {
         .map(|u| u.text.clone())
         .unwrap_or_default()
 }
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no failure mode.
+    unsafe { libc::geteuid() == 0 }
+}

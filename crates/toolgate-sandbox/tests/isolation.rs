@@ -841,3 +841,244 @@ print('native_getpid', libc.syscall(39) > 0)
         "{report:?}"
     );
 }
+
+// The run as a whole: memory and processes together, /tmp, the work folder. Every probe is
+// itself bounded (at most ~2.8 GB of memory and 400 MB of disk even when the bound fails).
+
+fn mem_available() -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("MemAvailable:"))
+        .unwrap();
+    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kib << 10
+}
+
+fn disk_free(path: &Path) -> u64 {
+    let fs = rustix::fs::statvfs(path).unwrap();
+    fs.f_bavail * fs.f_frsize
+}
+
+fn bounded_sandbox(edit: impl FnOnce(&mut toolgate_sandbox::Limits)) -> Sandbox {
+    let mut config = config();
+    edit(&mut config.limits);
+    Sandbox::new(config).unwrap()
+}
+
+/// Samples the host's MemAvailable every 20 ms until dropped; the lowest value seen.
+struct MemWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl MemWatch {
+    fn start() -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut low = mem_available();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                low = low.min(mem_available());
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            low
+        });
+        MemWatch {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn lowest(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+#[tokio::test]
+async fn forked_children_together_cannot_pass_the_runs_memory() {
+    const GIB: u64 = 1 << 30;
+    let sandbox = bounded_sandbox(|limits| {
+        limits.memory_bytes = GIB;
+        limits.address_space_bytes = GIB;
+    });
+    let work = tempfile::tempdir().unwrap();
+    // Four children each fill 700 MB (bytes written, so every page is touched), hold it for a
+    // second so that they overlap, and say whether they got it.
+    let script = "import os, sys, time\nkids = []\nfor i in range(4):\n    pid = os.fork()\n    if pid == 0:\n        try:\n            b = b'\\x01' * (700 << 20)\n            print('CHILD', i, 'GOT', len(b), flush=True)\n            time.sleep(1.5)\n            os._exit(0)\n        except MemoryError:\n            print('CHILD', i, 'MemoryError', flush=True)\n            os._exit(1)\n    kids.append(pid)\nfor pid in kids:\n    _, status = os.waitpid(pid, 0)\n    print('STATUS', status, flush=True)\n";
+    let before = mem_available();
+    let watch = MemWatch::start();
+    let report = run_in(&sandbox, script, work.path(), None).await;
+    let lowest = watch.lowest();
+    let got = report.stdout.text.matches(" GOT ").count();
+    assert!(
+        got < 4,
+        "all four children got 700 MB under a 1 GiB run: {report:?}"
+    );
+    let bounds = &report.bounds;
+    eprintln!(
+        "bounded by {:?}: {got} of 4 children got 700 MB; peak {:?}; MemAvailable {} MB before, lowest {} MB during",
+        bounds.layer,
+        bounds.usage.memory_peak_bytes,
+        before >> 20,
+        lowest >> 20
+    );
+    match bounds.layer {
+        toolgate_sandbox::BoundLayer::Rlimits => {
+            assert!(
+                bounds.processes * bounds.address_space_bytes <= GIB,
+                "{bounds:?}"
+            );
+        }
+        toolgate_sandbox::BoundLayer::CgroupV1 | toolgate_sandbox::BoundLayer::CgroupV2 => {
+            assert!(bounds.usage.memory_peak_bytes.unwrap() <= GIB, "{bounds:?}");
+            assert!(
+                report
+                    .limits_hit
+                    .contains(&toolgate_sandbox::LimitHit::Memory),
+                "{report:?}"
+            );
+        }
+    }
+    // The host lost at most the run's budget (and some slack for whatever else runs here).
+    assert!(
+        lowest + GIB + (512 << 20) >= before,
+        "the host's MemAvailable fell from {before} to {lowest}"
+    );
+}
+
+#[tokio::test]
+async fn filling_tmp_stops_at_its_size_with_no_space_left() {
+    let sandbox = bounded_sandbox(|limits| limits.tmp_bytes = 32 << 20);
+    let work = tempfile::tempdir().unwrap();
+    // 16 MB files (under the per-file limit) until a write fails or 400 MB are written.
+    let script = "import errno\nchunk = b'x' * (1 << 20)\nwritten = 0\ntry:\n    for n in range(25):\n        with open(f'/tmp/f{n}', 'wb') as f:\n            for _ in range(16):\n                f.write(chunk)\n                f.flush()\n                written += len(chunk)\n    print('WROTE ALL', written)\nexcept OSError as e:\n    print('FAILED', errno.errorcode[e.errno], written)\n";
+    let before = mem_available();
+    let watch = MemWatch::start();
+    let report = run_in(&sandbox, script, work.path(), None).await;
+    let lowest = watch.lowest();
+    let words: Vec<&str> = report.stdout.text.split_whitespace().collect();
+    assert_eq!(words.first(), Some(&"FAILED"), "{report:?}");
+    assert_eq!(words.get(1), Some(&"ENOSPC"), "{report:?}");
+    let written: u64 = words[2].parse().unwrap();
+    assert!(written <= 32 << 20, "{written} bytes in a 32 MB /tmp");
+    assert!(
+        lowest + (512 << 20) >= before,
+        "the host's MemAvailable fell from {before} to {lowest}"
+    );
+}
+
+/// Writes 8 MB files into the work folder until a write fails or 400 MB are written.
+const FILL_WORK: &str = "import errno\nchunk = b'x' * (1 << 20)\nwritten = 0\ntry:\n    for n in range(50):\n        with open(f'fill{n}', 'wb') as f:\n            for _ in range(8):\n                f.write(chunk)\n                f.flush()\n                written += len(chunk)\n    print('WROTE ALL', written)\nexcept OSError as e:\n    print('FAILED', errno.errorcode[e.errno], written)\n";
+
+#[tokio::test]
+async fn filling_the_work_folder_gets_no_space_left_and_the_host_disk_is_untouched() {
+    if !common::is_root() {
+        eprintln!(
+            "skipped: only root mounts a bounded folder per conversation (see the checked test)"
+        );
+        return;
+    }
+    let sandbox = bounded_sandbox(|limits| limits.work_bytes = 32 << 20);
+    let spaces = toolgate_sandbox::Workspaces::with_limit(32 << 20).unwrap();
+    let work = spaces.for_run("conversation").unwrap();
+    let disk_before = disk_free(spaces.root());
+    let report = run_in(&sandbox, FILL_WORK, &work, None).await;
+    let disk_after = disk_free(spaces.root());
+    let words: Vec<&str> = report.stdout.text.split_whitespace().collect();
+    assert_eq!(
+        words.get(..2),
+        Some(&["FAILED", "ENOSPC"][..]),
+        "{report:?}"
+    );
+    assert!(words[2].parse::<u64>().unwrap() <= 32 << 20, "{report:?}");
+    assert_eq!(report.bounds.work, toolgate_sandbox::WorkBound::Tmpfs);
+    assert!(
+        report
+            .limits_hit
+            .contains(&toolgate_sandbox::LimitHit::WorkFolder),
+        "{report:?}"
+    );
+    // The probe writes 400 MB when unbounded; the host's disk lost none of it.
+    assert!(
+        disk_after + (200 << 20) >= disk_before,
+        "the host disk fell from {disk_before} to {disk_after}"
+    );
+    // What was written stays for the conversation's next script, within the bound.
+    let fs = rustix::fs::statvfs(&work).unwrap();
+    assert!((fs.f_blocks - fs.f_bfree) * fs.f_frsize <= 32 << 20);
+    drop(spaces);
+    assert!(!work.exists());
+}
+
+#[tokio::test]
+async fn many_small_files_run_out_of_inodes_inside_not_on_the_host() {
+    if !common::is_root() {
+        eprintln!("skipped: only root mounts a bounded folder per conversation");
+        return;
+    }
+    let sandbox = bounded_sandbox(|limits| limits.work_bytes = 32 << 20);
+    let spaces = toolgate_sandbox::Workspaces::with_limit(32 << 20).unwrap();
+    let work = spaces.for_run("conversation").unwrap();
+    let inodes_before = rustix::fs::statvfs(spaces.root()).unwrap().f_ffree;
+    let script = "import errno\nn = 0\ntry:\n    while n < 50000:\n        open(f'e{n}', 'w').close()\n        n += 1\n    print('MADE ALL', n)\nexcept OSError as e:\n    print('FAILED', errno.errorcode[e.errno], n)\n";
+    let report = run_in(&sandbox, script, &work, None).await;
+    let inodes_after = rustix::fs::statvfs(spaces.root()).unwrap().f_ffree;
+    let words: Vec<&str> = report.stdout.text.split_whitespace().collect();
+    assert_eq!(
+        words.get(..2),
+        Some(&["FAILED", "ENOSPC"][..]),
+        "{report:?}"
+    );
+    let made: u64 = words[2].parse().unwrap();
+    assert!(
+        made <= toolgate_sandbox::workspace::inodes_for(32 << 20),
+        "{made}"
+    );
+    assert!(
+        inodes_after + 10_000 >= inodes_before,
+        "the host's free inodes fell from {inodes_before} to {inodes_after}"
+    );
+}
+
+#[tokio::test]
+async fn a_checked_work_folder_over_its_bound_runs_nothing_and_no_file_outgrows_the_room_left() {
+    let sandbox = bounded_sandbox(|limits| limits.work_bytes = 4 << 20);
+    let work = tempfile::tempdir().unwrap();
+    // A plain host folder (no mount): the runner checks it instead.
+    let report = run_in(&sandbox, FILL_WORK, work.path(), None).await;
+    assert_eq!(report.bounds.work, toolgate_sandbox::WorkBound::Checked);
+    let words: Vec<&str> = report.stdout.text.split_whitespace().collect();
+    assert_eq!(words.get(..2), Some(&["FAILED", "EFBIG"][..]), "{report:?}");
+    let (used, _) = toolgate_sandbox::workspace::usage(work.path(), 1000).unwrap();
+    assert!(
+        used <= (4 << 20) + (64 << 10),
+        "{used} bytes in a 4 MB folder"
+    );
+    // Over the bound now (the owner could have put it there): the next run does not start.
+    std::fs::write(work.path().join("big"), vec![0u8; 5 << 20]).unwrap();
+    let report = run_in(&sandbox, "print('RAN')", work.path(), None).await;
+    assert_eq!(report.stopped, Some(Stopped::WorkFolderFull), "{report:?}");
+    assert_eq!(report.exit_code, None);
+    assert!(!report.stdout.text.contains("RAN"));
+    assert!(report.stderr.text.contains("delete files"), "{report:?}");
+}
+
+#[tokio::test]
+async fn the_run_says_which_layer_bounds_it_and_never_more_than_the_budget() {
+    let (report, _work) = run("print('ok')").await;
+    let bounds = &report.bounds;
+    eprintln!("this machine bounds a run with {:?}", bounds.layer);
+    assert_eq!(report.stdout.text, "ok\n");
+    assert!(report.limits_hit.is_empty(), "{report:?}");
+    match bounds.layer {
+        toolgate_sandbox::BoundLayer::Rlimits => {
+            assert!(bounds.processes * bounds.address_space_bytes <= bounds.memory_bytes);
+        }
+        toolgate_sandbox::BoundLayer::CgroupV1 | toolgate_sandbox::BoundLayer::CgroupV2 => {
+            assert!(bounds.usage.memory_peak_bytes.unwrap() > 0);
+            assert!(bounds.address_space_bytes <= bounds.memory_bytes);
+        }
+    }
+}

@@ -72,9 +72,10 @@ pub fn code_tool(
         .filter(|t| !NOT_FROM_CODE.contains(&t.spec.name.as_str()))
         .map(|t| t.spec.model_view())
         .collect();
+    let workspaces = Arc::new(Workspaces::with_limit(sandbox.config().limits.work_bytes)?);
     Ok(toolgate_sandbox::code_execution(CodeTool {
         sandbox,
-        workspaces: Arc::new(Workspaces::new()?),
+        workspaces,
         tools: views,
         data,
     })?)

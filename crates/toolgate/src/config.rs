@@ -182,8 +182,15 @@ pub fn read(path: &Path) -> Result<Read, ConfigError> {
         .egress
         .validate()
         .map_err(|source| ConfigError::Egress {
-            path: shown,
+            path: shown.clone(),
             source,
+        })?;
+    config
+        .sandbox
+        .check()
+        .map_err(|message| ConfigError::Parse {
+            path: shown,
+            message,
         })?;
     Ok(Read {
         path: path.to_path_buf(),
