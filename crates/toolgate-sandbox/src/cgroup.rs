@@ -38,6 +38,22 @@ pub fn split_rlimits(memory: u64, processes: u64) -> (u64, u64) {
     (processes, memory / processes)
 }
 
+/// The cgroup when one was made; without one, nothing runs when it is required (the layer
+/// named), and a run bounded by rlimits alone otherwise.
+pub fn as_required<T>(
+    requirement: crate::Requirement,
+    made: Result<T, String>,
+) -> Result<Option<T>, crate::SandboxError> {
+    match (made, requirement) {
+        (Ok(cgroup), _) => Ok(Some(cgroup)),
+        (Err(reason), crate::Requirement::Required) => Err(crate::SandboxError::LayerUnavailable {
+            layer: crate::Layer::Cgroup,
+            reason,
+        }),
+        (Err(_), crate::Requirement::IfAvailable) => Ok(None),
+    }
+}
+
 /// What the run's cgroup saw, read just before it is removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {
@@ -369,6 +385,36 @@ mod tests {
             on_disk(point, root, &own[0].2),
             PathBuf::from("/sys/fs/cgroup/memory/process_api/abc")
         );
+    }
+
+    #[test]
+    fn a_required_cgroup_that_cannot_be_made_runs_nothing_and_names_the_layer() {
+        use crate::{Layer, Requirement, SandboxError};
+        let refused = as_required::<()>(Requirement::Required, Err("no delegation".into()));
+        match refused {
+            Err(
+                e @ SandboxError::LayerUnavailable {
+                    layer: Layer::Cgroup,
+                    ..
+                },
+            ) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains("cgroup") && text.contains("no delegation"),
+                    "{text}"
+                );
+                assert!(text.contains("Nothing ran"), "{text}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            as_required::<()>(Requirement::IfAvailable, Err("no delegation".into())),
+            Ok(None)
+        ));
+        assert!(matches!(
+            as_required(Requirement::Required, Ok(7)),
+            Ok(Some(7))
+        ));
     }
 
     #[test]

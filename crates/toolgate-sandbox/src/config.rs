@@ -215,3 +215,55 @@ mod millis {
         Ok(Duration::from_millis(u64::deserialize(d)?))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(json: &str) -> Settings {
+        serde_json::from_str(json).unwrap()
+    }
+
+    fn init() -> InitProgram {
+        InitProgram {
+            path: PathBuf::from("/x"),
+            args: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn zero_sizes_are_refused_so_a_typo_never_means_unbounded_or_unusable() {
+        for field in [
+            "memory_mb",
+            "processes",
+            "tmp_mb",
+            "work_mb",
+            "wall_seconds",
+            "cpu_seconds",
+        ] {
+            let error = settings(&format!("{{\"{field}\": 0}}"))
+                .check()
+                .unwrap_err();
+            assert!(error.contains(field), "{error}");
+        }
+        assert!(settings("{\"memory_mb\": 512}").check().is_ok());
+        assert!(serde_json::from_str::<Settings>("{\"tmp_gb\": 1}").is_err());
+    }
+
+    #[test]
+    fn memory_mb_is_the_runs_total_and_no_process_may_pass_it() {
+        let config = settings(
+            r#"{"memory_mb": 512, "processes": 16, "tmp_mb": 8, "work_mb": 100, "cgroup": "required"}"#,
+        )
+        .config(init());
+        let limits = &config.limits;
+        assert_eq!(limits.memory_bytes, 512 << 20);
+        assert_eq!(limits.address_space_bytes, 512 << 20);
+        assert_eq!((limits.processes, limits.tmp_bytes), (16, 8 << 20));
+        assert_eq!(limits.work_bytes, 100 << 20);
+        assert_eq!(config.cgroup, Requirement::Required);
+        let defaults = Settings::default().config(init());
+        assert_eq!(defaults.cgroup, Requirement::IfAvailable);
+        assert!(defaults.limits.address_space_bytes <= defaults.limits.memory_bytes);
+    }
+}

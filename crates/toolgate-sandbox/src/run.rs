@@ -108,7 +108,8 @@ pub enum Stopped {
     WallClock,
     /// The caller canceled the run.
     Canceled,
-    /// The work folder was already over its bound: nothing ran.
+    /// The work folder was over its bound: before the run (nothing ran), or, for a checked
+    /// folder, during it (the tree was killed).
     WorkFolderFull,
 }
 
@@ -160,6 +161,9 @@ pub struct RunReport {
     pub bounds: Bounds,
     pub limits_hit: Vec<LimitHit>,
 }
+
+/// How often a checked work folder is measured during a run.
+const WORK_CHECK_PERIOD: Duration = Duration::from_millis(50);
 
 /// A configured sandbox; cheap to share, one process tree per [`Sandbox::run`].
 #[derive(Debug, Clone)]
@@ -253,16 +257,10 @@ impl Sandbox {
         let entries_cap = workspace::inodes_for(limits.work_bytes) + 1;
         let (work_used, work_entries) = workspace::usage(&mounts.work, entries_cap)
             .map_err(|e| SandboxError::io(&mounts.work, e))?;
-        let cgroup = match RunCgroup::create(limits.memory_bytes, limits.processes) {
-            Ok(cgroup) => Some(cgroup),
-            Err(reason) if self.config.cgroup == crate::Requirement::Required => {
-                return Err(SandboxError::LayerUnavailable {
-                    layer: Layer::Cgroup,
-                    reason,
-                });
-            }
-            Err(_) => None,
-        };
+        let cgroup = cgroup::as_required(
+            self.config.cgroup,
+            RunCgroup::create(limits.memory_bytes, limits.processes),
+        )?;
         let (processes, address_space) = match &cgroup {
             Some(_) => (
                 limits.processes,
@@ -412,9 +410,40 @@ impl Sandbox {
         let mut tool_calls = 0;
         let mut bridge_open = true;
         let mut stopped = None;
+        // A checked work folder is measured while the run goes on; over its bound, the run is
+        // stopped (the overshoot is what the script writes in one period).
+        let (full_tx, mut full_rx) = tokio::sync::oneshot::channel::<()>();
+        let watcher = (work == WorkBound::Checked).then(|| {
+            let dir = mounts.work.clone();
+            let bytes = limits.work_bytes;
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(WORK_CHECK_PERIOD).await;
+                    let dir = dir.clone();
+                    let over = tokio::task::spawn_blocking(move || {
+                        // A folder that cannot be measured is taken as full (fail closed).
+                        workspace::usage(&dir, entries_cap).map_or(true, |(used, entries)| {
+                            used > bytes || entries >= entries_cap
+                        })
+                    })
+                    .await
+                    .unwrap_or(true);
+                    if over {
+                        let _ = full_tx.send(());
+                        return;
+                    }
+                }
+            })
+        });
+        let watching = watcher.is_some();
         let exit = loop {
             tokio::select! {
                 exit = child.wait() => break exit.map_err(SandboxError::Wait)?,
+                _ = &mut full_rx, if watching => {
+                    stopped = Some(Stopped::WorkFolderFull);
+                    let _ = child.start_kill();
+                    break child.wait().await.map_err(SandboxError::Wait)?;
+                }
                 () = tokio::time::sleep_until(deadline) => {
                     stopped = Some(Stopped::WallClock);
                     let _ = child.start_kill();
@@ -455,6 +484,9 @@ impl Sandbox {
             }
         };
         drop(write_half);
+        if let Some(watcher) = watcher {
+            watcher.abort();
+        }
         if let Some(cgroup) = cgroup {
             bounds.usage = cgroup.usage();
             // Kills what is left of the run and removes the cgroup.

@@ -1082,3 +1082,27 @@ async fn the_run_says_which_layer_bounds_it_and_never_more_than_the_budget() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_checked_work_folder_is_measured_during_the_run_and_the_run_stopped_when_full() {
+    let sandbox = bounded_sandbox(|limits| limits.work_bytes = 8 << 20);
+    let work = tempfile::tempdir().unwrap();
+    // 1 MB files, each within the room left, up to 1 GB: only the total passes the bound.
+    let script = "chunk = b'x' * (1 << 20)\nfor n in range(1000):\n    with open(f'small{n}', 'wb') as f:\n        f.write(chunk)\nprint('WROTE ALL')\n";
+    let disk_before = disk_free(work.path());
+    let report = run_in(&sandbox, script, work.path(), None).await;
+    let disk_after = disk_free(work.path());
+    assert_eq!(report.bounds.work, toolgate_sandbox::WorkBound::Checked);
+    assert_eq!(report.stopped, Some(Stopped::WorkFolderFull), "{report:?}");
+    assert!(!report.stdout.text.contains("WROTE ALL"));
+    let (used, _) = toolgate_sandbox::workspace::usage(work.path(), 100_000).unwrap();
+    eprintln!(
+        "checked folder of 8 MB held {} MB when the run was stopped",
+        used >> 20
+    );
+    assert!(used <= 256 << 20, "{used} bytes written past an 8 MB bound");
+    assert!(
+        disk_after + (512 << 20) >= disk_before,
+        "the host disk fell from {disk_before} to {disk_after}"
+    );
+}
