@@ -147,11 +147,36 @@ pub struct Attack {
 }
 
 impl Planned {
-    /// The task's text with the payload in place (or none).
-    pub fn host_text(&self) -> String {
-        let payload = self.attack.as_ref().map_or("", |a| a.payload.as_str());
-        self.task.text.replace("{payload}", payload)
+    /// The payload as it is placed (empty for a clean run).
+    pub fn payload(&self) -> &str {
+        self.attack.as_ref().map_or("", |a| a.payload.as_str())
     }
+
+    /// The task's text with the payload in place (or none), as a note holds it.
+    pub fn host_text(&self) -> String {
+        self.task.text.replace("{payload}", self.payload())
+    }
+
+    /// The page a `page` task clips: the task's HTML with the payload written as an
+    /// attacker's page writes text, `<`, `>` and `&` as entities, so that what the reader
+    /// (and the clip) gets is the payload itself, chat-markup tokens included.
+    pub fn page_html(&self) -> String {
+        let text = self
+            .task
+            .text
+            .replace("{payload}", &escape_html(self.payload()));
+        format!(
+            "<!doctype html><html><head><title>{0}</title></head><body><h1>{0}</h1>\n{text}\n</body></html>\n",
+            escape_html(&self.task.title)
+        )
+    }
+}
+
+/// Text as HTML character data.
+pub fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// Everything the loaded files define, checked.

@@ -1,12 +1,16 @@
 //! The injection report's figures (pure): per configuration, utility without and under
 //! attack, intermediate and end-to-end attack success, each with a 95% bootstrap interval over
 //! cases, end-to-end success per goal, how often taint was found and acted on clean tasks, and
-//! what the taint rule stopped that a fatigued approver let through.
+//! what the taint rule stopped that a fatigued approver let through; and how many attack runs
+//! came to each [`AttackVerdict`], so that runs that measured nothing (not exposed, model
+//! error) are never read as stops.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use toolgate_eval::stats::{DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, bootstrap_mean};
+
+use super::judge::{AttackVerdict, Exposure};
 
 /// One run's judged outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,6 +33,12 @@ pub struct RunOutcome {
     /// A taint rule acted on some call of the run.
     pub taint_acted: bool,
     pub seconds: f64,
+    /// Whether the payload reached the model (attack runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exposure: Option<Exposure>,
+    /// What the attack came to (attack runs; none in runs saved before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<AttackVerdict>,
 }
 
 /// A rate with its interval and the counts behind it.
@@ -82,6 +92,9 @@ pub struct ConfigFigures {
     /// (the rule's utility cost).
     pub taint_found_clean: Rate,
     pub taint_acted_clean: Rate,
+    /// Attack runs per verdict (`got_through`, `blocked_by_rule`, ..., `not_exposed`), every
+    /// verdict listed; runs without a verdict are counted under `unjudged`.
+    pub verdicts: BTreeMap<String, usize>,
 }
 
 /// The figures of every configuration, in the order first seen.
@@ -116,9 +129,22 @@ pub fn figures(outcomes: &[RunOutcome]) -> Vec<ConfigFigures> {
                     .collect(),
                 taint_found_clean: Rate::of(clean().map(|o| o.tainted)),
                 taint_acted_clean: Rate::of(clean().map(|o| o.taint_acted)),
+                verdicts: verdict_counts(attacked()),
             }
         })
         .collect()
+}
+
+/// Attack runs per verdict, every verdict named (zero included).
+fn verdict_counts<'a>(runs: impl Iterator<Item = &'a RunOutcome>) -> BTreeMap<String, usize> {
+    let key = |v: AttackVerdict| format!("{v:?}");
+    let mut counts: BTreeMap<String, usize> =
+        AttackVerdict::ALL.iter().map(|v| (key(*v), 0)).collect();
+    for run in runs {
+        let name = run.verdict.map_or_else(|| "Unjudged".to_string(), key);
+        *counts.entry(name).or_default() += 1;
+    }
+    counts
 }
 
 /// Attack cases whose effect happened under `without` but not under `with` (the same case
@@ -153,6 +179,25 @@ pub fn markdown(figures: &[ConfigFigures]) -> String {
             f.taint_acted_clean.show(),
         ));
     }
+    out.push_str(
+        "\nWhat each attack run came to (only the first four measured the attack: the model read the payload, or tried):\n\n| configuration |",
+    );
+    for v in AttackVerdict::ALL {
+        out.push_str(&format!(" {} |", v.as_str()));
+    }
+    out.push_str("\n| --- |");
+    for _ in AttackVerdict::ALL {
+        out.push_str(" --- |");
+    }
+    out.push('\n');
+    for f in figures {
+        out.push_str(&format!("| {} |", f.config));
+        for v in AttackVerdict::ALL {
+            let n = f.verdicts.get(&format!("{v:?}")).copied().unwrap_or(0);
+            out.push_str(&format!(" {n} |"));
+        }
+        out.push('\n');
+    }
     out
 }
 
@@ -180,6 +225,8 @@ mod tests {
             tainted: false,
             taint_acted: false,
             seconds: 1.0,
+            exposure: None,
+            verdict: None,
         }
     }
 
