@@ -6,7 +6,8 @@
 //!   format of [`cases`] (also in `security/egress/README.md`); ids are unique across files.
 //! - The world is fixed ([`world`]): three exits (`main`, `tight`, `literal`) built from one
 //!   allowlist, one resolver that answers for every test name, a plain HTTP server and an HTTPS
-//!   server on 127.0.0.1 and a trap on 127.0.0.2 ([`server`]). Nothing leaves loopback; the
+//!   server on 127.0.0.1 (presenting, for `*.badtls.test`, bad certificates made at run time by
+//!   [`certs`]) and a trap on 127.0.0.2 ([`server`]). Nothing leaves loopback; the
 //!   servers stop when the run ends.
 //! - Cases run one at a time, each through one `Egress::get`, and every call writes exactly
 //!   one `egress` line to `<out>/egress-trace.jsonl` (a call that wrote none or several is a
@@ -14,9 +15,10 @@
 //!   line number, its `rule`, and its `hops`.
 //! - What counts as blocked: a rule of the exit refused the call (the call returned a block and
 //!   its trace line says `decision: blocked`). The body caps are rules too: an over-size body,
-//!   a content type off the list and a body still arriving when the time cap runs out all end
-//!   the call with a block (`too_large`, `content_type_not_allowed`, `timeout`) and no body
-//!   reaches the caller; the trace line shows the cap and how many bytes had arrived. A call
+//!   a content type off the list, a declared content coding, a response framed two ways and a
+//!   body still arriving when the time cap runs out all end the call with a block
+//!   (`too_large`, `content_type_not_allowed`, `content_encoding_not_allowed`,
+//!   `ambiguous_framing`, `timeout`) and no body reaches the caller; the trace line shows the cap and how many bytes had arrived. A call
 //!   the rules let out that then failed (a refused connection, a 404) is NOT a block: for a
 //!   must-block case it is a leak. For a block decided before sending, the servers must have
 //!   seen exactly the hops before the refused one, or the case is not checked.
@@ -29,6 +31,7 @@
 //!   cases, or local servers that could not start.
 
 pub mod cases;
+pub mod certs;
 pub mod server;
 pub mod world;
 
@@ -100,6 +103,22 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "security/egress/controls.toml",
         include_str!("../../../../security/egress/controls.toml"),
+    ),
+    (
+        "security/egress/tls.toml",
+        include_str!("../../../../security/egress/tls.toml"),
+    ),
+    (
+        "security/egress/encodings.toml",
+        include_str!("../../../../security/egress/encodings.toml"),
+    ),
+    (
+        "security/egress/framing.toml",
+        include_str!("../../../../security/egress/framing.toml"),
+    ),
+    (
+        "security/egress/header-injection.toml",
+        include_str!("../../../../security/egress/header-injection.toml"),
     ),
 ];
 
@@ -173,7 +192,13 @@ pub struct Evidence {
 
 /// Rules that stop a response after it was requested; every other block is decided before the
 /// refused hop is sent.
-const RESPONSE_RULES: &[&str] = &["too_large", "content_type_not_allowed", "timeout"];
+const RESPONSE_RULES: &[&str] = &[
+    "too_large",
+    "content_type_not_allowed",
+    "timeout",
+    "content_encoding_not_allowed",
+    "ambiguous_framing",
+];
 
 /// The observation, trace location and detail of a case: a pure function of what it expected,
 /// how the call ended, its trace line and what the servers saw.
@@ -420,10 +445,15 @@ pub async fn run_with(
         written: AtomicUsize::new(0),
     });
 
-    let servers = Servers::start(TlsIdentity {
-        cert_der: LEAF_DER.to_vec(),
-        key_pkcs8_der: LEAF_KEY_DER.to_vec(),
-    })
+    let hostile = certs::make()
+        .map_err(|e| CheckError::setup("egress", format!("test certificates: {e}")))?;
+    let servers = Servers::start(
+        TlsIdentity {
+            cert_der: LEAF_DER.to_vec(),
+            key_pkcs8_der: LEAF_KEY_DER.to_vec(),
+        },
+        hostile.by_name,
+    )
     .await
     .map_err(|e| CheckError::setup("egress", format!("local servers: {e}")))?;
     let ports = Ports {
@@ -434,6 +464,7 @@ pub async fn run_with(
     let build = |exit: ExitName| {
         Egress::new(world::config(exit, ports), resolver.clone(), sink.clone())
             .and_then(|e| e.with_root_certificate(CA_DER))
+            .and_then(|e| e.with_root_certificate(&hostile.ca_der))
             .map_err(|e| CheckError::setup("egress", format!("the {} exit: {e}", exit.as_str())))
     };
     let (main, tight, literal) = (

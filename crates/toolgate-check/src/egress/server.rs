@@ -11,7 +11,10 @@
 //!   nothing.
 //! - While a [`Script`] is set, the plain and HTTPS servers answer their next requests, in order,
 //!   with `302 Location: <script[i]>` (verbatim); after the script, and with none, the fixed
-//!   routes of [`route`] answer.
+//!   routes of [`route`] answer, among them hostile ones: `/encoded/<coding>` (a declared
+//!   content coding) and `/framing/<shape>` (a response framed two ways or in an unknown way).
+//! - The HTTPS server picks its certificate by the client's SNI name (the run's bad
+//!   certificates for `*.badtls.test`) and presents the `secure.test` one for any other name.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -22,6 +25,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
+use tokio_rustls::rustls::sign::CertifiedKey;
 
 /// How long a server lives at most, whatever its owner does.
 pub const LIFETIME: Duration = Duration::from_secs(180);
@@ -114,8 +118,13 @@ pub struct Servers {
 
 impl Servers {
     /// Starts the plain server on 127.0.0.1, the trap on 127.0.0.2 at the same port (tried on
-    /// up to 20 ports), and the TLS server with `identity` on 127.0.0.1.
-    pub async fn start(identity: TlsIdentity) -> Result<Servers, String> {
+    /// up to 20 ports), and the TLS server on 127.0.0.1: it presents the identity `by_name`
+    /// gives for the client's SNI name, and `identity` for any other.
+    pub async fn start(
+        identity: TlsIdentity,
+        by_name: Vec<(String, TlsIdentity)>,
+    ) -> Result<Servers, String> {
+        let tls_config = Arc::new(server_config(identity, by_name)?);
         let shared = Arc::new(Shared::default());
         let mut last_error = String::from("no port tried");
         for _ in 0..20 {
@@ -133,7 +142,7 @@ impl Servers {
             let tls = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
                 .await
                 .map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
-            let acceptor = TlsAcceptor::from(Arc::new(identity.server_config()?));
+            let acceptor = TlsAcceptor::from(tls_config.clone());
             return Ok(Servers {
                 http: serve(http, Kind::Plain, shared.clone())?,
                 https: serve(tls, Kind::Tls(acceptor), shared.clone())?,
@@ -152,19 +161,51 @@ pub struct TlsIdentity {
 }
 
 impl TlsIdentity {
-    fn server_config(self) -> Result<rustls::ServerConfig, String> {
+    fn certified(self, provider: &rustls::crypto::CryptoProvider) -> Result<CertifiedKey, String> {
         use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS versions: {e}"))?
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![CertificateDer::from(self.cert_der)],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_pkcs8_der)),
-            )
-            .map_err(|e| format!("TLS certificate: {e}"))
+        CertifiedKey::from_der(
+            vec![CertificateDer::from(self.cert_der)],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_pkcs8_der)),
+            provider,
+        )
+        .map_err(|e| format!("TLS certificate: {e}"))
     }
+}
+
+/// Picks the certificate by the client's SNI name; the default for any other name or none.
+#[derive(Debug)]
+struct BySni {
+    default: Arc<CertifiedKey>,
+    by_name: Vec<(String, Arc<CertifiedKey>)>,
+}
+
+impl rustls::server::ResolvesServerCert for BySni {
+    fn resolve(&self, hello: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let sni = hello.server_name().unwrap_or_default();
+        Some(
+            self.by_name
+                .iter()
+                .find(|(name, _)| name == sni)
+                .map_or_else(|| self.default.clone(), |(_, key)| key.clone()),
+        )
+    }
+}
+
+fn server_config(
+    identity: TlsIdentity,
+    by_name: Vec<(String, TlsIdentity)>,
+) -> Result<rustls::ServerConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let default = Arc::new(identity.certified(&provider)?);
+    let by_name = by_name
+        .into_iter()
+        .map(|(name, id)| Ok((name, Arc::new(id.certified(&provider)?))))
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS versions: {e}"))?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(BySni { default, by_name })))
 }
 
 #[derive(Clone)]
@@ -379,6 +420,11 @@ pub fn route(path: &str) -> Reply {
         },
         "/slow-headers" => Reply::Delayed(Duration::from_secs(3), response(200, html, b"too late")),
         "/stall" => Reply::Stall(head(200, html, Some(100), &[])),
+        _ if path.starts_with("/encoded/") => Reply::Whole(encoded(&path["/encoded/".len()..])),
+        _ if path.starts_with("/framing/") => match framing(&path["/framing/".len()..]) {
+            Some(bytes) => Reply::Whole(bytes),
+            None => Reply::Whole(response(404, Some("text/plain"), b"no such shape")),
+        },
         _ => match path.strip_prefix("/type/") {
             // `/type/<media type>`: that Content-Type (none when empty).
             Some(media) => Reply::Whole(response(
@@ -393,6 +439,74 @@ pub fn route(path: &str) -> Reply {
             )),
         },
     }
+}
+
+/// `/encoded/<coding>`: a small body declared in that content coding (`stacked` is
+/// `identity, gzip`; `two-headers` is `identity` then `br` on two lines). The body starts like
+/// a gzip member; the exit must refuse on the header, so its bytes are never decoded.
+fn encoded(coding: &str) -> Vec<u8> {
+    let body: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff compressed-looking bytes";
+    let codings: Vec<(&str, &str)> = match coding {
+        "stacked" => vec![("Content-Encoding", "identity, gzip")],
+        "two-headers" => vec![("Content-Encoding", "identity"), ("Content-Encoding", "br")],
+        other => vec![("Content-Encoding", other)],
+    };
+    let mut bytes = head(
+        200,
+        Some("text/html; charset=utf-8"),
+        Some(body.len()),
+        &codings,
+    );
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+/// `/framing/<shape>`: a response whose length is framed ambiguously, as response smuggling
+/// needs; `None` for an unknown shape.
+fn framing(shape: &str) -> Option<Vec<u8>> {
+    let html = Some("text/html; charset=utf-8");
+    let chunked = "5\r\nhello\r\n0\r\n\r\n";
+    let (status, extra, body): (u16, Vec<(&str, &str)>, &str) = match shape {
+        "cl-te" => (
+            200,
+            vec![("Content-Length", "5"), ("Transfer-Encoding", "chunked")],
+            chunked,
+        ),
+        "te-cl" => (
+            200,
+            vec![("Transfer-Encoding", "chunked"), ("Content-Length", "30")],
+            chunked,
+        ),
+        "two-lengths" => (
+            200,
+            vec![("Content-Length", "5"), ("Content-Length", "6")],
+            "hello!",
+        ),
+        "lengths-one-line" => (200, vec![("Content-Length", "5, 6")], "hello!"),
+        "te-identity" => (200, vec![("Transfer-Encoding", "identity")], "hello"),
+        "te-gzip-chunked" => (200, vec![("Transfer-Encoding", "gzip, chunked")], chunked),
+        "te-twice" => (
+            200,
+            vec![
+                ("Transfer-Encoding", "chunked"),
+                ("Transfer-Encoding", "chunked"),
+            ],
+            chunked,
+        ),
+        "redirect-cl-te" => (
+            302,
+            vec![
+                ("Location", "/page"),
+                ("Content-Length", "0"),
+                ("Transfer-Encoding", "chunked"),
+            ],
+            "0\r\n\r\n",
+        ),
+        _ => return None,
+    };
+    let mut bytes = head(status, html, None, &extra);
+    bytes.extend_from_slice(body.as_bytes());
+    Some(bytes)
 }
 
 fn head(
@@ -459,6 +573,30 @@ mod tests {
         assert!(!text(route("/type/")).contains("Content-Type"));
         assert!(text(route("/anything")).contains("Content-Type: text/html"));
         assert!(text(route("/loop")).contains("Location: /loop\r\n"));
+    }
+
+    #[test]
+    fn hostile_routes_send_the_framing_and_codings_their_cases_name() {
+        let text = |reply: Reply| match reply {
+            Reply::Whole(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            other => panic!("{other:?}"),
+        };
+        let cl_te = text(route("/framing/cl-te"));
+        assert!(
+            cl_te.contains("Content-Length: 5\r\n")
+                && cl_te.contains("Transfer-Encoding: chunked\r\n")
+        );
+        let two = text(route("/framing/two-lengths"));
+        assert_eq!(two.matches("Content-Length:").count(), 2, "{two}");
+        assert!(text(route("/framing/nope")).starts_with("HTTP/1.1 404"));
+        assert!(text(route("/encoded/gzip")).contains("Content-Encoding: gzip\r\n"));
+        assert!(text(route("/encoded/stacked")).contains("Content-Encoding: identity, gzip\r\n"));
+        assert_eq!(
+            text(route("/encoded/two-headers"))
+                .matches("Content-Encoding:")
+                .count(),
+            2
+        );
     }
 
     #[test]

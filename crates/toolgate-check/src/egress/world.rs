@@ -60,6 +60,9 @@ pub fn allowlist(ports: Ports) -> Vec<AllowEntry> {
         entry("loopback.test", "http", &[p], false),
         // Internal names: listed, so only the address rules can stop them.
         entry("*.corp.test", "http", &[p, 80], false),
+        // Listed for https at the TLS server, which presents a bad certificate for each name
+        // (see `certs`): only the certificate check can stop them.
+        entry("*.badtls.test", "https", &[ports.tls], true),
     ]
 }
 
