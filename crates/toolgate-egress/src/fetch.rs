@@ -246,7 +246,10 @@ impl Egress {
     /// Streamable HTTP endpoint): `url` passes the allowlist, canonical-host, resolution and
     /// address checks now, and the client connects only to the addresses checked, never
     /// follows a redirect (a redirect is an error the caller sees), uses no proxy and sends no
-    /// referer. What it sends and receives is the session's protocol, bounded by its caller.
+    /// referer, asks for no content coding (`Accept-Encoding: identity`) and validates the
+    /// server's certificate. What it sends and receives is the session's protocol, bounded by
+    /// its caller: the response checks of [`Egress::get`] (framing, coding, caps) are not
+    /// applied to it.
     /// Emits one `egress` trace event for the check.
     pub async fn session_client(&self, url: &str) -> Result<reqwest::Client, EgressError> {
         let mut record = Record {
@@ -317,7 +320,12 @@ impl Egress {
             .pool_max_idle_per_host(pool_idle)
             .connect_timeout(self.policy.timeout)
             .dns_resolver(NoDns)
-            .user_agent(concat!("toolgate-egress/", env!("CARGO_PKG_VERSION")));
+            .user_agent(concat!("toolgate-egress/", env!("CARGO_PKG_VERSION")))
+            // No content coding is decoded here, so none is asked for: a session's client too.
+            .default_headers(reqwest::header::HeaderMap::from_iter([(
+                ACCEPT_ENCODING,
+                reqwest::header::HeaderValue::from_static("identity"),
+            )]));
         if let Host::Domain(name) = &target.host {
             let pinned: Vec<SocketAddr> = addrs
                 .iter()
@@ -441,7 +449,6 @@ impl Egress {
         client
             .get(target.url.clone())
             .header(ACCEPT, accept)
-            .header(ACCEPT_ENCODING, "identity")
             .send()
             .await
             .map_err(

@@ -1000,3 +1000,61 @@ fn control_characters_never_reach_a_request_line_or_header() {
         seen[0].headers
     );
 }
+
+#[test]
+fn session_clients_ask_for_no_encoding_and_refuse_bad_certificates() {
+    // Plain: the session client's requests carry `Accept-Encoding: identity`.
+    let server = HttpServer::start(vec![("/mcp", Route::ok("application/json", "{}"))]);
+    let port = server.port();
+    let h = harness(vec![local("allowed.test", port)]);
+    let url = format!("http://allowed.test:{port}/mcp");
+    let client = block_on(h.egress.session_client(&url)).unwrap();
+    let status = block_on(async {
+        client
+            .post(&url)
+            .body("{}")
+            .send()
+            .await
+            .map(|r| r.status())
+    })
+    .unwrap();
+    assert_eq!(status.as_u16(), 200);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    let asked: Vec<String> = seen[0]
+        .headers
+        .iter()
+        .map(|h| h.to_ascii_lowercase())
+        .filter(|h| h.starts_with("accept-encoding:"))
+        .collect();
+    assert_eq!(asked, vec!["accept-encoding: identity".to_string()]);
+
+    // TLS: a self-signed or expired upstream passes the checks made when the session opens (they
+    // are about the name and addresses), and then the handshake refuses it: no request is sent.
+    for presented in [Presented::SelfSigned, Presented::Expired] {
+        let (ca_der, identity) = make_certificates(&presented);
+        let server = HttpServer::start_tls(
+            vec![("/mcp", Route::ok("application/json", "{}"))],
+            identity,
+        );
+        let port = server.port();
+        let h = harness(vec![secure(port)]);
+        let egress = h.egress.with_root_certificate(&ca_der).unwrap();
+        let url = format!("https://secure.test:{port}/mcp");
+        let client = block_on(egress.session_client(&url)).unwrap();
+        let result = block_on(async {
+            client
+                .post(&url)
+                .body("{}")
+                .send()
+                .await
+                .map(|r| r.status())
+        });
+        let error = result.expect_err("a bad certificate was accepted");
+        assert!(
+            format!("{error:?}").contains("InvalidCertificate"),
+            "{error:?}"
+        );
+        assert!(server.seen().is_empty());
+    }
+}
