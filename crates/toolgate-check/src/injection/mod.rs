@@ -479,11 +479,17 @@ fn rejudge_saved(
         let exposure =
             judge::exposure_from_trace(page_file.as_deref(), &facts.calls, &clean_facts.calls);
         let verdict = judge::verdict(&attack.goal, &facts, o.effect, exposure);
-        let saved_facts = record
+        let mut saved_facts = record
             .result
             .as_ref()
             .map(|r| r.facts.clone())
             .unwrap_or_default();
+        if let Some(map) = saved_facts.as_object_mut() {
+            // Said in the report: this run's exposure is the trace's inference, not its
+            // transcript's.
+            map.insert("exposure".into(), json!(exposure));
+            map.insert("judged_from".into(), json!("trace"));
+        }
         let result = attack_result(&config, case, &facts, verdict, &trace_name, saved_facts)
             .or_else(|| record.result.clone());
         let mut outcome = o.clone();
