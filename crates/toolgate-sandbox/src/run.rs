@@ -356,11 +356,7 @@ impl Sandbox {
             .unwrap_or_default();
         // SAFETY: only async-signal-safe calls (fcntl, dup2, write) between fork and exec.
         unsafe {
-            command.pre_exec(move || {
-                place_fds(&placed)?;
-                // Into the run's cgroup before bubblewrap exists: no process of it is outside.
-                cgroup::join(&join)
-            });
+            command.pre_exec(move || prepare_child(&join, &placed));
         }
         let mut child = command.spawn().map_err(SandboxError::Spawn)?;
         drop((child_end, code_fd, data_fd, work_fd, init_fd));
@@ -630,6 +626,14 @@ fn prepare_for_nobody(mounts: &Mounts) -> Result<(), SandboxError> {
     Ok(())
 }
 
+/// In the child between fork and exec: into the run's cgroup before bubblewrap exists (no
+/// process of it is outside), and before the placing, since a cgroup descriptor may have a
+/// number the placing overwrites (3 to 7). Async-signal-safe calls only.
+fn prepare_child(join: &[i32], placed: &[(i32, i32)]) -> std::io::Result<()> {
+    cgroup::join(join)?;
+    place_fds(placed)
+}
+
 /// In the child between fork and exec: each `(from, to)` descriptor ends up at `to`, without
 /// close-on-exec. Copies go high first so that one placement cannot clobber another's source.
 fn place_fds(placed: &[(i32, i32)]) -> std::io::Result<()> {
@@ -733,5 +737,41 @@ async fn serve(bridge: &dyn ToolBridge, line: &[u8]) -> BridgeReply {
             format!("a bridge request is a JSON object with \"tool\" and \"arguments\": {e}"),
             false,
         ),
+    }
+}
+
+#[cfg(test)]
+mod child_tests {
+    use super::*;
+
+    /// In a forked child (its descriptors are its own to clobber): a "cgroup.procs" pipe at
+    /// number 6, the work folder's descriptor placed at 6 too.
+    #[test]
+    fn joining_the_cgroup_never_writes_into_a_descriptor_the_placing_replaced() {
+        let mut pipe = [0i32; 2];
+        // SAFETY: pipe writes two descriptors into the array.
+        assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+        let folder = open_path(Path::new("/")).unwrap();
+        // SAFETY: the child makes only raw system calls and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe {
+                libc::dup2(pipe[1], 6);
+                let joined = prepare_child(&[6], &[(folder.as_raw_fd(), 6)]).is_ok();
+                let mut buf = [0u8; 2];
+                libc::fcntl(pipe[0], libc::F_SETFL, libc::O_NONBLOCK);
+                let got = libc::read(pipe[0], buf.as_mut_ptr().cast(), 2) == 2 && buf == *b"0\n";
+                libc::_exit(if joined && got { 0 } else { 1 });
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        // SAFETY: the descriptors of the pipe made above.
+        unsafe {
+            libc::close(pipe[0]);
+            libc::close(pipe[1]);
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
     }
 }
