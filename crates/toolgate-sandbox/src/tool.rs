@@ -295,6 +295,8 @@ fn observation(report: &RunReport, files: Vec<ReturnedFile>) -> ToolOutput {
     if let Some(stopped) = report.stopped {
         content["stopped"] = json!(stopped);
     }
+    // Which mechanism bounded the run as a whole, so a trace shows it for every run.
+    content["bounded_by"] = json!(report.bounds.layer);
     if !report.limits_hit.is_empty() {
         content["limits_hit"] = json!(report.limits_hit);
         content["limits"] = json!({
@@ -417,5 +419,43 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/etc", dir.path().join("etc")).unwrap();
         assert!(seal_export(dir.path(), None).is_err());
+    }
+
+    #[test]
+    fn a_run_that_hits_a_bound_tells_the_model_which_and_the_bounds() {
+        use crate::run::{Bounds, Captured, LimitHit};
+        let empty = Captured {
+            text: String::new(),
+            total_bytes: 0,
+            truncated: false,
+        };
+        let report = RunReport {
+            exit_code: Some(1),
+            signal: None,
+            stopped: None,
+            stdout: empty.clone(),
+            stderr: empty,
+            tool_calls: 0,
+            landlock: true,
+            seccomp: true,
+            elapsed_ms: 5,
+            bounds: Bounds {
+                layer: crate::BoundLayer::CgroupV1,
+                memory_bytes: 1 << 30,
+                processes: 32,
+                address_space_bytes: 1 << 30,
+                tmp_bytes: 64 << 20,
+                work: crate::WorkBound::Tmpfs,
+                work_bytes: 256 << 20,
+                work_used_bytes: 256 << 20,
+                usage: crate::cgroup::Usage::default(),
+            },
+            limits_hit: vec![LimitHit::Memory, LimitHit::WorkFolder],
+        };
+        let content = observation(&report, Vec::new()).content;
+        assert_eq!(content["bounded_by"], "cgroup_v1");
+        assert_eq!(content["limits_hit"], json!(["memory", "work_folder"]));
+        assert_eq!(content["limits"]["memory_mb"], 1024);
+        assert_eq!(content["limits"]["work_mb"], 256);
     }
 }

@@ -39,10 +39,31 @@ pub fn usage(dir: &Path, cap_entries: u64) -> std::io::Result<(u64, u64)> {
     use std::os::unix::fs::MetadataExt as _;
     let (mut bytes, mut entries) = (0u64, 0u64);
     let mut stack = vec![dir.to_owned()];
+    // What vanishes while it is counted (a running script renames and deletes) is not there:
+    // skipped, not an error; any other error is one.
+    let gone = |e: &std::io::Error| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+        )
+    };
     while let Some(folder) = stack.pop() {
-        for entry in std::fs::read_dir(&folder)? {
-            let entry = entry?;
-            let meta = entry.path().symlink_metadata()?;
+        let listing = match std::fs::read_dir(&folder) {
+            Ok(listing) => listing,
+            Err(e) if gone(&e) && folder != dir => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in listing {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) if gone(&e) => continue,
+                Err(e) => return Err(e),
+            };
+            let meta = match entry.path().symlink_metadata() {
+                Ok(meta) => meta,
+                Err(e) if gone(&e) => continue,
+                Err(e) => return Err(e),
+            };
             bytes = bytes.saturating_add(meta.blocks().saturating_mul(512));
             entries += 1;
             if entries >= cap_entries {
@@ -262,6 +283,26 @@ mod bound_tests {
     fn a_plain_folder_is_checked_not_trusted_as_bounded() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(bound_of(dir.path(), 256 << 20), WorkBound::Checked);
+    }
+
+    #[test]
+    fn a_folder_that_vanishes_or_becomes_a_link_mid_count_is_skipped_not_an_error() {
+        use std::io::ErrorKind;
+        let dir = tempfile::tempdir().unwrap();
+        // read_dir on a folder swapped for a link (not followed: O_DIRECTORY on a file) or gone.
+        std::fs::write(dir.path().join("was-a-folder"), b"x").unwrap();
+        for kind in [ErrorKind::NotFound, ErrorKind::NotADirectory] {
+            let e = match kind {
+                ErrorKind::NotFound => std::fs::read_dir(dir.path().join("gone")).unwrap_err(),
+                _ => std::fs::read_dir(dir.path().join("was-a-folder")).unwrap_err(),
+            };
+            assert_eq!(e.kind(), kind);
+        }
+        assert!(usage(dir.path(), 10).is_ok());
+        assert!(
+            usage(&dir.path().join("gone"), 10).is_err(),
+            "the folder itself must exist"
+        );
     }
 
     #[test]
