@@ -32,9 +32,16 @@ pub enum BoundLayer {
 /// Processes a run may have when only rlimits bound it: few, so each keeps a usable share.
 pub const FALLBACK_PROCESSES: u64 = 8;
 
-/// `(processes, address space per process)` so that their product stays within `memory`.
+/// The address space the interpreter needs to start and do a notebook's work.
+pub const MIN_ADDRESS_SPACE: u64 = 64 << 20;
+
+/// `(processes, address space per process)` so that their product stays within `memory`:
+/// fewer processes rather than each too small for the interpreter to start.
 pub fn split_rlimits(memory: u64, processes: u64) -> (u64, u64) {
-    let processes = processes.clamp(1, FALLBACK_PROCESSES);
+    let processes = processes
+        .min(FALLBACK_PROCESSES)
+        .min(memory / MIN_ADDRESS_SPACE)
+        .max(1);
     (processes, memory / processes)
 }
 
@@ -359,10 +366,21 @@ mod tests {
 
     #[test]
     fn rlimits_alone_never_let_processes_times_address_space_pass_the_budget() {
-        for (memory, processes) in [(1 << 30, 32), (1 << 30, 4), (512 << 20, 1), (1 << 30, 0)] {
+        for (memory, processes) in [
+            (1 << 30, 32),
+            (1 << 30, 4),
+            (512 << 20, 1),
+            (1 << 30, 0),
+            (96 << 20, 32),
+            (256 << 20, 32),
+        ] {
             let (n, each) = split_rlimits(memory, processes);
             assert!((1..=FALLBACK_PROCESSES).contains(&n));
             assert!(n * each <= memory, "{n} x {each} > {memory}");
+            assert!(
+                each >= MIN_ADDRESS_SPACE,
+                "{each} is too small to start Python"
+            );
         }
     }
 

@@ -1106,3 +1106,29 @@ async fn a_checked_work_folder_is_measured_during_the_run_and_the_run_stopped_wh
         "the host disk fell from {disk_before} to {disk_after}"
     );
 }
+
+#[tokio::test]
+async fn many_small_files_in_tmp_are_charged_to_the_runs_memory() {
+    let sandbox = bounded_sandbox(|limits| {
+        limits.memory_bytes = 96 << 20;
+        limits.address_space_bytes = 96 << 20;
+    });
+    let work = tempfile::tempdir().unwrap();
+    // Empty files take no tmpfs blocks, only inodes and dentries (kernel memory).
+    let script = "import errno, sys\nn = 0\ntry:\n    while n < 400000:\n        open(f'/tmp/e{n}', 'w').close()\n        n += 1\n        if n % 20000 == 0:\n            print('MADE', n, flush=True)\n    print('MADE ALL', n)\nexcept OSError as e:\n    print('FAILED', errno.errorcode[e.errno], n)\n";
+    let report = run_in(&sandbox, script, work.path(), None).await;
+    if report.bounds.layer == toolgate_sandbox::BoundLayer::Rlimits {
+        // bubblewrap sizes /tmp but cannot cap its inodes: without a cgroup, nothing charges
+        // them to the run (the wall clock and CPU time are what bound them then).
+        eprintln!("not bounded on the rlimits layer: {}", report.stdout.text);
+        return;
+    }
+    assert!(!report.stdout.text.contains("MADE ALL"), "{report:?}");
+    assert!(
+        report
+            .limits_hit
+            .contains(&toolgate_sandbox::LimitHit::Memory),
+        "{report:?}"
+    );
+    assert!(report.bounds.usage.memory_peak_bytes.unwrap() <= 96 << 20);
+}
