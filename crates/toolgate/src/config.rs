@@ -442,4 +442,22 @@ mod tests {
             assert_eq!(needs_trust(&parsed(text)), Vec::<String>::new(), "{text}");
         }
     }
+
+    #[test]
+    fn a_sandbox_size_of_zero_is_refused_when_the_file_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toolgate.toml");
+        std::fs::write(&path, "[sandbox]\nwork_mb = 0\n").unwrap();
+        match read(&path) {
+            Err(ConfigError::Parse { message, .. }) => assert!(message.contains("work_mb")),
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("a zero work_mb loaded"),
+        }
+        std::fs::write(
+            &path,
+            "[sandbox]\nmemory_mb = 512\ntmp_mb = 16\nwork_mb = 64\n",
+        )
+        .unwrap();
+        assert!(read(&path).is_ok());
+    }
 }
