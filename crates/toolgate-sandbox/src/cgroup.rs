@@ -121,6 +121,19 @@ pub fn parse_cgroup_mounts(text: &str) -> Vec<(String, PathBuf, String, Vec<Stri
         .collect()
 }
 
+/// Where a run's v2 cgroup may go: under this process's own cgroup, then beside it (never
+/// above the mount).
+pub fn v2_candidates(own: &Path, mount: &Path) -> Vec<PathBuf> {
+    let mut candidates = vec![own.to_owned()];
+    if own != mount
+        && let Some(parent) = own.parent()
+        && parent.starts_with(mount)
+    {
+        candidates.push(parent.to_owned());
+    }
+    candidates
+}
+
 /// Where this process's cgroup is on disk, for a hierarchy mounted at `point` with `root`.
 fn on_disk(point: &Path, root: &str, path: &str) -> PathBuf {
     let relative = path.strip_prefix(root).unwrap_or(path);
@@ -210,21 +223,36 @@ impl RunCgroup {
             .iter()
             .find(|(_, _, fstype, _)| fstype == "cgroup2")
             .ok_or("no cgroup2 file system is mounted")?;
-        let parent = on_disk(point, root, path);
+        let own_dir = on_disk(point, root, path);
+        // v2 lets no cgroup with processes of its own enable controllers for children, so the
+        // run's cgroup is a child of this one only where that works (the root, or a cgroup
+        // already set up so), else a sibling in the parent (a delegated subtree whose leaf
+        // this process is in).
+        let mut reasons = Vec::new();
+        for parent in v2_candidates(&own_dir, point) {
+            match Self::create_v2_under(&parent, memory, processes) {
+                Ok(cgroup) => return Ok(cgroup),
+                Err(e) => reasons.push(e),
+            }
+        }
+        Err(reasons.join("; "))
+    }
+
+    fn create_v2_under(parent: &Path, memory: u64, processes: u64) -> Result<RunCgroup, String> {
         if !has(&parent.join("cgroup.controllers"), &["memory", "pids"]) {
             return Err(format!(
                 "{} is not delegated the memory and pids controllers",
                 parent.display()
             ));
         }
-        let dir = make_child(&parent)?;
+        let dir = make_child(parent)?;
         let mut cgroup = RunCgroup {
             layer: BoundLayer::CgroupV2,
             dirs: vec![dir.clone()],
             procs: Vec::new(),
         };
         if !has(&dir.join("cgroup.controllers"), &["memory", "pids"]) {
-            // Fails (EBUSY) where the parent holds processes itself: then there is no v2 bound.
+            // Fails (EBUSY) where the parent holds processes itself.
             write(&parent.join("cgroup.subtree_control"), "+memory +pids")?;
         }
         write(&dir.join("memory.max"), &memory.to_string())?;
@@ -433,6 +461,22 @@ mod tests {
             as_required(Requirement::Required, Ok(7)),
             Ok(Some(7))
         ));
+    }
+
+    #[test]
+    fn a_v2_run_cgroup_goes_under_this_one_or_beside_it_never_above_the_mount() {
+        let mount = Path::new("/sys/fs/cgroup");
+        assert_eq!(
+            v2_candidates(
+                Path::new("/sys/fs/cgroup/user.slice/toolgate.service/main"),
+                mount
+            ),
+            vec![
+                PathBuf::from("/sys/fs/cgroup/user.slice/toolgate.service/main"),
+                PathBuf::from("/sys/fs/cgroup/user.slice/toolgate.service"),
+            ]
+        );
+        assert_eq!(v2_candidates(mount, mount), vec![mount.to_owned()]);
     }
 
     #[test]
