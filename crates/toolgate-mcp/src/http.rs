@@ -90,6 +90,54 @@ pub struct HttpLimits {
     pub request_time: Duration,
     /// How long shutdown waits for in-flight POSTs.
     pub drain_time: Duration,
+    /// Connections open at once. One more is answered 503 and closed at once, so descriptors
+    /// and per-connection buffers stay bounded whatever clients hold open.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's headers, counted from when the
+    /// server starts waiting for them: on a new connection and again after each response, so
+    /// it is also the idle timeout of a kept-alive connection. Past it the connection is
+    /// closed (a slowloris sending a header byte a second, a client that connects and says
+    /// nothing, a half-open connection).
+    pub header_time: Duration,
+    /// How long a POST body may take to arrive in full once its headers have; past it the
+    /// request is answered 408 and its connection closed, and the POST slot is freed.
+    pub body_time: Duration,
+    /// The longest a GET stream (a session's server-to-client events) stays open; then it
+    /// ends, and the client may open it again (with `Last-Event-ID` to resume).
+    pub stream_time: Duration,
+    /// How long a write to a client may make no progress (a client that does not read its
+    /// responses or its stream, one that vanished without closing) before its connection is
+    /// closed: what waits to be sent is bounded by the socket's buffers and one response.
+    pub write_stall_time: Duration,
+}
+
+impl HttpLimits {
+    /// Why these limits cannot be served: a count or a time of zero would refuse or time out
+    /// everything. [`serve_http`] refuses to start on them.
+    pub fn check(&self) -> Result<(), String> {
+        let limits = self;
+        let counts = [
+            ("max_body_bytes", limits.max_body_bytes),
+            ("max_concurrent", limits.max_concurrent),
+            ("max_connections", limits.max_connections),
+        ];
+        if let Some((name, _)) = counts.iter().find(|(_, n)| *n == 0) {
+            return Err(format!("HTTP limit `{name}` is 0: nothing could be served"));
+        }
+        let times = [
+            ("request_time", limits.request_time),
+            ("header_time", limits.header_time),
+            ("body_time", limits.body_time),
+            ("stream_time", limits.stream_time),
+            ("write_stall_time", limits.write_stall_time),
+        ];
+        if let Some((name, _)) = times.iter().find(|(_, t)| t.is_zero()) {
+            return Err(format!(
+                "HTTP limit `{name}` is 0 s: every request would time out"
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for HttpLimits {
@@ -99,6 +147,11 @@ impl Default for HttpLimits {
             max_concurrent: 64,
             request_time: Duration::from_secs(360),
             drain_time: Duration::from_secs(10),
+            max_connections: 256,
+            header_time: Duration::from_secs(10),
+            body_time: Duration::from_secs(30),
+            stream_time: Duration::from_secs(300),
+            write_stall_time: Duration::from_secs(30),
         }
     }
 }
@@ -124,6 +177,7 @@ pub async fn serve_http_with(
     access: Access,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
+    limits.check().map_err(ServeError::Start)?;
     let local = listener
         .local_addr()
         .map_err(|e| ServeError::Start(format!("the listener has no address: {e}")))?;
@@ -170,15 +224,29 @@ pub async fn serve_http_with(
     };
 
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    let refusals = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, _peer) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
-                // A failed accept (out of descriptors, a reset) ends that connection only.
-                Err(_) => continue,
+                // A failed accept (out of descriptors, a reset) ends that connection only; a
+                // short pause keeps a lasting failure (EMFILE) from spinning the loop.
+                Err(_) => {
+                    tokio::time::sleep(ACCEPT_RETRY).await;
+                    continue;
+                }
             },
+        };
+        let Ok(slot) = Arc::clone(&connections).try_acquire_owned() else {
+            // Over the cap: told so at once, by a bounded number of short-lived tasks; past
+            // those the connection is just closed.
+            if let Ok(refusing) = Arc::clone(&refusals).try_acquire_owned() {
+                tokio::spawn(refuse_connection(stream, limits.max_connections, refusing));
+            }
+            continue;
         };
         // Responses are small and a client waits for each: without this, Nagle's algorithm
         // and delayed ACKs hold a reply back for tens of milliseconds.
@@ -188,13 +256,16 @@ pub async fn serve_http_with(
             let front = front.clone();
             async move { Ok::<_, Infallible>(front.handle(request).await) }
         });
+        let io = StallGuard::new(stream, limits.write_stall_time);
         let connection = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
-            .serve_connection(TokioIo::new(stream), service);
+            .header_read_timeout(limits.header_time)
+            .serve_connection(TokioIo::new(io), service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             // A connection that breaks mid-request has already cancelled its calls.
             let _ = connection.await;
+            drop(slot);
         });
     }
     drop(listener);
@@ -220,6 +291,153 @@ pub async fn sigterm_or_ctrl_c() {
     tokio::select! {
         () = terminate => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// Connections over the cap being told so at once; past these they are closed unanswered.
+const REFUSALS_AT_ONCE: usize = 64;
+/// How long a refused connection is given to take its 503.
+const REFUSAL_TIME: Duration = Duration::from_secs(1);
+/// The pause after a failed accept.
+const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+
+/// Answers a connection over the cap with a 503 (JSON-RPC error body, `Retry-After`) and
+/// closes it, all within [`REFUSAL_TIME`]. What the client sent is read (up to 64 KiB) before
+/// the close, so the kernel does not reset the connection over the answer.
+async fn refuse_connection(
+    mut stream: tokio::net::TcpStream,
+    max_connections: usize,
+    _refusing: OwnedSemaphorePermit,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = error_body(
+        Value::Null,
+        -32000,
+        &format!(
+            "server busy: it holds at most {max_connections} connections at once; retry shortly"
+        ),
+    )
+    .to_string();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         retry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(REFUSAL_TIME, async {
+        stream.write_all(answer.as_bytes()).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        let mut read = 0;
+        while read < 64 * 1024 {
+            match stream.read(&mut sink).await? {
+                0 => break,
+                n => read += n,
+            }
+        }
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
+}
+
+/// A connection's socket whose writes fail once they have made no progress for the stall
+/// time, and which is then reset: a client that stops reading (or vanished without closing)
+/// cannot hold a response, the kernel's send queue and its connection slot for ever.
+struct StallGuard {
+    inner: tokio::net::TcpStream,
+    stall: Duration,
+    /// Running while a write, flush or shutdown is pending.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl StallGuard {
+    fn new(inner: tokio::net::TcpStream, stall: Duration) -> Self {
+        StallGuard {
+            inner,
+            stall,
+            stalled: None,
+        }
+    }
+
+    /// `poll` as a write of `asked` bytes. Only a write the kernel takes whole (the client is
+    /// keeping up) stops the stall timer; a partial or pending one starts it, and once it has
+    /// run out the write fails: a client that reads a trickle is cut as one that reads nothing.
+    fn guard(
+        &mut self,
+        cx: &mut Context<'_>,
+        asked: usize,
+        poll: impl FnOnce(
+            Pin<&mut tokio::net::TcpStream>,
+            &mut Context<'_>,
+        ) -> Poll<std::io::Result<usize>>,
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = poll(Pin::new(&mut self.inner), cx);
+        match polled {
+            Poll::Ready(Ok(n)) if n >= asked => {
+                self.stalled = None;
+                return polled;
+            }
+            Poll::Ready(Err(_)) => return polled,
+            Poll::Ready(Ok(_)) | Poll::Pending => {}
+        }
+        let stall = self.stall;
+        let timer = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(stall)));
+        if timer.as_mut().poll(cx).is_pending() {
+            return polled;
+        }
+        // Closed with a reset, so the kernel drops what it still queues for this client
+        // instead of keeping it (and the connection) until it is read.
+        let _ = self.inner.set_zero_linger();
+        Poll::Ready(Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "the client did not keep up with its answer for {} s: connection closed",
+                stall.as_secs()
+            ),
+        )))
+    }
+}
+
+impl tokio::io::AsyncRead for StallGuard {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for StallGuard {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.guard(cx, buf.len(), |inner, cx| inner.poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let asked = bufs.iter().map(|b| b.len()).sum();
+        self.guard(cx, asked, |inner, cx| inner.poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    // A TCP flush or shutdown does not wait for the client: nothing to guard.
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
@@ -400,6 +618,25 @@ impl Front {
             let deleting = request.method() == Method::DELETE;
             // GET streams and DELETE of a session are rmcp's; they are not calls.
             let response = self.mcp.handle(request).await.map(BodyExt::boxed);
+            let streamed = response
+                .headers()
+                .get(CONTENT_TYPE)
+                .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+            // A GET stream ends by the stream time; the client may open it again.
+            let response = if streamed {
+                let deadline = Box::pin(tokio::time::sleep(self.limits.stream_time));
+                response.map(|body| {
+                    BoxBody::new(Bounded {
+                        inner: body,
+                        deadline,
+                        on_timeout: None,
+                        ended: false,
+                        _permit: None,
+                    })
+                })
+            } else {
+                response
+            };
             if deleting
                 && response.status().is_success()
                 && let Some(session) = &session
@@ -424,10 +661,27 @@ impl Front {
             return response;
         };
         let (parts, body) = request.into_parts();
-        let bytes = match Limited::new(body, self.limits.max_body_bytes)
-            .collect()
-            .await
-        {
+        let read = tokio::time::timeout(
+            self.limits.body_time,
+            Limited::new(body, self.limits.max_body_bytes).collect(),
+        );
+        let Ok(read) = read.await else {
+            // The rest of the body is never read: the connection cannot carry another request.
+            let mut response = error_response(
+                StatusCode::REQUEST_TIMEOUT,
+                Value::Null,
+                -32600,
+                &format!(
+                    "the request body did not arrive within {} s: send it at once",
+                    self.limits.body_time.as_secs()
+                ),
+            );
+            response
+                .headers_mut()
+                .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+            return response;
+        };
+        let bytes = match read {
             Ok(collected) => collected.to_bytes(),
             Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
                 return error_response(
@@ -539,7 +793,7 @@ impl Front {
                 // Built only if the deadline passes: most responses end well before it.
                 on_timeout: streamed.then_some((id, limit)),
                 ended: false,
-                _permit: permit,
+                _permit: Some(permit),
             })
         })
     }
@@ -724,7 +978,8 @@ struct Bounded {
     /// For a stream: the request's id and the time limit, for the last event's error.
     on_timeout: Option<(RequestId, Duration)>,
     ended: bool,
-    _permit: OwnedSemaphorePermit,
+    /// A POST's concurrency permit (a GET stream holds none).
+    _permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Body for Bounded {
