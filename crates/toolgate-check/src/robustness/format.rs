@@ -28,6 +28,125 @@ pub struct CaseFile {
     pub case: Vec<WireCase>,
     #[serde(default)]
     pub load: Vec<LoadCase>,
+    #[serde(default)]
+    pub connection: Vec<ConnectionCase>,
+}
+
+/// What a connection case does to the HTTP front, and what the server must do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Attack {
+    /// A request's headers, one byte every 250 ms: cut by the header time.
+    SlowHeaders,
+    /// Headers, then a body one byte every 250 ms: answered 408 by the body time.
+    SlowBody,
+    /// Connects and says nothing: cut by the header time.
+    Idle,
+    /// Half a request line, then nothing (a client gone without closing): cut by the header
+    /// time.
+    HalfOpen,
+    /// Holds `max_connections` idle connections, then one more: that one is answered 503 at
+    /// once, and the held ones are cut by the header time.
+    PastTheCap,
+    /// The HTTP/2 prior-knowledge preface: closed without being served.
+    Http2Preface,
+    /// A 2025-11-25 session's GET stream, read: it ends by the stream time.
+    HeldStream,
+    /// A GET stream dropped unread: the session opens a new one.
+    AbandonedStream,
+}
+
+impl Attack {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Attack::SlowHeaders => "slow-headers",
+            Attack::SlowBody => "slow-body",
+            Attack::Idle => "idle",
+            Attack::HalfOpen => "half-open",
+            Attack::PastTheCap => "past-the-cap",
+            Attack::Http2Preface => "http2-preface",
+            Attack::HeldStream => "held-stream",
+            Attack::AbandonedStream => "abandoned-stream",
+        }
+    }
+}
+
+/// A hostile connection to a server of its own (the suite's notes server behind the HTTP
+/// front with the production limits, those named here shortened so the case takes seconds),
+/// then a probe on that server that must succeed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionCase {
+    pub id: String,
+    pub category: String,
+    #[serde(default)]
+    pub description: String,
+    pub attack: Attack,
+    /// [`HttpLimits::header_time`](toolgate_mcp::HttpLimits), in ms.
+    #[serde(default)]
+    pub header_ms: Option<u64>,
+    /// [`HttpLimits::body_time`](toolgate_mcp::HttpLimits), in ms.
+    #[serde(default)]
+    pub body_ms: Option<u64>,
+    /// [`HttpLimits::stream_time`](toolgate_mcp::HttpLimits), in ms.
+    #[serde(default)]
+    pub stream_ms: Option<u64>,
+    /// [`HttpLimits::max_connections`](toolgate_mcp::HttpLimits).
+    #[serde(default)]
+    pub max_connections: Option<usize>,
+    /// The case's deadline: the server must have cut or answered by then (1 to 60000).
+    pub within_ms: u64,
+}
+
+/// The most connections a `past-the-cap` case may hold.
+pub const MAX_HELD_CONNECTIONS: usize = 64;
+
+/// The limits a connection case's server runs with: the production ones, those the case names
+/// replaced.
+pub fn connection_limits(case: &ConnectionCase) -> toolgate_mcp::HttpLimits {
+    let defaults = toolgate_mcp::HttpLimits::default();
+    let ms = std::time::Duration::from_millis;
+    let max_connections = case.max_connections.unwrap_or(defaults.max_connections);
+    toolgate_mcp::HttpLimits {
+        header_time: case.header_ms.map_or(defaults.header_time, ms),
+        body_time: case.body_ms.map_or(defaults.body_time, ms),
+        stream_time: case.stream_ms.map_or(defaults.stream_time, ms),
+        max_connections,
+        max_concurrent: defaults.max_concurrent.min(max_connections),
+        ..defaults
+    }
+}
+
+/// Why `case` is malformed or cannot show anything in its deadline; `Ok` when it can run.
+pub fn check_connection(case: &ConnectionCase) -> Result<(), String> {
+    if case.within_ms == 0 || case.within_ms > MAX_TIMEOUT_MS {
+        return Err(format!("`within_ms` must be 1 to {MAX_TIMEOUT_MS}"));
+    }
+    let limits = connection_limits(case);
+    limits.check()?;
+    let (name, bound) = match case.attack {
+        Attack::SlowHeaders | Attack::Idle | Attack::HalfOpen | Attack::PastTheCap => {
+            ("header_ms", limits.header_time)
+        }
+        Attack::SlowBody => ("body_ms", limits.body_time),
+        Attack::HeldStream => ("stream_ms", limits.stream_time),
+        Attack::Http2Preface | Attack::AbandonedStream => ("within_ms", std::time::Duration::ZERO),
+    };
+    if bound.as_millis() >= u128::from(case.within_ms) {
+        return Err(format!(
+            "attack `{}` is bounded by `{name}` ({} ms), which must be below `within_ms` ({})",
+            case.attack.as_str(),
+            bound.as_millis(),
+            case.within_ms
+        ));
+    }
+    if case.attack == Attack::PastTheCap && limits.max_connections > MAX_HELD_CONNECTIONS {
+        return Err(format!(
+            "attack `past-the-cap` holds `max_connections` connections: at most \
+             {MAX_HELD_CONNECTIONS}"
+        ));
+    }
+    Ok(())
 }
 
 /// Where a wire case is sent.
@@ -406,6 +525,59 @@ mod tests {
             let why = check_wire(&case(&format!("{BASE}{body}"))).unwrap_err();
             assert!(why.contains(want), "{body}: {why}");
         }
+    }
+
+    #[test]
+    fn a_connection_case_that_could_not_show_its_bound_in_its_deadline_is_refused() {
+        let case = |text: &str| -> ConnectionCase {
+            let file: CaseFile = toml::from_str(&format!(
+                "[[connection]]\nid = \"c\"\ncategory = \"c\"\n{text}"
+            ))
+            .unwrap();
+            file.connection.into_iter().next().unwrap()
+        };
+        let table = [
+            (
+                "attack = \"idle\"\nheader_ms = 1000\nwithin_ms = 4000\n",
+                None,
+            ),
+            // The production header time (10 s) is past the deadline.
+            ("attack = \"idle\"\nwithin_ms = 4000\n", Some("header_ms")),
+            (
+                "attack = \"slow-body\"\nbody_ms = 5000\nwithin_ms = 4000\n",
+                Some("body_ms"),
+            ),
+            (
+                "attack = \"held-stream\"\nstream_ms = 1000\nwithin_ms = 4000\n",
+                None,
+            ),
+            (
+                "attack = \"http2-preface\"\nwithin_ms = 0\n",
+                Some("within_ms"),
+            ),
+            (
+                "attack = \"idle\"\nheader_ms = 0\nwithin_ms = 4000\n",
+                Some("header_time"),
+            ),
+            (
+                "attack = \"past-the-cap\"\nheader_ms = 1000\nwithin_ms = 4000\n",
+                Some("at most 64"),
+            ),
+            (
+                "attack = \"past-the-cap\"\nheader_ms = 1000\nmax_connections = 4\nwithin_ms = 4000\n",
+                None,
+            ),
+        ];
+        for (text, refused) in table {
+            match (check_connection(&case(text)), refused) {
+                (Ok(()), None) => {}
+                (Err(why), Some(want)) => assert!(why.contains(want), "{text}: {why}"),
+                (got, want) => panic!("{text}: got {got:?}, wanted a refusal naming {want:?}"),
+            }
+        }
+        let unknown =
+            "[[connection]]\nid = \"c\"\ncategory = \"c\"\nattack = \"teleport\"\nwithin_ms = 1\n";
+        assert!(toml::from_str::<CaseFile>(unknown).is_err());
     }
 
     #[test]

@@ -87,6 +87,7 @@
 //! server without OAuth (the auth suite covers tokens); the memory figure is this process's,
 //! server and clients together.
 
+pub mod connection;
 pub mod format;
 pub mod load;
 pub mod wire;
@@ -106,7 +107,9 @@ use crate::cases::{self, CaseSource};
 use crate::{CaseResult, CheckError, Expect, Observed, SuiteOptions, SuiteReport, TraceIndex};
 use crate::{TraceLocation, Verdict};
 
-pub use format::{Answer, CaseFile, Expected, LoadCase, Transport, WireCase};
+pub use format::{
+    Answer, Attack, CaseFile, ConnectionCase, Expected, LoadCase, Transport, WireCase,
+};
 pub use load::LoadFigures;
 use wire::{Http, StdioSession, Transcript, WireFault};
 
@@ -121,6 +124,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "security/robustness/http.toml",
         include_str!("../../../../security/robustness/http.toml"),
+    ),
+    (
+        "security/robustness/connections.toml",
+        include_str!("../../../../security/robustness/connections.toml"),
     ),
     (
         "security/robustness/load.toml",
@@ -156,6 +163,17 @@ pub async fn run(options: &SuiteOptions) -> Result<SuiteReport, CheckError> {
         }
     }
     for source in &files {
+        for case in &source.file.connection {
+            options.say(&format!(
+                "robustness: {} ({}, {} ms at most)",
+                case.id,
+                case.attack.as_str(),
+                case.within_ms
+            ));
+            results.push(harness.run_connection(case).await);
+        }
+    }
+    for source in &files {
         for case in &source.file.load {
             options.say(&format!(
                 "robustness: {} ({} clients for {} ms)",
@@ -185,7 +203,10 @@ pub fn load(extra: &[PathBuf]) -> Result<Vec<CaseSource<CaseFile>>, CheckError> 
     cases::unique_ids(files.iter().flat_map(|f| {
         let wire = f.file.case.iter().map(|c| c.id.as_str());
         let load = f.file.load.iter().map(|c| c.id.as_str());
-        wire.chain(load).map(|id| (f.origin.as_str(), id))
+        let connection = f.file.connection.iter().map(|c| c.id.as_str());
+        wire.chain(load)
+            .chain(connection)
+            .map(|id| (f.origin.as_str(), id))
     }))?;
     for f in &files {
         let refuse = |id: &str, why: String| CheckError::Cases {
@@ -197,6 +218,9 @@ pub fn load(extra: &[PathBuf]) -> Result<Vec<CaseSource<CaseFile>>, CheckError> 
         }
         for case in &f.file.load {
             format::check_load(case).map_err(|why| refuse(&case.id, why))?;
+        }
+        for case in &f.file.connection {
+            format::check_connection(case).map_err(|why| refuse(&case.id, why))?;
         }
     }
     Ok(files)
@@ -231,6 +255,7 @@ pub struct Harness {
     sessions_ended: Vec<Value>,
     probes: usize,
     cases: [usize; 2],
+    connection_cases: usize,
     nonce: String,
 }
 
@@ -298,6 +323,7 @@ impl Harness {
             sessions_ended: Vec::new(),
             probes: 0,
             cases: [0, 0],
+            connection_cases: 0,
             nonce,
         })
     }
@@ -712,6 +738,116 @@ impl Harness {
         CaseResult::new(&case.id, &case.category, expect, observed, at, detail)
     }
 
+    /// Runs and judges one connection case on a server of its own (the same [`McpServer`],
+    /// the case's limits), then probes that server; the transcript line of the outcome is
+    /// cited.
+    pub async fn run_connection(&mut self, case: &ConnectionCase) -> CaseResult {
+        self.connection_cases += 1;
+        let what = if case.description.is_empty() {
+            format!("{} over http", case.attack.as_str())
+        } else {
+            case.description.clone()
+        };
+        let not_checked = |why: String| {
+            CaseResult::new(
+                &case.id,
+                &case.category,
+                Expect::Block,
+                Observed::Error {
+                    message: why.clone(),
+                },
+                None,
+                format!("{what}: not checked: {why}"),
+            )
+        };
+        let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+            Ok(listener) => listener,
+            Err(e) => return not_checked(format!("cannot listen on 127.0.0.1: {e}")),
+        };
+        let address = match listener.local_addr() {
+            Ok(address) => address,
+            Err(e) => return not_checked(format!("the listener has no address: {e}")),
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(toolgate_mcp::serve_http(
+            self.server.clone(),
+            listener,
+            format::connection_limits(case),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        let http = match Http::new(format!("http://{address}/mcp")) {
+            Ok(http) => http,
+            Err(why) => return not_checked(why),
+        };
+        self.probes += 1;
+        if let Err(why) = http
+            .list_tools(&format!("probe-before-{}", case.id), PROBE_WAIT)
+            .await
+        {
+            let _ = stop.send(());
+            return not_checked(format!("its server did not answer tools/list: {why}"));
+        }
+        self.transcript.record(
+            "connection_sent",
+            json!({"case": case.id, "attack": case.attack.as_str(), "within_ms": case.within_ms}),
+        );
+        let outcome = connection::attack(case, address).await;
+        let at = self.transcript.record(
+            "connection_outcome",
+            json!({
+                "case": case.id, "attack": case.attack.as_str(), "bounded": outcome.is_ok(),
+                "detail": match &outcome { Ok(rule) | Err(rule) => rule },
+            }),
+        );
+        self.probes += 1;
+        let kept_serving = http
+            .list_tools(&format!("probe-after-{}", case.id), PROBE_WAIT)
+            .await
+            .map(|_| ());
+        self.transcript.record(
+            "probe",
+            json!({
+                "case": case.id, "when": "after", "ok": kept_serving.is_ok(),
+                "detail": kept_serving.as_ref().err(),
+            }),
+        );
+        let _ = stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(20), served).await;
+        let (observed, detail, rule) = match (&outcome, &kept_serving) {
+            (Ok(rule), Ok(())) => (
+                Observed::Blocked,
+                format!("{what}: {rule}; the server keeps serving"),
+                rule.clone(),
+            ),
+            (Ok(rule), Err(why)) => (
+                Observed::Passed,
+                format!("{what}: {rule}, but then the server stopped serving: {why}"),
+                "unexpected answer".to_string(),
+            ),
+            (Err(why), _) => (
+                Observed::Passed,
+                format!("{what}: not bounded: {why}"),
+                "unexpected answer".to_string(),
+            ),
+        };
+        let at = TraceLocation {
+            file: TRANSCRIPT_FILE.into(),
+            line: at,
+            rule,
+            hops: vec![],
+        };
+        CaseResult::new(
+            &case.id,
+            &case.category,
+            Expect::Block,
+            observed,
+            Some(at),
+            detail,
+        )
+    }
+
     /// Runs one load case over HTTP and judges it.
     pub async fn run_load(&mut self, case: &LoadCase) -> (CaseResult, LoadFigures) {
         let probe_id = format!("probe-before-{}", case.id);
@@ -807,6 +943,7 @@ impl Harness {
         json!({
             "stdio_cases": self.cases[0],
             "http_cases": self.cases[1],
+            "connection_cases": self.connection_cases,
             "stdio_sessions_started": self.sessions_started,
             "stdio_sessions_ended_by_a_case": self.sessions_ended,
             "probes": self.probes,
