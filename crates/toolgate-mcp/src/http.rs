@@ -18,6 +18,26 @@
 //!   the client gets a `-32603` error for that request id and the call is cancelled;
 //! - any path but `/mcp` is 404.
 //!
+//! Connections, bounded in count and time whatever a client holds open ([`HttpLimits`]):
+//! - at most [`HttpLimits::max_connections`] at once; one more is answered 503 (a JSON-RPC
+//!   error, `Retry-After`, `Connection: close`) and closed within a second, by at most 64
+//!   such answers at a time (past those it is closed unanswered); a failed accept pauses the
+//!   loop 50 ms instead of spinning;
+//! - a request's headers must arrive within [`HttpLimits::header_time`] of the server starting
+//!   to wait for them (hyper's header read timeout): this cuts a slowloris, a client that
+//!   connects and says nothing, a half-open connection and a kept-alive one left idle;
+//! - a POST body must arrive in full within [`HttpLimits::body_time`], else 408 with
+//!   `-32600`, the connection closed and the POST slot freed;
+//! - a GET stream (rmcp's session events, each session's buffer bounded by rmcp at 16
+//!   messages) ends by [`HttpLimits::stream_time`]; the client may reopen it;
+//! - a write the client does not take in full for [`HttpLimits::write_stall_time`] (it reads
+//!   nothing, or a trickle) resets the connection: one answer at a time per connection waits
+//!   in memory, and the kernel's queue for it is dropped;
+//! - HTTP/2 is not served (hyper's `http1` feature only): a prior-knowledge preface is closed
+//!   unanswered, an `Upgrade: h2c` request is served as HTTP/1.1.
+//!
+//! Limits of zero are refused at start, naming the limit.
+//!
 //! Shutdown ([`serve_http`]'s `shutdown` future) stops accepting, waits for in-flight POSTs up to
 //! [`HttpLimits::drain_time`], then closes sessions and open streams and returns.
 //!

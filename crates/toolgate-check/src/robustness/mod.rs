@@ -79,13 +79,37 @@
 //! server and the clients) at the end of the warm-up, at the end and at its peak, with the
 //! case's bound.
 //!
+//! # Connection cases (`[[connection]]`)
+//!
+//! A client that holds the HTTP front's resources rather than sending a bad message
+//! ([`connection`]): each case gets a server of its own on 127.0.0.1 (the same [`McpServer`],
+//! the production [`HttpLimits`](toolgate_mcp::HttpLimits) with the limit under test
+//! shortened), probed before; the attack runs on raw sockets and must be bounded within
+//! `within_ms` (cut, or answered 408/503), and a `tools/list` on that server must succeed
+//! after it. The transcript's `connection_outcome` line is cited.
+//!
+//! ```toml
+//! [[connection]]
+//! id = "conn-slowloris-headers"
+//! category = "slow-headers"
+//! attack = "slow-headers"   # slow-body, idle, half-open, past-the-cap, http2-preface,
+//!                           # held-stream, abandoned-stream
+//! header_ms = 1000          # optional: header_ms, body_ms, stream_ms, max_connections
+//! within_ms = 4000          # the deadline, 1 to 60000; above the limit the attack meets
+//! ```
+//! Refused, naming the file and case: a deadline not above the limit the attack meets (the
+//! case could show nothing), a limit of zero, `past-the-cap` over 64 connections.
+//!
 //! # Not covered
 //!
 //! The stdio cases drive the transport function of `toolgate serve` in this process, not a
-//! child process's own stdin (the CLI's tests do that); the HTTP cases send whole requests
-//! (no slow or half-open connections, no HTTP/2, no GET streams or DELETE of sessions), to a
-//! server without OAuth (the auth suite covers tokens); the memory figure is this process's,
-//! server and clients together.
+//! child process's own stdin (the CLI's tests do that); the HTTP cases go to a server without
+//! OAuth (the auth suite covers tokens, and `toolgate-mcp`'s `oauth.rs` a session presented
+//! with another principal's token). A client that never reads its answers is a test, not a
+//! case (`toolgate-mcp/tests/hostile_connections.rs`: it needs answers larger than the notes
+//! tools give, to fill the kernel's socket buffers). HTTP/2 is refused, not served (hyper is
+//! built with `http1` only), so no HTTP/2 framing attack reaches anything. The load run's
+//! memory figure is this process's, server and clients together.
 
 pub mod connection;
 pub mod format;
