@@ -331,3 +331,58 @@ async fn get_stream(
     }
     Ok(response)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A listener that accepts and holds every connection, reading nothing and answering
+    /// nothing: a server with no bound at all.
+    async fn holding_server() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            // Bounded: the cases here open at most 5 connections.
+            for _ in 0..16 {
+                match listener.accept().await {
+                    Ok((stream, _)) => held.push(stream),
+                    Err(_) => return,
+                }
+            }
+        });
+        (address, task)
+    }
+
+    #[tokio::test]
+    async fn a_server_that_holds_a_hostile_client_for_ever_is_reported_unbounded() {
+        let table = [
+            (Attack::SlowHeaders, "still reading"),
+            (Attack::Idle, "still open"),
+            (Attack::HalfOpen, "still open"),
+            (Attack::SlowBody, "expected HTTP 408"),
+            (Attack::PastTheCap, "past the cap got"),
+            (Attack::Http2Preface, "still open"),
+        ];
+        for (attack_kind, why) in table {
+            let (address, server) = holding_server().await;
+            let case = ConnectionCase {
+                id: "c".into(),
+                category: "c".into(),
+                description: String::new(),
+                attack: attack_kind,
+                header_ms: Some(100),
+                body_ms: Some(100),
+                stream_ms: Some(100),
+                max_connections: Some(2),
+                within_ms: 700,
+            };
+            let got = attack(&case, address).await;
+            server.abort();
+            match got {
+                Err(got) => assert!(got.contains(why), "{}: {got}", attack_kind.as_str()),
+                Ok(rule) => panic!("{}: judged bounded: {rule}", attack_kind.as_str()),
+            }
+        }
+    }
+}
