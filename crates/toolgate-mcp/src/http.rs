@@ -687,7 +687,7 @@ impl Front {
         );
         let Ok(read) = read.await else {
             // The rest of the body is never read: the connection cannot carry another request.
-            let mut response = error_response(
+            return closing(error_response(
                 StatusCode::REQUEST_TIMEOUT,
                 Value::Null,
                 -32600,
@@ -695,16 +695,15 @@ impl Front {
                     "the request body did not arrive within {} s: send it at once",
                     self.limits.body_time.as_secs()
                 ),
-            );
-            response
-                .headers_mut()
-                .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
-            return response;
+            ));
         };
         let bytes = match read {
             Ok(collected) => collected.to_bytes(),
+            // The rest of the body is never read, so the connection cannot carry another
+            // request: say so, or a client's pool may send its next request into a socket the
+            // server is closing.
             Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
-                return error_response(
+                return closing(error_response(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     Value::Null,
                     -32600,
@@ -712,15 +711,15 @@ impl Front {
                         "request body over {} bytes: send a smaller request",
                         self.limits.max_body_bytes
                     ),
-                );
+                ));
             }
             Err(error) => {
-                return error_response(
+                return closing(error_response(
                     StatusCode::BAD_REQUEST,
                     Value::Null,
                     -32600,
                     &format!("the request body could not be read: {error}"),
-                );
+                ));
             }
         };
         if let Some(why) = unreadable(&bytes) {
@@ -1057,6 +1056,14 @@ fn timeout_event(id: Value, limit: Duration) -> Bytes {
 
 fn error_body(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+/// `response` marked as the connection's last (`Connection: close`).
+fn closing<B>(mut response: Response<B>) -> Response<B> {
+    response
+        .headers_mut()
+        .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 fn error_response(

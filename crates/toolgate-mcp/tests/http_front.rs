@@ -189,6 +189,12 @@ async fn bad_input_gets_its_error_and_the_server_keeps_serving() {
     .await
     .unwrap();
     assert_eq!(response.status().as_u16(), 413);
+    // The rest of the body is never read: a client's pool must not reuse the connection.
+    assert_eq!(
+        response.headers().get("connection").map(|v| v.as_bytes()),
+        Some(&b"close"[..]),
+        "a 413 must close the connection it did not read to the end"
+    );
     let message = support::message_of(&response.text().await.unwrap());
     assert_eq!(error_code(&message), -32600);
     assert!(message.to_string().contains("1048576 bytes"), "{message}");
