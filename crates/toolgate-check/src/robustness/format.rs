@@ -30,6 +30,59 @@ pub struct CaseFile {
     pub load: Vec<LoadCase>,
     #[serde(default)]
     pub connection: Vec<ConnectionCase>,
+    /// Soak runs against a `toolgate serve` child process: never in the compiled-in files.
+    #[serde(default)]
+    pub soak: Vec<SoakCase>,
+}
+
+/// The longest soak a case may ask for (an hour).
+pub const MAX_SOAK_MS: u64 = 3_600_000;
+
+/// A soak run: `clients` HTTP clients (half 2025-11-25 sessions, half 2026-07-28 stateless
+/// requests) writing and reading for `duration_ms` against the real `toolgate serve --http`
+/// in a child process, whose own resident memory is sampled every second.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SoakCase {
+    pub id: String,
+    #[serde(default = "soak_category")]
+    pub category: String,
+    #[serde(default)]
+    pub description: String,
+    /// Concurrent clients, 2 to 64; even ones speak 2025-11-25, odd ones 2026-07-28.
+    pub clients: usize,
+    /// How long the clients send, warm-up (the first tenth) included: 1000 to 3600000.
+    pub duration_ms: u64,
+    /// How many times each write is sent (by different clients, so across both revisions).
+    pub retries: usize,
+    /// The most the server's resident memory may grow from the end of the warm-up to the end.
+    pub rss_growth_mib: u64,
+    /// The most requests that may fail (any answer but a success, a timeout, a reset).
+    #[serde(default)]
+    pub max_errors: usize,
+}
+
+fn soak_category() -> String {
+    "soak".into()
+}
+
+/// Why `soak` is malformed or unbounded; `Ok` when it can run.
+pub fn check_soak(soak: &SoakCase) -> Result<(), String> {
+    if soak.clients < 2 || soak.clients > MAX_CLIENTS {
+        return Err(format!(
+            "`clients` must be 2 to {MAX_CLIENTS} (half on each protocol revision)"
+        ));
+    }
+    if soak.duration_ms < 1000 || soak.duration_ms > MAX_SOAK_MS {
+        return Err(format!("`duration_ms` must be 1000 to {MAX_SOAK_MS}"));
+    }
+    if !(1..=10).contains(&soak.retries) {
+        return Err("`retries` must be 1 to 10".into());
+    }
+    if soak.rss_growth_mib == 0 {
+        return Err("`rss_growth_mib` must be at least 1".into());
+    }
+    Ok(())
 }
 
 /// What a connection case does to the HTTP front, and what the server must do about it.
@@ -646,6 +699,45 @@ mod tests {
         for load in bad {
             assert!(check_load(&load).is_err(), "{load:?}");
         }
+    }
+
+    #[test]
+    fn a_soak_that_is_unbounded_or_cannot_show_both_revisions_is_refused() {
+        let text = "[[soak]]\nid = \"s\"\nclients = 32\nduration_ms = 600000\nretries = 2\n\
+                    rss_growth_mib = 32\n";
+        let good = toml::from_str::<CaseFile>(text).unwrap().soak.remove(0);
+        assert_eq!((good.category.as_str(), good.max_errors), ("soak", 0));
+        assert!(check_soak(&good).is_ok());
+        let bad = [
+            SoakCase {
+                clients: 1,
+                ..good.clone()
+            },
+            SoakCase {
+                clients: 65,
+                ..good.clone()
+            },
+            SoakCase {
+                duration_ms: 999,
+                ..good.clone()
+            },
+            SoakCase {
+                duration_ms: MAX_SOAK_MS + 1,
+                ..good.clone()
+            },
+            SoakCase {
+                retries: 0,
+                ..good.clone()
+            },
+            SoakCase {
+                rss_growth_mib: 0,
+                ..good.clone()
+            },
+        ];
+        for soak in bad {
+            assert!(check_soak(&soak).is_err(), "{soak:?}");
+        }
+        assert!(toml::from_str::<CaseFile>(&format!("{text}hours = 1\n")).is_err());
     }
 
     #[test]

@@ -263,7 +263,7 @@ pub async fn run(load: &LoadCase, http: &Http, store: &Store, nonce: &str) -> Lo
             .unwrap_or_default(),
     };
     let writes = sends.load(Ordering::Relaxed).div_ceil(load.retries);
-    let rows = count_rows(store, nonce);
+    let rows = count_rows(store, &format!("load {nonce} "));
     let mut figures = LoadFigures {
         id: load.id.clone(),
         clients: load.clients,
@@ -308,9 +308,9 @@ pub async fn run(load: &LoadCase, http: &Http, store: &Store, nonce: &str) -> Lo
     figures
 }
 
-/// Rows per title of this run's notes.
-fn count_rows(store: &Store, nonce: &str) -> Result<BTreeMap<String, usize>, String> {
-    let pattern = format!("load {nonce} %");
+/// Rows per title of the notes whose title starts with `prefix` (a run's own).
+pub(super) fn count_rows(store: &Store, prefix: &str) -> Result<BTreeMap<String, usize>, String> {
+    let pattern = format!("{prefix}%");
     store
         .with_conn(|conn| -> Result<BTreeMap<String, usize>, rusqlite::Error> {
             let mut statement = conn

@@ -114,6 +114,7 @@
 pub mod connection;
 pub mod format;
 pub mod load;
+pub mod soak;
 pub mod wire;
 
 use std::path::{Path, PathBuf};
@@ -132,14 +133,15 @@ use crate::{CaseResult, CheckError, Expect, Observed, SuiteOptions, SuiteReport,
 use crate::{TraceLocation, Verdict};
 
 pub use format::{
-    Answer, Attack, CaseFile, ConnectionCase, Expected, LoadCase, Transport, WireCase,
+    Answer, Attack, CaseFile, ConnectionCase, Expected, LoadCase, SoakCase, Transport, WireCase,
 };
 pub use load::LoadFigures;
 use wire::{Http, StdioSession, Transcript, WireFault};
 
 const SUITE: &str = "robustness";
 
-/// The repository's own case files, compiled in.
+/// The repository's own case files, compiled in. `soak.toml` is not one of them: a soak runs
+/// for minutes and only when its file is passed with `--cases`.
 pub const BUILTIN: &[(&str, &str)] = &[
     (
         "security/robustness/stdio.toml",
@@ -208,13 +210,27 @@ pub async fn run(options: &SuiteOptions) -> Result<SuiteReport, CheckError> {
             load_figures.push(figures);
         }
     }
+    let mut soak_figures = Vec::new();
+    let mut traces = vec![TRANSCRIPT_FILE.to_string(), TRACE_FILE.to_string()];
+    for source in &files {
+        for case in &source.file.soak {
+            options.say(&format!(
+                "robustness: {} (soak: {} clients for {} ms against a toolgate serve child)",
+                case.id, case.clients, case.duration_ms
+            ));
+            let result = soak::run_case(case, &options.out_dir, soak::this_toolgate()).await;
+            soak_figures.push(result.facts.clone());
+            traces.push(soak::files(&case.id).1);
+            results.push(result);
+        }
+    }
     let wire_figures = harness.figures();
     let results = harness.finish(results).await;
-    let figures = json!({"wire": wire_figures, "load": load_figures});
+    let figures = json!({"wire": wire_figures, "load": load_figures, "soak": soak_figures});
     Ok(SuiteReport::new(
         SUITE,
         files.iter().map(|f| f.origin.clone()).collect(),
-        vec![TRANSCRIPT_FILE.into(), TRACE_FILE.into()],
+        traces,
         results,
         started.elapsed().as_millis() as u64,
     )
@@ -228,8 +244,10 @@ pub fn load(extra: &[PathBuf]) -> Result<Vec<CaseSource<CaseFile>>, CheckError> 
         let wire = f.file.case.iter().map(|c| c.id.as_str());
         let load = f.file.load.iter().map(|c| c.id.as_str());
         let connection = f.file.connection.iter().map(|c| c.id.as_str());
+        let soak = f.file.soak.iter().map(|c| c.id.as_str());
         wire.chain(load)
             .chain(connection)
+            .chain(soak)
             .map(|id| (f.origin.as_str(), id))
     }))?;
     for f in &files {
@@ -245,6 +263,9 @@ pub fn load(extra: &[PathBuf]) -> Result<Vec<CaseSource<CaseFile>>, CheckError> 
         }
         for case in &f.file.connection {
             format::check_connection(case).map_err(|why| refuse(&case.id, why))?;
+        }
+        for case in &f.file.soak {
+            format::check_soak(case).map_err(|why| refuse(&case.id, why))?;
         }
     }
     Ok(files)
@@ -988,20 +1009,20 @@ impl Harness {
             .into_iter()
             .map(|c| {
                 let Some(at) = &c.at else { return c };
-                let index = if at.file == TRANSCRIPT_FILE {
-                    transcript.as_ref()
-                } else {
-                    trace.as_ref()
+                let line = |index: Option<&TraceIndex>| {
+                    index
+                        .and_then(|i| i.lines.iter().find(|l| l.line == at.line))
+                        .map(|l| l.event.clone())
                 };
-                let borne_out = index
-                    .and_then(|i| i.lines.iter().find(|l| l.line == at.line))
-                    .is_some_and(|l| {
-                        if at.file == TRANSCRIPT_FILE {
-                            l.event["case"] == c.id.as_str()
-                        } else {
-                            l.event["event"] == "tool_call"
-                        }
-                    });
+                let borne_out = if at.file == TRANSCRIPT_FILE {
+                    line(transcript.as_ref()).is_some_and(|e| e["case"] == c.id.as_str())
+                } else if at.file == TRACE_FILE {
+                    line(trace.as_ref()).is_some_and(|e| e["event"] == "tool_call")
+                } else {
+                    // A soak's server trace, read up to the one line (it can be large).
+                    soak::event_at(&self.out_dir.join(&at.file), at.line)
+                        .is_some_and(|e| e["event"] == "tool_call")
+                };
                 if borne_out || c.verdict == Verdict::Error {
                     c
                 } else {
