@@ -1,6 +1,8 @@
 //! The robustness suite: malformed, truncated and oversize JSON-RPC sent to the real MCP server
 //! over stdio and over HTTP, each followed by a valid request that must succeed ("the server
-//! keeps serving"), and a bounded load run of concurrent, retried writes.
+//! keeps serving"), and a bounded load run of concurrent, retried writes. A soak run
+//! ([`soak`], `[[soak]]`) is never compiled in: passed with `--cases`, it serves the real
+//! `toolgate serve` binary as a child process for minutes and samples that process's memory.
 //!
 //! # What runs
 //!
@@ -100,6 +102,28 @@
 //! Refused, naming the file and case: a deadline not above the limit the attack meets (the
 //! case could show nothing), a limit of zero, `past-the-cap` over 64 connections.
 //!
+//! # Soak runs (`[[soak]]`, only from `--cases`, e.g. `security/robustness/soak.toml`)
+//!
+//! ```toml
+//! [[soak]]
+//! id = "soak-http-32-clients-10min"
+//! clients = 32            # 2 to 64: even ones on 2025-11-25 sessions, odd ones 2026-07-28
+//! duration_ms = 600000    # 1000 to 3600000, warm-up (the first tenth) included
+//! retries = 2             # each write sent this many times by consecutive clients, 1 to 10
+//! rss_growth_mib = 32     # bound on the server's resident memory growth after the warm-up
+//! max_errors = 0          # optional: the most requests that may fail
+//! ```
+//! The running executable must be `toolgate` (a test harness is refused, not started): it is
+//! started as `toolgate serve --http 127.0.0.1:0 --toolset notes` with a fresh store, trace and
+//! log in the output folder (`soak-<id>-*`), and killed at the end or at the hard deadline
+//! (duration plus [`soak::GRACE`]). Its `/proc/PID/status` VmRSS is sampled every second
+//! (`soak-<id>-rss.tsv`); the case fails when it grew more than the bound from the end of the
+//! warm-up to the end, when more requests failed than allowed, when a write had two effects or
+//! an acknowledged one none (rows counted in the store once the server is stopped), when a
+//! revision had no success, or when the server exited or could not be sampled. It cites the
+//! server trace's first replayed write. `figures.soak` holds, per soak, requests, errors and
+//! p50/p99 latency per revision and the memory figures.
+//!
 //! # Not covered
 //!
 //! The stdio cases drive the transport function of `toolgate serve` in this process, not a
@@ -109,7 +133,8 @@
 //! case (`toolgate-mcp/tests/hostile_connections.rs`: it needs answers larger than the notes
 //! tools give, to fill the kernel's socket buffers). HTTP/2 is refused, not served (hyper is
 //! built with `http1` only), so no HTTP/2 framing attack reaches anything. The load run's
-//! memory figure is this process's, server and clients together.
+//! memory figure is this process's, server and clients together; the soak's is the server
+//! process's own.
 
 pub mod connection;
 pub mod format;
