@@ -243,12 +243,17 @@ fn serve_http_at(
         let line = lines
             .recv_timeout(left)
             .expect("the server says where it listens");
+        // Other lines may name loopback URLs too (a plain-http test issuer): the endpoint is
+        // the one ending in /mcp.
         if let Some(at) = line.find("http://127.0.0.1:") {
             let url: String = line[at..]
                 .chars()
                 .take_while(|c| !c.is_whitespace())
                 .collect();
-            break url.trim_end_matches(',').to_string();
+            let url = url.trim_end_matches(',');
+            if url.ends_with("/mcp") {
+                break url.to_string();
+            }
         }
     };
     assert!(url.ends_with("/mcp"), "{url}");
