@@ -24,7 +24,7 @@ use toolgate_core::{
     ApprovalAnswer, ApprovalRequest, Approver, ApproverError, BoxFuture, CallOutcome, CallRequest,
     Effect, ErrorCode, Principal, Risk,
 };
-use toolgate_egress::{AllowEntry, Egress, EgressConfig, StaticResolver};
+use toolgate_egress::{Egress, EgressConfig, StaticResolver};
 use toolgate_mcp::client::config::parse;
 use toolgate_mcp::client::import::ServerRatings;
 use toolgate_mcp::client::imports::{
@@ -521,15 +521,7 @@ async fn books_over_http() -> (support::Spawned, Arc<Egress>, tempfile::TempDir)
         .unwrap()
         .parse()
         .unwrap();
-    let config = EgressConfig {
-        allow: vec![AllowEntry {
-            host: "127.0.0.1".into(),
-            schemes: vec!["http".into()],
-            ports: Some(vec![port]),
-            allow_private: true,
-        }],
-        ..EgressConfig::default()
-    };
+    let config = support::loopback_http_allowlist(&[port]);
     let egress = Egress::new(
         config,
         Arc::new(StaticResolver::new()),
@@ -740,15 +732,7 @@ async fn the_gateway_behind_oauth_serves_imported_tools_only_to_a_token_that_gra
     // is a scope the authorization server issues and the gateway grants nothing for.
     let scopes = BTreeMap::from([("gw:all".to_string(), vec!["imported".to_string()])]);
     let config = AuthConfig::new(&auth.issuer(), &resource, scopes);
-    let allowlist = EgressConfig {
-        allow: vec![AllowEntry {
-            host: "127.0.0.1".into(),
-            schemes: vec!["http".into()],
-            ports: Some(vec![as_port]),
-            allow_private: true,
-        }],
-        ..EgressConfig::default()
-    };
+    let allowlist = support::loopback_http_allowlist(&[as_port]);
     let egress = egress_for(&allowlist, Arc::new(toolgate_core::trace::NoTrace)).unwrap();
     let resource_server = ResourceServer::start(&config, "imported", &tools, egress)
         .await

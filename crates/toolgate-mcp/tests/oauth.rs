@@ -17,7 +17,7 @@ use oidc::{AuthServer, TestKey};
 use serde_json::{Value, json};
 use toolgate_core::Principal;
 use toolgate_core::trace::JsonlTrace;
-use toolgate_egress::{AllowEntry, EgressConfig};
+use toolgate_egress::EgressConfig;
 use toolgate_mcp::auth::{AuthConfig, ResourceServer, egress_for};
 use toolgate_mcp::http::{Access, serve_http_with};
 use toolgate_mcp::{HttpLimits, McpServer};
@@ -72,15 +72,7 @@ async fn start(keys: Vec<TestKey>, max_age_secs: u64) -> Env {
     config.jwks_min_refresh_secs = 0;
     config.jwks_max_age_secs = max_age_secs;
     // The authorization server is on this machine: allowed explicitly, as a test.
-    let allowlist = EgressConfig {
-        allow: vec![AllowEntry {
-            host: "127.0.0.1".into(),
-            schemes: vec!["http".into()],
-            ports: Some(vec![as_port]),
-            allow_private: true,
-        }],
-        ..EgressConfig::default()
-    };
+    let allowlist = support::loopback_http_allowlist(&[as_port]);
     let egress = egress_for(&allowlist, Arc::clone(&trace)).unwrap();
     let resource_server = ResourceServer::start(&config, "notes", &tools, egress)
         .await
@@ -960,15 +952,7 @@ async fn a_slow_key_fetch_does_not_stall_tokens_with_known_keys() {
     let mut config = AuthConfig::new(&slow.issuer, &resource, scopes);
     config.jwks_min_refresh_secs = 0;
     let port = url::Url::parse(&slow.issuer).unwrap().port().unwrap();
-    let allowlist = EgressConfig {
-        allow: vec![AllowEntry {
-            host: "127.0.0.1".into(),
-            schemes: vec!["http".into()],
-            ports: Some(vec![port]),
-            allow_private: true,
-        }],
-        ..EgressConfig::default()
-    };
+    let allowlist = support::loopback_http_allowlist(&[port]);
     let egress = egress_for(&allowlist, Arc::new(toolgate_core::trace::NoTrace)).unwrap();
     let resource_server = ResourceServer::start(&config, "notes", &tools, egress)
         .await
@@ -1048,15 +1032,7 @@ async fn keys_from_a_plain_http_server_on_another_host_are_never_trusted() {
     use toolgate_mcp::auth::AuthError;
     let key = TestKey::generate("k1");
     let egress_to = |port: u16| {
-        let allowlist = EgressConfig {
-            allow: vec![AllowEntry {
-                host: "127.0.0.1".into(),
-                schemes: vec!["http".into()],
-                ports: Some(vec![port]),
-                allow_private: true,
-            }],
-            ..EgressConfig::default()
-        };
+        let allowlist = support::loopback_http_allowlist(&[port]);
         egress_for(&allowlist, Arc::new(toolgate_core::trace::NoTrace)).unwrap()
     };
     let mut scopes = BTreeMap::new();

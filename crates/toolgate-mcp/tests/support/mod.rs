@@ -109,3 +109,17 @@ pub async fn spawn(server: toolgate_mcp::McpServer, limits: toolgate_mcp::HttpLi
         served,
     }
 }
+
+/// An egress allowlist for plain-http servers of this machine on `ports` (a test's
+/// authorization server, key-set server or upstream), private addresses allowed explicitly.
+pub fn loopback_http_allowlist(ports: &[u16]) -> toolgate_egress::EgressConfig {
+    toolgate_egress::EgressConfig {
+        allow: vec![toolgate_egress::AllowEntry {
+            host: "127.0.0.1".into(),
+            schemes: vec!["http".into()],
+            ports: Some(ports.to_vec()),
+            allow_private: true,
+        }],
+        ..toolgate_egress::EgressConfig::default()
+    }
+}
