@@ -37,8 +37,9 @@ use toolgate_core::tool::DeclarationError;
 pub use import::{ImportError, ImportReport, import_dir};
 pub use rows::{Kind, NewNote, NoteRow};
 pub use sample::generate_notes;
-pub use search::{ResponseFormat, SearchArgs};
+pub use search::{ResponseFormat, SearchArgs, SearchArgsV2, SearchDesign};
 pub use store::{Contents, NoteTitle, NotesStore, StoreError};
+pub use tools::Design;
 pub use undo::{UndoError, UndoHandle, UndoneAction, undo_last};
 
 /// The notes tools proper, bound to `store` ([`tools::notes_tools`]).
@@ -53,7 +54,17 @@ pub fn assistant_tools(
     egress: std::sync::Arc<toolgate_egress::Egress>,
     relay: Option<std::sync::Arc<toolgate_egress::SmtpRelay>>,
 ) -> Result<Vec<Tool>, DeclarationError> {
-    let mut all = tools::notes_tools(store)?;
+    designed_assistant_tools(store, egress, relay, Design::V1)
+}
+
+/// [`assistant_tools`] with the notes tools in `design`.
+pub fn designed_assistant_tools(
+    store: &NotesStore,
+    egress: std::sync::Arc<toolgate_egress::Egress>,
+    relay: Option<std::sync::Arc<toolgate_egress::SmtpRelay>>,
+    design: Design,
+) -> Result<Vec<Tool>, DeclarationError> {
+    let mut all = tools::designed_notes_tools(store, design)?;
     all.extend(web_clip::web_clip_tools(store, egress)?);
     all.extend(email::email_tools(store, relay)?);
     Ok(all)

@@ -9,6 +9,16 @@
 //! centred on where the words matched ([`crate::snippet`]); text of untrusted notes (clips, anything flagged untrusted) is returned only in the
 //! untrusted list, never in the content; truncation is loud (`total_matches`, `next_offset`,
 //! a note saying how to get more); ties rank newer notes first, so paging is deterministic.
+//!
+//! Two designs share this code ([`SearchDesign`]). `notes` (v1) returns snippets only and
+//! takes `limit` and `response_format`. `notes-v2` ([`SearchArgsV2`]) was changed where the
+//! embedded model failed its read tasks (evals/runs/notes-all-sampled-embedded): it asked for
+//! `limit: 1` or a `kind` that excluded the note holding the answer, and read snippets that
+//! stopped short of it. So v2 takes only the words, a kind and an offset; returns five hits;
+//! gives the first hit of the first page its whole text (cut at [`WHOLE_TEXT_MAX_CHARS`]; an
+//! untrusted note's only in the untrusted list); when a kind filter leaves nothing, shows the
+//! notes of any kind that match (and says so), and when it hides matches of other kinds, says
+//! how many; and ends with a next step naming the call that reads another hit.
 
 use rusqlite::{Connection, params};
 use schemars::JsonSchema;
@@ -58,6 +68,44 @@ impl SearchArgs {
         }
     }
 }
+
+/// `notes_search`'s arguments in the `notes-v2` design: no `limit`, no `response_format`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchArgsV2 {
+    /// Words to look for in titles and bodies, e.g. "design team budget". Plain words only: quotes, *, -, : and words such as NEAR or OR are searched as ordinary text.
+    #[schemars(length(min = 1, max = 200))]
+    pub query: String,
+    /// Only notes of this kind, e.g. "meeting"; default any kind. When no note of the kind matches, notes of any kind are shown.
+    pub kind: Option<Kind>,
+    /// How many matching notes to skip (for the next page); default 0.
+    #[schemars(range(min = 0, max = 10000))]
+    pub offset: Option<u32>,
+}
+
+/// What a search returns beyond its hits; see the module documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchDesign {
+    /// `notes`: snippets only; a kind filter is applied as asked.
+    Snippets,
+    /// `notes-v2`: the best match's whole text, a kind filter that never hides every match.
+    BestMatchWhole,
+}
+
+/// One search, in either design.
+#[derive(Debug, Clone, Copy)]
+struct Request<'a> {
+    query: &'a str,
+    kind: Option<Kind>,
+    limit: u32,
+    offset: u32,
+    format: ResponseFormat,
+    design: SearchDesign,
+}
+
+/// The first hit of a `notes-v2` first page carries at most this much of its note's text
+/// (the hand-written notes of the sample notebook are all shorter).
+pub const WHOLE_TEXT_MAX_CHARS: usize = 1_500;
 
 pub const DEFAULT_LIMIT: u32 = 5;
 /// Titles in hits are cut to this many characters.
@@ -224,9 +272,16 @@ fn snippet(
     .map_err(search_error)
 }
 
+/// What a hit shows of its note's text.
+enum HitText {
+    Snippet(String),
+    /// The whole text, cut at [`WHOLE_TEXT_MAX_CHARS`].
+    Whole(String),
+}
+
 fn hit(
     note: &NoteRow,
-    snippet_text: String,
+    text: HitText,
     format: ResponseFormat,
     untrusted: &mut Vec<UntrustedText>,
     sources: &mut Vec<String>,
@@ -261,28 +316,112 @@ fn hit(
         }
         v["untrusted"] = json!(true);
         v["text"] = json!(format!("see untrusted_content for note {}", note.id));
+        let (HitText::Snippet(shown) | HitText::Whole(shown)) = &text;
         untrusted.push(UntrustedText {
             source,
-            text: format!(
-                "{} — {snippet_text}",
-                cut_chars(&note.title, TITLE_MAX_CHARS)
-            ),
+            text: format!("{} — {shown}", cut_chars(&note.title, TITLE_MAX_CHARS)),
         });
         if let Some(url) = &note.source_url {
             sources.push(url.clone());
         }
     } else {
-        v["snippet"] = json!(snippet_text);
+        match text {
+            HitText::Snippet(snippet) => v["snippet"] = json!(snippet),
+            HitText::Whole(whole) => v["text"] = json!(whole),
+        }
     }
     v
 }
 
-/// Runs one search; see the module documentation.
+/// Runs one search in the `notes` design; see the module documentation.
 pub fn run_search(conn: &Connection, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
-    let query = fts_query(&args.query);
-    let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, 20);
-    let offset = args.offset.unwrap_or(0);
-    let format = args.response_format.unwrap_or_default();
+    search(
+        conn,
+        &Request {
+            query: &args.query,
+            kind: args.kind,
+            limit: args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, 20),
+            offset: args.offset.unwrap_or(0),
+            format: args.response_format.unwrap_or_default(),
+            design: SearchDesign::Snippets,
+        },
+    )
+}
+
+/// Runs one search in the `notes-v2` design; see the module documentation.
+pub fn run_search_v2(conn: &Connection, args: &SearchArgsV2) -> Result<ToolOutput, ToolError> {
+    search(
+        conn,
+        &Request {
+            query: &args.query,
+            kind: args.kind,
+            limit: DEFAULT_LIMIT,
+            offset: args.offset.unwrap_or(0),
+            format: ResponseFormat::Detailed,
+            design: SearchDesign::BestMatchWhole,
+        },
+    )
+}
+
+/// Which matches a search shows: the words it matched on, the kind it kept, its page.
+struct Found {
+    expr: String,
+    mode: &'static str,
+    /// The kind filter applied (`None` when none was asked, or when v2 dropped it because no
+    /// note of that kind matched).
+    kind: Option<Kind>,
+    page: Page,
+}
+
+/// Every word first, then any word; in v2, a kind that leaves nothing is dropped at each step
+/// before falling back further, since the words say more about the note than its kind.
+fn find(
+    conn: &Connection,
+    query: &FtsQuery,
+    (all, any): (String, String),
+    request: &Request<'_>,
+) -> Result<Found, ToolError> {
+    let mut steps = vec![(all, "all_words")];
+    if query.terms.len() > 1 {
+        steps.push((any, "any_word"));
+    }
+    let relax = request.design == SearchDesign::BestMatchWhole && request.kind.is_some();
+    let mut last = None;
+    for (expr, mode) in steps {
+        let page_of = |kind| page(conn, &expr, kind, request.limit, request.offset);
+        let filtered = page_of(request.kind)?;
+        if filtered.total > 0 {
+            return Ok(Found {
+                kind: request.kind,
+                page: filtered,
+                expr,
+                mode,
+            });
+        }
+        if relax {
+            let any_kind = page_of(None)?;
+            if any_kind.total > 0 {
+                return Ok(Found {
+                    kind: None,
+                    page: any_kind,
+                    expr,
+                    mode,
+                });
+            }
+        }
+        last = Some(Found {
+            kind: request.kind,
+            page: filtered,
+            expr,
+            mode,
+        });
+    }
+    last.ok_or_else(|| ToolError::internal("a search with words ran no step"))
+}
+
+fn search(conn: &Connection, request: &Request<'_>) -> Result<ToolOutput, ToolError> {
+    let query = fts_query(request.query);
+    let offset = request.offset;
     let (Some(all), Some(any)) = (query.all_words(), query.any_word()) else {
         return Ok(ToolOutput::new(json!({
             "total_matches": 0,
@@ -291,29 +430,34 @@ pub fn run_search(conn: &Connection, args: &SearchArgs) -> Result<ToolOutput, To
             "note": "the query has no words to search for; use words that appear in the notes, e.g. \"design team budget\"",
         })));
     };
-    let mut expr = all;
-    let mut mode = "all_words";
-    let mut found = page(conn, &expr, args.kind, limit, offset)?;
-    if found.total == 0 && query.terms.len() > 1 {
-        expr = any;
-        mode = "any_word";
-        found = page(conn, &expr, args.kind, limit, offset)?;
-    }
-    let shape = match format {
+    let found = find(conn, &query, (all, any), request)?;
+    let (expr, mode) = (found.expr.as_str(), found.mode);
+    let shape = match request.format {
         ResponseFormat::Concise => CONCISE_SNIPPET,
         ResponseFormat::Detailed => DETAILED_SNIPPET,
     };
+    let whole_first = request.design == SearchDesign::BestMatchWhole && offset == 0;
     let mut untrusted = Vec::new();
     let mut sources = Vec::new();
-    let mut hits = Vec::with_capacity(found.ids.len());
-    for id in &found.ids {
+    let mut hits = Vec::with_capacity(found.page.ids.len());
+    for id in &found.page.ids {
         let Some(note) = rows::by_id(conn, *id)? else {
             continue;
         };
-        let text = snippet(conn, &expr, *id, shape)?;
-        hits.push(hit(&note, text, format, &mut untrusted, &mut sources));
+        let text = if whole_first && hits.is_empty() {
+            HitText::Whole(cut_chars(&note.body, WHOLE_TEXT_MAX_CHARS))
+        } else {
+            HitText::Snippet(snippet(conn, expr, *id, shape)?)
+        };
+        hits.push(hit(
+            &note,
+            text,
+            request.format,
+            &mut untrusted,
+            &mut sources,
+        ));
     }
-    let total = found.total;
+    let total = found.page.total;
     let shown_to = i64::from(offset) + hits.len() as i64;
     let mut content = json!({
         "match": mode,
@@ -322,6 +466,14 @@ pub fn run_search(conn: &Connection, args: &SearchArgs) -> Result<ToolOutput, To
         "hits": hits,
     });
     let mut notes: Vec<String> = Vec::new();
+    if let (Some(asked), None) = (request.kind, found.kind)
+        && total > 0
+    {
+        notes.push(format!(
+            "no note of kind {} matches; these are notes of any kind",
+            asked.as_str()
+        ));
+    }
     if mode == "any_word" && total > 0 {
         notes.push(format!(
             "no note contains every word of \"{}\"; these contain some of them, best first",
@@ -336,7 +488,7 @@ pub fn run_search(conn: &Connection, args: &SearchArgs) -> Result<ToolOutput, To
             total - shown_to
         ));
     } else if total == 0 {
-        let filter = if args.kind.is_some() {
+        let filter = if request.kind.is_some() {
             ", or drop the kind filter"
         } else {
             ""
@@ -355,6 +507,22 @@ pub fn run_search(conn: &Connection, args: &SearchArgs) -> Result<ToolOutput, To
             "not searched: {} (too common, or past {MAX_TERMS} words)",
             query.dropped.join(", ")
         ));
+    }
+    if request.design == SearchDesign::BestMatchWhole {
+        if found.kind.is_some() && total > 0 {
+            let any_kind = page(conn, expr, None, 1, 0)?.total;
+            if any_kind > total {
+                notes.push(format!(
+                    "{} more notes of other kinds also match; search without kind to see them",
+                    any_kind - total
+                ));
+            }
+        }
+        if whole_first && !hits.is_empty() {
+            content["next_step"] = json!(
+                "the first hit's whole text is above: if it answers the question, answer from it; to read another hit whole, call notes_get with its id"
+            );
+        }
     }
     if !notes.is_empty() {
         content["note"] = json!(notes.join("; "));

@@ -29,7 +29,7 @@ use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError, ToolOutput, Untr
 use crate::actions::{item_key, parse_action_items};
 use crate::frontmatter::TITLE_MAX_CHARS;
 use crate::rows::{self, Kind, NewNote, NoteRow, join_tags};
-use crate::search::{self, SearchArgs, cut_chars};
+use crate::search::{self, SearchArgs, SearchArgsV2, cut_chars};
 use crate::store::NotesStore;
 use crate::undo::{TagsBefore, UndoHandle};
 
@@ -108,12 +108,35 @@ pub struct TodosArgs {
     pub meeting_note_id: i64,
 }
 
+/// Which design of the notes tools: the toolsets `notes` and `notes-v2`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Design {
+    /// `notes`: the search returns snippets and takes a limit and a response format.
+    V1,
+    /// `notes-v2`: the search returns the best match whole and never lets a kind hide every
+    /// match (see [`crate::search`]); exact repeats of a search or a read may be answered from
+    /// the earlier result, since nothing but a write changes them.
+    V2,
+}
+
 /// The notes tools proper (search, get, create, tag, delete, to-dos from a meeting), bound to
-/// `store`.
+/// `store`, in the `notes` design.
 pub fn notes_tools(store: &NotesStore) -> Result<Vec<Tool>, DeclarationError> {
+    designed_notes_tools(store, Design::V1)
+}
+
+/// The notes tools proper in `design`.
+pub fn designed_notes_tools(
+    store: &NotesStore,
+    design: Design,
+) -> Result<Vec<Tool>, DeclarationError> {
+    let (search, get) = match design {
+        Design::V1 => (search_tool(store)?, get_tool(store, false)?),
+        Design::V2 => (search_tool_v2(store)?, get_tool(store, true)?),
+    };
     Ok(vec![
-        search_tool(store)?,
-        get_tool(store)?,
+        search,
+        get,
         create_tool(store)?,
         tag_tool(store)?,
         delete_tool(store)?,
@@ -143,6 +166,29 @@ fn search_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
         })
 }
 
+fn search_tool_v2(store: &NotesStore) -> Result<Tool, DeclarationError> {
+    let store = store.clone();
+    ToolBuilder::<SearchArgsV2>::new("notes_search", 1)
+        .describe(
+            "Searches the user's notes (titles and text) for words, best matches first: five hits, the best one with its whole text, the others with the passages where the words occur.",
+            "to answer a question about the user's notes (\"design team budget\"), to get the id of a note before reading, tagging or deleting it, or to find meetings (kind \"meeting\"); each hit's date tells which meeting was the last.",
+            Some("you already have the note's id and need its whole text: use notes_get."),
+            "match (all_words, or any_word when no note has every word), total_matches, hits (id, title, date, notebook, kind; text for the best match, snippet for the others; due and done for to-dos), a note when a filter or the page hides matches, and next_step. Hits of untrusted notes (web clips) carry their title and text only in untrusted_content.",
+        )
+        .example("what was decided about the design budget", json!({"query": "design team budget"}))
+        .example("only meeting notes", json!({"query": "budget", "kind": "meeting"}))
+        .example("the next page of results", json!({"query": "recipe", "offset": 5}))
+        .policy(Risk::Low, Effect::Read, "It only reads the user's local notes, and the results go only to the model.")
+        .max_output_bytes(SEARCH_MAX_BYTES)
+        .more_hint("call notes_search again with offset set to next_offset, or add words to narrow the search")
+        .parallel_safe()
+        .answers_repeats()
+        .read(move |_ctx, args: SearchArgsV2| {
+            let store = store.clone();
+            async move { store.read(move |conn| search::run_search_v2(conn, &args)).await }
+        })
+}
+
 fn unknown_note(id: i64, field: &str) -> ToolError {
     ToolError::not_found(format!("no note has id {id}"))
         .with_field(field)
@@ -160,9 +206,17 @@ fn label(note: &NoteRow) -> Value {
     }
 }
 
-fn get_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
+/// `notes_get`; with `answers_repeats`, a loop may answer an exact repeat from the earlier
+/// result (nothing but a write changes a note).
+fn get_tool(store: &NotesStore, answers_repeats: bool) -> Result<Tool, DeclarationError> {
     let store = store.clone();
-    ToolBuilder::<GetArgs>::new("notes_get", 1)
+    let builder = ToolBuilder::<GetArgs>::new("notes_get", 1);
+    let builder = if answers_repeats {
+        builder.answers_repeats()
+    } else {
+        builder
+    };
+    builder
         .describe(
             "Gets one whole note by id: title, text, notebook, tags, kind and dates, and for to-dos the due date and done flag.",
             "you have a note's id (from notes_search) and need its whole text, e.g. to say exactly what a meeting decided.",

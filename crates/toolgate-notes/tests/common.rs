@@ -26,9 +26,15 @@ pub struct Fixture {
 }
 
 pub fn fixture() -> Fixture {
+    fixture_in(toolgate_notes::Design::V1)
+}
+
+/// The fixture with the notes tools in `design`.
+pub fn fixture_in(design: toolgate_notes::Design) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let store = NotesStore::init_sample(&dir.path().join("notes.sqlite")).unwrap();
-    let registry = Arc::new(Registry::new(toolgate_notes::tools(&store).unwrap()).unwrap());
+    let tools = toolgate_notes::tools::designed_notes_tools(&store, design).unwrap();
+    let registry = Arc::new(Registry::new(tools).unwrap());
     let clock = Arc::new(ManualClock::at_unix(NOW_UNIX));
     let dispatcher = Caller::new(
         Dispatcher::new(Arc::clone(&registry))
