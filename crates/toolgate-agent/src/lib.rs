@@ -3,12 +3,13 @@
 
 pub mod approvers;
 pub mod deferral;
+pub mod described_call;
 pub mod repeat_guard;
 pub mod run;
 
 pub use approvers::TerminalApprover;
 pub use deferral::{DEFAULT_DEFER_THRESHOLD, DeferralConfig, ToolList};
 pub use run::{
-    Agent, AgentConfig, AgentEvent, CallSummary, DEFAULT_SYSTEM_PROMPT, Observer, RepeatAnswered,
-    RunResult, StopCause, ToolsAppended,
+    Agent, AgentConfig, AgentEvent, CallSummary, DEFAULT_SYSTEM_PROMPT, DescribedCallCorrected,
+    Observer, RepeatAnswered, RunResult, StopCause, ToolsAppended, ToolsEnded,
 };

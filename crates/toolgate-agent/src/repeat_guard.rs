@@ -12,6 +12,16 @@
 //! success, or an error only changed arguments can fix (invalid argument, not found). Anything
 //! else (a deadline, an unavailable dependency, a denial, a refusal by policy) goes to the
 //! dispatcher again. Pure: the loop decides and dispatches.
+//!
+//! [`RepeatCount`] serves the loop's [`crate::AgentConfig::end_tools_after_repeats`]: it counts
+//! the run's exact repeats of any read (opted in or not) with no write since whose earlier
+//! result was settled (see [`rememberable`]); at the second, the loop ends tool use for the
+//! run. Counting reads that did not opt in is safe because counting serves no result from
+//! memory (such a repeat still runs, fresh): it only ends the calls, so the model answers from
+//! results it was given. It is needed because the notes eval's failing reads repeated
+//! `notes_search`, which does not opt in, to the round cap. A retry after a result that could
+//! change (a deadline, an unavailable dependency, a denial) is not a repeat. A toolset whose
+//! reads are polled for a change (a job's status) should leave that option off.
 
 use std::collections::HashMap;
 
@@ -127,6 +137,63 @@ pub fn repeat_text(earlier: &Earlier) -> String {
         "[repeat] You made this exact call in round {} and nothing has changed since, so it was not run again; its result is below. Answer from it, or call with different arguments.\n{}",
         earlier.round, earlier.text
     )
+}
+
+/// [`repeat_text`] as [`crate::AgentConfig::end_tools_after_repeats`] words it: plainly that
+/// the result is unchanged and the model should answer from it.
+pub fn unchanged_repeat_text(earlier: &Earlier) -> String {
+    format!(
+        "[repeat] Unchanged: you made this exact call in round {} and nothing has changed since, so it was not run again. Its result is below. Answer the user from it.\n{}",
+        earlier.round, earlier.text
+    )
+}
+
+/// What the loop tells the model when repeats end tool use (free of any value, so it adds
+/// nothing to what the user is taken to have said).
+pub const TOOLS_ENDED_TEXT: &str = "You repeated a call whose result cannot have changed, so tool use has ended for this run. Answer the user now from the tool results above.";
+
+/// A run's exact repeats of reads with no write since (see the module documentation).
+#[derive(Debug, Default)]
+pub struct RepeatCount {
+    /// Settled reads since the last write, by tool and canonical arguments: the round each
+    /// first ran.
+    seen: HashMap<(String, String), u32>,
+    repeats: u32,
+}
+
+impl RepeatCount {
+    /// Takes in one call, in call order (`kind` as the guard records it: a call whose nested
+    /// calls wrote is a write; `settled` when its result could not change on a rerun); returns
+    /// the round of the earlier identical call when this one is a counted repeat.
+    pub fn observe(
+        &mut self,
+        tool: &str,
+        arguments: &Value,
+        kind: CallKind,
+        settled: bool,
+        round: u32,
+    ) -> Option<u32> {
+        if kind == CallKind::Writes {
+            self.seen.clear();
+            return None;
+        }
+        let key = key(tool, arguments);
+        let earlier = self.seen.get(&key).copied();
+        if earlier.is_some() {
+            self.repeats += 1;
+        }
+        if settled {
+            self.seen.entry(key).or_insert(round);
+        } else {
+            self.seen.remove(&key);
+        }
+        earlier
+    }
+
+    /// How many repeats were counted so far.
+    pub fn repeats(&self) -> u32 {
+        self.repeats
+    }
 }
 
 #[cfg(test)]
@@ -275,5 +342,57 @@ mod tests {
         ]);
         assert!(answers[0].is_some());
         assert_eq!(answers[1..], [None, None]);
+    }
+
+    #[test]
+    fn repeat_count_counts_exact_repeats_of_any_settled_read_until_a_write() {
+        // (tool, arguments, kind, settled) in call order, and whether each is a counted repeat.
+        let search = json!({"query": "design team budget"});
+        let other = json!({"query": "budget", "limit": 1});
+        let steps = [
+            ("notes_search", &search, CallKind::Read, true, None),
+            // A read that did not opt in still counts: the count serves nothing from memory.
+            ("notes_search", &search, CallKind::Read, true, Some(1)),
+            ("notes_search", &other, CallKind::Read, true, None),
+            ("kb_search", &search, CallKind::AnswersRepeats, true, None),
+            (
+                "kb_search",
+                &search,
+                CallKind::AnswersRepeats,
+                true,
+                Some(1),
+            ),
+            // A write forgets every read: the same search after it is not a repeat.
+            ("notes_tag", &other, CallKind::Writes, true, None),
+            ("notes_search", &search, CallKind::Read, true, None),
+            // A result that could change (a deadline) makes the next identical call a retry.
+            ("web_clip", &other, CallKind::Read, false, None),
+            ("web_clip", &other, CallKind::Read, true, None),
+            ("web_clip", &other, CallKind::Read, true, Some(1)),
+        ];
+        let mut count = RepeatCount::default();
+        for (i, (tool, args, kind, settled, want)) in steps.into_iter().enumerate() {
+            assert_eq!(
+                count.observe(tool, args, kind, settled, 1),
+                want,
+                "step {i}"
+            );
+        }
+        assert_eq!(count.repeats(), 3);
+    }
+
+    #[test]
+    fn the_unchanged_notice_says_plainly_to_answer_from_the_result() {
+        let earlier = Earlier {
+            round: 2,
+            text: "{\"result\":1}".into(),
+            is_error: false,
+            error: None,
+        };
+        let text = unchanged_repeat_text(&earlier);
+        assert!(text.starts_with("[repeat] Unchanged:"), "{text}");
+        assert!(text.contains("Answer the user from it."), "{text}");
+        assert!(text.ends_with("{\"result\":1}"), "{text}");
+        assert!(!TOOLS_ENDED_TEXT.chars().any(|c| c.is_ascii_digit()));
     }
 }

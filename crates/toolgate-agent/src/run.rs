@@ -13,6 +13,28 @@
 //! set (`tool_search` and the always-loaded tools) instead, and the definitions a search finds
 //! are appended for later rounds, never swapped in (see [`crate::deferral`]), so each request's
 //! tool list begins with every byte of the one before.
+//!
+//! Three levers, each off by default (off, the loop behaves exactly as without them), each
+//! aimed at a failure kind of the eval's taxonomy:
+//! - [`AgentConfig::correct_described_calls`] (*wrong answer*, *no tool call*): a final answer
+//!   that describes a call to an offered tool instead of making it (see
+//!   [`crate::described_call`]) gets one corrective user-role turn per run, then the model is
+//!   asked again; a second described answer is the final answer. No correction when no round
+//!   or token budget is left (the described answer stands rather than a round-cap ending), or
+//!   once tool use has ended. Traced as `described_call_corrected`, kept in
+//!   [`RunResult::described_call`].
+//! - [`AgentConfig::end_tools_after_repeats`] (*round cap*): an exact repeat answered from
+//!   memory says plainly that the result is unchanged and to answer from it; at the run's
+//!   second exact repeat of a read with nothing written since (see
+//!   [`crate::repeat_guard::RepeatCount`]), tool use ends: that turn's results are followed by
+//!   a notice, and every later request keeps the same tool definitions (so a cached prompt
+//!   prefix can hold) with `tool_choice: None`. A call the model makes anyway is never run:
+//!   it gets a `canceled` error result. Traced as `tools_ended`, kept in
+//!   [`RunResult::tools_ended_round`].
+//! - [`AgentConfig::first_round_must_call`] (*no tool call*): the run's first request asks
+//!   for `tool_choice: Any` (a model that honours it must call a tool; the embedded engine's
+//!   grammar forces one); later rounds are `Auto`. For assistants whose every question is
+//!   about the user's data.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,7 +51,11 @@ use toolgate_llm::{
 };
 
 use crate::deferral::{DeferralConfig, ToolList};
-use crate::repeat_guard::{CallKind, Earlier, Recorded, RepeatGuard, rememberable, repeat_text};
+use crate::described_call::{DescribedCall, correction_text, described_call};
+use crate::repeat_guard::{
+    CallKind, Earlier, Recorded, RepeatCount, RepeatGuard, TOOLS_ENDED_TEXT, rememberable,
+    repeat_text, unchanged_repeat_text,
+};
 
 /// What the model is told before the user speaks, unless a caller says otherwise. Measured on
 /// the embedded model: shorter or gentler wordings made it describe how to use the tools
@@ -58,6 +84,14 @@ pub struct AgentConfig {
     /// The run's sampling seed (with a `temperature` that samples); each round's request gets
     /// it plus the round number.
     pub seed: Option<u64>,
+    /// Give a final answer that describes a tool call instead of making it one corrective
+    /// turn per run (see the module documentation).
+    pub correct_described_calls: bool,
+    /// End tool use for the run at its second exact repeat of a read with nothing written
+    /// since, and word the repeat notice plainly (see the module documentation).
+    pub end_tools_after_repeats: bool,
+    /// Ask for a tool call (`tool_choice: Any`) in the run's first round.
+    pub first_round_must_call: bool,
 }
 
 impl Default for AgentConfig {
@@ -71,6 +105,9 @@ impl Default for AgentConfig {
             deferral: Some(DeferralConfig::default()),
             offered: None,
             seed: None,
+            correct_described_calls: false,
+            end_tools_after_repeats: false,
+            first_round_must_call: false,
         }
     }
 }
@@ -130,6 +167,13 @@ pub struct RunResult {
     /// Tools whose definitions searches appended to the list, in order (empty when the run
     /// did not defer).
     pub appended_tools: Vec<String>,
+    /// The described call the run corrected, when [`AgentConfig::correct_described_calls`]
+    /// gave its one corrective turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub described_call: Option<DescribedCall>,
+    /// The round whose repeat ended tool use, under [`AgentConfig::end_tools_after_repeats`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools_ended_round: Option<u32>,
 }
 
 /// Things worth showing a person while a run goes on.
@@ -243,6 +287,9 @@ impl Agent {
         let mut usage = Usage::default();
         let mut calls = Vec::new();
         let mut guard = RepeatGuard::default();
+        let mut repeats = RepeatCount::default();
+        let mut tools_ended_round: Option<u32> = None;
+        let mut corrected: Option<DescribedCall> = None;
         let mut round = 0;
         let stop = loop {
             if round >= self.config.max_rounds {
@@ -255,11 +302,21 @@ impl Agent {
                 }
             }
             round += 1;
+            let tool_choice = if tools_ended_round.is_some() {
+                ToolChoice::None
+            } else if round == 1
+                && self.config.first_round_must_call
+                && !tools.definitions().is_empty()
+            {
+                ToolChoice::Any
+            } else {
+                ToolChoice::Auto
+            };
             let request = ModelRequest {
                 system: self.config.system.clone(),
                 messages: messages.clone(),
                 tools: tools.definitions().to_vec(),
-                tool_choice: ToolChoice::Auto,
+                tool_choice,
                 max_tokens: self.config.max_tokens_per_turn,
                 temperature: self.config.temperature,
                 parallel_tool_calls: true,
@@ -287,7 +344,26 @@ impl Agent {
             usage.cached_input_tokens += response.usage.cached_input_tokens;
             messages.push(Message::from_response(&response));
             if response.tool_calls.is_empty() {
+                if let Some(call) = self.to_correct(&response, &tools, &usage, round, &corrected)
+                    && tools_ended_round.is_none()
+                {
+                    messages.push(Message::user_text(&correction_text(&call)));
+                    self.trace.record(Arc::new(DescribedCallCorrected {
+                        run_id: run_id.into(),
+                        round,
+                        call: call.clone(),
+                    }));
+                    corrected = Some(call);
+                    continue;
+                }
                 break StopCause::FinalAnswer;
+            }
+            if tools_ended_round.is_some() {
+                // Tool use has ended: nothing the model asks for runs any more.
+                let (summaries, results) = refuse_after_tools_ended(round, &response.tool_calls);
+                calls.extend(summaries);
+                messages.push(Message::tool_results(results));
+                continue;
             }
             let turn: Vec<(&str, &Value, CallKind)> = response
                 .tool_calls
@@ -313,7 +389,12 @@ impl Agent {
                 if let Some(earlier) = answer {
                     self.answer_repeat(run_id, round, call, &earlier);
                     guard.record(&call.name, &call.arguments, kind, Recorded::Answered);
-                    let text = repeat_text(&earlier);
+                    repeats.observe(&call.name, &call.arguments, kind, true, round);
+                    let text = if self.config.end_tools_after_repeats {
+                        unchanged_repeat_text(&earlier)
+                    } else {
+                        repeat_text(&earlier)
+                    };
                     calls.push(CallSummary {
                         round,
                         call_id: call.id.clone(),
@@ -371,6 +452,7 @@ impl Agent {
                     CallResult::Failed(e) => rememberable(Some(e.code)),
                     CallResult::ApprovalRequired(_) => false,
                 };
+                repeats.observe(&call.name, &call.arguments, kind, settled, round);
                 guard.record(
                     &call.name,
                     &call.arguments,
@@ -402,7 +484,20 @@ impl Agent {
                     is_error: outcome.is_error(),
                 });
             }
-            messages.push(Message::tool_results(results));
+            let mut results = Message::tool_results(results);
+            if self.config.end_tools_after_repeats && repeats.repeats() >= 2 {
+                // Text after the results: every adapter renders it as the user's turn.
+                results.content.push(ContentBlock::Text {
+                    text: TOOLS_ENDED_TEXT.into(),
+                });
+                tools_ended_round = Some(round);
+                self.trace.record(Arc::new(ToolsEnded {
+                    run_id: run_id.into(),
+                    round,
+                    repeats: repeats.repeats(),
+                }));
+            }
+            messages.push(results);
         };
         let answer = match stop {
             StopCause::FinalAnswer => messages.last().map(message_text).filter(|t| !t.is_empty()),
@@ -417,6 +512,8 @@ impl Agent {
             calls,
             transcript: messages,
             appended_tools,
+            described_call: corrected,
+            tools_ended_round,
         };
         self.trace.record(Arc::new(RunEnd {
             run_id: run_id.into(),
@@ -484,6 +581,31 @@ impl Agent {
                 outcome
             })
             .collect()
+    }
+
+    /// The described call a final `response` should be corrected for: only with
+    /// [`AgentConfig::correct_described_calls`], once per run, and while a round and some
+    /// token budget are left for the answer after it.
+    fn to_correct(
+        &self,
+        response: &ModelResponse,
+        tools: &ToolList,
+        usage: &Usage,
+        round: u32,
+        corrected: &Option<DescribedCall>,
+    ) -> Option<DescribedCall> {
+        let budget_left = self
+            .config
+            .token_budget
+            .is_none_or(|b| usage.input_tokens + usage.output_tokens < b);
+        if !self.config.correct_described_calls
+            || corrected.is_some()
+            || round >= self.config.max_rounds
+            || !budget_left
+        {
+            return None;
+        }
+        described_call(&response.text, tools.definitions())
     }
 
     /// How the repeat guard sees a call to `tool`.
@@ -647,6 +769,50 @@ impl TraceEvent for RepeatAnswered {
     }
 }
 
+/// A final answer that described a call instead of making it, answered with the run's one
+/// corrective turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescribedCallCorrected {
+    pub run_id: String,
+    pub round: u32,
+    pub call: DescribedCall,
+}
+
+impl TraceEvent for DescribedCallCorrected {
+    fn kind(&self) -> &'static str {
+        "described_call_corrected"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({
+            "run_id": self.run_id,
+            "round": self.round,
+            "gen_ai.tool.name": self.call.tool,
+            "evidence": self.call.evidence,
+        })
+    }
+}
+
+/// Repeats ended tool use for the rest of the run: later requests say `tool_choice: None`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolsEnded {
+    pub run_id: String,
+    /// The round whose repeat ended them.
+    pub round: u32,
+    /// Exact repeats counted by then.
+    pub repeats: u32,
+}
+
+impl TraceEvent for ToolsEnded {
+    fn kind(&self) -> &'static str {
+        "tools_ended"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({"run_id": self.run_id, "round": self.round, "repeats": self.repeats})
+    }
+}
+
 /// The end of a run, as traced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunEnd {
@@ -682,6 +848,42 @@ fn model_error(e: &LlmError) -> StopCause {
         message: e.to_string(),
         retryable: e.retryable(),
     }
+}
+
+/// Results for calls made after tool use ended: none ran; each gets a `canceled` error.
+fn refuse_after_tools_ended(
+    round: u32,
+    tool_calls: &[ToolCall],
+) -> (Vec<CallSummary>, Vec<ToolResult>) {
+    let error = toolgate_core::ToolError::new(
+        toolgate_core::ErrorCode::Canceled,
+        "not run: tool use has ended for this run; answer the user from the tool results you already have",
+    );
+    let text = error
+        .to_model_value(toolgate_core::ErrorStyle::Teaching)
+        .to_string();
+    tool_calls
+        .iter()
+        .map(|call| {
+            let summary = CallSummary {
+                round,
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+                is_error: true,
+                error: Some(toolgate_core::ErrorCode::Canceled.as_str().to_string()),
+                result_bytes: text.len(),
+                duration_us: 0,
+                answered_from_round: None,
+            };
+            let result = ToolResult {
+                call_id: call.id.clone(),
+                content: text.clone(),
+                is_error: true,
+            };
+            (summary, result)
+        })
+        .unzip()
 }
 
 fn lost_call(call: &ToolCall) -> CallOutcome {

@@ -18,7 +18,7 @@ use toolgate_core::{
     ToolBuilder, ToolOutput, UntrustedText,
 };
 use toolgate_llm::scripted::ScriptedModel;
-use toolgate_llm::{ContentBlock, Model, Role, ToolResult};
+use toolgate_llm::{ContentBlock, Model, Role, ToolChoice, ToolResult};
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -703,4 +703,345 @@ async fn a_recipient_from_a_page_a_script_read_and_did_not_print_is_still_refuse
         .unwrap();
     assert_eq!(send["taint_rule"], "refused_tainted_high", "{send}");
     assert_eq!(send["taint"][0]["source"]["tool"], "page_read");
+}
+
+/// The text of the last message of request `n` (0-based).
+fn last_text(model: &ScriptedModel, n: usize) -> String {
+    let request = &model.requests()[n];
+    let last = request.messages.last().unwrap();
+    assert_eq!(last.role, Role::User);
+    last.content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn choices(model: &ScriptedModel) -> Vec<ToolChoice> {
+    model
+        .requests()
+        .into_iter()
+        .map(|r| r.tool_choice)
+        .collect()
+}
+
+fn levers() -> AgentConfig {
+    AgentConfig {
+        correct_described_calls: true,
+        end_tools_after_repeats: true,
+        first_round_must_call: true,
+        ..AgentConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_naming_the_search_tool_is_corrected_once() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("s1", "kb_search", json!({"topic": "budget"}))]),
+        ScriptedModel::answer("To get the budget, use kb_search with the topic \"budget\"."),
+        ScriptedModel::answer("The budget is 42."),
+    ]));
+    let trace = Arc::new(MemoryTrace::default());
+    let result = world
+        .agent(model.clone(), levers(), trace.clone())
+        .ask("run-described", "What is the budget?")
+        .await;
+    assert_eq!(result.stop, StopCause::FinalAnswer);
+    assert_eq!(result.answer.as_deref(), Some("The budget is 42."));
+    assert_eq!(model.requests().len(), 3);
+    let correction = last_text(&model, 2);
+    assert!(
+        correction.contains("described a call to kb_search instead of making it"),
+        "{correction}"
+    );
+    assert_eq!(
+        result.described_call.as_ref().map(|c| c.tool.as_str()),
+        Some("kb_search")
+    );
+    let traced = trace.of_kind("described_call_corrected");
+    assert_eq!(traced.len(), 1);
+    assert_eq!(traced[0]["gen_ai.tool.name"], "kb_search");
+    assert_eq!(traced[0]["evidence"], "named");
+    assert_eq!(traced[0]["round"], 2);
+    assert_eq!(world.search_runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_described_answer_is_the_final_answer() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::answer("Call kb_lookup with {\"topic\": \"budget\"}."),
+        ScriptedModel::answer("You could send {\"topic\": \"budget\"} to the lookup."),
+        ScriptedModel::answer("never asked"),
+    ]));
+    let trace = Arc::new(MemoryTrace::default());
+    let result = world
+        .agent(model.clone(), levers(), trace.clone())
+        .ask("run-described-twice", "What is the budget?")
+        .await;
+    assert_eq!(result.stop, StopCause::FinalAnswer);
+    assert_eq!(
+        result.answer.as_deref(),
+        Some("You could send {\"topic\": \"budget\"} to the lookup.")
+    );
+    assert_eq!(model.requests().len(), 2, "one correction, never two");
+    assert_eq!(trace.of_kind("described_call_corrected").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_giving_only_a_tools_arguments_is_corrected() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::answer("```json\n{\"text\": \"pay\", \"due\": \"2026-12-04\"}\n```"),
+        ScriptedModel::calls(&[(
+            "r1",
+            "reminders_create",
+            json!({"text": "pay", "due": "2026-12-04"}),
+        )]),
+        ScriptedModel::answer("Reminder set for 2026-12-04."),
+    ]));
+    let trace = Arc::new(MemoryTrace::default());
+    let result = world
+        .agent(model.clone(), levers(), trace.clone())
+        .ask("run-described-args", "remind me to pay on 2026-12-04")
+        .await;
+    assert_eq!(
+        result.answer.as_deref(),
+        Some("Reminder set for 2026-12-04.")
+    );
+    assert_eq!(world.rows("reminders"), 1);
+    assert_eq!(
+        trace.of_kind("described_call_corrected")[0]["evidence"],
+        "arguments"
+    );
+    assert!(last_text(&model, 1).contains("reminders_create"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_described_call_with_no_round_left_is_kept_as_the_answer() {
+    // Correcting it would end the run at the round cap with no answer at all.
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("s1", "kb_search", json!({"topic": "budget"}))]),
+        ScriptedModel::answer("Use kb_search with the topic budget."),
+        ScriptedModel::answer("never asked"),
+    ]));
+    let config = AgentConfig {
+        max_rounds: 2,
+        ..levers()
+    };
+    let result = world
+        .agent(model.clone(), config, Arc::new(MemoryTrace::default()))
+        .ask("run-described-last", "What is the budget?")
+        .await;
+    assert_eq!(result.stop, StopCause::FinalAnswer);
+    assert_eq!(
+        result.answer.as_deref(),
+        Some("Use kb_search with the topic budget.")
+    );
+    assert_eq!(result.described_call, None);
+    assert_eq!(model.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_levers_off_a_described_call_is_the_answer_and_repeats_never_end_tools() {
+    let world = World::new();
+    let search = json!({"topic": "budget"});
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("s1", "kb_search", search.clone())]),
+        ScriptedModel::calls(&[("s2", "kb_search", search.clone())]),
+        ScriptedModel::calls(&[("s3", "kb_search", search)]),
+        ScriptedModel::answer("Use kb_search with the topic budget."),
+    ]));
+    let trace = Arc::new(MemoryTrace::default());
+    let result = world
+        .agent(model.clone(), AgentConfig::default(), trace.clone())
+        .ask("run-levers-off", "What is the budget?")
+        .await;
+    assert_eq!(
+        result.answer.as_deref(),
+        Some("Use kb_search with the topic budget.")
+    );
+    assert_eq!(choices(&model), vec![ToolChoice::Auto; 4]);
+    let repeat = &results_in(&model, 2)[0].content;
+    assert!(
+        repeat.starts_with("[repeat] You made this exact call in round 1"),
+        "{repeat}"
+    );
+    assert_eq!(
+        (result.described_call, result.tools_ended_round),
+        (None, None)
+    );
+    assert!(trace.of_kind("tools_ended").is_empty());
+    assert!(trace.of_kind("described_call_corrected").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_exact_repeat_ends_tool_use_and_the_model_must_answer() {
+    let world = World::new();
+    let search = json!({"topic": "budget"});
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("s1", "kb_search", search.clone())]),
+        ScriptedModel::calls(&[("s2", "kb_search", search.clone())]),
+        ScriptedModel::calls(&[("s3", "kb_search", search.clone())]),
+        // Tools have ended: this call must not run.
+        ScriptedModel::calls(&[("s4", "kb_search", search)]),
+        ScriptedModel::answer("The budget fact is known."),
+    ]));
+    let trace = Arc::new(MemoryTrace::default());
+    let result = world
+        .agent(model.clone(), levers(), trace.clone())
+        .ask("run-repeats-end", "What is the budget?")
+        .await;
+    assert_eq!(result.stop, StopCause::FinalAnswer);
+    assert_eq!(result.answer.as_deref(), Some("The budget fact is known."));
+    assert_eq!(world.search_runs.load(Ordering::SeqCst), 1, "only s1 ran");
+    assert_eq!(
+        choices(&model),
+        [
+            ToolChoice::Any,
+            ToolChoice::Auto,
+            ToolChoice::Auto,
+            ToolChoice::None,
+            ToolChoice::None
+        ]
+    );
+    let requests = model.requests();
+    assert!(
+        requests.iter().all(|r| r.tools == requests[0].tools),
+        "the same definitions every round, so a cached prefix holds"
+    );
+    let first_repeat = &results_in(&model, 2)[0].content;
+    assert!(
+        first_repeat.starts_with("[repeat] Unchanged:")
+            && first_repeat.contains("Answer the user from it."),
+        "{first_repeat}"
+    );
+    assert!(last_text(&model, 3).contains("tool use has ended for this run"));
+    let refused = &results_in(&model, 4)[0];
+    assert!(refused.is_error);
+    assert!(refused.content.contains("canceled"), "{}", refused.content);
+    let summary: Vec<(&str, Option<&str>)> = result
+        .calls
+        .iter()
+        .map(|c| (c.call_id.as_str(), c.error.as_deref()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("s1", None),
+            ("s2", None),
+            ("s3", None),
+            ("s4", Some("canceled"))
+        ]
+    );
+    assert_eq!(result.tools_ended_round, Some(3));
+    let ended = trace.of_kind("tools_ended");
+    assert_eq!(ended.len(), 1);
+    assert_eq!(
+        (ended[0]["round"].clone(), ended[0]["repeats"].clone()),
+        (json!(3), json!(2))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeats_of_a_read_that_did_not_opt_in_end_tool_use_but_still_run() {
+    let world = World::new();
+    let lookup = json!({"topic": "budget"});
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("l1", "kb_lookup", lookup.clone())]),
+        ScriptedModel::calls(&[("l2", "kb_lookup", lookup.clone())]),
+        ScriptedModel::calls(&[("l3", "kb_lookup", lookup)]),
+        ScriptedModel::answer("budget is 42."),
+    ]));
+    let result = world
+        .agent(model.clone(), levers(), Arc::new(MemoryTrace::default()))
+        .ask("run-repeats-read", "What is the budget?")
+        .await;
+    assert_eq!(result.answer.as_deref(), Some("budget is 42."));
+    assert!(
+        result
+            .calls
+            .iter()
+            .all(|c| c.answered_from_round.is_none() && !c.is_error),
+        "a read that did not opt in is never answered from memory"
+    );
+    assert!(results_in(&model, 2)[0].content.contains("budget is 42"));
+    assert_eq!(choices(&model)[3], ToolChoice::None);
+    assert_eq!(result.tools_ended_round, Some(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_between_repeats_keeps_tool_use_open() {
+    let world = World::new();
+    let search = json!({"topic": "budget"});
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("s1", "kb_search", search.clone())]),
+        ScriptedModel::calls(&[("s2", "kb_search", search.clone())]),
+        ScriptedModel::calls(&[(
+            "w1",
+            "reminders_create",
+            json!({"text": "pay", "due": "2026-12-04"}),
+        )]),
+        ScriptedModel::calls(&[("s3", "kb_search", search)]),
+        ScriptedModel::answer("Saved; the budget fact is known."),
+    ]));
+    let result = world
+        .agent(model.clone(), levers(), Arc::new(MemoryTrace::default()))
+        .ask("run-repeats-write", "save and tell me")
+        .await;
+    assert_eq!(result.stop, StopCause::FinalAnswer);
+    assert_eq!(result.tools_ended_round, None);
+    assert!(!choices(&model).contains(&ToolChoice::None));
+    assert_eq!(world.search_runs.load(Ordering::SeqCst), 2, "s1 and s3 ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_described_call_after_tool_use_ended_is_the_answer() {
+    // The correction would ask for a call the model may no longer make.
+    let world = World::new();
+    let search = json!({"topic": "budget"});
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("s1", "kb_search", search.clone())]),
+        ScriptedModel::calls(&[("s2", "kb_search", search.clone())]),
+        ScriptedModel::calls(&[("s3", "kb_search", search)]),
+        ScriptedModel::answer("Use kb_search with the topic budget."),
+        ScriptedModel::answer("never asked"),
+    ]));
+    let result = world
+        .agent(model.clone(), levers(), Arc::new(MemoryTrace::default()))
+        .ask("run-ended-described", "What is the budget?")
+        .await;
+    assert_eq!(
+        result.answer.as_deref(),
+        Some("Use kb_search with the topic budget.")
+    );
+    assert_eq!(result.described_call, None);
+    assert_eq!(model.requests().len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_first_round_must_call_a_tool() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("l1", "kb_lookup", json!({"topic": "budget"}))]),
+        ScriptedModel::calls(&[("l2", "kb_lookup", json!({"topic": "rent"}))]),
+        ScriptedModel::answer("budget and rent are 42."),
+    ]));
+    let config = AgentConfig {
+        first_round_must_call: true,
+        ..AgentConfig::default()
+    };
+    world
+        .agent(model.clone(), config, Arc::new(MemoryTrace::default()))
+        .ask("run-first-call", "budget and rent?")
+        .await;
+    assert_eq!(
+        choices(&model),
+        [ToolChoice::Any, ToolChoice::Auto, ToolChoice::Auto]
+    );
 }
