@@ -101,18 +101,18 @@ pub fn tools(
         toolset,
         store: store.kind(),
     };
-    // A toolset without a books design is the notes assistant.
-    match (toolset.books_design(), store) {
-        (Some(design), Store::Books(books)) => Ok(design.tools(books)?),
-        (None, Store::Notes(notes)) => {
+    match (toolset.books_design(), toolset.notes_design(), store) {
+        (Some(design), _, Store::Books(books)) => Ok(design.tools(books)?),
+        (None, Some(design), Store::Notes(notes)) => {
             let built = exits.build(trace)?;
-            Ok(toolgate_notes::assistant_tools(
+            Ok(toolgate_notes::designed_assistant_tools(
                 notes,
                 built.egress,
                 built.relay,
+                design,
             )?)
         }
-        (Some(_), Store::Notes(_)) | (None, Store::Books(_)) => Err(wrong()),
+        (_, _, Store::Notes(_)) | (None, _, Store::Books(_)) => Err(wrong()),
     }
 }
 

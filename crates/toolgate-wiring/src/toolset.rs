@@ -10,6 +10,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use toolgate_books::Toolset as BooksDesign;
+use toolgate_notes::Design as NotesDesign;
 
 /// A toolset a front end can offer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -22,6 +23,9 @@ pub enum ToolsetName {
     BooksV3,
     /// The notes assistant: notes, web clips, email drafts and sends.
     Notes,
+    /// The notes assistant with notes-v2's search (the best match whole, a kind filter that
+    /// never hides every match) and reads that answer repeats.
+    NotesV2,
 }
 
 /// The kind of store a toolset works on (a suite's `store = "books" | "notes"`).
@@ -47,18 +51,22 @@ fn known_names() -> String {
 
 impl ToolsetName {
     /// Every toolset, in the order listings show them.
-    pub const ALL: [ToolsetName; 4] = [
+    pub const ALL: [ToolsetName; 5] = [
         ToolsetName::BooksV1,
         ToolsetName::BooksV2,
         ToolsetName::BooksV3,
         ToolsetName::Notes,
+        ToolsetName::NotesV2,
     ];
 
     /// The name it is given by (flags, reports, run records).
     pub fn as_str(self) -> &'static str {
-        match self.books_design() {
-            Some(design) => design.name(),
-            None => "notes",
+        match self {
+            ToolsetName::BooksV1 | ToolsetName::BooksV2 | ToolsetName::BooksV3 => {
+                self.books_design().map_or("books", BooksDesign::name)
+            }
+            ToolsetName::Notes => "notes",
+            ToolsetName::NotesV2 => "notes-v2",
         }
     }
 
@@ -71,6 +79,9 @@ impl ToolsetName {
                 "books-v2 with writes that take the search's filters and repeats answered from the earlier result"
             }
             ToolsetName::Notes => "The notes assistant: notes, web clips, email drafts and sends",
+            ToolsetName::NotesV2 => {
+                "notes with a search that returns the best match whole and never lets a kind hide every match"
+            }
         }
     }
 
@@ -78,7 +89,7 @@ impl ToolsetName {
     pub fn store(self) -> StoreKind {
         match self {
             ToolsetName::BooksV1 | ToolsetName::BooksV2 | ToolsetName::BooksV3 => StoreKind::Books,
-            ToolsetName::Notes => StoreKind::Notes,
+            ToolsetName::Notes | ToolsetName::NotesV2 => StoreKind::Notes,
         }
     }
 
@@ -88,7 +99,16 @@ impl ToolsetName {
             ToolsetName::BooksV1 => Some(BooksDesign::V1),
             ToolsetName::BooksV2 => Some(BooksDesign::V2),
             ToolsetName::BooksV3 => Some(BooksDesign::V3),
-            ToolsetName::Notes => None,
+            ToolsetName::Notes | ToolsetName::NotesV2 => None,
+        }
+    }
+
+    /// The notes crate's design for a notes toolset.
+    pub(crate) fn notes_design(self) -> Option<NotesDesign> {
+        match self {
+            ToolsetName::BooksV1 | ToolsetName::BooksV2 | ToolsetName::BooksV3 => None,
+            ToolsetName::Notes => Some(NotesDesign::V1),
+            ToolsetName::NotesV2 => Some(NotesDesign::V2),
         }
     }
 }
@@ -154,7 +174,10 @@ mod tests {
     #[test]
     fn every_name_round_trips_and_others_are_refused() {
         let names: Vec<&str> = ToolsetName::ALL.iter().map(|t| t.as_str()).collect();
-        assert_eq!(names, ["books-v1", "books-v2", "books-v3", "notes"]);
+        assert_eq!(
+            names,
+            ["books-v1", "books-v2", "books-v3", "notes", "notes-v2"]
+        );
         for toolset in ToolsetName::ALL {
             assert_eq!(toolset.to_string().parse::<ToolsetName>(), Ok(toolset));
         }
@@ -177,12 +200,19 @@ mod tests {
             [ToolsetName::BooksV1, ToolsetName::BooksV2]
         );
         assert_eq!(StoreKind::Notes.compared_by_default(), [ToolsetName::Notes]);
-        assert_eq!(StoreKind::Notes.toolsets(), [ToolsetName::Notes]);
+        assert_eq!(
+            StoreKind::Notes.toolsets(),
+            [ToolsetName::Notes, ToolsetName::NotesV2]
+        );
         for toolset in ToolsetName::ALL {
             assert!(toolset.store().toolsets().contains(&toolset));
             assert_eq!(
                 toolset.books_design().is_some(),
                 toolset.store() == StoreKind::Books
+            );
+            assert_eq!(
+                toolset.notes_design().is_some(),
+                toolset.store() == StoreKind::Notes
             );
         }
     }

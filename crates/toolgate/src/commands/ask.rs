@@ -224,6 +224,9 @@ pub(super) fn load_model_with(
             let mut config = EmbeddedConfig::new(path);
             config.n_ctx = ctx;
             config.constrain_calls = constrain_calls;
+            // The system prompt and tool definitions' KV state, kept on disk between processes
+            // (TOOLGATE_PREFIX_CACHE=off turns it off, for measuring).
+            config.prefix_cache = toolgate_llm::embedded::prefix_cache_dir_from_env();
             if announce {
                 eprintln!(
                     "toolgate: loading the embedded model from {}",
@@ -372,7 +375,7 @@ fn code_options(config: &Config, toolset: ToolsetName) -> Result<CodeOptions, Co
     let init = toolgate_sandbox::InitProgram::this_executable(crate::SANDBOX_INIT)?;
     Ok(CodeOptions {
         sandbox: config.sandbox.config(init),
-        export_notes: toolset == ToolsetName::Notes,
+        export_notes: toolset.store() == toolgate_wiring::StoreKind::Notes,
     })
 }
 

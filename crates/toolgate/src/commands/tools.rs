@@ -29,6 +29,10 @@ fn measured_calls(toolset: ToolsetName) -> Vec<(&'static str, Value)> {
             ),
             ("notes_get", json!({"note_id": 5})),
         ],
+        ToolsetName::NotesV2 => vec![
+            ("notes_search", json!({"query": "design team budget"})),
+            ("notes_get", json!({"note_id": 5})),
+        ],
         ToolsetName::BooksV1 => vec![("list_items", json!({})), ("get_item", json!({"id": 1}))],
         ToolsetName::BooksV2 | ToolsetName::BooksV3 => vec![
             ("books_search", json!({})),
