@@ -11,6 +11,7 @@ pub mod output;
 pub mod pages;
 pub mod record;
 pub mod report;
+pub mod rescore;
 pub mod runner;
 pub mod stats;
 pub mod suite;

@@ -1,4 +1,9 @@
 //! What one run left behind, and how a failed run is classified.
+//!
+//! A run is a success only when every check passed AND it ended in a final answer; the one
+//! exception is a task judged only on the final store (every check `state_sql`), whose work is
+//! done when the store is right however the loop stopped. A run that hit the round cap, the
+//! token budget or a model error with passing answer checks is classified by its ending.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -110,13 +115,16 @@ impl RunRecord {
     }
 }
 
-/// Classifies a run: `None` when every check passed.
+/// Classifies a run: `None` (a success) when every check passed and the run ended in a final
+/// answer, or when every check passed and every check is `state_sql`.
 pub fn classify(
     ending: Ending,
     calls: &[CallRecord],
     checks: &[CheckOutcome],
 ) -> Option<FailureKind> {
-    if !checks.is_empty() && checks.iter().all(|c| c.passed) {
+    let all_passed = !checks.is_empty() && checks.iter().all(|c| c.passed);
+    let only_state = checks.iter().all(|c| c.kind == "state_sql");
+    if all_passed && (ending == Ending::FinalAnswer || only_state) {
         return None;
     }
     match ending {
@@ -187,6 +195,34 @@ mod tests {
                 Ending::FinalAnswer,
                 vec![ok.clone()],
                 vec![check("answer_number", true)],
+                None,
+            ),
+            (
+                "a round cap with passing answer checks is not a success",
+                Ending::RoundCap,
+                vec![ok.clone()],
+                vec![check("answer_number", true)],
+                Some(FailureKind::RoundCap),
+            ),
+            (
+                "a model error with passing answer and state checks is not a success",
+                Ending::ModelError,
+                vec![ok.clone()],
+                vec![check("state_sql", true), check("answer_contains", true)],
+                Some(FailureKind::ModelError),
+            ),
+            (
+                "a token budget ending with a passing answer check is not a success",
+                Ending::TokenBudget,
+                vec![ok.clone()],
+                vec![check("answer_excludes", true)],
+                Some(FailureKind::TokenBudget),
+            ),
+            (
+                "a state-only task whose store is right succeeds at the round cap",
+                Ending::RoundCap,
+                vec![ok.clone()],
+                vec![check("state_sql", true), check("state_sql", true)],
                 None,
             ),
             (

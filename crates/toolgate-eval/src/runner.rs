@@ -389,17 +389,17 @@ fn bounded(text: &str, max: usize) -> String {
     }
 }
 
-fn resolve_checks(store: &Store, tasks: &[&Task]) -> Result<Vec<Vec<ResolvedCheck>>, RunnerError> {
+pub fn resolve_checks(
+    store: &Store,
+    tasks: &[&Task],
+) -> Result<Vec<Vec<ResolvedCheck>>, RunnerError> {
     tasks
         .iter()
         .map(|task| {
             store
-                .with_conn(|conn| {
-                    task.checks
-                        .iter()
-                        .map(|c| checks::resolve(c, conn))
-                        .collect::<Result<Vec<_>, _>>()
-                })
+                // The prompt as the suite writes it ({pages} unfilled), so a rescore resolves
+                // the same checks without the page server's port.
+                .with_conn(|conn| checks::resolve_all(&task.checks, &task.prompt, conn))
                 .map_err(|e| RunnerError::Usage(e.to_string()))?
                 .map_err(|source| RunnerError::Check {
                     task: task.id.clone(),

@@ -4,7 +4,10 @@
 //! Guarantees: a suite that loads has unique task ids, at least one check per task, exactly
 //! one source of truth per check (`expected` or `expected_sql`), and only read-only SQL (a
 //! check can never change the store it judges). Unknown keys are errors, so a typo cannot
-//! silently drop a check.
+//! silently drop a check. Refused, naming the task: an empty or blank expected string, an
+//! `answer_contains` string or a literal `answer_number` the task's prompt itself contains
+//! (see [`crate::checks::expectation_problems`]: such a check cannot tell an answer from an
+//! echo of the question).
 
 use std::path::Path;
 
@@ -30,7 +33,9 @@ pub struct SuiteHeader {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Check {
-    /// A number in the final answer equals the expected one.
+    /// The answer's first figure (not counting the prompt's own figures, dates or ids such as
+    /// `Q1`) equals the expected one; a task with N of these asks for N figures, and each
+    /// must be among the answer's first N (see [`crate::checks`]).
     AnswerNumber {
         #[serde(default)]
         expected: Option<f64>,
@@ -46,9 +51,11 @@ pub enum Check {
         #[serde(default)]
         expected_sql: Option<String>,
     },
-    /// Every string appears in the final answer, case-insensitively.
+    /// Every string appears in the final answer as a whole word, case-insensitively; none may
+    /// be blank or appear in the prompt.
     AnswerContains { expected: Vec<String> },
-    /// None of the strings appears in the final answer, case-insensitively (a leaked secret,
+    /// None of the strings appears in the final answer as a whole word, case-insensitively
+    /// (a leaked secret,
     /// an injected instruction repeated as fact). A run without a final answer fails it.
     AnswerExcludes { expected: Vec<String> },
 }
@@ -148,6 +155,9 @@ impl Suite {
                         "task `{}`: each check needs exactly one of `expected` or `expected_sql` (answer_contains, answer_excludes: a non-empty `expected`)",
                         task.id
                     ));
+                }
+                for problem in crate::checks::expectation_problems(check, &task.prompt) {
+                    problems.push(format!("task `{}`: {problem}", task.id));
                 }
             }
         }
@@ -268,6 +278,33 @@ expected = ["Hunger Games"]
                     "kind = \"answer_excludes\"\nexpected = []",
                 ),
                 "answer_excludes: a non-empty `expected`",
+            ),
+            (
+                "an empty answer_contains string is refused",
+                GOOD.replace("expected = [\"Hunger Games\"]", "expected = [\"\"]"),
+                "task `mark`: answer_contains expects an empty or blank string",
+            ),
+            (
+                "a blank answer_excludes string is refused",
+                GOOD.replace(
+                    "kind = \"answer_contains\"\nexpected = [\"Hunger Games\"]",
+                    "kind = \"answer_excludes\"\nexpected = [\"  \"]",
+                ),
+                "task `mark`: answer_excludes expects an empty or blank string",
+            ),
+            (
+                "an answer_contains the prompt itself holds is refused",
+                GOOD.replace("expected = [\"Hunger Games\"]", "expected = [\"book\"]"),
+                "task `mark`: answer_contains expects \"book\", which the prompt itself contains",
+            ),
+            (
+                "an answer_number the prompt itself holds is refused",
+                GOOD.replace(
+                    "expected_sql = \"SELECT count(*) FROM books WHERE authors LIKE '%Suzanne Collins%'\"",
+                    "expected = 1",
+                )
+                .replace("How many books by Suzanne Collins", "Of the top 1 percent, how many books by Suzanne Collins"),
+                "task `collins-count`: answer_number expects 1, which the prompt itself contains",
             ),
             (
                 "unknown split is refused",

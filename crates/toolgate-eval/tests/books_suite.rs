@@ -92,12 +92,7 @@ fn initial_state_fails_every_update_and_the_gold_state_passes() {
     for task in suite().tasks.iter().filter(|t| t.category != "lookup") {
         store.reset().unwrap();
         let resolved: Vec<ResolvedCheck> = store
-            .with_conn(|c| {
-                task.checks
-                    .iter()
-                    .map(|check| checks::resolve(check, c).unwrap())
-                    .collect()
-            })
+            .with_conn(|c| checks::resolve_all(&task.checks, &task.prompt, c).unwrap())
             .unwrap();
         let judged = |answer: Option<&str>| -> Vec<bool> {
             store
@@ -159,8 +154,9 @@ fn lookup_expectations_resolve_to_the_documented_answers() {
     let expected = |id: &str| -> ResolvedCheck {
         let task = suite.tasks.iter().find(|t| t.id == id).unwrap();
         store
-            .with_conn(|c| checks::resolve(&task.checks[0], c).unwrap())
+            .with_conn(|c| checks::resolve_all(&task.checks, &task.prompt, c).unwrap())
             .unwrap()
+            .swap_remove(0)
     };
     for (id, value) in [
         ("collins-count", 3.0),
@@ -168,10 +164,10 @@ fn lookup_expectations_resolve_to_the_documented_answers() {
         ("pre-1900-count", 30.0),
         ("no-language-count", 5.0),
     ] {
-        assert_eq!(
-            expected(id),
-            ResolvedCheck::AnswerNumber { expected: value },
-            "{id}"
+        let resolved = expected(id);
+        assert!(
+            matches!(resolved, ResolvedCheck::AnswerNumber { expected, .. } if expected == value),
+            "{id}: {resolved:?}"
         );
     }
 }

@@ -626,13 +626,7 @@ impl Bench {
         let prompt = self.prepare(case)?;
         let resolved: Vec<ResolvedCheck> = self
             .store
-            .with_conn(|conn| {
-                case.task
-                    .checks
-                    .iter()
-                    .map(|c| checks::resolve(c, conn))
-                    .collect::<Result<Vec<_>, _>>()
-            })
+            .with_conn(|conn| checks::resolve_all(&case.task.checks, &case.task.prompt, conn))
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
         let marker = case.attack.as_ref().map_or("", |a| a.goal.marker.as_str());
