@@ -204,6 +204,19 @@ pub enum EvalAction {
         /// The eval's output directory.
         run_dir: PathBuf,
     },
+    /// Re-judge a suite eval's recorded runs with today's checks, rewrite its runs.jsonl and
+    /// re-render its report; prints, per toolset, successes before -> after and the runs that
+    /// flipped, with why. Answer checks are re-judged from the recorded answer and the task's
+    /// prompt; state checks (state_sql) keep their recorded outcome, because the run's final
+    /// store was not kept. Refused, changing nothing, if the suite is not the file the eval
+    /// ran (its digest is in plan.json).
+    Rescore {
+        /// The eval's output directory.
+        run_dir: PathBuf,
+        /// The suite file the eval ran. Default: evals/<the plan's suite name>.toml.
+        #[arg(long, value_name = "FILE")]
+        suite: Option<PathBuf>,
+    },
     /// Print a before/after pair of traces in which a model fixed its own arguments after an
     /// error message.
     TracePair {

@@ -214,6 +214,99 @@ fn eval_report_re_renders_the_committed_real_eval_byte_for_byte() {
     );
 }
 
+/// A copy of the committed notes eval's plan with one run whose answer lists note numbers:
+/// the lenient check passed it for the count 3, the strict one does not.
+fn lenient_pass_fixture(run_dir: &std::path::Path) {
+    let committed = repo_evals().join("runs/notes-dev-embedded");
+    std::fs::create_dir(run_dir).unwrap();
+    std::fs::copy(committed.join("plan.json"), run_dir.join("plan.json")).unwrap();
+    let runs = std::fs::read_to_string(committed.join("runs.jsonl")).unwrap();
+    let mut record: Value = runs
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|r| r["task"] == "read-design-meeting-count")
+        .unwrap();
+    record["answer"] = "Your design team meeting notes are notes 1, 2, 3 and 4.".into();
+    record["ending"] = "final_answer".into();
+    record["ending_detail"] = "".into();
+    record["success"] = true.into();
+    record["failure"] = Value::Null;
+    record["checks"] = serde_json::json!([
+        {"kind": "answer_number", "passed": true, "detail": "expected 3, answer had [1.0, 2.0, 3.0, 4.0]"}
+    ]);
+    std::fs::write(run_dir.join("runs.jsonl"), format!("{record}\n")).unwrap();
+}
+
+#[test]
+fn eval_rescore_fails_a_run_the_lenient_check_passed_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("notes-dev");
+    lenient_pass_fixture(&run_dir);
+    let run_arg = run_dir.to_str().unwrap();
+    let runs_before = std::fs::read_to_string(run_dir.join("runs.jsonl")).unwrap();
+
+    // The wrong suite is refused, and nothing is written.
+    let books = repo_evals().join("books.toml");
+    let wrong = toolgate(
+        &[
+            "eval",
+            "rescore",
+            run_arg,
+            "--suite",
+            books.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert!(!wrong.status.success());
+    assert!(
+        text(&wrong.stderr).contains("is not the suite"),
+        "{}",
+        text(&wrong.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(run_dir.join("runs.jsonl")).unwrap(),
+        runs_before
+    );
+    assert!(!run_dir.join("report.md").exists());
+
+    let notes = repo_evals().join("notes.toml");
+    let out = toolgate(
+        &[
+            "eval",
+            "rescore",
+            run_arg,
+            "--suite",
+            notes.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("notes: 1 runs, successes 1 -> 0")
+            && said.contains("pass -> fail: read-design-meeting-count #1: answer_number: expected 3 as the answer's first figure, found [\"1\"]"),
+        "{said}"
+    );
+    let rescored: Value = serde_json::from_str(
+        std::fs::read_to_string(run_dir.join("runs.jsonl"))
+            .unwrap()
+            .trim(),
+    )
+    .unwrap();
+    assert_eq!(rescored["success"], false);
+    assert_eq!(rescored["failure"], "wrong_answer");
+    assert_eq!(rescored["checks"][0]["passed"], false);
+    // Every other field is as recorded.
+    let mut original: Value = serde_json::from_str(runs_before.trim()).unwrap();
+    for key in ["success", "failure", "checks"] {
+        original[key] = rescored[key].clone();
+    }
+    assert_eq!(rescored, original);
+    // The report is re-rendered from the rescored runs.
+    let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
+    assert!(report.contains("| notes | 1 × 1 | 0%"), "{report}");
+}
+
 #[test]
 fn eval_refuses_bad_settings_before_loading_a_model() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,5 @@
-//! `toolgate eval`, `toolgate eval report DIR`, `toolgate eval trace-pair DIR` (and
+//! `toolgate eval`, `toolgate eval report DIR`, `toolgate eval rescore DIR`,
+//! `toolgate eval trace-pair DIR` (and
 //! `toolgate eval tool-search`, in `tool_search.rs`).
 
 use std::io::IsTerminal;
@@ -21,6 +22,7 @@ use crate::config::Config;
 pub fn run(config: &Config, command: EvalCommand) -> Result<(), CommandError> {
     match command.action {
         Some(EvalAction::Report { run_dir }) => report(&run_dir),
+        Some(EvalAction::Rescore { run_dir, suite }) => rescore(&run_dir, suite.as_deref()),
         Some(EvalAction::TracePair { run_dir }) => pair(&run_dir),
         Some(EvalAction::ToolSearch(args)) => super::tool_search::run(&args),
         Some(EvalAction::CodeMode(args)) => code_mode(config, &args),
@@ -141,6 +143,39 @@ fn report(dir: &std::path::Path) -> Result<(), CommandError> {
         println!("wrote {}", f.display());
     }
     Ok(())
+}
+
+/// Re-judges the runs of `dir` with today's checks, prints what moved, re-renders the report.
+fn rescore(dir: &std::path::Path, suite: Option<&std::path::Path>) -> Result<(), CommandError> {
+    let suite = match suite {
+        Some(path) => path.to_path_buf(),
+        None => PathBuf::from(format!("evals/{}.toml", load_suite_plan(dir)?.suite_name)),
+    };
+    let changes = toolgate_eval::rescore::rescore_dir(dir, &suite)?;
+    println!("rescored {} with {}", dir.display(), suite.display());
+    let pct = |n: usize, of: usize| 100.0 * n as f64 / of.max(1) as f64;
+    let flips = |way: &str, flips: &[toolgate_eval::rescore::Flip]| {
+        for f in flips {
+            println!("    {way}: {} #{}: {}", f.task, f.index + 1, f.why);
+        }
+    };
+    for c in &changes {
+        println!(
+            "  {}: {} runs, successes {} -> {} ({:.0}% -> {:.0}%); {} passed and now fail, {} failed and now pass",
+            c.toolset,
+            c.runs,
+            c.before,
+            c.after,
+            pct(c.before, c.runs),
+            pct(c.after, c.runs),
+            c.now_failing.len(),
+            c.now_passing.len()
+        );
+        flips("pass -> fail", &c.now_failing);
+        flips("fail -> pass", &c.now_passing);
+    }
+    println!();
+    report(dir)
 }
 
 fn pair(dir: &std::path::Path) -> Result<(), CommandError> {

@@ -44,6 +44,8 @@ pub enum CommandError {
     #[error(transparent)]
     Suite(#[from] toolgate_eval::suite::SuiteError),
     #[error(transparent)]
+    Rescore(#[from] toolgate_eval::rescore::RescoreError),
+    #[error(transparent)]
     ToolSearchEval(#[from] toolgate_eval::tool_search::ToolSearchEvalError),
     #[error("{0}")]
     Usage(String),
