@@ -81,7 +81,10 @@ fn tools_json_lists_every_tool_with_risk_reason_and_token_costs() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["books-v1", "books-v2", "books-v3", "notes"]);
+    assert_eq!(
+        names,
+        ["books-v1", "books-v2", "books-v3", "notes", "notes-v2"]
+    );
     for toolset in toolsets {
         assert!(toolset["definition_tokens"].as_u64().unwrap() > 0);
         for tool in toolset["tools"].as_array().unwrap() {
