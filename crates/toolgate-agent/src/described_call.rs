@@ -64,13 +64,24 @@ pub fn described_call(answer: &str, tools: &[ToolDefinition]) -> Option<Describe
 }
 
 /// The loop's corrective turn (sent as a user-role message: every chat template renders one
-/// after an assistant's answer).
-pub fn correction_text(call: &DescribedCall) -> String {
-    format!(
-        "Your reply described a call to {} instead of making it. Make the call now, or answer \
-         the question from the tool results you already have.",
-        call.tool
-    )
+/// after an assistant's answer). `has_results`: the run already holds tool results, so the
+/// model is pointed at them first (measured on the embedded model: told to "make the call or
+/// answer", it replied that it would make the call, and made none).
+pub fn correction_text(call: &DescribedCall, has_results: bool) -> String {
+    if has_results {
+        format!(
+            "You described a call to {} instead of answering. The tool results above are what \
+             your calls returned: answer my question from them now, in one short sentence. Only \
+             if they do not hold the answer, make a new call.",
+            call.tool
+        )
+    } else {
+        format!(
+            "You described a call to {} instead of making it. Make the call now; do not describe \
+             it.",
+            call.tool
+        )
+    }
 }
 
 fn is_identifier_char(c: char) -> bool {
@@ -247,12 +258,16 @@ mod tests {
     }
 
     #[test]
-    fn the_correction_names_the_tool_and_offers_both_ways_out() {
-        let text = correction_text(&DescribedCall {
+    fn the_correction_points_at_results_the_run_has_and_otherwise_asks_for_the_call() {
+        let call = DescribedCall {
             tool: "notes_search".into(),
             evidence: Evidence::Named,
-        });
-        assert!(text.contains("described a call to notes_search instead of making it"));
-        assert!(text.contains("Make the call now, or answer"));
+        };
+        let with = correction_text(&call, true);
+        assert!(with.contains("described a call to notes_search instead of answering"));
+        assert!(with.contains("answer my question from them now"));
+        let without = correction_text(&call, false);
+        assert!(without.contains("described a call to notes_search instead of making it"));
+        assert!(without.contains("Make the call now"));
     }
 }

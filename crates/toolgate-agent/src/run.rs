@@ -347,7 +347,10 @@ impl Agent {
                 if let Some(call) = self.to_correct(&response, &tools, &usage, round, &corrected)
                     && tools_ended_round.is_none()
                 {
-                    messages.push(Message::user_text(&correction_text(&call)));
+                    messages.push(Message::user_text(&correction_text(
+                        &call,
+                        !calls.is_empty(),
+                    )));
                     self.trace.record(Arc::new(DescribedCallCorrected {
                         run_id: run_id.into(),
                         round,

@@ -755,7 +755,8 @@ async fn an_answer_naming_the_search_tool_is_corrected_once() {
     assert_eq!(model.requests().len(), 3);
     let correction = last_text(&model, 2);
     assert!(
-        correction.contains("described a call to kb_search instead of making it"),
+        correction.contains("described a call to kb_search instead of answering")
+            && correction.contains("answer my question from them now"),
         "{correction}"
     );
     assert_eq!(
@@ -818,7 +819,11 @@ async fn an_answer_giving_only_a_tools_arguments_is_corrected() {
         trace.of_kind("described_call_corrected")[0]["evidence"],
         "arguments"
     );
-    assert!(last_text(&model, 1).contains("reminders_create"));
+    let correction = last_text(&model, 1);
+    assert!(
+        correction.contains("described a call to reminders_create instead of making it"),
+        "{correction}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
