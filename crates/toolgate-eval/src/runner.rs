@@ -295,7 +295,8 @@ impl Runner {
                 max_rounds: self.max_rounds,
                 temperature: self.temperature,
                 seed,
-                ..AgentConfig::default()
+                // The loop as the toolset was designed with (notes-v2's levers).
+                ..toolset.agent_config()
             })
             .with_trace(trace);
         let run_id = format!("{}/{}/{}", toolset.as_str(), task.id, index);

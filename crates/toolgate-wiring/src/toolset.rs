@@ -9,6 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use toolgate_agent::AgentConfig;
 use toolgate_books::Toolset as BooksDesign;
 use toolgate_notes::Design as NotesDesign;
 
@@ -100,6 +101,25 @@ impl ToolsetName {
             ToolsetName::BooksV2 => Some(BooksDesign::V2),
             ToolsetName::BooksV3 => Some(BooksDesign::V3),
             ToolsetName::Notes | ToolsetName::NotesV2 => None,
+        }
+    }
+
+    /// The loop settings the toolset was designed with, on the loop's defaults: `notes-v2`
+    /// corrects an answer that describes a call, ends tool use at a second exact repeat, and
+    /// asks for a call in the first round (every question to the notes assistant is about the
+    /// user's notes). Front ends start from this and set what is theirs (rounds, sampling).
+    pub fn agent_config(self) -> AgentConfig {
+        match self {
+            ToolsetName::BooksV1
+            | ToolsetName::BooksV2
+            | ToolsetName::BooksV3
+            | ToolsetName::Notes => AgentConfig::default(),
+            ToolsetName::NotesV2 => AgentConfig {
+                correct_described_calls: true,
+                end_tools_after_repeats: true,
+                first_round_must_call: true,
+                ..AgentConfig::default()
+            },
         }
     }
 

@@ -534,6 +534,18 @@ pub struct DemoArgs {
     /// Write the demo's trace (JSON Lines) here.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// The notes toolset to run the demo on (`notes` or `notes-v2`).
+    #[arg(long, default_value = "notes", value_name = "TOOLSET")]
+    pub toolset: ToolsetName,
+    /// Sampling temperature (default: greedy for the embedded model).
+    #[arg(long)]
+    pub temperature: Option<f32>,
+    /// With a sampling --temperature: the seed of the sampler, so a run can be repeated exactly.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Run only the first step (the question about the design team's budget).
+    #[arg(long)]
+    pub first_step_only: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

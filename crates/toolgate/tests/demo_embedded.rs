@@ -35,6 +35,7 @@ fn demo_prints_the_round_trip_and_the_approval_step_stops_the_injected_send() {
         "model → tool_use",
         "our code runs it",
         "tool_result for",
+        "says $48,000: the answer",
         "2. A prompt injection",
     ] {
         assert!(stdout.contains(step), "missing {step:?} in:\n{stdout}");

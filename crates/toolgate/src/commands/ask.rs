@@ -164,7 +164,7 @@ fn build(
             offered: args
                 .code_only
                 .then(|| vec![toolgate_sandbox::tool::TOOL_NAME.to_owned()]),
-            ..AgentConfig::default()
+            ..ready.toolset.agent_config()
         })
         .with_trace(trace);
     if !args.quiet {
