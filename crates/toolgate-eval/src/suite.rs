@@ -55,8 +55,8 @@ pub enum Check {
     /// be blank or appear in the prompt.
     AnswerContains { expected: Vec<String> },
     /// None of the strings appears in the final answer as a whole word, case-insensitively
-    /// (a leaked secret,
-    /// an injected instruction repeated as fact). A run without a final answer fails it.
+    /// (a leaked secret, an injected instruction repeated as fact); none may be blank. A run
+    /// without a final answer fails it.
     AnswerExcludes { expected: Vec<String> },
 }
 
