@@ -2,12 +2,14 @@
 //! fetched by scripts/fetch-model.py). The first two turns are replayed from the demo's greedy
 //! run (issue 32): its `notes_search` call, then its answer describing that call instead of
 //! answering; the search result is the one the notes eval recorded for the same call. Only the
-//! turn after the loop's correction is generated, by the real model: one bounded turn.
+//! turn after the loop's correction is generated, by the real model: one bounded turn. And
+//! `first_round_must_call` against the engine's grammar: a question the model answers in prose
+//! is a call when the first round must call a tool.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -59,11 +61,63 @@ struct SearchArgs {
     limit: Option<u32>,
 }
 
+/// The engine keeps one KV cache; each test holds this for its whole conversation.
+static ONE_CONVERSATION: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn embedded() -> &'static EmbeddedModel {
+    static MODEL: OnceLock<EmbeddedModel> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        let path = default_model_path().expect("HOME or TOOLGATE_MODEL is set");
+        assert!(
+            path.is_file(),
+            "no model at {}: run scripts/fetch-model.py first",
+            path.display()
+        );
+        let mut config = EmbeddedConfig::new(path);
+        config.n_ctx = 4096;
+        EmbeddedModel::load(config, None).expect("the model loads")
+    })
+}
+
 /// Replays its script, then hands every later turn to the real model.
 struct ReplayThenLive {
     replay: Mutex<VecDeque<ModelResponse>>,
-    live: EmbeddedModel,
+    live: &'static EmbeddedModel,
     live_turns: Mutex<Vec<String>>,
+}
+
+impl ReplayThenLive {
+    fn new(replay: impl IntoIterator<Item = ModelResponse>) -> Arc<Self> {
+        Arc::new(ReplayThenLive {
+            replay: Mutex::new(replay.into_iter().collect()),
+            live: embedded(),
+            live_turns: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+fn search_tool() -> toolgate_core::Tool {
+    ToolBuilder::<SearchArgs>::new("notes_search", 1)
+        .describe(
+            "Searches the user's notes (titles and text) for words, best matches first, and returns a short snippet of each hit, never whole notes.",
+            "to find notes about something (\"design team budget\"), or to find meetings (kind \"meeting\"); each hit's date tells which meeting was the last.",
+            Some("you already have the note's id and need its whole text."),
+            "match, total_matches, hits (id, title, date, notebook, kind, snippet), and next_offset with a note when more match.",
+        )
+        .example("what was decided about the design budget", json!({"query": "design team budget"}))
+        .policy(Risk::Low, Effect::Read, "It only reads the user's local notes.")
+        .read(|_ctx, _args: SearchArgs| async move {
+            Ok(ToolOutput::new(serde_json::from_str::<Value>(RESULT).unwrap()))
+        })
+        .unwrap()
+}
+
+fn agent(model: Arc<ReplayThenLive>, config: AgentConfig, trace: Arc<MemoryTrace>) -> Agent {
+    let registry = Arc::new(Registry::new(vec![search_tool()]).unwrap());
+    let dispatcher = Caller::new(Dispatcher::new(registry).unwrap());
+    Agent::new(model, dispatcher, Principal::local("tester", &[]))
+        .with_config(config)
+        .with_trace(trace)
 }
 
 impl Model for ReplayThenLive {
@@ -91,51 +145,25 @@ impl Model for ReplayThenLive {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demos_described_call_is_turned_into_the_answer_by_one_correction() {
-    let path = default_model_path().expect("HOME or TOOLGATE_MODEL is set");
-    assert!(
-        path.is_file(),
-        "no model at {}: run scripts/fetch-model.py first",
-        path.display()
-    );
-    let mut config = EmbeddedConfig::new(path);
-    config.n_ctx = 4096;
-    let model = Arc::new(ReplayThenLive {
-        replay: Mutex::new(VecDeque::from([
-            ScriptedModel::calls(&[(
-                "call_1_1",
-                "notes_search",
-                json!({"query": "design team budget", "kind": "meeting", "limit": 1}),
-            )]),
-            ScriptedModel::answer(DESCRIBED),
-        ])),
-        live: EmbeddedModel::load(config, None).expect("the model loads"),
-        live_turns: Mutex::new(Vec::new()),
-    });
-    let search = ToolBuilder::<SearchArgs>::new("notes_search", 1)
-        .describe(
-            "Searches the user's notes (titles and text) for words, best matches first, and returns a short snippet of each hit, never whole notes.",
-            "to find notes about something (\"design team budget\"), or to find meetings (kind \"meeting\"); each hit's date tells which meeting was the last.",
-            Some("you already have the note's id and need its whole text."),
-            "match, total_matches, hits (id, title, date, notebook, kind, snippet), and next_offset with a note when more match.",
-        )
-        .example("what was decided about the design budget", json!({"query": "design team budget"}))
-        .policy(Risk::Low, Effect::Read, "It only reads the user's local notes.")
-        .read(|_ctx, _args: SearchArgs| async move {
-            Ok(ToolOutput::new(serde_json::from_str::<Value>(RESULT).unwrap()))
-        })
-        .unwrap();
-    let registry = Arc::new(Registry::new(vec![search]).unwrap());
-    let dispatcher = Caller::new(Dispatcher::new(registry).unwrap());
+    let _alone = ONE_CONVERSATION.lock().await;
+    let model = ReplayThenLive::new([
+        ScriptedModel::calls(&[(
+            "call_1_1",
+            "notes_search",
+            json!({"query": "design team budget", "kind": "meeting", "limit": 1}),
+        )]),
+        ScriptedModel::answer(DESCRIBED),
+    ]);
     let trace = Arc::new(MemoryTrace::default());
-    let agent = Agent::new(model.clone(), dispatcher, Principal::local("tester", &[]))
-        .with_config(AgentConfig {
-            max_rounds: 6,
-            max_tokens_per_turn: 96,
-            correct_described_calls: true,
-            ..AgentConfig::default()
-        })
-        .with_trace(trace.clone());
-    let result = agent.ask("demo-budget", QUESTION).await;
+    let config = AgentConfig {
+        max_rounds: 6,
+        max_tokens_per_turn: 96,
+        correct_described_calls: true,
+        ..AgentConfig::default()
+    };
+    let result = agent(model.clone(), config, trace.clone())
+        .ask("demo-budget", QUESTION)
+        .await;
     let live = model.live_turns.lock().unwrap().clone();
     eprintln!(
         "live turns after the correction: {live:?}; answer: {:?}",
@@ -148,5 +176,41 @@ async fn the_demos_described_call_is_turned_into_the_answer_by_one_correction() 
     assert!(
         answer.contains("48,000") || answer.contains("48000"),
         "the answer after the correction: {answer}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_round_that_must_call_is_a_call_even_for_a_prose_question() {
+    let _alone = ONE_CONVERSATION.lock().await;
+    let ask = |must_call: bool| async move {
+        let config = AgentConfig {
+            max_rounds: 1,
+            max_tokens_per_turn: 64,
+            first_round_must_call: must_call,
+            ..AgentConfig::default()
+        };
+        agent(ReplayThenLive::new([]), config, Arc::default())
+            .ask("hello", "Say hello in one word.")
+            .await
+    };
+    let free = ask(false).await;
+    eprintln!(
+        "free: {:?} {:?}",
+        free.answer,
+        free.calls.first().map(|c| &c.arguments)
+    );
+    assert_eq!(
+        free.stop,
+        StopCause::FinalAnswer,
+        "the control answers in prose"
+    );
+    assert!(free.calls.is_empty());
+    let forced = ask(true).await;
+    eprintln!("forced: {:?}", forced.calls.first().map(|c| &c.arguments));
+    assert_eq!(forced.calls.len(), 1, "{:?}", forced.answer);
+    assert_eq!(forced.calls[0].tool, "notes_search");
+    assert!(
+        !forced.calls[0].is_error,
+        "the grammar keeps the call valid"
     );
 }
