@@ -148,7 +148,7 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<(), CommandError> {
             system: Some(DEFAULT_SYSTEM_PROMPT.into()),
             temperature: args.temperature,
             seed: args.temperature.map(|_| args.seed),
-            ..AgentConfig::default()
+            ..args.toolset.agent_config()
         })
         .with_trace(Arc::clone(&trace))
         .with_observer(step_printer());
