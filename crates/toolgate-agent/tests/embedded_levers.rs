@@ -214,3 +214,41 @@ async fn a_first_round_that_must_call_is_a_call_even_for_a_prose_question() {
         "the grammar keeps the call valid"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_repeats_end_tool_use_the_model_answers_from_the_result() {
+    // The notes eval's failing reads: the same search again and again to the round cap.
+    let _alone = ONE_CONVERSATION.lock().await;
+    let call = |id: &str| {
+        ScriptedModel::calls(&[(
+            id,
+            "notes_search",
+            json!({"query": "design team budget", "kind": "meeting", "limit": 1}),
+        )])
+    };
+    let model = ReplayThenLive::new([call("c1"), call("c2"), call("c3")]);
+    let trace = Arc::new(MemoryTrace::default());
+    let config = AgentConfig {
+        max_rounds: 8,
+        max_tokens_per_turn: 96,
+        end_tools_after_repeats: true,
+        ..AgentConfig::default()
+    };
+    let result = agent(model.clone(), config, trace.clone())
+        .ask("demo-budget-repeats", QUESTION)
+        .await;
+    let live = model.live_turns.lock().unwrap().clone();
+    let turns = trace.of_kind("model_turn");
+    eprintln!(
+        "live turns after tools ended: {live:?}; last turn: {}",
+        turns.last().unwrap()
+    );
+    assert_eq!(result.tools_ended_round, Some(3));
+    assert_eq!(result.stop, StopCause::FinalAnswer, "{:?}", result.stop);
+    assert_eq!(live.len(), 1, "one real turn: the answer");
+    let answer = result.answer.unwrap_or_default();
+    assert!(
+        answer.contains("48,000") || answer.contains("48000"),
+        "the answer after tools ended: {answer}"
+    );
+}
