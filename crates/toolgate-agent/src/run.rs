@@ -344,9 +344,8 @@ impl Agent {
             usage.cached_input_tokens += response.usage.cached_input_tokens;
             messages.push(Message::from_response(&response));
             if response.tool_calls.is_empty() {
-                if let Some(call) = self.to_correct(&response, &tools, &usage, round, &corrected)
-                    && tools_ended_round.is_none()
-                {
+                let open = tools_ended_round.is_none() && corrected.is_none();
+                if let Some(call) = self.to_correct(&response, &tools, &usage, round, open) {
                     messages.push(Message::user_text(&correction_text(
                         &call,
                         !calls.is_empty(),
@@ -587,22 +586,23 @@ impl Agent {
     }
 
     /// The described call a final `response` should be corrected for: only with
-    /// [`AgentConfig::correct_described_calls`], once per run, and while a round and some
-    /// token budget are left for the answer after it.
+    /// [`AgentConfig::correct_described_calls`], while `open` (no correction yet this run and
+    /// tool use not ended), and while a round and some token budget are left for the answer
+    /// after it.
     fn to_correct(
         &self,
         response: &ModelResponse,
         tools: &ToolList,
         usage: &Usage,
         round: u32,
-        corrected: &Option<DescribedCall>,
+        open: bool,
     ) -> Option<DescribedCall> {
         let budget_left = self
             .config
             .token_budget
             .is_none_or(|b| usage.input_tokens + usage.output_tokens < b);
         if !self.config.correct_described_calls
-            || corrected.is_some()
+            || !open
             || round >= self.config.max_rounds
             || !budget_left
         {
