@@ -200,6 +200,17 @@ pub enum AgentEvent<'a> {
         call: &'a ToolCall,
         earlier: &'a Earlier,
     },
+    /// A final answer that described a call to `call.tool` instead of making it; the loop
+    /// sends one corrective turn and asks again.
+    DescribedCallCorrected {
+        round: u32,
+        call: &'a DescribedCall,
+    },
+    /// The run repeated a read a second time with nothing written since: tool use ends, and
+    /// the model must answer.
+    ToolsEnded {
+        round: u32,
+    },
     Finished {
         result: &'a RunResult,
     },
@@ -350,6 +361,10 @@ impl Agent {
                         &call,
                         !calls.is_empty(),
                     )));
+                    self.notify(&AgentEvent::DescribedCallCorrected {
+                        round,
+                        call: &call,
+                    });
                     self.trace.record(Arc::new(DescribedCallCorrected {
                         run_id: run_id.into(),
                         round,
@@ -493,6 +508,7 @@ impl Agent {
                     text: TOOLS_ENDED_TEXT.into(),
                 });
                 tools_ended_round = Some(round);
+                self.notify(&AgentEvent::ToolsEnded { round });
                 self.trace.record(Arc::new(ToolsEnded {
                     run_id: run_id.into(),
                     round,

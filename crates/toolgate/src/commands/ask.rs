@@ -336,6 +336,13 @@ fn printer() -> Observer {
                 visible_line(&call.arguments.to_string()),
                 earlier.round
             ),
+            AgentEvent::DescribedCallCorrected { round, call } => println!(
+                "[{round}] the answer describes a call to {} instead of making it: one corrective turn",
+                visible_line(&call.tool)
+            ),
+            AgentEvent::ToolsEnded { round } => println!(
+                "[{round}] a read repeated twice with nothing written since: tool use ends, the model must answer"
+            ),
             AgentEvent::Finished { .. } => {}
         }
     })

@@ -83,6 +83,17 @@ fn step_printer() -> Observer {
                 earlier.round, call.id
             );
         }
+        AgentEvent::DescribedCallCorrected { round, call } => {
+            println!(
+                "      the answer of round {round} describes a call to {} instead of making it: the loop sends one corrective turn (toolset setting correct_described_calls)",
+                visible_line(&call.tool)
+            );
+        }
+        AgentEvent::ToolsEnded { round } => {
+            println!(
+                "      round {round} repeated a read a second time with nothing written since: tool use ends, the model must answer"
+            );
+        }
         AgentEvent::Finished { .. } => {}
     })
 }
