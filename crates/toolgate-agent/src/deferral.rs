@@ -29,6 +29,12 @@ pub struct DeferralConfig {
     /// Tools sent from the first round when deferring, by name, in this order after
     /// `tool_search`.
     pub always_loaded: Vec<String>,
+    /// When deferring, how many tools the runtime finds for the user's message before the
+    /// first request (the `tool_search` index ranks the catalogue against the message, through
+    /// the dispatcher), sent after the standing set; 0 finds none. A model that never calls
+    /// `tool_search` (the embedded one) still gets the likely tools; later searches append
+    /// after them as before.
+    pub preload: usize,
 }
 
 impl Default for DeferralConfig {
@@ -36,8 +42,30 @@ impl Default for DeferralConfig {
         DeferralConfig {
             threshold: DEFAULT_DEFER_THRESHOLD,
             always_loaded: Vec::new(),
+            preload: 0,
         }
     }
+}
+
+/// At most this many characters of the user's message go into the preload search (the
+/// `tool_search` query's own limit, 200; cut at a word).
+pub const PRELOAD_QUERY_CHARS: usize = 200;
+
+/// The preload search's query: the user's words, cut at a word within
+/// [`PRELOAD_QUERY_CHARS`]. `None` when nothing searchable is left.
+pub fn preload_query(message: &str) -> Option<String> {
+    let mut query = String::new();
+    for word in message.split_whitespace() {
+        let needed = query.chars().count() + usize::from(!query.is_empty()) + word.chars().count();
+        if needed > PRELOAD_QUERY_CHARS {
+            break;
+        }
+        if !query.is_empty() {
+            query.push(' ');
+        }
+        query.push_str(word);
+    }
+    (!query.is_empty()).then_some(query)
 }
 
 /// The tool list of one run.
@@ -124,6 +152,36 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_long_message_never_makes_a_query_the_search_refuses() {
+        let long = "word ".repeat(100);
+        let cases: [(&str, &str, Option<usize>); 4] = [
+            (
+                "a short question is the query",
+                "convert 20 euros to dollars",
+                Some(27),
+            ),
+            (
+                "a long message is cut at a word within the limit",
+                &long,
+                Some(199),
+            ),
+            ("blank text searches nothing", "  \n\t ", None),
+            (
+                "one word longer than the limit is not cut mid-word",
+                &"x".repeat(300),
+                None,
+            ),
+        ];
+        for (name, message, chars) in cases {
+            let query = preload_query(message);
+            assert_eq!(query.as_ref().map(|q| q.chars().count()), chars, "{name}");
+            if let Some(q) = query {
+                assert!(q.chars().count() <= PRELOAD_QUERY_CHARS, "{name}");
+            }
+        }
+    }
 
     fn def(name: &str) -> ToolDefinition {
         ToolDefinition {

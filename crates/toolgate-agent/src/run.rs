@@ -292,7 +292,7 @@ impl Agent {
     /// Continues a conversation (whose last message is the user's) to a stop.
     pub async fn run(&self, run_id: &str, history: Vec<Message>) -> RunResult {
         let mut tools = self.tool_list();
-        let mut appended_tools = Vec::new();
+        let mut appended_tools = self.preload(run_id, &history, &mut tools).await;
         let mut sources = sources_from_history(&history);
         let mut messages = history;
         let mut usage = Usage::default();
@@ -361,10 +361,7 @@ impl Agent {
                         &call,
                         !calls.is_empty(),
                     )));
-                    self.notify(&AgentEvent::DescribedCallCorrected {
-                        round,
-                        call: &call,
-                    });
+                    self.notify(&AgentEvent::DescribedCallCorrected { round, call: &call });
                     self.trace.record(Arc::new(DescribedCallCorrected {
                         run_id: run_id.into(),
                         round,
@@ -547,6 +544,63 @@ impl Agent {
 
     /// Runs one turn's calls: consecutive parallel-safe calls together, others alone, results
     /// in the order asked.
+    /// Before the first request of a deferring run: the tools the `tool_search` index ranks
+    /// first for the user's last message, appended after the standing set (the search goes
+    /// through the dispatcher as the run's principal, so it lists only what the caller may
+    /// call). Returns the names appended; none when the run does not defer, preloads nothing,
+    /// or the search fails (the run then starts with the standing set, as without preload).
+    async fn preload(
+        &self,
+        run_id: &str,
+        history: &[Message],
+        tools: &mut ToolList,
+    ) -> Vec<String> {
+        let count = self.config.deferral.as_ref().map_or(0, |d| d.preload);
+        if !tools.is_deferred() || count == 0 {
+            return Vec::new();
+        }
+        let message: Vec<&str> = history
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| {
+                m.content
+                    .iter()
+                    .filter_map(|b| match b {
+                        ContentBlock::Text { text } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let message = message.join(" ");
+        let Some(query) = crate::deferral::preload_query(&message) else {
+            return Vec::new();
+        };
+        let limit = u8::try_from(count).unwrap_or(u8::MAX);
+        let request = CallRequest::new(
+            self.principal.clone(),
+            run_id,
+            TOOL_SEARCH,
+            json!({"query": query, "limit": limit}),
+        )
+        .with_call_id("preload")
+        .with_origin(Origin::Loop);
+        let outcome = self.dispatcher.call(request).await;
+        let Some(observation) = outcome.observation() else {
+            return Vec::new();
+        };
+        let appended = tools.append_found(&names_in_result(&observation.content));
+        if !appended.is_empty() {
+            self.trace.record(Arc::new(ToolsAppended {
+                run_id: run_id.into(),
+                round: 0,
+                tools: appended.clone(),
+            }));
+        }
+        appended
+    }
+
     async fn dispatch_all(
         &self,
         run_id: &str,
@@ -747,7 +801,8 @@ impl TraceEvent for ModelTurn {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolsAppended {
     pub run_id: String,
-    /// The round whose search found them.
+    /// The round whose search found them (0: the runtime's preload for the user's message,
+    /// before the first request).
     pub round: u32,
     pub tools: Vec<String>,
 }
