@@ -10,6 +10,14 @@
 //! chat template's own text makes special tokens (see `prompt`), whatever the messages, tool
 //! results and tool definitions hold; the grammar sampler is never `accept`ed by hand, since
 //! `sample` already accepts and a second accept aborts the process.
+//!
+//! The fixed prefix (system prompt and tool definitions, see `prompt::PromptTokens`) is always
+//! prefilled as its own segment from position 0 whenever it is not already in the KV cache
+//! (a new process, or another toolset than the previous call's), and the rest after it; with
+//! the disk prefix cache on (`prefix_cache`), that segment is loaded from disk instead when a
+//! verified entry exists, and saved after it is computed. Either way the KV cache holds the
+//! same bytes afterwards, so a cached and an uncached run compute exactly the same thing. A
+//! cache that cannot be opened, read or written only costs time: it never fails a request.
 
 use std::num::NonZeroU32;
 use std::path::PathBuf;
@@ -27,6 +35,7 @@ use llama_cpp_2::token::LlamaToken;
 
 use super::grammar;
 use super::parse::{FenceVerdict, FirstPiece, fenced_call_verdict, first_piece, parse_output};
+use super::prefix_cache::{PrefixCache, Rejection};
 use super::prompt;
 use crate::{LlmError, ModelRequest, ModelResponse, StopReason, ToolCall, ToolChoice, Usage};
 
@@ -46,6 +55,8 @@ pub struct EmbeddedConfig {
     /// grammar). Off, calls are parsed as the model wrote them, as with an API whose strict
     /// mode is off; the model's name then ends in `+unconstrained`.
     pub constrain_calls: bool,
+    /// The folder of the disk prefix cache (see `prefix_cache`); `None` turns it off.
+    pub prefix_cache: Option<PathBuf>,
 }
 
 impl EmbeddedConfig {
@@ -59,6 +70,7 @@ impl EmbeddedConfig {
             seed: 1234,
             reuse_kv: true,
             constrain_calls: true,
+            prefix_cache: None,
         }
     }
 }
@@ -76,6 +88,15 @@ pub struct EngineStats {
     pub generated_tokens: u64,
     pub prefill_seconds: f64,
     pub generate_seconds: f64,
+    /// Fixed prefixes loaded from the disk cache, and the tokens they held (also counted in
+    /// `reused_tokens`).
+    pub prefix_cache_hits: u64,
+    pub restored_tokens: u64,
+    /// Fixed prefixes computed and written to the disk cache.
+    pub prefix_cache_saves: u64,
+    /// Entries found but not trusted (other model or settings, corrupt, other tokens), and
+    /// writes that failed.
+    pub prefix_cache_ignored: u64,
 }
 
 /// Progress of one call, reported while it runs.
@@ -109,6 +130,7 @@ pub(super) struct Engine {
     specials: prompt::SpecialTexts,
     cached: Vec<LlamaToken>,
     config: EmbeddedConfig,
+    prefix_cache: Option<PrefixCache>,
     pub stats: EngineStats,
 }
 
@@ -136,6 +158,21 @@ impl Engine {
             .with_n_batch(config.n_batch)
             .with_n_threads(config.n_threads)
             .with_n_threads_batch(config.n_threads);
+        let prefix_cache = config.prefix_cache.as_deref().and_then(|dir| {
+            let settings = super::prefix_cache::settings_text(
+                config.n_ctx,
+                params.n_batch(),
+                params.n_ubatch(),
+                config.n_threads,
+                &format!("{:?}", params.type_k()),
+                &format!("{:?}", params.type_v()),
+                i64::from(params.flash_attention_policy()),
+                params.swa_full(),
+            );
+            PrefixCache::open(dir, &config.model_path, settings)
+                .inspect_err(|e| note(&format!("off for this process: {e}")))
+                .ok()
+        });
         let ctx = model.new_context(backend, params).map_err(|e| {
             LlmError::Engine(format!(
                 "cannot create a context of {} tokens: {e}",
@@ -149,6 +186,7 @@ impl Engine {
             specials,
             cached: Vec::new(),
             config,
+            prefix_cache,
             stats: EngineStats::default(),
         })
     }
@@ -158,7 +196,8 @@ impl Engine {
         request: &ModelRequest,
         progress: Option<&ProgressFn>,
     ) -> Result<ModelResponse, LlmError> {
-        let tokens = prompt::prompt_tokens(self.model, &self.template, &self.specials, request)?;
+        let prompt::PromptTokens { tokens, prefix_len } =
+            prompt::prompt_tokens(self.model, &self.template, &self.specials, request)?;
         if tokens.is_empty() {
             return Err(LlmError::Engine("the prompt rendered to no tokens".into()));
         }
@@ -174,8 +213,10 @@ impl Engine {
             )));
         }
         let started = Instant::now();
-        let reused = self.prepare_cache(&tokens)?;
-        let logits_index = self.prefill(&tokens[reused..], reused, progress)?;
+        let (start, prefix_prefilled) = self.prepare_cache(&tokens, prefix_len, progress)?;
+        let logits_index = self.prefill(&tokens[start..], start, progress)?;
+        // Tokens this call did not compute: kept in memory or restored from disk.
+        let reused = start - prefix_prefilled;
         let prefill_seconds = started.elapsed().as_secs_f64();
         let generate_start = Instant::now();
         let (output, generated, hit_limit) =
@@ -229,8 +270,16 @@ impl Engine {
     }
 
     /// Keeps the longest common prefix of the cache and `tokens` (at least one token is always
-    /// reprocessed, to get fresh logits); returns how many tokens are reused.
-    fn prepare_cache(&mut self, tokens: &[LlamaToken]) -> Result<usize, LlmError> {
+    /// reprocessed, to get fresh logits); when that does not cover the fixed prefix (its first
+    /// `prefix_len` tokens), the cache is cleared and the prefix is loaded from disk or
+    /// prefilled alone. Returns how many tokens are in the cache now (where prefill resumes)
+    /// and how many of them were prefilled here.
+    fn prepare_cache(
+        &mut self,
+        tokens: &[LlamaToken],
+        prefix_len: usize,
+        progress: Option<&ProgressFn>,
+    ) -> Result<(usize, usize), LlmError> {
         let mut keep = if self.config.reuse_kv {
             self.cached
                 .iter()
@@ -243,6 +292,9 @@ impl Engine {
         if keep >= tokens.len() {
             keep = tokens.len() - 1;
         }
+        if prefix_len > 0 && prefix_len < tokens.len() && keep < prefix_len {
+            return self.restore_prefix(&tokens[..prefix_len], progress);
+        }
         let from = u32::try_from(keep).map_err(|_| LlmError::Engine("prompt too long".into()))?;
         if keep == 0 {
             self.ctx.clear_kv_cache();
@@ -252,7 +304,68 @@ impl Engine {
                 .map_err(|e| LlmError::Engine(format!("cannot trim the KV cache: {e}")))?;
         }
         self.cached.truncate(keep);
-        Ok(keep)
+        Ok((keep, 0))
+    }
+
+    /// An empty KV cache, then `prefix` in it: from the disk cache when a verified entry
+    /// exists, else prefilled from position 0 (and saved). Returns `prefix.len()` and how many
+    /// tokens were prefilled (0 or `prefix.len()`).
+    fn restore_prefix(
+        &mut self,
+        prefix: &[LlamaToken],
+        progress: Option<&ProgressFn>,
+    ) -> Result<(usize, usize), LlmError> {
+        self.ctx.clear_kv_cache();
+        self.cached.clear();
+        let ids: Vec<i32> = prefix.iter().map(|t| t.0).collect();
+        let key = self.prefix_cache.as_ref().map(|c| c.key(&ids));
+        if let (Some(cache), Some(key)) = (&self.prefix_cache, &key) {
+            let loaded = cache.verified_state(key).and_then(|path| {
+                // Room for any saved length the context could hold, so a file with other
+                // tokens is read and told apart by its tokens, not refused for its length.
+                let room = (self.config.n_ctx as usize).max(prefix.len());
+                match self.ctx.state_seq_load_file(&path, 0, room) {
+                    Ok((saved, _)) if saved == prefix => Ok(()),
+                    Ok(_) => Err(Rejection::TokensDiffer),
+                    Err(_) => Err(Rejection::Refused),
+                }
+            });
+            match loaded {
+                Ok(()) => {
+                    self.cached.extend_from_slice(prefix);
+                    self.stats.prefix_cache_hits += 1;
+                    self.stats.restored_tokens += prefix.len() as u64;
+                    return Ok((prefix.len(), 0));
+                }
+                Err(why) => {
+                    // Whatever a refused file left in the cache goes.
+                    self.ctx.clear_kv_cache();
+                    if why.is_notable() {
+                        self.stats.prefix_cache_ignored += 1;
+                        note(&format!(
+                            "ignored the entry for this prompt's {} prefix tokens: {why}",
+                            prefix.len()
+                        ));
+                    }
+                }
+            }
+        }
+        self.prefill(prefix, 0, progress)?;
+        if let (Some(cache), Some(key)) = (&self.prefix_cache, &key) {
+            let ctx = &self.ctx;
+            match cache.store(key, |path| {
+                ctx.state_seq_save_file(path, 0, prefix)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }) {
+                Ok(()) => self.stats.prefix_cache_saves += 1,
+                Err(e) => {
+                    self.stats.prefix_cache_ignored += 1;
+                    note(&format!("not saved: {e}"));
+                }
+            }
+        }
+        Ok((prefix.len(), prefix.len()))
     }
 
     /// Decodes `tokens` at positions from `start`; returns the batch index holding the last
@@ -475,6 +588,12 @@ pub(super) fn chat_template(model: &LlamaModel) -> Result<String, LlmError> {
         .map_err(|e| LlmError::Engine(format!("the model file has no chat template: {e}")))?
         .to_string()
         .map_err(|e| LlmError::Engine(format!("the chat template is not UTF-8: {e}")))
+}
+
+/// One line on stderr about the disk prefix cache: it only ever costs time, so it warns and
+/// goes on.
+fn note(text: &str) {
+    eprintln!("toolgate: prefix cache: {text}");
 }
 
 fn pos_i32(pos: usize) -> Result<i32, LlmError> {

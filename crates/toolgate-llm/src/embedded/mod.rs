@@ -5,6 +5,7 @@
 mod engine;
 pub mod grammar;
 pub mod parse;
+pub mod prefix_cache;
 mod prompt;
 pub mod pyjson;
 pub mod template;
@@ -22,6 +23,25 @@ use crate::{BoxFuture, LlmError, Model, ModelRequest, ModelResponse};
 pub const DEFAULT_MODEL_FILE: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 pub const SMALL_MODEL_FILE: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
 
+/// The disk prefix cache's folder from the environment: `$TOOLGATE_PREFIX_CACHE` names a folder,
+/// or turns the cache off when `off` or `0` (for measuring); unset, it is
+/// `$XDG_CACHE_HOME/toolgate/prefix-cache`, else `~/.cache/toolgate/prefix-cache`.
+pub fn prefix_cache_dir_from_env() -> Option<PathBuf> {
+    match std::env::var_os("TOOLGATE_PREFIX_CACHE").filter(|v| !v.is_empty()) {
+        Some(v) if v == "off" || v == "0" => None,
+        Some(dir) => Some(PathBuf::from(dir)),
+        None => cache_home().map(|c| c.join("toolgate").join("prefix-cache")),
+    }
+}
+
+/// `$XDG_CACHE_HOME`, else `~/.cache`.
+fn cache_home() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+}
+
 /// Where the fetched model lives: `$TOOLGATE_MODEL` (a file), else `$TOOLGATE_MODEL_DIR`, else
 /// `$XDG_CACHE_HOME/toolgate/models`, else `~/.cache/toolgate/models`.
 pub fn default_model_path() -> Option<PathBuf> {
@@ -30,13 +50,7 @@ pub fn default_model_path() -> Option<PathBuf> {
     }
     let dir = match std::env::var_os("TOOLGATE_MODEL_DIR").filter(|v| !v.is_empty()) {
         Some(dir) => PathBuf::from(dir),
-        None => {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-            cache.join("toolgate").join("models")
-        }
+        None => cache_home()?.join("toolgate").join("models"),
     };
     Some(dir.join(DEFAULT_MODEL_FILE))
 }

@@ -132,15 +132,60 @@ pub(super) fn special_texts(model: &LlamaModel) -> SpecialTexts {
     SpecialTexts::from_pairs(texts)
 }
 
-/// The tokens of `request`'s prompt (see the module doc).
+/// A request's prompt tokens and where its fixed prefix ends.
+pub(super) struct PromptTokens {
+    pub tokens: Vec<LlamaToken>,
+    /// How many leading tokens are the fixed prefix: everything the chat template writes
+    /// before the first message (the system prompt and the tool definitions). 0 when the
+    /// request has no such prefix or it is not a strict prefix of the prompt's tokens.
+    pub prefix_len: usize,
+}
+
+/// The tokens of `request`'s prompt (see the module doc), with its fixed prefix's length: the
+/// request rendered with no messages and no turn opener, kept only if its tokens begin the
+/// whole prompt's tokens (a template that writes the system block differently once messages
+/// follow gets no prefix, so nothing is ever cached for a text the prompt does not start with).
 pub(super) fn prompt_tokens(
     model: &LlamaModel,
     template_text: &str,
     specials: &SpecialTexts,
     request: &ModelRequest,
+) -> Result<PromptTokens, LlmError> {
+    let tokens = marked_tokens(
+        model,
+        specials,
+        &template::render_marked(template_text, request)?,
+    )?;
+    let head = ModelRequest {
+        messages: Vec::new(),
+        ..request.clone()
+    };
+    let prefix_len = if request.messages.is_empty() {
+        0
+    } else {
+        template::render_marked_with(template_text, &head, false)
+            .and_then(|marked| marked_tokens(model, specials, &marked))
+            .map_or(0, |prefix| strict_prefix_len(&prefix, &tokens))
+    };
+    Ok(PromptTokens { tokens, prefix_len })
+}
+
+/// `prefix.len()` when `prefix` is non-empty and a strict prefix of `tokens`, else 0.
+fn strict_prefix_len<T: PartialEq>(prefix: &[T], tokens: &[T]) -> usize {
+    if !prefix.is_empty() && prefix.len() < tokens.len() && tokens.starts_with(prefix) {
+        prefix.len()
+    } else {
+        0
+    }
+}
+
+/// The tokens of a marked render (see the module doc).
+fn marked_tokens(
+    model: &LlamaModel,
+    specials: &SpecialTexts,
+    marked: &str,
 ) -> Result<Vec<LlamaToken>, LlmError> {
-    let marked = template::render_marked(template_text, request)?;
-    let (plain, touched) = plain_and_touched(&template::segments(&marked)?, specials);
+    let (plain, touched) = plain_and_touched(&template::segments(marked)?, specials);
     let vocab = model.vocab();
     let mut tokens = Vec::new();
     let mut at = 0;
@@ -191,7 +236,13 @@ impl PromptTokenizer {
     /// The token ids the engine decodes for `request`.
     pub fn tokens(&self, request: &ModelRequest) -> Result<Vec<i32>, LlmError> {
         prompt_tokens(&self.model, &self.template, &self.specials, request)
-            .map(|tokens| tokens.into_iter().map(|t| t.0).collect())
+            .map(|p| p.tokens.into_iter().map(|t| t.0).collect())
+    }
+
+    /// How many leading tokens of `request`'s prompt are its fixed prefix (the system prompt
+    /// and tool definitions, before the first message): what the engine's prefix cache keeps.
+    pub fn prefix_len(&self, request: &ModelRequest) -> Result<usize, LlmError> {
+        prompt_tokens(&self.model, &self.template, &self.specials, request).map(|p| p.prefix_len)
     }
 
     /// `text` tokenized whole, special-token strings parsed when `parse_special`: what the
@@ -312,6 +363,21 @@ mod tests {
         for (segments, want) in cases {
             let (plain, touched) = plain_and_touched(segments, &s);
             assert_eq!(touched, want, "{plain:?}");
+        }
+    }
+
+    #[test]
+    fn a_prefix_that_does_not_begin_the_prompt_is_no_prefix() {
+        let cases: [(&[i32], &[i32], usize); 5] = [
+            (&[1, 2], &[1, 2, 3], 2),
+            // The whole prompt is never a prefix: one token must stay to give logits.
+            (&[1, 2, 3], &[1, 2, 3], 0),
+            (&[1, 9], &[1, 2, 3], 0),
+            (&[], &[1], 0),
+            (&[1, 2, 3, 4], &[1, 2, 3], 0),
+        ];
+        for (prefix, tokens, want) in cases {
+            assert_eq!(strict_prefix_len(prefix, tokens), want, "{prefix:?}");
         }
     }
 

@@ -206,6 +206,16 @@ pub fn segments(marked: &str) -> Result<Vec<Segment<'_>>, LlmError> {
 
 /// Renders the prompt with every content marked (see the module doc).
 pub fn render_marked(template: &str, request: &ModelRequest) -> Result<String, LlmError> {
+    render_marked_with(template, request, true)
+}
+
+/// As [`render_marked`]; without the assistant's turn opener when `add_generation_prompt` is
+/// false (the fixed prefix: a request with no messages rendered so).
+pub fn render_marked_with(
+    template: &str,
+    request: &ModelRequest,
+    add_generation_prompt: bool,
+) -> Result<String, LlmError> {
     let mut env = Environment::new();
     env.add_filter(
         "tojson",
@@ -236,7 +246,7 @@ pub fn render_marked(template: &str, request: &ModelRequest) -> Result<String, L
     let ctx = minijinja::context! {
         messages => messages,
         tools => if tools.is_empty() { None } else { Some(tools) },
-        add_generation_prompt => true,
+        add_generation_prompt => add_generation_prompt,
         bos_token => "",
         eos_token => "",
     };
