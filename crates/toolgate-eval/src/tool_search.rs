@@ -459,6 +459,7 @@ impl SelectionEval {
             Mode::Deferred => Some(DeferralConfig {
                 threshold: 0,
                 always_loaded: self.suite.eval.always_loaded.clone(),
+                preload: 0,
             }),
         };
         Ok(
