@@ -158,6 +158,7 @@ fn deferral() -> Option<DeferralConfig> {
     Some(DeferralConfig {
         threshold: 30,
         always_loaded: vec!["calendar_search".into()],
+        preload: 0,
     })
 }
 
@@ -363,6 +364,7 @@ async fn below_the_threshold_every_tool_is_sent_and_tool_search_is_not() {
             Some(DeferralConfig {
                 threshold: 100,
                 always_loaded: vec![],
+                preload: 0,
             }),
         ),
         ("deferral off", None),
