@@ -207,6 +207,7 @@ mod tests {
         DeferralConfig {
             threshold,
             always_loaded: always.iter().map(|s| s.to_string()).collect(),
+            preload: 0,
         }
     }
 
