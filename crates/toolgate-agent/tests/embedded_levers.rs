@@ -19,7 +19,7 @@ use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
     Caller, Dispatcher, Effect, Principal, Registry, Risk, ToolBuilder, ToolOutput,
 };
-use toolgate_llm::embedded::{EmbeddedConfig, EmbeddedModel, default_model_path};
+use toolgate_llm::embedded::{EmbeddedConfig, EmbeddedModel, fetched_model_path};
 use toolgate_llm::scripted::ScriptedModel;
 use toolgate_llm::{BoxFuture, LlmError, Model, ModelRequest, ModelResponse};
 
@@ -67,12 +67,7 @@ static ONE_CONVERSATION: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(
 fn embedded() -> &'static EmbeddedModel {
     static MODEL: OnceLock<EmbeddedModel> = OnceLock::new();
     MODEL.get_or_init(|| {
-        let path = default_model_path().expect("HOME or TOOLGATE_MODEL is set");
-        assert!(
-            path.is_file(),
-            "no model at {}: run scripts/fetch-model.py first",
-            path.display()
-        );
+        let path = fetched_model_path().expect("the fetched model");
         let mut config = EmbeddedConfig::new(path);
         config.n_ctx = 4096;
         EmbeddedModel::load(config, None).expect("the model loads")

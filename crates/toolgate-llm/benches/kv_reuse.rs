@@ -11,7 +11,7 @@ use std::time::Instant;
 use serde_json::json;
 use toolgate_books::{BooksStore, Toolset};
 use toolgate_core::{Principal, Registry};
-use toolgate_llm::embedded::{EmbeddedConfig, EmbeddedModel, EngineStats, default_model_path};
+use toolgate_llm::embedded::{EmbeddedConfig, EmbeddedModel, EngineStats, fetched_model_path};
 use toolgate_llm::{
     ContentBlock, Message, Model, ModelRequest, Role, ToolCall, ToolDefinition, ToolResult,
 };
@@ -86,12 +86,7 @@ fn rounds() -> Vec<Vec<Message>> {
 }
 
 fn run(reuse_kv: bool, tools: &[ToolDefinition]) -> (EngineStats, f64) {
-    let path = default_model_path().expect("model path");
-    assert!(
-        path.is_file(),
-        "no model at {}: run scripts/fetch-model.py",
-        path.display()
-    );
+    let path = fetched_model_path().expect("the fetched model");
     let mut config = EmbeddedConfig::new(path);
     config.n_ctx = 8192;
     config.reuse_kv = reuse_kv;

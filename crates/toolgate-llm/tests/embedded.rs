@@ -6,7 +6,7 @@
 use std::sync::{Arc, OnceLock};
 
 use serde_json::json;
-use toolgate_llm::embedded::{EmbeddedConfig, EmbeddedModel, default_model_path};
+use toolgate_llm::embedded::{EmbeddedConfig, EmbeddedModel, fetched_model_path};
 use toolgate_llm::{
     Message, Model, ModelRequest, StopReason, ToolChoice, ToolDefinition, ToolResult,
 };
@@ -18,12 +18,7 @@ static ONE_CONVERSATION: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(
 fn model() -> &'static EmbeddedModel {
     static MODEL: OnceLock<EmbeddedModel> = OnceLock::new();
     MODEL.get_or_init(|| {
-        let path = default_model_path().expect("HOME or TOOLGATE_MODEL is set");
-        assert!(
-            path.is_file(),
-            "no model at {}: run scripts/fetch-model.py first",
-            path.display()
-        );
+        let path = fetched_model_path().expect("the fetched model");
         let mut config = EmbeddedConfig::new(path);
         config.n_ctx = 4096;
         EmbeddedModel::load(config, None).expect("the model loads")

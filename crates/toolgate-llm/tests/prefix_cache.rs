@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use serde_json::json;
 use toolgate_llm::embedded::{
-    EmbeddedConfig, EmbeddedModel, EngineStats, PromptTokenizer, default_model_path,
+    EmbeddedConfig, EmbeddedModel, EngineStats, PromptTokenizer, fetched_model_path,
 };
 use toolgate_llm::{Message, Model, ModelRequest, StopReason, ToolCall, ToolDefinition};
 
@@ -20,13 +20,7 @@ use toolgate_llm::{Message, Model, ModelRequest, StopReason, ToolCall, ToolDefin
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn model_path() -> PathBuf {
-    let path = default_model_path().expect("HOME or TOOLGATE_MODEL is set");
-    assert!(
-        path.is_file(),
-        "no model at {}: run scripts/fetch-model.py first",
-        path.display()
-    );
-    path
+    fetched_model_path().expect("the fetched model")
 }
 
 fn load(n_ctx: u32, cache: Option<&Path>) -> EmbeddedModel {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
-use toolgate_llm::embedded::{PromptTokenizer, default_model_path};
+use toolgate_llm::embedded::{PromptTokenizer, fetched_model_path};
 use toolgate_llm::{
     ContentBlock, Message, ModelRequest, Role, ToolCall, ToolDefinition, ToolResult,
 };
@@ -17,12 +17,7 @@ use toolgate_llm::{
 fn tokenizer() -> &'static PromptTokenizer {
     static TOKENIZER: OnceLock<PromptTokenizer> = OnceLock::new();
     TOKENIZER.get_or_init(|| {
-        let path = default_model_path().expect("HOME or TOOLGATE_MODEL is set");
-        assert!(
-            path.is_file(),
-            "no model at {}: run scripts/fetch-model.py first",
-            path.display()
-        );
+        let path = fetched_model_path().expect("the fetched model");
         PromptTokenizer::load(&path).expect("the vocabulary loads")
     })
 }

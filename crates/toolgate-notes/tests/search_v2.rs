@@ -75,7 +75,11 @@ async fn a_kind_that_matches_nothing_shows_the_notes_of_any_kind_and_says_so() {
             json!({"query": "November expense report", "kind": "meeting"}),
         )
         .await;
-    assert!(!hit_ids(content(&out)).contains(&report), "{}", content(&out));
+    assert!(
+        !hit_ids(content(&out)).contains(&report),
+        "{}",
+        content(&out)
+    );
 }
 
 #[tokio::test]

@@ -20,7 +20,7 @@ use toolgate_agent::{Agent, AgentConfig, DEFAULT_SYSTEM_PROMPT};
 use toolgate_core::{Mode, Principal};
 use toolgate_egress::{EgressConfig, SmtpConfig, SmtpSecurity};
 use toolgate_llm::embedded::{
-    EmbeddedConfig, EmbeddedModel, EngineStats, Progress, ProgressFn, default_model_path,
+    EmbeddedConfig, EmbeddedModel, EngineStats, Progress, ProgressFn, fetched_model_path,
 };
 use toolgate_llm::scripted::ScriptedModel;
 use toolgate_llm::{Model, ModelRequest};
@@ -67,12 +67,7 @@ struct Run {
 }
 
 fn run(request: &ModelRequest, cache: Option<&Path>) -> Run {
-    let path = default_model_path().expect("model path");
-    assert!(
-        path.is_file(),
-        "no model at {}: run scripts/fetch-model.py",
-        path.display()
-    );
+    let path = fetched_model_path().expect("the fetched model");
     let mut config = EmbeddedConfig::new(path);
     config.n_ctx = 32_768; // the demo's default
     config.prefix_cache = cache.map(Path::to_path_buf);

@@ -55,6 +55,21 @@ pub fn default_model_path() -> Option<PathBuf> {
     Some(dir.join(DEFAULT_MODEL_FILE))
 }
 
+/// The fetched model file at [`default_model_path`], or an error that says how to get it.
+pub fn fetched_model_path() -> Result<PathBuf, LlmError> {
+    let path = default_model_path().ok_or_else(|| {
+        LlmError::Config("cannot tell where the model cache is: set TOOLGATE_MODEL".into())
+    })?;
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(LlmError::Config(format!(
+            "no model at {}: run scripts/fetch-model.py first (or set TOOLGATE_MODEL to a GGUF file)",
+            path.display()
+        )))
+    }
+}
+
 struct Job {
     request: ModelRequest,
     reply: tokio::sync::oneshot::Sender<Result<ModelResponse, LlmError>>,

@@ -12,11 +12,10 @@ use toolgate_core::display::{visible, visible_line};
 use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
 use toolgate_core::{ApprovalChannel, CallResult, Mode, Principal};
 use toolgate_llm::embedded::{
-    EmbeddedConfig, EmbeddedModel, Progress, ProgressFn, default_model_path,
+    EmbeddedConfig, EmbeddedModel, Progress, ProgressFn, fetched_model_path,
 };
 use toolgate_llm::{
-    AnthropicModel, LlmError, Message, Model, OpenAiChatModel, OpenAiCompatModel,
-    OpenAiResponsesModel,
+    AnthropicModel, Message, Model, OpenAiChatModel, OpenAiCompatModel, OpenAiResponsesModel,
 };
 
 use std::path::Path;
@@ -212,14 +211,9 @@ pub(super) fn load_model_with(
     }
     Ok(match spec {
         ModelSpec::Embedded(path) => {
-            let path = match path.clone().or_else(default_model_path) {
-                Some(p) => p,
-                None => {
-                    return Err(LlmError::Config(
-                        "cannot tell where the model cache is: set TOOLGATE_MODEL".into(),
-                    )
-                    .into());
-                }
+            let path = match path {
+                Some(p) => p.clone(),
+                None => fetched_model_path()?,
             };
             let mut config = EmbeddedConfig::new(path);
             config.n_ctx = ctx;

@@ -280,6 +280,10 @@ fn print_budget_verdict(run: &RunResult) {
     let matches = judge_answer(&check, run.answer.as_deref()).is_some_and(|o| o.passed);
     println!(
         "   The note (\"Design team sync — Q1 budget settled\") says $48,000: the answer {}.",
-        if matches { "matches it" } else { "does not state it" }
+        if matches {
+            "matches it"
+        } else {
+            "does not state it"
+        }
     );
 }
