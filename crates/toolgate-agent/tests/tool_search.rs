@@ -92,11 +92,26 @@ fn principal(registry: &toolgate_core::Registry) -> Principal {
         .with_catalogue(registry.names().filter(|n| *n != "ledger_export"))
 }
 
+const MESSAGE: &str = "What's the weather in Lyon? Then email it to Ana.";
+
 /// Runs `turns` through a deferred (or not) loop; returns the result, the requests the model
 /// saw and the trace.
 async fn run(
     turns: Vec<toolgate_llm::ModelResponse>,
     deferral: Option<DeferralConfig>,
+) -> (
+    toolgate_agent::RunResult,
+    Vec<ModelRequest>,
+    Arc<MemoryTrace>,
+) {
+    run_asking(turns, deferral, MESSAGE).await
+}
+
+/// [`run`], asking `message`.
+async fn run_asking(
+    turns: Vec<toolgate_llm::ModelResponse>,
+    deferral: Option<DeferralConfig>,
+    message: &str,
 ) -> (
     toolgate_agent::RunResult,
     Vec<ModelRequest>,
@@ -117,12 +132,7 @@ async fn run(
         ..AgentConfig::default()
     })
     .with_trace(trace.clone());
-    let result = agent
-        .ask(
-            "run-search",
-            "What's the weather in Lyon? Then email it to Ana.",
-        )
-        .await;
+    let result = agent.ask("run-search", message).await;
     (result, model.requests(), trace)
 }
 
@@ -280,6 +290,17 @@ fn assert_keeps_every_byte(format: &str, round: usize, earlier: &Value, later: &
 #[tokio::test]
 async fn rendered_requests_of_a_deferred_run_keep_every_earlier_byte() {
     let (_, requests, _) = run(deferred_script(), deferral()).await;
+    assert_eq!(
+        requests_keep_every_earlier_byte(&requests),
+        2,
+        "the run must append twice for this test to mean anything"
+    );
+}
+
+/// Every request, rendered in each wire format, keeps every byte of the one before it, and
+/// Anthropic's cache marker stays on the last standing tool. Returns how often the tool list
+/// grew between requests.
+fn requests_keep_every_earlier_byte(requests: &[ModelRequest]) -> usize {
     let renderings: [(&str, fn(&ModelRequest) -> Value); 3] = [
         ("anthropic", |r| {
             anthropic::build_request(r, "claude-haiku-4-5")
@@ -311,10 +332,7 @@ async fn rendered_requests_of_a_deferred_run_keep_every_earlier_byte() {
             .collect();
         assert_eq!(marked, vec!["calendar_search"]);
     }
-    assert_eq!(
-        grew, 2,
-        "the run must append twice for this test to mean anything"
-    );
+    grew
 }
 
 #[tokio::test]
@@ -401,4 +419,194 @@ async fn the_default_config_defers_only_past_its_threshold() {
     .await;
     let deferred = names(&requests[0]).contains(&TOOL_SEARCH);
     assert_eq!(deferred, 40 > config.threshold);
+}
+
+fn preloading(preload: usize) -> Option<DeferralConfig> {
+    Some(DeferralConfig {
+        preload,
+        ..deferral().unwrap()
+    })
+}
+
+/// What the `tool_search` index ranks first for `message`, as the runtime's preload asks it
+/// (the same query and limit, through a dispatcher, as the same principal).
+async fn ranked_for(message: &str, limit: usize) -> Vec<String> {
+    let registry = Arc::new(registry_with_search(catalogue()).unwrap());
+    let principal = principal(&registry);
+    ranked_as(registry, principal, message, limit).await
+}
+
+async fn ranked_as(
+    registry: Arc<toolgate_core::Registry>,
+    principal: Principal,
+    message: &str,
+    limit: usize,
+) -> Vec<String> {
+    let caller = Caller::new(Dispatcher::new(registry).unwrap());
+    let query = toolgate_agent::deferral::preload_query(message).unwrap();
+    let outcome = caller
+        .call(toolgate_core::CallRequest::new(
+            principal,
+            "ranking",
+            TOOL_SEARCH,
+            json!({"query": query, "limit": limit}),
+        ))
+        .await;
+    toolgate_core::tool_search::names_in_result(&outcome.observation().unwrap().content)
+}
+
+fn assert_listed_once(request: &ModelRequest) {
+    let listed = names(request);
+    let mut unique = listed.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        listed.len(),
+        "a tool is listed twice: {listed:?}"
+    );
+}
+
+fn preload_events(trace: &MemoryTrace) -> Vec<String> {
+    trace
+        .of_kind("tools_appended")
+        .iter()
+        .map(Value::to_string)
+        .filter(|line| line.contains("\"round\":0"))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_first_request_already_holds_what_the_index_ranks_first_after_the_standing_set() {
+    let (result, requests, trace) = run(deferred_script(), preloading(3)).await;
+    assert_eq!(result.stop, StopCause::FinalAnswer);
+    let ranked = ranked_for(MESSAGE, 3).await;
+    // calendar_search is already standing, so it is not appended again.
+    let expected: Vec<&str> = ranked
+        .iter()
+        .map(String::as_str)
+        .filter(|n| *n != "calendar_search")
+        .collect();
+    assert!(
+        expected.iter().any(|n| n.starts_with("weather_")),
+        "the message asks about the weather: {ranked:?}"
+    );
+    let first = names(&requests[0]);
+    assert_eq!(&first[..2], &[TOOL_SEARCH, "calendar_search"]);
+    assert_eq!(&first[2..], &expected[..], "{first:?}");
+    assert_eq!(requests[0].stable_tools, Some(2));
+    // The model's own searches append after the preloaded tools; what is there stays.
+    let after_search = names(&requests[1]);
+    assert_eq!(&after_search[..first.len()], &first[..]);
+    assert!(after_search.len() > first.len(), "{after_search:?}");
+    for request in &requests {
+        assert_listed_once(request);
+        let listed = names(request);
+        assert!(!listed.contains(&"payroll_run") && !listed.contains(&"ledger_export"));
+    }
+    assert_eq!(&result.appended_tools[..expected.len()], &expected[..]);
+    let preloads = preload_events(&trace);
+    assert_eq!(preloads.len(), 1, "{preloads:?}");
+    for name in &expected {
+        assert!(preloads[0].contains(name), "{preloads:?}");
+    }
+}
+
+#[tokio::test]
+async fn rendered_requests_of_a_preloaded_run_keep_every_earlier_byte() {
+    let (_, requests, _) = run(deferred_script(), preloading(3)).await;
+    assert!(requests[0].tools.len() > 2, "the run must preload");
+    assert!(
+        requests_keep_every_earlier_byte(&requests) >= 1,
+        "a model search must append after the preload for this test to mean anything"
+    );
+}
+
+#[tokio::test]
+async fn the_preload_lists_only_tools_the_principal_may_call() {
+    let message = "Run payroll: pay every employee's salary and export the salary ledger.";
+    // The index ranks both among the first five for a principal that may call them; the
+    // run's principal may call neither (payroll_run lacks a scope, ledger_export is outside
+    // its catalogue).
+    let registry = Arc::new(registry_with_search(catalogue()).unwrap());
+    let everything =
+        Principal::local("payroll-clerk", &["payroll"]).with_catalogue(registry.names());
+    let unrestricted = ranked_as(registry, everything, message, 5).await;
+    assert!(
+        unrestricted.iter().any(|n| n == "payroll_run")
+            && unrestricted.iter().any(|n| n == "ledger_export"),
+        "the test needs a message the index ranks them for: {unrestricted:?}"
+    );
+    let (_, requests, trace) = run_asking(
+        vec![ScriptedModel::answer("I cannot.")],
+        preloading(5),
+        message,
+    )
+    .await;
+    let first = names(&requests[0]);
+    assert!(
+        !first.contains(&"payroll_run") && !first.contains(&"ledger_export"),
+        "{first:?}"
+    );
+    assert_eq!(&first[..2], &[TOOL_SEARCH, "calendar_search"]);
+    assert_listed_once(&requests[0]);
+    for line in preload_events(&trace) {
+        assert!(
+            !line.contains("payroll_run") && !line.contains("ledger_export"),
+            "{line}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn preload_zero_or_a_run_that_does_not_defer_is_unchanged() {
+    let script = deferred_script;
+    // Preload 0: exactly the deferred run without preload.
+    let (_, with_zero, trace) = run(script(), preloading(0)).await;
+    assert_eq!(names(&with_zero[0]), vec![TOOL_SEARCH, "calendar_search"]);
+    assert!(preload_events(&trace).is_empty());
+    // A run below the threshold: every tool, no tool_search, whatever the preload.
+    let below = |preload| {
+        Some(DeferralConfig {
+            threshold: 100,
+            always_loaded: vec![],
+            preload,
+        })
+    };
+    let simple = || {
+        vec![
+            ScriptedModel::calls(&[("c1", "weather_search", json!({"query": "Lyon"}))]),
+            ScriptedModel::answer("Sunny."),
+        ]
+    };
+    let (_, plain, _) = run(simple(), below(0)).await;
+    for deferral in [below(5), None] {
+        let (result, requests, trace) = run(simple(), deferral.clone()).await;
+        assert_eq!(requests.len(), plain.len(), "{deferral:?}");
+        for (a, b) in requests.iter().zip(&plain) {
+            assert_eq!(a.tools, b.tools, "{deferral:?}");
+        }
+        assert_eq!(requests[0].tools.len(), 40, "{deferral:?}");
+        assert!(result.appended_tools.is_empty(), "{deferral:?}");
+        assert!(preload_events(&trace).is_empty(), "{deferral:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_message_with_nothing_searchable_preloads_nothing() {
+    for message in ["", "   \n\t ", "?! ... --"] {
+        let (result, requests, trace) = run_asking(
+            vec![ScriptedModel::answer("Hello.")],
+            preloading(5),
+            message,
+        )
+        .await;
+        assert_eq!(
+            names(&requests[0]),
+            vec![TOOL_SEARCH, "calendar_search"],
+            "{message:?}"
+        );
+        assert!(result.appended_tools.is_empty(), "{message:?}");
+        assert!(preload_events(&trace).is_empty(), "{message:?}");
+    }
 }
