@@ -1,6 +1,9 @@
 //! The tool-search measurement: standing definition tokens and tool-selection accuracy at
-//! several catalogue sizes, with every definition sent (`standing`) and with deferral
-//! (`deferred`: `tool_search` plus the always-loaded set, found definitions appended).
+//! several catalogue sizes, with every definition sent (`standing`), with deferral
+//! (`deferred`: `tool_search` plus the always-loaded set, found definitions appended) and with
+//! deferral plus the runtime's preload (`preloaded`: the same standing set, then the
+//! [`PRELOAD`] tools the `tool_search` index ranks first for the task's words, before the first
+//! request).
 //!
 //! A catalogue of N tools is the first N of: the suite's `first` list, the remaining real tools
 //! (books-v2 and notes, on their real stores), then the fixture tools of `catalogue.json`
@@ -11,7 +14,8 @@
 //! model instead of running the rounds after the choice, which would only cost time).
 //!
 //! Guarantees: each run is appended to `runs.jsonl` as it finishes and a resume continues
-//! where it stopped (settings that differ are refused); a catalogue size too small to hold
+//! where it stopped (settings that differ are refused; a resume may add sizes and modes, which
+//! the plan then records); a catalogue size too small to hold
 //! every task's tool, a task naming an unknown tool, a fixture that clashes with a real tool
 //! or an unknown key in either file is refused before any model call. Figures are computed
 //! from the records only ([`report`]), so `report` re-renders them from a run directory.
@@ -48,6 +52,15 @@ pub const RUNS_FILE: &str = "runs.jsonl";
 pub const PLAN_FILE: &str = "plan.json";
 /// Model turns per run: enough for three searches and the choice.
 pub const MAX_ROUNDS: u32 = 4;
+
+/// Tools the `preloaded` mode finds for the task's words before the first request. 8 is the
+/// smallest k whose top k holds every task's tool at 200 tools: the index (queried as the
+/// runtime's preload queries it) ranks the right tool first for 9 of the 12 tasks, and
+/// note-plumber's 2nd, weather-oslo's 4th, calendar-ana's 8th; 5 would leave calendar-ana
+/// unanswerable whatever the model does
+/// (`the_search_finds_each_tasks_tool_among_200_through_the_dispatcher` asserts the bound). A
+/// larger k only adds definitions the model must read past.
+pub const PRELOAD: usize = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ToolSearchEvalError {
@@ -202,23 +215,46 @@ pub fn catalogue_order(first: &[String], real: &[String], fixtures: &[String]) -
         .collect()
 }
 
-/// Whether a run sends every definition or defers.
+/// Whether a run sends every definition, defers, or defers with the runtime's preload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     Standing,
     Deferred,
+    Preloaded,
 }
 
 impl Mode {
+    /// The modes whose first request is the same for every task (the standing-figures table).
     pub const BOTH: [Mode; 2] = [Mode::Standing, Mode::Deferred];
+    /// Every mode, in the order runs and reports take them.
+    pub const ALL: [Mode; 3] = [Mode::Standing, Mode::Deferred, Mode::Preloaded];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Standing => "standing",
             Mode::Deferred => "deferred",
+            Mode::Preloaded => "preloaded",
         }
     }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown mode `{s}`; the modes are standing, deferred, preloaded")
+            })
+    }
+}
+
+/// The modes a plan written before modes were recorded ran.
+fn two_modes() -> Vec<Mode> {
+    Mode::BOTH.to_vec()
 }
 
 /// Everything that defines the measurement; a resume must match it.
@@ -228,9 +264,30 @@ pub struct Plan {
     pub catalogue_digest: String,
     pub model: String,
     pub sizes: Vec<usize>,
+    /// Absent in plans written before the preloaded mode: those ran standing and deferred.
+    #[serde(default = "two_modes")]
+    pub modes: Vec<Mode>,
+    /// The preloaded mode's k; absent when no run preloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preload: Option<usize>,
     pub runs: usize,
     pub always_loaded: Vec<String>,
     pub max_rounds: u32,
+}
+
+impl Plan {
+    /// This plan grown by a resume's sizes and modes (each once, sizes ascending, modes in
+    /// [`Mode::ALL`] order); the other settings must already match ([`plan_differences`]).
+    pub fn merged(&self, other: &Plan) -> Plan {
+        let sizes: BTreeSet<usize> = self.sizes.iter().chain(&other.sizes).copied().collect();
+        let modes: BTreeSet<Mode> = self.modes.iter().chain(&other.modes).copied().collect();
+        Plan {
+            sizes: sizes.into_iter().collect(),
+            modes: modes.into_iter().collect(),
+            preload: self.preload.or(other.preload),
+            ..self.clone()
+        }
+    }
 }
 
 /// One run, as recorded.
@@ -254,6 +311,10 @@ pub struct SelectionRecord {
     /// o200k tokens of the tool definitions in the first request, and in the last.
     pub first_definition_tokens: usize,
     pub last_definition_tokens: usize,
+    /// Whether the first request's tools held the right one (always, when standing; for the
+    /// preloaded mode, whether the preload found it). Absent in records from before the field.
+    #[serde(default)]
+    pub offered_first: bool,
     pub ending: String,
     pub seconds: f64,
 }
@@ -330,6 +391,8 @@ pub struct SelectionEval {
     pub fixtures: FixtureFile,
     pub fixtures_text: String,
     pub sizes: Vec<usize>,
+    /// The modes to run (each once; runs take them in [`Mode::ALL`] order).
+    pub modes: Vec<Mode>,
     pub runs: usize,
     pub out_dir: PathBuf,
     pub resume: bool,
@@ -418,6 +481,9 @@ impl SelectionEval {
             ));
         }
         let tools = self.ordered_tools(real)?;
+        if self.modes.is_empty() {
+            return Err(ToolSearchEvalError::Usage("give at least one mode".into()));
+        }
         if self.sizes.is_empty() {
             return Err(ToolSearchEvalError::Usage("give at least one size".into()));
         }
@@ -461,6 +527,11 @@ impl SelectionEval {
                 always_loaded: self.suite.eval.always_loaded.clone(),
                 preload: 0,
             }),
+            Mode::Preloaded => Some(DeferralConfig {
+                threshold: 0,
+                always_loaded: self.suite.eval.always_loaded.clone(),
+                preload: PRELOAD,
+            }),
         };
         Ok(
             Agent::new(model, Caller::new(dispatcher), principal).with_config(AgentConfig {
@@ -495,12 +566,22 @@ impl SelectionEval {
         Ok(out)
     }
 
+    /// The modes to run, each once, in [`Mode::ALL`] order.
+    fn modes(&self) -> Vec<Mode> {
+        Mode::ALL
+            .into_iter()
+            .filter(|m| self.modes.contains(m))
+            .collect()
+    }
+
     pub fn plan(&self, model: &str) -> Plan {
         Plan {
             suite_digest: sha256_hex(self.suite_text.as_bytes()),
             catalogue_digest: sha256_hex(self.fixtures_text.as_bytes()),
             model: model.into(),
             sizes: self.sizes.clone(),
+            modes: self.modes(),
+            preload: self.modes.contains(&Mode::Preloaded).then_some(PRELOAD),
             runs: self.runs,
             always_loaded: self.suite.eval.always_loaded.clone(),
             max_rounds: MAX_ROUNDS,
@@ -519,7 +600,17 @@ impl SelectionEval {
         let tools = self.checked_tools(&real)?;
         let model: Arc<dyn Model> = Arc::new(StopAfterChoice::new(model));
         let done: HashSet<_> = records.iter().map(SelectionRecord::key).collect();
-        let total = self.sizes.len() * Mode::BOTH.len() * self.suite.tasks.len() * self.runs;
+        let modes = self.modes();
+        // Records of other sizes or modes (a resume that adds some) count as done, so the
+        // total is what is recorded plus what this pass still has to run.
+        let planned = self.sizes.len() * modes.len() * self.suite.tasks.len() * self.runs;
+        let planned_done = records
+            .iter()
+            .filter(|r| {
+                self.sizes.contains(&r.size) && modes.contains(&r.mode) && r.index < self.runs
+            })
+            .count();
+        let total = records.len() + planned.saturating_sub(planned_done);
         let runs_path = self.out_dir.join(RUNS_FILE);
         let mut out = OpenOptions::new()
             .create(true)
@@ -533,7 +624,7 @@ impl SelectionEval {
         // tool prefix between the tasks of one catalogue.
         for index in 0..self.runs {
             for &size in &self.sizes {
-                for mode in Mode::BOTH {
+                for &mode in &modes {
                     for task in &self.suite.tasks {
                         if done.contains(&(size, mode, task.id.clone(), index)) {
                             continue;
@@ -637,6 +728,9 @@ impl SelectionEval {
             output_tokens: result.usage.output_tokens,
             first_definition_tokens: sent.first().map_or(0, |t| definition_tokens(t)),
             last_definition_tokens: sent.last().map_or(0, |t| definition_tokens(t)),
+            offered_first: sent
+                .first()
+                .is_some_and(|t| t.iter().any(|d| d.name == task.tool)),
             ending,
             seconds,
         })
@@ -664,7 +758,13 @@ impl SelectionEval {
                     differences: differences.join(", "),
                 });
             }
-            return load_records(&runs_path);
+            let records = load_records(&runs_path)?;
+            let merged = earlier.merged(plan);
+            if merged != earlier {
+                let text = serde_json::to_string_pretty(&merged).unwrap_or_default();
+                std::fs::write(&plan_path, text).map_err(io(&plan_path))?;
+            }
+            return Ok(records);
         }
         std::fs::create_dir_all(&self.out_dir).map_err(io(&self.out_dir))?;
         let text = serde_json::to_string_pretty(plan).unwrap_or_default();
@@ -712,13 +812,20 @@ pub struct Progress<'a> {
     pub record: &'a SelectionRecord,
 }
 
-fn plan_differences(a: &Plan, b: &Plan) -> Vec<String> {
+/// The settings in which a resume differs from the plan it continues. Sizes and modes are not
+/// among them (a resume may add some: the records carry both), but the preload's k is, when
+/// both preload.
+pub fn plan_differences(a: &Plan, b: &Plan) -> Vec<String> {
     let mut out = Vec::new();
+    let preload_same = match (a.preload, b.preload) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
+    };
     for (name, same) in [
         ("tasks file", a.suite_digest == b.suite_digest),
         ("catalogue file", a.catalogue_digest == b.catalogue_digest),
         ("model", a.model == b.model),
-        ("sizes", a.sizes == b.sizes),
+        ("preload", preload_same),
         ("runs", a.runs == b.runs),
         ("always-loaded tools", a.always_loaded == b.always_loaded),
         ("max rounds", a.max_rounds == b.max_rounds),
@@ -759,10 +866,12 @@ pub struct Cell {
     pub seconds_per_run: f64,
 }
 
-/// Deferred minus standing, at one size.
+/// A non-standing mode minus standing, at one size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     pub size: usize,
+    /// The mode compared with standing.
+    pub mode: Mode,
     /// Accuracy points, paired over tasks.
     pub accuracy_difference: Option<Estimate>,
     /// Input tokens per task, paired over tasks.
@@ -813,7 +922,7 @@ pub fn report(model: &str, records: &[SelectionRecord]) -> Report {
     let mut cells = Vec::new();
     let mut comparisons = Vec::new();
     for &size in &sizes {
-        for mode in Mode::BOTH {
+        for mode in Mode::ALL {
             let these: Vec<&SelectionRecord> = records
                 .iter()
                 .filter(|r| r.size == size && r.mode == mode)
@@ -855,21 +964,30 @@ pub fn report(model: &str, records: &[SelectionRecord]) -> Report {
             })
         };
         let tok = |mode| per_task(records, &order, size, mode, |r| r.input_tokens as f64);
-        comparisons.push(Comparison {
-            size,
-            accuracy_difference: stats::paired_bootstrap_difference(
-                &acc(Mode::Standing),
-                &acc(Mode::Deferred),
-                DEFAULT_RESAMPLES,
-                DEFAULT_SEED,
-            ),
-            input_token_difference: stats::paired_bootstrap_difference(
-                &tok(Mode::Standing),
-                &tok(Mode::Deferred),
-                DEFAULT_RESAMPLES,
-                DEFAULT_SEED,
-            ),
-        });
+        let present = |mode| records.iter().any(|r| r.size == size && r.mode == mode);
+        for mode in [Mode::Deferred, Mode::Preloaded] {
+            // Deferred is compared at every size, as before the preloaded mode; preloaded
+            // only where it ran.
+            if mode == Mode::Preloaded && !present(mode) {
+                continue;
+            }
+            comparisons.push(Comparison {
+                size,
+                mode,
+                accuracy_difference: stats::paired_bootstrap_difference(
+                    &acc(Mode::Standing),
+                    &acc(mode),
+                    DEFAULT_RESAMPLES,
+                    DEFAULT_SEED,
+                ),
+                input_token_difference: stats::paired_bootstrap_difference(
+                    &tok(Mode::Standing),
+                    &tok(mode),
+                    DEFAULT_RESAMPLES,
+                    DEFAULT_SEED,
+                ),
+            });
+        }
     }
     Report {
         model: model.into(),
@@ -946,23 +1064,47 @@ pub fn thousands(v: f64) -> String {
 }
 
 /// The report as Markdown: the standing figures, then accuracy and tokens per size and mode,
-/// then deferred minus standing, and which way each size comes out.
+/// then each non-standing mode minus standing, and which way each size comes out. A report
+/// without preloaded runs renders as it did before that mode existed; with them, the standing
+/// table gains the preloaded first request's tokens (mean over its runs: the preload depends
+/// on the task) and their share of every definition.
 pub fn markdown(report: &Report, standing: &[Standing]) -> String {
+    let preloaded: BTreeMap<usize, f64> = report
+        .cells
+        .iter()
+        .filter(|c| c.mode == Mode::Preloaded)
+        .map(|c| (c.size, c.first_definition_tokens))
+        .collect();
     let mut out = format!("# Tool search: {}\n\n", report.model);
     out.push_str("## Standing definitions (o200k tokens, first request)\n\n");
-    out.push_str("| tools | sent without deferral | tokens | sent with deferral | tokens | saved per request |\n| --- | --- | --- | --- | --- | --- |\n");
+    if preloaded.is_empty() {
+        out.push_str("| tools | sent without deferral | tokens | sent with deferral | tokens | saved per request |\n| --- | --- | --- | --- | --- | --- |\n");
+    } else {
+        out.push_str("| tools | sent without deferral | tokens | sent with deferral | tokens | saved per request | tokens with preload (mean over tasks) | share of every definition |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    }
     let sizes: BTreeSet<usize> = standing.iter().map(|s| s.size).collect();
     for size in sizes {
         let find = |mode| standing.iter().find(|s| s.size == size && s.mode == mode);
         if let (Some(a), Some(b)) = (find(Mode::Standing), find(Mode::Deferred)) {
             out.push_str(&format!(
-                "| {size} | {} | {} | {} | {} | {} |\n",
+                "| {size} | {} | {} | {} | {} | {} |",
                 a.tools_sent,
                 thousands(a.definition_tokens as f64),
                 b.tools_sent,
                 thousands(b.definition_tokens as f64),
                 thousands(a.definition_tokens as f64 - b.definition_tokens as f64)
             ));
+            if !preloaded.is_empty() {
+                match preloaded.get(&size) {
+                    Some(&tokens) => out.push_str(&format!(
+                        " {} | {:.0}% |",
+                        thousands(tokens),
+                        100.0 * tokens / (a.definition_tokens.max(1) as f64)
+                    )),
+                    None => out.push_str(" - | - |"),
+                }
+            }
+            out.push('\n');
         }
     }
     out.push_str("\n## Selection (first tool called other than tool_search)\n\n");
@@ -983,14 +1125,29 @@ pub fn markdown(report: &Report, standing: &[Standing]) -> String {
             c.seconds_per_run
         ));
     }
-    out.push_str("\n## Deferred minus standing (paired over tasks)\n\n| tools | right tool, points (95% CI) | input tokens per task (95% CI) |\n| --- | --- | --- |\n");
-    for c in &report.comparisons {
-        out.push_str(&format!(
-            "| {} | {} | {} |\n",
-            c.size,
-            points(&c.accuracy_difference),
-            signed(&c.input_token_difference)
-        ));
+    for mode in [Mode::Deferred, Mode::Preloaded] {
+        let rows: Vec<&Comparison> = report
+            .comparisons
+            .iter()
+            .filter(|c| c.mode == mode)
+            .collect();
+        if rows.is_empty() && mode == Mode::Preloaded {
+            continue;
+        }
+        let title = match mode {
+            Mode::Standing => "Standing",
+            Mode::Deferred => "Deferred",
+            Mode::Preloaded => "Preloaded",
+        };
+        out.push_str(&format!("\n## {title} minus standing (paired over tasks)\n\n| tools | right tool, points (95% CI) | input tokens per task (95% CI) |\n| --- | --- | --- |\n"));
+        for c in rows {
+            out.push_str(&format!(
+                "| {} | {} | {} |\n",
+                c.size,
+                points(&c.accuracy_difference),
+                signed(&c.input_token_difference)
+            ));
+        }
     }
     out.push_str("\nDeferral is not worth it where its input tokens per task are not lower (the search round costs more than the definitions it keeps out) or its accuracy is lower.\n");
     out
@@ -1074,6 +1231,7 @@ mod tests {
             output_tokens: 1,
             first_definition_tokens: 10,
             last_definition_tokens: 20,
+            offered_first: mode == Mode::Standing,
             ending: "final_answer".into(),
             seconds: 1.0,
         }
@@ -1107,6 +1265,130 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("-400 [-400, -400]"), "{text}");
+    }
+
+    #[test]
+    fn a_preloaded_run_gets_its_cell_its_comparison_and_its_share_of_every_definition() {
+        let mut records = vec![
+            record(50, Mode::Standing, "a", true, 10_000),
+            record(50, Mode::Standing, "b", true, 10_000),
+            record(50, Mode::Deferred, "a", false, 1_000),
+            record(50, Mode::Deferred, "b", false, 1_000),
+            record(50, Mode::Preloaded, "a", true, 2_000),
+            record(50, Mode::Preloaded, "b", false, 3_000),
+        ];
+        records[4].first_definition_tokens = 1_000;
+        records[5].first_definition_tokens = 2_000;
+        let r = report("m", &records);
+        assert_eq!(r.cells.len(), 3);
+        let modes: Vec<Mode> = r.comparisons.iter().map(|c| c.mode).collect();
+        assert_eq!(modes, vec![Mode::Deferred, Mode::Preloaded]);
+        let preloaded = &r.comparisons[1];
+        assert!((preloaded.accuracy_difference.unwrap().mean + 0.5).abs() < 1e-12);
+        assert!((preloaded.input_token_difference.unwrap().mean + 7_500.0).abs() < 1e-9);
+        let standing = [
+            Standing {
+                size: 50,
+                mode: Mode::Standing,
+                tools_sent: 50,
+                definition_tokens: 6_000,
+            },
+            Standing {
+                size: 50,
+                mode: Mode::Deferred,
+                tools_sent: 2,
+                definition_tokens: 800,
+            },
+        ];
+        let text = markdown(&r, &standing);
+        // Mean over the tasks' first requests (1,000 and 2,000), a quarter of 6,000.
+        assert!(
+            text.contains("| 50 | 50 | 6,000 | 2 | 800 | 5,200 | 1,500 | 25% |"),
+            "{text}"
+        );
+        assert!(text.contains("## Preloaded minus standing"), "{text}");
+        assert!(
+            text.contains("| 50 | preloaded | 2 × 1 | 50% [0, 100] |"),
+            "{text}"
+        );
+        // Without preloaded records, the report has neither the column nor the section.
+        let before = markdown(&report("m", &records[..4]), &standing);
+        assert!(!before.contains("preload"), "{before}");
+        assert!(
+            before.contains("| 50 | 50 | 6,000 | 2 | 800 | 5,200 |\n"),
+            "{before}"
+        );
+    }
+
+    fn plan(sizes: &[usize], modes: &[Mode], preload: Option<usize>) -> Plan {
+        Plan {
+            suite_digest: "s".into(),
+            catalogue_digest: "c".into(),
+            model: "m".into(),
+            sizes: sizes.to_vec(),
+            modes: modes.to_vec(),
+            preload,
+            runs: 1,
+            always_loaded: vec!["notes_search".into()],
+            max_rounds: MAX_ROUNDS,
+        }
+    }
+
+    #[test]
+    fn a_plan_from_before_modes_loads_as_both_and_a_resume_may_add_sizes_and_modes() {
+        let old = r#"{"suite_digest":"s","catalogue_digest":"c","model":"m","sizes":[10,50,200],"runs":1,"always_loaded":["notes_search"],"max_rounds":4}"#;
+        let earlier: Plan = serde_json::from_str(old).unwrap();
+        assert_eq!(earlier, plan(&[10, 50, 200], &Mode::BOTH, None));
+        let resume = plan(&[50, 200], &[Mode::Preloaded], Some(5));
+        assert!(plan_differences(&earlier, &resume).is_empty());
+        assert_eq!(
+            earlier.merged(&resume),
+            plan(&[10, 50, 200], &Mode::ALL, Some(5))
+        );
+        // The merged plan still loads, and names its preload.
+        let text = serde_json::to_string(&earlier.merged(&resume)).unwrap();
+        assert!(text.contains("\"preload\":5"), "{text}");
+        assert_eq!(
+            serde_json::from_str::<Plan>(&text).unwrap(),
+            earlier.merged(&resume)
+        );
+    }
+
+    #[test]
+    fn a_resume_with_other_settings_is_refused_by_name() {
+        let base = plan(&[50], &Mode::ALL, Some(5));
+        let cases: Vec<(Plan, Vec<&str>)> = vec![
+            (plan(&[50], &Mode::ALL, Some(3)), vec!["preload"]),
+            (
+                Plan {
+                    model: "other".into(),
+                    ..base.clone()
+                },
+                vec!["model"],
+            ),
+            (
+                Plan {
+                    runs: 3,
+                    ..base.clone()
+                },
+                vec!["runs"],
+            ),
+            (plan(&[10, 200], &[Mode::Standing], None), vec![]),
+        ];
+        for (other, want) in cases {
+            assert_eq!(plan_differences(&base, &other), want, "{other:?}");
+        }
+    }
+
+    #[test]
+    fn modes_parse_by_name_and_unknown_ones_are_refused() {
+        for mode in Mode::ALL {
+            assert_eq!(mode.as_str().parse::<Mode>(), Ok(mode));
+        }
+        for bad in ["", "Preloaded", "preload", "all"] {
+            let e = bad.parse::<Mode>().unwrap_err();
+            assert!(e.contains("standing, deferred, preloaded"), "{bad}: {e}");
+        }
     }
 
     #[test]

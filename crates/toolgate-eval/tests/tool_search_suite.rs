@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde_json::json;
 use toolgate_core::tool_search::{TOOL_SEARCH, names_in_result, registry_with_search};
 use toolgate_core::{CallRequest, Caller, Dispatcher, Principal};
-use toolgate_eval::tool_search::{FixtureFile, Mode, SelectionEval, SelectionSuite};
+use toolgate_eval::tool_search::{FixtureFile, Mode, PRELOAD, SelectionEval, SelectionSuite};
 
 fn root() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../evals/tool-search")
@@ -28,6 +28,7 @@ fn eval(sizes: &[usize], out: &Path) -> SelectionEval {
         fixtures: serde_json::from_str(&fixtures_text).unwrap(),
         fixtures_text,
         sizes: sizes.to_vec(),
+        modes: Mode::ALL.to_vec(),
         runs: 1,
         out_dir: out.to_path_buf(),
         resume: false,
@@ -143,22 +144,36 @@ async fn the_search_finds_each_tasks_tool_among_200_through_the_dispatcher() {
     let principal = Principal::local("eval", &[]).with_catalogue(registry.names());
     let caller = Caller::new(Dispatcher::new(registry).unwrap());
     let mut found_first = 0;
+    let mut ranks = Vec::new();
     for task in &e.suite.tasks {
+        // The query the runtime's preload sends: the task's words, as `preload_query` cuts them.
+        let query = toolgate_agent::deferral::preload_query(&task.prompt).unwrap();
         let outcome = caller
             .call(CallRequest::new(
                 principal.clone(),
                 "search-check",
                 TOOL_SEARCH,
-                json!({"query": task.prompt, "limit": 10}),
+                json!({"query": query, "limit": 10}),
             ))
             .await;
         let names = names_in_result(&outcome.observation().unwrap().content);
         assert!(names.len() <= 10);
-        assert!(names.contains(&task.tool), "{}: {names:?}", task.id);
+        let rank = names.iter().position(|n| n == &task.tool);
+        assert!(rank.is_some(), "{}: {names:?}", task.id);
+        ranks.push((task.id.clone(), rank.unwrap() + 1));
         if names.first() == Some(&task.tool) {
             found_first += 1;
         }
     }
+    // The preloaded mode sends the first PRELOAD the index ranks: each task's tool must be
+    // among them, or the mode could not pass that task whatever the model does.
+    for (id, rank) in &ranks {
+        assert!(
+            *rank <= PRELOAD,
+            "{id}: the right tool is ranked {rank}, past the preload of {PRELOAD}"
+        );
+    }
+    eprintln!("rank of the right tool per task: {ranks:?}");
     // Reported, not asserted: how often the task's own words put its tool first.
     eprintln!(
         "task prompt as query: the right tool first in {found_first} of {}",

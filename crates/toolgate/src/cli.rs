@@ -307,6 +307,16 @@ pub struct ToolSearchArgs {
         default_value = "10,50,200"
     )]
     pub sizes: Vec<usize>,
+    /// Modes, comma-separated: standing (every definition), deferred (tool_search and the
+    /// always-loaded set), preloaded (deferred plus the tools the index ranks first for the
+    /// task). A resume may add modes and sizes.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "MODE,...",
+        default_value = "standing,deferred"
+    )]
+    pub modes: Vec<toolgate_eval::tool_search::Mode>,
     /// Runs per task, size and mode.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub runs: u32,

@@ -45,6 +45,7 @@ pub fn run(args: &ToolSearchArgs) -> Result<(), CommandError> {
         fixtures,
         fixtures_text,
         sizes: args.sizes.clone(),
+        modes: args.modes.clone(),
         runs: args.runs as usize,
         out_dir: out.clone(),
         resume: args.resume,
@@ -57,11 +58,12 @@ pub fn run(args: &ToolSearchArgs) -> Result<(), CommandError> {
     let spec = choose_model(args.model.as_deref())?;
     let model = load_model(&spec, args.ctx, true)?;
     eprintln!(
-        "toolgate: tool-search eval with {}: sizes {:?}, {} tasks, {} runs, both modes; runs are saved in {} as they finish",
+        "toolgate: tool-search eval with {}: sizes {:?}, {} tasks, {} runs, modes {:?}; runs are saved in {} as they finish",
         model.name(),
         eval.sizes,
         eval.suite.tasks.len(),
         eval.runs,
+        eval.modes,
         out.display()
     );
     let rt = runtime()?;
@@ -104,7 +106,9 @@ fn write(
 /// One line per finished run; on a terminal, redrawn in place.
 fn progress_line(p: &Progress<'_>) {
     let per_run = p.elapsed_seconds / p.finished_here.max(1) as f64;
-    let eta = (per_run * (p.total - p.done) as f64).max(0.0).round() as u64;
+    let eta = (per_run * p.total.saturating_sub(p.done) as f64)
+        .max(0.0)
+        .round() as u64;
     let r = p.record;
     let line = format!(
         "{}/{} runs  ETA {}m{:02}s  last: {} tools {} {} #{}: {} ({}, {} searches, {:.0} s, {} input tokens)",
