@@ -544,8 +544,9 @@ pub struct DemoArgs {
     /// Write the demo's trace (JSON Lines) here.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// The notes toolset to run the demo on (`notes` or `notes-v2`).
-    #[arg(long, default_value = "notes", value_name = "TOOLSET")]
+    /// The notes toolset to run the demo on: `notes-v2` (its search returns the best match
+    /// whole, its loop corrects an answer that describes a call) or `notes`, the design before.
+    #[arg(long, default_value = "notes-v2", value_name = "TOOLSET")]
     pub toolset: ToolsetName,
     /// Sampling temperature (default: greedy for the embedded model).
     #[arg(long)]
