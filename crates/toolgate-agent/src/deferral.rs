@@ -37,12 +37,19 @@ pub struct DeferralConfig {
     pub preload: usize,
 }
 
+/// Default preload: the tools the `tool_search` index ranks first for the user's message, 8
+/// of them. Measured on the embedded model (README, "Tool search"): with 8 preloaded it chose
+/// the right tool in 12 of 12 tasks at 50 and at 200 tools, sending a quarter (50) and a tenth
+/// (200) of the tokens of every definition; without the preload it never searched and chose
+/// right in 1 of 12. 8 is the smallest count whose top k held every task's tool among 200.
+pub const DEFAULT_PRELOAD: usize = 8;
+
 impl Default for DeferralConfig {
     fn default() -> Self {
         DeferralConfig {
             threshold: DEFAULT_DEFER_THRESHOLD,
             always_loaded: Vec::new(),
-            preload: 0,
+            preload: DEFAULT_PRELOAD,
         }
     }
 }

@@ -8,7 +8,7 @@ pub mod repeat_guard;
 pub mod run;
 
 pub use approvers::TerminalApprover;
-pub use deferral::{DEFAULT_DEFER_THRESHOLD, DeferralConfig, ToolList};
+pub use deferral::{DEFAULT_DEFER_THRESHOLD, DEFAULT_PRELOAD, DeferralConfig, ToolList};
 pub use run::{
     Agent, AgentConfig, AgentEvent, CallSummary, DEFAULT_SYSTEM_PROMPT, DescribedCallCorrected,
     Observer, RepeatAnswered, RunResult, StopCause, ToolsAppended, ToolsEnded,

@@ -59,8 +59,9 @@ pub const MAX_ROUNDS: u32 = 4;
 /// note-plumber's 2nd, weather-oslo's 4th, calendar-ana's 8th; 5 would leave calendar-ana
 /// unanswerable whatever the model does
 /// (`the_search_finds_each_tasks_tool_among_200_through_the_dispatcher` asserts the bound). A
-/// larger k only adds definitions the model must read past.
-pub const PRELOAD: usize = 8;
+/// larger k only adds definitions the model must read past. The loop's default
+/// ([`toolgate_agent::DEFAULT_PRELOAD`]) is this measured value.
+pub const PRELOAD: usize = toolgate_agent::DEFAULT_PRELOAD;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ToolSearchEvalError {

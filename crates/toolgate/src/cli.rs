@@ -447,9 +447,11 @@ pub struct AgentArgs {
     /// Print only the answer.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Offer `tool_search`: past 30 tools the model gets a small standing set and searches
-    /// for the rest, whose definitions are appended (never swapped in). Saves tokens; the
-    /// embedded 1.5B model rarely searches, so it is off by default (README, "Tool search").
+    /// Offer `tool_search`: past 30 tools the model gets a small standing set plus the 8
+    /// tools the search index ranks first for the question (found before the first request),
+    /// and searches for the rest, whose definitions are appended (never swapped in). Measured
+    /// on the embedded model at 50 and 200 tools: the right tool in 12 of 12 tasks with a
+    /// quarter to a tenth of the definition tokens (README, "Tool search").
     #[arg(long)]
     pub tool_search: bool,
     /// Offer `code_execution`: the model may write a Python script that runs in the sandbox
