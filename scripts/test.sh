@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: set-up (scripts/setup.sh: build packages and the verified
-# embedded model), formatting, lints, then every test in the workspace.
+# embedded model), formatting, lints, the documentation book (scripts/docs.sh), then every test
+# in the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,5 +14,7 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== the documentation book (mdbook)"
+bash scripts/docs.sh
 echo "== cargo test"
 cargo test --workspace --locked
