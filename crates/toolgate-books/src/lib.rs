@@ -1,7 +1,9 @@
-//! toolgate-books: the goodbooks-10k catalogue (300 rows) in SQLite and three toolsets over
+//! toolgate-books: the goodbooks-10k catalogue (300 rows) in SQLite and four toolsets over
 //! it: `books-v1`, a straight CRUD wrapper; `books-v2`, designed for a model; `books-v3`, v2
-//! changed where the embedded model's runs failed (writes by filter, repeats answered). Domain
-//! code only: this crate knows nothing of models, MCP or the network.
+//! changed where the embedded model's runs failed (writes by filter, repeats answered);
+//! `books-v4`, v3 changed where its runs failed (placeholder filters left out, years in the
+//! user's words, empty matches that say what to drop). Domain code only: this crate knows
+//! nothing of models, MCP or the network.
 
 pub mod data;
 pub mod filter;
@@ -10,6 +12,7 @@ pub mod store;
 pub mod v1;
 pub mod v2;
 pub mod v3;
+pub mod v4;
 
 use toolgate_core::Tool;
 use toolgate_core::tool::DeclarationError;
@@ -22,16 +25,18 @@ pub enum Toolset {
     V1,
     V2,
     V3,
+    V4,
 }
 
 impl Toolset {
-    pub const ALL: [Toolset; 3] = [Toolset::V1, Toolset::V2, Toolset::V3];
+    pub const ALL: [Toolset; 4] = [Toolset::V1, Toolset::V2, Toolset::V3, Toolset::V4];
 
     pub fn name(self) -> &'static str {
         match self {
             Toolset::V1 => "books-v1",
             Toolset::V2 => "books-v2",
             Toolset::V3 => "books-v3",
+            Toolset::V4 => "books-v4",
         }
     }
 
@@ -45,6 +50,7 @@ impl Toolset {
             Toolset::V1 => v1::tools(store),
             Toolset::V2 => v2::tools(store),
             Toolset::V3 => v3::tools(store),
+            Toolset::V4 => v4::tools(store),
         }
     }
 }

@@ -1,0 +1,472 @@
+//! books-v4 on the real catalogue through the real dispatcher (the loop with a scripted model
+//! is in books_v4_loop.rs): the calls the embedded model made in the books-v3 runs
+//! (`evals/runs/books-v3-*`), written with v4's argument names, now change the right books or
+//! say which filter to drop; each suite task is one call; what a write refuses changes nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::fixture;
+use serde_json::{Value, json};
+use toolgate_books::Toolset;
+use toolgate_core::{CallRequest, Caller, ErrorCode, Mode, Principal, ScriptedApprover};
+
+/// The result of a call that must succeed.
+fn done(outcome: &toolgate_core::CallOutcome, what: &str) -> Value {
+    outcome
+        .observation()
+        .unwrap_or_else(|| panic!("{what}: {}", outcome.model_text()))
+        .content
+        .clone()
+}
+
+fn changed_ids(content: &Value) -> Vec<i64> {
+    let mut ids: Vec<i64> = content["books"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Every write task of the suite, as one v4 call and as the placeholder-laden call a v3 run
+/// made for it (field names mapped to v4's), with the SQL that selects the books it must
+/// change (the suite's expected_sql) and the column and value it must leave there.
+fn write_cases() -> Vec<(
+    &'static str,
+    &'static str,
+    Value,
+    &'static str,
+    &'static str,
+    &'static str,
+)> {
+    vec![
+        (
+            "collins-read",
+            "books_set_status",
+            json!({"author": "Suzanne Collins", "status": "read"}),
+            "my_status",
+            "read",
+            "authors LIKE '%Suzanne Collins%'",
+        ),
+        (
+            "riordan-reading",
+            "books_set_status",
+            json!({"author": "Rick Riordan", "status": "reading"}),
+            "my_status",
+            "reading",
+            "authors LIKE '%Rick Riordan%'",
+        ),
+        (
+            "brown-want",
+            "books_set_status",
+            json!({"author": "Dan Brown", "status": "want_to_read"}),
+            "my_status",
+            "want_to_read",
+            "authors LIKE '%Dan Brown%'",
+        ),
+        (
+            "king-early-read",
+            "books_set_status",
+            json!({"author": "Stephen King", "published_before": 1990, "status": "read"}),
+            "my_status",
+            "read",
+            "authors LIKE '%Stephen King%' AND original_publication_year < 1990",
+        ),
+        (
+            "recent-good-want",
+            "books_set_status",
+            json!({"published_after": 2010, "min_rating": 4.2, "status": "want_to_read"}),
+            "my_status",
+            "want_to_read",
+            "original_publication_year > 2010 AND average_rating >= 4.2",
+        ),
+        (
+            "austen-classic",
+            "books_tag",
+            json!({"author": "Jane Austen", "tag": "classic"}),
+            "my_tags",
+            "classic",
+            "authors LIKE '%Jane Austen%'",
+        ),
+        (
+            "green-ya",
+            "books_tag",
+            json!({"author": "John Green", "tag": "ya"}),
+            "my_tags",
+            "ya",
+            "authors LIKE '%John Green%'",
+        ),
+        (
+            "spanish-tag",
+            "books_tag",
+            json!({"language": "spa", "tag": "spanish"}),
+            "my_tags",
+            "spanish",
+            "language_code = 'spa'",
+        ),
+        (
+            "rowling-fav",
+            "books_tag",
+            json!({"author": "Rowling", "sort": "highest_rated", "limit": 2, "tag": "fav"}),
+            "my_tags",
+            "fav",
+            "book_id IN (SELECT book_id FROM books WHERE authors LIKE '%Rowling%' ORDER BY average_rating DESC LIMIT 2)",
+        ),
+        (
+            "oldest-three-ancient",
+            "books_tag",
+            json!({"sort": "earliest", "limit": 3, "tag": "ancient"}),
+            "my_tags",
+            "ancient",
+            "book_id IN (SELECT book_id FROM books WHERE original_publication_year IS NOT NULL ORDER BY original_publication_year LIMIT 3)",
+        ),
+        (
+            "best-2005-want",
+            "books_set_status",
+            json!({"published_in": 2005, "sort": "highest_rated", "limit": 1, "status": "want_to_read"}),
+            "my_status",
+            "want_to_read",
+            "book_id = (SELECT book_id FROM books WHERE original_publication_year = 2005 ORDER BY average_rating DESC LIMIT 1)",
+        ),
+        (
+            "tolkien-top-read",
+            "books_set_status",
+            json!({"author": "Tolkien", "sort": "highest_rated", "limit": 1, "status": "read"}),
+            "my_status",
+            "read",
+            "book_id = (SELECT book_id FROM books WHERE authors LIKE '%Tolkien%' ORDER BY average_rating DESC LIMIT 1)",
+        ),
+        // The v3 runs' placeholder calls (spanish-tag #0 and #1, oldest-three-ancient #0,
+        // best-2005-want greedy), each field as the run filled it.
+        (
+            "spanish-tag (v3 run: placeholders)",
+            "books_tag",
+            json!({"author": "none", "title": "none", "published_after": 0, "published_before": 2100, "min_rating": 0, "max_rating": 5, "language": "spa", "current_status": "no_status", "has_tag": "spanish", "tag": "spanish"}),
+            "my_tags",
+            "spanish",
+            "language_code = 'spa'",
+        ),
+        (
+            "spanish-tag (v3 run: zero ranges)",
+            "books_tag",
+            json!({"author": "none", "title": "none", "published_after": 0, "published_before": 0, "min_rating": 0, "max_rating": 0, "language": "spa", "has_tag": "spanish", "tag": "spanish"}),
+            "my_tags",
+            "spanish",
+            "language_code = 'spa'",
+        ),
+        (
+            "oldest-three-ancient (v3 run: placeholders)",
+            "books_tag",
+            json!({"author": "none", "title": "none", "min_rating": 1, "max_rating": 1, "language": "none", "has_tag": "ancient", "sort": "earliest", "limit": 3, "tag": "ancient"}),
+            "my_tags",
+            "ancient",
+            "book_id IN (SELECT book_id FROM books WHERE original_publication_year IS NOT NULL ORDER BY original_publication_year LIMIT 3)",
+        ),
+        (
+            "best-2005-want (v3 run: placeholders)",
+            "books_set_status",
+            json!({"author": "none", "title": "none", "published_in": 2005, "min_rating": 0, "max_rating": 5, "language": "none", "has_tag": "none", "sort": "highest_rated", "limit": 1, "status": "want_to_read"}),
+            "my_status",
+            "want_to_read",
+            "book_id = (SELECT book_id FROM books WHERE original_publication_year = 2005 ORDER BY average_rating DESC LIMIT 1)",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn every_write_task_and_the_v3_runs_placeholder_calls_change_exactly_the_right_books() {
+    for (task, tool, args, column, value, selects) in write_cases() {
+        let f = fixture(Toolset::V4);
+        let content = done(&f.call(tool, args.clone()).await, task);
+        let expected = f.sql_ids(&format!(
+            "SELECT book_id FROM books WHERE {selects} ORDER BY 1"
+        ));
+        assert!(
+            !expected.is_empty(),
+            "{task}: the suite's selection is not empty"
+        );
+        let changed = f.sql_ids(&format!(
+            "SELECT book_id FROM books WHERE {column} = '{value}' ORDER BY 1"
+        ));
+        assert_eq!(changed, expected, "{task}: {content}");
+        assert_eq!(
+            changed_ids(&content),
+            expected,
+            "{task}: the result names each book"
+        );
+        assert_eq!(content["changed"], json!(expected.len()), "{task}");
+        let summary = content["summary"].as_str().unwrap();
+        assert!(
+            summary.starts_with(&format!("Changed {} books", expected.len())),
+            "{task}: {summary}"
+        );
+        let untouched = if column == "my_status" {
+            "my_tags <> ''"
+        } else {
+            "my_status IS NOT NULL"
+        };
+        assert_eq!(
+            f.sql_i64(&format!("SELECT count(*) FROM books WHERE {untouched}")),
+            0,
+            "{task}"
+        );
+        if task.contains("v3 run") {
+            assert!(
+                !content["ignored"].as_array().unwrap().is_empty(),
+                "{task}: the placeholders are named: {content}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_search_answers_counts_and_superlatives_in_its_first_words() {
+    let f = fixture(Toolset::V4);
+    // (call, the suite's expected SQL or title, what `found` or `of_all_matches` must say)
+    let counts = [
+        (
+            json!({"author": "Suzanne Collins"}),
+            "SELECT count(*) FROM books WHERE authors LIKE '%Suzanne Collins%'",
+        ),
+        (
+            json!({"author": "Stephen King"}),
+            "SELECT count(*) FROM books WHERE authors LIKE '%Stephen King%'",
+        ),
+        (
+            json!({"published_before": 1900}),
+            "SELECT count(*) FROM books WHERE original_publication_year < 1900",
+        ),
+        (
+            json!({"language": "missing"}),
+            "SELECT count(*) FROM books WHERE language_code IS NULL",
+        ),
+        // v3 runs' calls: a limit of 1 and placeholders do not change the count.
+        (
+            json!({"author": "Stephen King", "limit": 1, "title": "none"}),
+            "SELECT count(*) FROM books WHERE authors LIKE '%Stephen King%'",
+        ),
+    ];
+    for (args, sql) in counts {
+        let content = done(&f.call("books_search", args.clone()).await, "count");
+        let n = f.sql_i64(sql);
+        assert_eq!(content["total_matches"], json!(n), "{args}");
+        let found = content["found"].as_str().unwrap();
+        assert!(found.starts_with(&format!("{n} books ")), "{args}: {found}");
+    }
+    // (call, of_all_matches field, title the suite expects): a page sorted the other way,
+    // or a limit of 1, still names the extremes of the whole match.
+    let superlatives = [
+        (
+            json!({"author": "J.R.R. Tolkien", "min_rating": 4.0, "limit": 1}),
+            "highest_rated",
+            "Return of the King",
+        ),
+        (
+            json!({"author": "Dan Brown", "limit": 1}),
+            "earliest",
+            "Digital Fortress",
+        ),
+        (
+            json!({"author": "Jane Austen", "min_rating": 1, "max_rating": 1}),
+            "lowest_rated",
+            "Emma",
+        ),
+        (json!({}), "earliest", "Odyssey"),
+    ];
+    for (args, field, title) in superlatives {
+        let content = done(&f.call("books_search", args.clone()).await, "superlative");
+        let named = content["of_all_matches"][field].as_str().unwrap();
+        assert!(named.contains(title), "{args}: {field} = {named}");
+    }
+}
+
+#[tokio::test]
+async fn a_filter_that_hides_every_book_is_named_with_the_call_to_send_instead() {
+    let f = fixture(Toolset::V4);
+    // (v3 run's call, next_call expected, its count)
+    let cases = [
+        (
+            json!({"author": "Suzanne Collins", "current_status": "want_to_read"}),
+            json!({"author": "Suzanne Collins"}),
+            3,
+        ),
+        (
+            json!({"author": "Stephen King", "published_after": 1899, "published_before": 1990, "current_status": "read"}),
+            json!({"author": "Stephen King", "published_after": 1899, "published_before": 1990}),
+            6,
+        ),
+        (
+            json!({"author": "Dan Brown", "published_after": 1949, "published_before": 1960, "sort": "earliest", "limit": 1}),
+            json!({"author": "Dan Brown", "sort": "earliest", "limit": 1}),
+            6,
+        ),
+    ];
+    for (args, next, n) in cases {
+        let content = done(&f.call("books_search", args.clone()).await, "empty");
+        assert_eq!(content["total_matches"], 0, "{args}");
+        assert_eq!(content["next_call"], next, "{args}: {content}");
+        assert!(
+            !content["without_each_filter"]
+                .as_array()
+                .unwrap()
+                .is_empty()
+        );
+        let retried = done(&f.call("books_search", next.clone()).await, "next_call");
+        assert_eq!(retried["total_matches"], n, "{next}");
+    }
+    // A filter the user asked for that matches nothing is not second-guessed away.
+    let none = done(
+        &f.call("books_search", json!({"author": "Nobody Anybody"}))
+            .await,
+        "nobody",
+    );
+    assert_eq!(none["total_matches"], 0);
+    assert!(none.get("next_call").is_none(), "{none}");
+}
+
+#[tokio::test]
+async fn writes_that_cannot_be_bounded_or_matched_change_nothing_and_teach_the_call() {
+    // (call, error code, field the error names)
+    let cases = [
+        (
+            json!({"author": "none", "title": "n/a", "tag": "fav"}),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            json!({"tag": "none", "author": "Jane Austen"}),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            json!({"published_after": 1900, "status": "read"}),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            json!({"published_after": 2010, "published_before": 2011, "status": "read"}),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            json!({"author": "Suzanne Collins", "min_rating": 4.5, "status": "read"}),
+            ErrorCode::NotFound,
+        ),
+    ];
+    for (args, code) in cases {
+        let f = fixture(Toolset::V4);
+        let tool = if args.get("tag").is_some() {
+            "books_tag"
+        } else {
+            "books_set_status"
+        };
+        let outcome = f.call(tool, args.clone()).await;
+        assert_eq!(
+            outcome.error().map(|e| e.code),
+            Some(code),
+            "{args}: {}",
+            outcome.model_text()
+        );
+        assert_eq!(
+            f.sql_i64("SELECT count(*) FROM books WHERE my_status IS NOT NULL OR my_tags <> ''"),
+            0,
+            "{args} changed nothing"
+        );
+    }
+    // The no-match refusal's example is the corrected call, and it works.
+    let f = fixture(Toolset::V4);
+    let refused = f
+        .call(
+            "books_set_status",
+            json!({"author": "Suzanne Collins", "current_status": "reading", "status": "read"}),
+        )
+        .await;
+    let error = refused.error().unwrap();
+    assert_eq!(error.code, ErrorCode::NotFound);
+    let example = error.example.clone().unwrap();
+    assert_eq!(
+        example,
+        json!({"author": "Suzanne Collins", "status": "read"})
+    );
+    done(
+        &f.call("books_set_status", example).await,
+        "the corrected call",
+    );
+    assert_eq!(
+        f.sql_i64("SELECT count(*) FROM books WHERE my_status = 'read'"),
+        3
+    );
+}
+
+#[tokio::test]
+async fn a_repeated_write_says_it_is_done_and_a_limited_one_says_what_it_left() {
+    let f = fixture(Toolset::V4);
+    // recent-good-want #0 of books-v3-dev-sampled-embedded: this write, eight times.
+    let args = json!({"published_after": 2010, "min_rating": 4.2, "sort": "latest", "limit": 10, "status": "want_to_read"});
+    let first = done(&f.call("books_set_status", args.clone()).await, "first");
+    let matched = f.sql_i64(
+        "SELECT count(*) FROM books WHERE original_publication_year > 2010 AND average_rating >= 4.2",
+    );
+    assert!(matched > 10);
+    assert_eq!(first["changed"], 10);
+    let note = first["note"].as_str().unwrap();
+    assert!(note.contains(&format!("first 10 of {matched}")), "{note}");
+    let summary = first["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("the same call again changes nothing"),
+        "{summary}"
+    );
+    // The same call in the same run replays that result from its receipt: nothing runs again.
+    let again = done(&f.call("books_set_status", args).await, "again");
+    assert_eq!(again, first);
+    assert_eq!(
+        f.sql_i64("SELECT count(*) FROM books WHERE my_status = 'want_to_read'"),
+        10
+    );
+    // Another call that selects only books already in that state says nothing changed.
+    let narrower = json!({"published_after": 2010, "min_rating": 4.2, "sort": "latest", "limit": 5, "status": "want_to_read"});
+    let other = done(&f.call("books_set_status", narrower).await, "narrower");
+    assert_eq!(other["changed"], 0);
+    let summary = other["summary"].as_str().unwrap();
+    assert!(summary.starts_with("Nothing changed"), "{summary}");
+}
+
+#[tokio::test]
+async fn the_approver_sees_the_books_the_normalized_filter_write_would_change() {
+    let f = fixture(Toolset::V4);
+    let approver = Arc::new(ScriptedApprover::approving(Vec::<String>::new()));
+    let caller = Caller::new(f.dispatcher.clone())
+        .with_approver(approver.clone())
+        .with_mode(Mode::Ask);
+    let outcome = caller
+        .call(CallRequest::new(
+            Principal::local("tester", &[]),
+            "run-1",
+            "books_tag",
+            json!({"author": "none", "language": "spa", "has_tag": "spanish", "tag": "spanish"}),
+        ))
+        .await;
+    assert_eq!(outcome.error().unwrap().code, ErrorCode::ApprovalDenied);
+    let seen = approver.seen();
+    assert_eq!(seen.len(), 1);
+    let preview = seen[0].preview.clone().unwrap();
+    // The placeholders and the echoed tag are left out of the preview as of the write: the
+    // two books whose language is spa, not none.
+    assert_eq!(preview["changes"], 2, "{preview}");
+    let titles = preview["books"].as_array().unwrap();
+    for id in f.sql_ids("SELECT book_id FROM books WHERE language_code = 'spa' ORDER BY 1") {
+        assert!(
+            titles
+                .iter()
+                .any(|t| t.as_str().unwrap().starts_with(&format!("{id}: "))),
+            "{preview}"
+        );
+    }
+    assert_eq!(
+        f.sql_i64("SELECT count(*) FROM books WHERE my_tags <> ''"),
+        0,
+        "denied: nothing changed"
+    );
+}
