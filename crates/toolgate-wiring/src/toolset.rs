@@ -22,6 +22,9 @@ pub enum ToolsetName {
     BooksV2,
     /// books-v2 changed where the embedded model failed: writes by filter, repeats answered.
     BooksV3,
+    /// books-v3 changed where the embedded model failed: placeholder filters left out, years
+    /// in the user's words, empty matches that say which filter to drop.
+    BooksV4,
     /// The notes assistant: notes, web clips, email drafts and sends.
     Notes,
     /// The notes assistant with notes-v2's search (the best match whole, a kind filter that
@@ -52,10 +55,11 @@ fn known_names() -> String {
 
 impl ToolsetName {
     /// Every toolset, in the order listings show them.
-    pub const ALL: [ToolsetName; 5] = [
+    pub const ALL: [ToolsetName; 6] = [
         ToolsetName::BooksV1,
         ToolsetName::BooksV2,
         ToolsetName::BooksV3,
+        ToolsetName::BooksV4,
         ToolsetName::Notes,
         ToolsetName::NotesV2,
     ];
@@ -63,9 +67,10 @@ impl ToolsetName {
     /// The name it is given by (flags, reports, run records).
     pub fn as_str(self) -> &'static str {
         match self {
-            ToolsetName::BooksV1 | ToolsetName::BooksV2 | ToolsetName::BooksV3 => {
-                self.books_design().map_or("books", BooksDesign::name)
-            }
+            ToolsetName::BooksV1
+            | ToolsetName::BooksV2
+            | ToolsetName::BooksV3
+            | ToolsetName::BooksV4 => self.books_design().map_or("books", BooksDesign::name),
             ToolsetName::Notes => "notes",
             ToolsetName::NotesV2 => "notes-v2",
         }
@@ -79,6 +84,9 @@ impl ToolsetName {
             ToolsetName::BooksV3 => {
                 "books-v2 with writes that take the search's filters and repeats answered from the earlier result"
             }
+            ToolsetName::BooksV4 => {
+                "books-v3 with placeholder filters left out, years in the user's words and empty matches that say which filter to drop"
+            }
             ToolsetName::Notes => "The notes assistant: notes, web clips, email drafts and sends",
             ToolsetName::NotesV2 => {
                 "notes with a search that returns the best match whole and never lets a kind hide every match"
@@ -89,7 +97,10 @@ impl ToolsetName {
     /// The kind of store it works on.
     pub fn store(self) -> StoreKind {
         match self {
-            ToolsetName::BooksV1 | ToolsetName::BooksV2 | ToolsetName::BooksV3 => StoreKind::Books,
+            ToolsetName::BooksV1
+            | ToolsetName::BooksV2
+            | ToolsetName::BooksV3
+            | ToolsetName::BooksV4 => StoreKind::Books,
             ToolsetName::Notes | ToolsetName::NotesV2 => StoreKind::Notes,
         }
     }
@@ -100,14 +111,16 @@ impl ToolsetName {
             ToolsetName::BooksV1 => Some(BooksDesign::V1),
             ToolsetName::BooksV2 => Some(BooksDesign::V2),
             ToolsetName::BooksV3 => Some(BooksDesign::V3),
+            ToolsetName::BooksV4 => Some(BooksDesign::V4),
             ToolsetName::Notes | ToolsetName::NotesV2 => None,
         }
     }
 
-    /// The loop settings the toolset was designed with, on the loop's defaults: `notes-v2`
-    /// corrects an answer that describes a call, ends tool use at a second exact repeat, and
-    /// asks for a call in the first round (every question to the notes assistant is about the
-    /// user's notes). Front ends start from this and set what is theirs (rounds, sampling).
+    /// The loop settings the toolset was designed with, on the loop's defaults: `notes-v2` and
+    /// `books-v4` correct an answer that describes a call, end tool use at a second exact
+    /// repeat, and ask for a call in the first round (every question to either assistant is
+    /// about the user's own data). Front ends start from this and set what is theirs (rounds,
+    /// sampling).
     pub fn agent_config(self) -> AgentConfig {
         match self {
             ToolsetName::BooksV1
@@ -120,13 +133,25 @@ impl ToolsetName {
                 first_round_must_call: true,
                 ..AgentConfig::default()
             },
+            // The same levers, for books-v4's failure kinds in the v3 runs: calls described
+            // instead of made (*no tool call*, *wrong answer*), a write repeated to the round
+            // cap (*round cap*).
+            ToolsetName::BooksV4 => AgentConfig {
+                correct_described_calls: true,
+                end_tools_after_repeats: true,
+                first_round_must_call: true,
+                ..AgentConfig::default()
+            },
         }
     }
 
     /// The notes crate's design for a notes toolset.
     pub(crate) fn notes_design(self) -> Option<NotesDesign> {
         match self {
-            ToolsetName::BooksV1 | ToolsetName::BooksV2 | ToolsetName::BooksV3 => None,
+            ToolsetName::BooksV1
+            | ToolsetName::BooksV2
+            | ToolsetName::BooksV3
+            | ToolsetName::BooksV4 => None,
             ToolsetName::Notes => Some(NotesDesign::V1),
             ToolsetName::NotesV2 => Some(NotesDesign::V2),
         }
@@ -196,13 +221,36 @@ mod tests {
         let names: Vec<&str> = ToolsetName::ALL.iter().map(|t| t.as_str()).collect();
         assert_eq!(
             names,
-            ["books-v1", "books-v2", "books-v3", "notes", "notes-v2"]
+            [
+                "books-v1", "books-v2", "books-v3", "books-v4", "notes", "notes-v2"
+            ]
         );
         for toolset in ToolsetName::ALL {
             assert_eq!(toolset.to_string().parse::<ToolsetName>(), Ok(toolset));
         }
-        let err = "books-v4".parse::<ToolsetName>().unwrap_err();
+        let err = "books-v9".parse::<ToolsetName>().unwrap_err();
         assert!(err.to_string().contains("books-v1"), "{err}");
+    }
+
+    #[test]
+    fn books_v4_runs_with_the_loop_levers_and_earlier_books_designs_without() {
+        let v4 = ToolsetName::BooksV4.agent_config();
+        assert!(
+            v4.correct_described_calls && v4.end_tools_after_repeats && v4.first_round_must_call
+        );
+        for earlier in [
+            ToolsetName::BooksV1,
+            ToolsetName::BooksV2,
+            ToolsetName::BooksV3,
+        ] {
+            let config = earlier.agent_config();
+            assert!(
+                !config.correct_described_calls
+                    && !config.end_tools_after_repeats
+                    && !config.first_round_must_call,
+                "{earlier} keeps the loop it was measured with"
+            );
+        }
     }
 
     #[test]
@@ -212,7 +260,8 @@ mod tests {
             [
                 ToolsetName::BooksV1,
                 ToolsetName::BooksV2,
-                ToolsetName::BooksV3
+                ToolsetName::BooksV3,
+                ToolsetName::BooksV4
             ]
         );
         assert_eq!(
