@@ -6,12 +6,20 @@
 //! dispatcher ran (a script's included), model turns, wall time, and correctness against SQL
 //! over the store; a larger notebook (the sample plus generated notes) shows how each grows.
 //!
-//! Each arm's conversation is kept as `transcript-<notes>-<arm>.json`.
+//! Each arm's conversation is kept as `transcript-<notes>-<arm>.json` (greedy), or
+//! `transcript-<notes>-<arm>-run<i>.json` for the i-th of several sampled runs.
+//!
+//! Sampled runs (`runs` > 1 with a `temperature`): each model arm runs `runs` times per notebook,
+//! run i with seed [`crate::runner::run_seed`]`(seed, "code-mode-<notes>", i)`, the same for
+//! every arm and every call form, so two measurements with the same seed pair run by run; the
+//! stand-in arms run once. Besides the answer's correctness, each run records whether a script
+//! it ran printed every right id and the count with no wrong id (`script_correct`): what "the
+//! model produced a correct script" means, whatever its final answer made of the output.
 //!
 //! Guarantees: the truth is computed from the store, never from the model; each arm starts from
 //! a fresh copy of the notebook; runs are appended to `runs.jsonl` as they finish and
-//! `--resume` skips the arms already there (refusing a folder made with another question or
-//! model).
+//! `--resume` skips the runs already there (refusing a folder made with another question,
+//! model, temperature or seed).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -124,6 +132,21 @@ pub struct ArmRun {
     pub wall_ms: u64,
     pub stop: String,
     pub answer: Option<String>,
+    /// Which run of this arm on this notebook (0 for the first, and for a greedy measurement).
+    #[serde(default)]
+    pub run: usize,
+    /// The sampling temperature and this run's seed (`None`: greedy).
+    #[serde(default)]
+    pub temperature: Option<f32>,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// For the script arms: whether a script of the run printed every right id and the count,
+    /// and no wrong id (`None` for the tool-by-tool arms and runs saved before it was kept).
+    #[serde(default)]
+    pub script_correct: Option<bool>,
+    /// For the script arms: the exit code of the run's last script (`None` when none ran).
+    #[serde(default)]
+    pub script_exit: Option<i64>,
 }
 
 /// Wraps a model to measure every request and keep the usage of every response.
@@ -253,6 +276,51 @@ impl Model for ReferencePaging {
     }
 }
 
+/// What one `code_execution` result says: the script's stdout and exit code.
+fn script_output(result: &serde_json::Value) -> (String, Option<i64>) {
+    let printed = result["untrusted_content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|u| u["source"] == "code_execution stdout")
+        .filter_map(|u| u["text"].as_str())
+        .collect::<String>();
+    (printed, result["result"]["exit_code"].as_i64())
+}
+
+/// The outputs of the `code_execution` calls of a conversation, oldest first.
+fn script_outputs(messages: &[toolgate_llm::Message]) -> Vec<(String, Option<i64>)> {
+    let code_calls: BTreeSet<&str> = messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            toolgate_llm::ContentBlock::ToolCall(c)
+                if c.name == toolgate_sandbox::tool::TOOL_NAME =>
+            {
+                Some(c.id.as_str())
+            }
+            toolgate_llm::ContentBlock::ToolCall(_)
+            | toolgate_llm::ContentBlock::Text { .. }
+            | toolgate_llm::ContentBlock::ToolResult(_) => None,
+        })
+        .collect();
+    messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            toolgate_llm::ContentBlock::ToolResult(r)
+                if code_calls.contains(r.call_id.as_str()) =>
+            {
+                serde_json::from_str::<serde_json::Value>(&r.content).ok()
+            }
+            toolgate_llm::ContentBlock::ToolResult(_)
+            | toolgate_llm::ContentBlock::Text { .. }
+            | toolgate_llm::ContentBlock::ToolCall(_) => None,
+        })
+        .map(|result| script_output(&result))
+        .collect()
+}
+
 /// The stand-in of [`Arm::ReferenceScript`]: calls `code_execution` with
 /// [`REFERENCE_SCRIPT`], then answers with what the script printed.
 struct ReferenceScript;
@@ -266,15 +334,9 @@ impl Model for ReferenceScript {
         &'a self,
         request: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<ModelResponse, LlmError>> {
-        let printed = tool_results(request).last().map(|result| {
-            result["untrusted_content"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|u| u["source"] == "code_execution stdout")
-                .filter_map(|u| u["text"].as_str())
-                .collect::<String>()
-        });
+        let printed = tool_results(request)
+            .last()
+            .map(|result| script_output(result).0);
         let response = match printed {
             Some(text) => stand_in_response(&self.name(), text, None),
             None => stand_in_response(
@@ -326,6 +388,12 @@ pub struct CodeMode {
     pub max_rounds: u32,
     pub out_dir: PathBuf,
     pub resume: bool,
+    /// Runs of each model arm per notebook (the stand-ins run once).
+    pub runs: usize,
+    /// Sampling temperature; `None` (or 0) is greedy, and then one run is all there is.
+    pub temperature: Option<f32>,
+    /// The base of every sampled run's seed (see the module doc).
+    pub seed: u64,
 }
 
 pub type Progress = dyn Fn(&ArmRun) + Send + Sync;
@@ -366,19 +434,30 @@ impl CodeMode {
         Ok((store, truth, usize::try_from(total).unwrap_or(0), path))
     }
 
+    /// The sampling temperature, when it samples (above zero).
+    fn sampling(&self) -> Option<f32> {
+        self.temperature.filter(|t| *t > 0.0)
+    }
+
+    /// How many runs `arm` gets per notebook.
+    fn runs_of(&self, arm: Arm) -> usize {
+        if arm.is_reference() || self.sampling().is_none() {
+            1
+        } else {
+            self.runs.max(1)
+        }
+    }
+
     fn saved(&self, model: &str) -> Result<Vec<ArmRun>, CodeModeError> {
         let path = self.out_dir.join(RUNS_FILE);
         let runs = load_runs(&self.out_dir)?;
-        if let Some(other) = runs
-            .iter()
-            .find(|r| (r.arm != Arm::ReferenceScript && r.model != model) || r.question != QUESTION)
-        {
-            return Err(CodeModeError::Mismatch {
+        match mismatch(&runs, model, self.sampling(), self.seed) {
+            Some(found) => Err(CodeModeError::Mismatch {
                 path: path.display().to_string(),
-                found: format!("model {}", other.model),
-            });
+                found,
+            }),
+            None => Ok(runs),
         }
-        Ok(runs)
     }
 
     /// Runs every arm on every notebook (skipping saved ones with `resume`).
@@ -399,33 +478,37 @@ impl CodeMode {
         };
         for &extra in &self.extra_notes {
             for &arm in &self.arms {
-                let (store, truth, total, path) = self.notebook(extra, arm)?;
-                let done = runs.iter().any(|r| r.arm == arm && r.notes == total);
-                let run = if done {
-                    None
-                } else {
-                    Some(
-                        self.run_arm(Arc::clone(&model), arm, &store, &truth, total)
-                            .await?,
-                    )
-                };
-                // The notebook is rebuilt from the seed for every arm; it is not kept.
-                drop(store);
-                remove_db(&path)?;
-                let Some(run) = run else { continue };
-                let mut line = serde_json::to_string(&run).unwrap_or_default();
-                line.push('\n');
-                use std::io::Write as _;
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&runs_path)
-                    .and_then(|mut f| f.write_all(line.as_bytes()))
-                    .map_err(|e| io(&runs_path, e))?;
-                if let Some(progress) = progress {
-                    progress(&run);
+                for index in 0..self.runs_of(arm) {
+                    let (store, truth, total, path) = self.notebook(extra, arm)?;
+                    let done = runs
+                        .iter()
+                        .any(|r| r.arm == arm && r.notes == total && r.run == index);
+                    let run = if done {
+                        None
+                    } else {
+                        Some(
+                            self.run_arm(Arc::clone(&model), arm, &store, &truth, total, index)
+                                .await?,
+                        )
+                    };
+                    // The notebook is rebuilt from the seed for every arm; it is not kept.
+                    drop(store);
+                    remove_db(&path)?;
+                    let Some(run) = run else { continue };
+                    let mut line = serde_json::to_string(&run).unwrap_or_default();
+                    line.push('\n');
+                    use std::io::Write as _;
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&runs_path)
+                        .and_then(|mut f| f.write_all(line.as_bytes()))
+                        .map_err(|e| io(&runs_path, e))?;
+                    if let Some(progress) = progress {
+                        progress(&run);
+                    }
+                    runs.push(run);
                 }
-                runs.push(run);
             }
         }
         Ok(runs)
@@ -438,7 +521,10 @@ impl CodeMode {
         store: &Store,
         truth: &BTreeSet<i64>,
         total: usize,
+        index: usize,
     ) -> Result<ArmRun, CodeModeError> {
+        let temperature = self.sampling();
+        let seed = run_seed_of(temperature, self.seed, total, index);
         let trace = Arc::new(MemoryTrace::default());
         let seat = Seat::new(Principal::local("local-user", &[])).with_trace(trace.clone());
         let extra = ExtraTools {
@@ -475,6 +561,8 @@ impl CodeMode {
                 offered: arm
                     .code()
                     .then(|| vec![toolgate_sandbox::tool::TOOL_NAME.to_owned()]),
+                temperature,
+                seed,
                 ..AgentConfig::default()
             },
         );
@@ -484,9 +572,15 @@ impl CodeMode {
             .await;
         let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         // The whole conversation (the script, what it printed, the answer), beside the figures.
-        let transcript = self
-            .out_dir
-            .join(format!("transcript-{total}-{}.json", arm.as_str()));
+        let run_suffix = if seed.is_some() {
+            format!("-run{index}")
+        } else {
+            String::new()
+        };
+        let transcript = self.out_dir.join(format!(
+            "transcript-{total}-{}{run_suffix}.json",
+            arm.as_str()
+        ));
         let text = serde_json::to_vec_pretty(&result.transcript).unwrap_or_default();
         std::fs::write(&transcript, text).map_err(|e| io(&transcript, e))?;
         let prompts = metered
@@ -496,6 +590,15 @@ impl CodeMode {
             .unwrap_or_default();
         let answer = result.answer.clone();
         let (found, wrong, count_right, correct) = judge(answer.as_deref().unwrap_or(""), truth);
+        let scripts = script_outputs(&result.transcript);
+        let (script_correct, script_exit) = if arm.code() {
+            (
+                Some(scripts.iter().any(|(printed, _)| judge(printed, truth).3)),
+                scripts.last().and_then(|(_, exit)| *exit),
+            )
+        } else {
+            (None, None)
+        };
         Ok(ArmRun {
             arm,
             notes: total,
@@ -519,8 +622,48 @@ impl CodeMode {
                 .and_then(|v| v.get("kind").and_then(|k| k.as_str().map(str::to_owned)))
                 .unwrap_or_default(),
             answer,
+            run: index,
+            temperature,
+            seed,
+            script_correct,
+            script_exit,
         })
     }
+}
+
+/// The seed of run `index` on the notebook of `total` notes: `None` when greedy (no
+/// `temperature`), else the same for every arm and call form at that size and index.
+pub fn run_seed_of(temperature: Option<f32>, base: u64, total: usize, index: usize) -> Option<u64> {
+    temperature.map(|_| crate::runner::run_seed(base, &format!("code-mode-{total}"), index))
+}
+
+/// What makes saved `runs` another measurement than one of `model` at `temperature` (sampling,
+/// or `None`) with seed base `seed`: another question, or for a model arm another model,
+/// temperature or seed. `None` when they belong to it.
+pub fn mismatch(
+    runs: &[ArmRun],
+    model: &str,
+    temperature: Option<f32>,
+    seed: u64,
+) -> Option<String> {
+    runs.iter().find_map(|r| {
+        if r.question != QUESTION {
+            Some("another question".to_owned())
+        } else if r.arm.is_reference() {
+            None
+        } else if r.model != model {
+            Some(format!("model {}", r.model))
+        } else if r.temperature != temperature
+            || r.seed != run_seed_of(temperature, seed, r.notes, r.run)
+        {
+            Some(format!(
+                "run {} at {} notes with temperature {:?} and seed {:?}",
+                r.run, r.notes, r.temperature, r.seed
+            ))
+        } else {
+            None
+        }
+    })
 }
 
 /// Removes an SQLite file and its journal files.
@@ -549,7 +692,9 @@ pub fn load_runs(out_dir: &Path) -> Result<Vec<ArmRun>, CodeModeError> {
         .collect())
 }
 
-/// The report table: by notebook size, then arm.
+/// The report: with several runs of an arm on a notebook, first a summary (correct answers and
+/// correct scripts out of the runs, per notebook size and arm); then one row per run, by
+/// notebook size, arm and run.
 pub fn markdown(runs: &[ArmRun]) -> String {
     let order = [
         Arm::ToolByTool,
@@ -558,15 +703,38 @@ pub fn markdown(runs: &[ArmRun]) -> String {
         Arm::ReferenceScript,
     ];
     let mut runs: Vec<&ArmRun> = runs.iter().collect();
-    runs.sort_by_key(|r| (r.notes, order.iter().position(|a| *a == r.arm)));
-    let mut out = String::from(
-        "| notes | arm | tokens in context (o200k) | model's own prompt count | input tokens, all turns | model tool calls | calls run | model turns | wall s | ids found | wrong ids | count right | correct |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    runs.sort_by_key(|r| (r.notes, order.iter().position(|a| *a == r.arm), r.run));
+    let mut out = String::new();
+    let summary = summarize(&runs);
+    if summary.iter().any(|s| s.runs > 1) {
+        out.push_str(
+            "| notes | arm | runs | correct answers | correct scripts | scripts that exited 0 |\n| --- | --- | --- | --- | --- | --- |\n",
+        );
+        for s in &summary {
+            let scripts =
+                |n: Option<usize>| n.map_or("-".to_owned(), |n| format!("{n}/{}", s.runs));
+            out.push_str(&format!(
+                "| {} | {} | {} | {}/{} | {} | {} |\n",
+                s.notes,
+                s.arm.as_str(),
+                s.runs,
+                s.correct,
+                s.runs,
+                scripts(s.script_correct),
+                scripts(s.script_ok),
+            ));
+        }
+        out.push('\n');
+    }
+    out.push_str(
+        "| notes | arm | run | tokens in context (o200k) | model's own prompt count | input tokens, all turns | model tool calls | calls run | model turns | wall s | ids found | wrong ids | count right | correct | script correct |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for r in runs {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {}/{} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {}/{} | {} | {} | {} | {} |\n",
             r.notes,
             r.arm.as_str(),
+            r.run,
             r.context_tokens,
             r.model_prompt_tokens,
             r.input_tokens,
@@ -577,9 +745,59 @@ pub fn markdown(runs: &[ArmRun]) -> String {
             r.found,
             r.expected_count,
             r.wrong,
-            if r.count_right { "yes" } else { "no" },
-            if r.correct { "yes" } else { "no" },
+            yes_no(r.count_right),
+            yes_no(r.correct),
+            r.script_correct.map_or("-", yes_no),
         ));
+    }
+    out
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+/// One notebook size and arm over its runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub notes: usize,
+    pub arm: Arm,
+    pub runs: usize,
+    pub correct: usize,
+    /// Runs with a correct script (`None` when no run of the group recorded it).
+    pub script_correct: Option<usize>,
+    /// Runs whose last script exited 0.
+    pub script_ok: Option<usize>,
+}
+
+/// Runs grouped by notebook size and arm, in the order given.
+pub fn summarize(runs: &[&ArmRun]) -> Vec<Summary> {
+    let mut out: Vec<Summary> = Vec::new();
+    for r in runs {
+        let index = match out
+            .iter()
+            .position(|s| s.notes == r.notes && s.arm == r.arm)
+        {
+            Some(i) => i,
+            None => {
+                out.push(Summary {
+                    notes: r.notes,
+                    arm: r.arm,
+                    runs: 0,
+                    correct: 0,
+                    script_correct: None,
+                    script_ok: None,
+                });
+                out.len() - 1
+            }
+        };
+        let s = &mut out[index];
+        s.runs += 1;
+        s.correct += usize::from(r.correct);
+        if let Some(ok) = r.script_correct {
+            s.script_correct = Some(s.script_correct.unwrap_or(0) + usize::from(ok));
+            s.script_ok = Some(s.script_ok.unwrap_or(0) + usize::from(r.script_exit == Some(0)));
+        }
     }
     out
 }
@@ -617,6 +835,150 @@ mod tests {
         assert_eq!(
             judge("I searched your notes for budget.", &truth(&[2, 5])),
             (0, 0, false, false)
+        );
+    }
+
+    fn saved_run(
+        arm: Arm,
+        notes: usize,
+        run: usize,
+        correct: bool,
+        script: Option<bool>,
+    ) -> ArmRun {
+        ArmRun {
+            arm,
+            notes,
+            model: "m".into(),
+            question: QUESTION.into(),
+            expected_count: 2,
+            found: 0,
+            wrong: 0,
+            correct,
+            count_right: false,
+            context_tokens: 0,
+            model_prompt_tokens: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            model_turns: 1,
+            model_tool_calls: 0,
+            dispatcher_calls: 0,
+            wall_ms: 0,
+            stop: "final_answer".into(),
+            answer: None,
+            run,
+            temperature: Some(0.7),
+            seed: run_seed_of(Some(0.7), 7, notes, run),
+            script_correct: script,
+            script_exit: script.map(|_| 0),
+        }
+    }
+
+    #[test]
+    fn a_run_saved_before_sampled_runs_existed_still_loads_as_run_zero() {
+        let line = r#"{"arm":"script","notes":325,"model":"m","question":"q","expected_count":101,"found":1,"wrong":0,"correct":false,"count_right":false,"context_tokens":1,"model_prompt_tokens":1,"input_tokens":1,"output_tokens":1,"model_turns":2,"model_tool_calls":1,"dispatcher_calls":1,"wall_ms":1,"stop":"final_answer","answer":"10"}"#;
+        let run: ArmRun = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            (run.run, run.temperature, run.seed, run.script_correct),
+            (0, None, None, None)
+        );
+    }
+
+    #[test]
+    fn sampled_runs_differ_by_index_and_size_but_pair_across_measurements() {
+        let seed = |total, index| run_seed_of(Some(0.7), 7, total, index);
+        assert_ne!(seed(325, 0), seed(325, 1));
+        assert_ne!(seed(325, 0), seed(1325, 0));
+        // Another measurement (another call form) with the same base samples run i alike.
+        assert_eq!(seed(325, 3), run_seed_of(Some(0.7), 7, 325, 3));
+        assert_eq!(run_seed_of(None, 7, 325, 0), None, "greedy has no seed");
+    }
+
+    #[test]
+    fn a_resume_with_another_temperature_seed_or_model_is_refused() {
+        let runs = vec![saved_run(Arm::Script, 325, 1, false, Some(false))];
+        assert_eq!(mismatch(&runs, "m", Some(0.7), 7), None);
+        assert!(mismatch(&runs, "m", Some(0.7), 8).is_some(), "seed");
+        assert!(mismatch(&runs, "m", None, 7).is_some(), "temperature");
+        assert!(mismatch(&runs, "other", Some(0.7), 7).is_some(), "model");
+    }
+
+    #[test]
+    fn correct_scripts_are_counted_per_size_and_arm_not_pooled() {
+        let runs = [
+            saved_run(Arm::Script, 325, 0, false, Some(true)),
+            saved_run(Arm::Script, 325, 1, true, Some(true)),
+            saved_run(Arm::Script, 325, 2, false, Some(false)),
+            saved_run(Arm::Script, 1325, 0, false, Some(false)),
+            saved_run(Arm::ToolByTool, 325, 0, true, None),
+        ];
+        let refs: Vec<&ArmRun> = runs.iter().collect();
+        let summary = summarize(&refs);
+        let got: Vec<(usize, Arm, usize, usize, Option<usize>)> = summary
+            .iter()
+            .map(|s| (s.notes, s.arm, s.runs, s.correct, s.script_correct))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (325, Arm::Script, 3, 1, Some(2)),
+                (1325, Arm::Script, 1, 0, Some(0)),
+                (325, Arm::ToolByTool, 1, 1, None),
+            ]
+        );
+        let report = markdown(&runs);
+        assert!(
+            report.contains("| 325 | script | 3 | 1/3 | 2/3 | 3/3 |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| 1325 | script | 1 | 0/1 | 0/1 | 1/1 |"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn only_code_execution_results_count_as_scripts() {
+        use toolgate_llm::{ContentBlock, Message, Role, ToolCall, ToolResult};
+        let printed = |text: &str| {
+            serde_json::json!({
+                "result": {"exit_code": 0},
+                "untrusted_content": [{"source": "code_execution stdout", "text": text}],
+            })
+            .to_string()
+        };
+        let transcript = vec![
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    ContentBlock::ToolCall(ToolCall {
+                        id: "a".into(),
+                        name: "notes_search".into(),
+                        arguments: serde_json::json!({}),
+                    }),
+                    ContentBlock::ToolCall(ToolCall {
+                        id: "b".into(),
+                        name: toolgate_sandbox::tool::TOOL_NAME.into(),
+                        arguments: serde_json::json!({"code": "print(1)"}),
+                    }),
+                ],
+            },
+            Message::tool_results(vec![
+                // A note's text that looks like a script's output is not one.
+                ToolResult {
+                    call_id: "a".into(),
+                    content: printed("2 notes: 2, 5"),
+                    is_error: false,
+                },
+                ToolResult {
+                    call_id: "b".into(),
+                    content: printed("1 note: 2"),
+                    is_error: false,
+                },
+            ]),
+        ];
+        assert_eq!(
+            script_outputs(&transcript),
+            vec![("1 note: 2".to_owned(), Some(0))]
         );
     }
 }

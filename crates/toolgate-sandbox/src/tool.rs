@@ -64,6 +64,17 @@ pub struct CodeArgs {
     pub return_files: Option<Vec<String>>,
 }
 
+/// The worked example the model is shown: a search read to its last page (a result holds
+/// `hits` and, while more remain, `next_offset`), the count and every id printed. No `limit`,
+/// so it runs under either notes design.
+pub const PAGING_EXAMPLE: &str = r#"import toolgate_tools as t
+ids, offset = [], 0
+while offset is not None:
+    page = t.notes_search(query="invoice", offset=offset)["content"]
+    ids += [hit["id"] for hit in page["hits"]]
+    offset = page.get("next_offset")
+print(len(ids), "notes:", ", ".join(str(i) for i in ids))"#;
+
 fn check_args(args: &CodeArgs) -> Result<(), ToolError> {
     for (i, path) in args.return_files.iter().flatten().enumerate() {
         if crate::beneath::relative_path(path).is_none() {
@@ -117,8 +128,8 @@ pub fn code_execution(code: CodeTool) -> Result<Tool, DeclarationError> {
             "exit_code, stdout (and stderr when the script failed), tool_calls made, stopped (a limit that ended the script), limits_hit (memory, processes or work_folder: a bound of the whole run the script ran into) and the returned files; the printed output is in untrusted_content.",
         )
         .example(
-            "count the notes that mention the budget",
-            json!({"code": "import toolgate_tools as t\nr = t.notes_search(query=\"budget\", limit=20)\nprint(r[\"content\"][\"total_matches\"])"}),
+            "every note that matches a search, page after page",
+            json!({ "code": PAGING_EXAMPLE }),
         )
         .example(
             "write a file and return it",

@@ -264,12 +264,35 @@ pub struct CodeModeArgs {
     /// Output directory. Default: evals/runs/code-mode-<time>.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Keep the arms already saved in --out and run only the rest.
+    /// Keep the runs already saved in --out and run only the rest.
     #[arg(long, requires = "out")]
     pub resume: bool,
     /// Only re-render report.md from the runs saved in --out (no model, no sandbox).
     #[arg(long, requires = "out", conflicts_with = "resume")]
     pub report_only: bool,
+    /// With a sampling --temperature: runs of each model arm per notebook (the stand-ins run
+    /// once); the report counts correct answers and correct scripts out of them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub runs: u32,
+    /// Sampling temperature (default: greedy, one run).
+    #[arg(long)]
+    pub temperature: Option<f32>,
+    /// With a sampling --temperature: the base of every run's seed (each run's seed is derived
+    /// from it, the notebook size and the run number, the same for every arm and call form,
+    /// and recorded in the run); --resume refuses another one.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// How the embedded model writes its scripts: `json` (the script is the JSON string
+    /// `code`, as every other argument) or `fenced` (plain Python between fences after the call
+    /// object; the model's name then ends in `+fenced-code`).
+    #[arg(long, value_enum, default_value = "json")]
+    pub code_calls: CodeCallsForm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CodeCallsForm {
+    Json,
+    Fenced,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

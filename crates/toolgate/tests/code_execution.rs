@@ -711,6 +711,9 @@ async fn the_code_mode_reference_script_finds_every_budget_note_in_one_call() {
         max_rounds: 4,
         out_dir: out.path().to_owned(),
         resume: false,
+        runs: 1,
+        temperature: None,
+        seed: 0,
     };
     // The stand-in arm never calls the model it is given.
     let unused = Arc::new(ScriptedModel::new([]));
@@ -733,4 +736,41 @@ async fn the_code_mode_reference_script_finds_every_budget_note_in_one_call() {
             .join("transcript-325-reference-script.json")
             .exists()
     );
+}
+
+#[tokio::test]
+async fn the_code_tools_worked_example_reads_a_search_to_its_last_page() {
+    let world = World::new();
+    // The example's own word matches nothing in the sample notebook; "budget" fills pages.
+    let example = toolgate_sandbox::tool::PAGING_EXAMPLE;
+    let script = example.replace("\"invoice\"", "\"budget\"");
+    assert_ne!(script, example);
+    let model = Arc::new(ScriptedModel::new([
+        code("c1", &script),
+        ScriptedModel::answer("done"),
+    ]));
+    let result = world
+        .agent(model.clone(), Arc::new(Recording::default()))
+        .ask("run-example", "Which notes mention the budget?")
+        .await;
+    let seen = stdout_of(&result, &model, "c1");
+    let truth: std::collections::BTreeSet<i64> = world
+        .store
+        .with_conn(|c| {
+            let mut stmt = c
+                .prepare("SELECT id FROM notes WHERE lower(title || ' ' || body) LIKE '%budget%'")
+                .unwrap();
+            stmt.query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        })
+        .unwrap();
+    // More than one page of the default five, so the loop must follow next_offset.
+    assert!(truth.len() > 5, "{truth:?}");
+    let (count, ids) = seen.trim().split_once(" notes: ").expect("count and ids");
+    assert_eq!(count, truth.len().to_string(), "{seen}");
+    let printed: std::collections::BTreeSet<i64> =
+        ids.split(", ").map(|i| i.parse().unwrap()).collect();
+    assert_eq!(printed, truth, "{seen}");
 }

@@ -33,6 +33,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
+use super::code_form::{self, CodeCalls};
 use super::grammar;
 use super::parse::{FenceVerdict, FirstPiece, fenced_call_verdict, first_piece, parse_output};
 use super::prefix_cache::{PrefixCache, Rejection};
@@ -57,6 +58,9 @@ pub struct EmbeddedConfig {
     pub constrain_calls: bool,
     /// The folder of the disk prefix cache (see `prefix_cache`); `None` turns it off.
     pub prefix_cache: Option<PathBuf>,
+    /// How calls to code tools are written (`code_form`); with `Fenced` the model's name ends
+    /// in `+fenced-code`.
+    pub code_calls: CodeCalls,
 }
 
 impl EmbeddedConfig {
@@ -71,6 +75,7 @@ impl EmbeddedConfig {
             reuse_kv: true,
             constrain_calls: true,
             prefix_cache: None,
+            code_calls: CodeCalls::Json,
         }
     }
 }
@@ -196,8 +201,12 @@ impl Engine {
         request: &ModelRequest,
         progress: Option<&ProgressFn>,
     ) -> Result<ModelResponse, LlmError> {
+        // The code tools whose calls are written in the fenced form: shown so, sampled under
+        // their grammar, parsed back into the `code` argument.
+        let code_tools = code_form::offered_code_tools(request, self.config.code_calls);
+        let shown = code_form::prompt_request(request, &code_tools);
         let prompt::PromptTokens { tokens, prefix_len } =
-            prompt::prompt_tokens(self.model, &self.template, &self.specials, request)?;
+            prompt::prompt_tokens(self.model, &self.template, &self.specials, &shown)?;
         if tokens.is_empty() {
             return Err(LlmError::Engine("the prompt rendered to no tokens".into()));
         }
@@ -220,7 +229,7 @@ impl Engine {
         let prefill_seconds = started.elapsed().as_secs_f64();
         let generate_start = Instant::now();
         let (output, generated, hit_limit) =
-            self.generate(request, tokens.len(), logits_index, progress)?;
+            self.generate(request, &code_tools, tokens.len(), logits_index, progress)?;
         let generate_seconds = generate_start.elapsed().as_secs_f64();
 
         self.stats.calls += 1;
@@ -231,7 +240,7 @@ impl Engine {
         self.stats.prefill_seconds += prefill_seconds;
         self.stats.generate_seconds += generate_seconds;
 
-        let (text, parsed) = parse_output(&output);
+        let (text, parsed) = parse_output(&output, &code_tools);
         let tool_calls: Vec<ToolCall> = parsed
             .into_iter()
             .enumerate()
@@ -429,23 +438,15 @@ impl Engine {
         Ok(LlamaSampler::chain_simple(chain))
     }
 
-    fn tool_grammar(&self, request: &ModelRequest) -> Result<Option<String>, LlmError> {
+    fn tool_grammar(
+        &self,
+        request: &ModelRequest,
+        code_tools: &[String],
+    ) -> Result<Option<String>, LlmError> {
         if !self.config.constrain_calls {
             return Ok(None);
         }
-        let offered: Vec<&crate::ToolDefinition> = match &request.tool_choice {
-            ToolChoice::None => return Ok(None),
-            ToolChoice::Tool(name) => request.tools.iter().filter(|t| &t.name == name).collect(),
-            ToolChoice::Auto | ToolChoice::Any => request.tools.iter().collect(),
-        };
-        if offered.is_empty() {
-            return Ok(None);
-        }
-        let schema = grammar::call_schema(&offered).to_string();
-        let call_grammar = llama_cpp_2::json_schema_to_grammar(&schema).map_err(|e| {
-            LlmError::Engine(format!("cannot turn the tool schemas into a grammar: {e}"))
-        })?;
-        grammar::wrap_call_grammar(&call_grammar).map(Some)
+        grammar::request_grammar(request, code_tools)
     }
 
     /// Generates until end of turn or `max_tokens`; returns the text, the token count and
@@ -453,11 +454,12 @@ impl Engine {
     fn generate(
         &mut self,
         request: &ModelRequest,
+        code_tools: &[String],
         prompt_len: usize,
         first_logits_index: i32,
         progress: Option<&ProgressFn>,
     ) -> Result<(String, usize, bool), LlmError> {
-        let grammar_text = self.tool_grammar(request)?;
+        let grammar_text = self.tool_grammar(request, code_tools)?;
         let must_call = matches!(request.tool_choice, ToolChoice::Any | ToolChoice::Tool(_));
         let offered: Vec<&str> = match &request.tool_choice {
             ToolChoice::None => Vec::new(),

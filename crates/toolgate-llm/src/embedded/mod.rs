@@ -2,6 +2,7 @@
 //! needs no network: the GGUF file is fetched and verified beforehand by
 //! `scripts/fetch-model.py`, and this module only loads a file that exists.
 
+pub mod code_form;
 mod engine;
 pub mod grammar;
 pub mod parse;
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
+pub use code_form::CodeCalls;
 pub use engine::{EmbeddedConfig, EngineStats, Progress, ProgressFn};
 pub use prompt::PromptTokenizer;
 
@@ -85,11 +87,13 @@ pub struct EmbeddedModel {
 impl EmbeddedModel {
     /// Loads the model (seconds) on a new worker thread; `progress` hears about long work.
     pub fn load(config: EmbeddedConfig, progress: Option<ProgressFn>) -> Result<Self, LlmError> {
-        let suffix = if config.constrain_calls {
-            ""
-        } else {
-            "+unconstrained"
-        };
+        let mut suffix = String::new();
+        if !config.constrain_calls {
+            suffix.push_str("+unconstrained");
+        }
+        if config.code_calls == CodeCalls::Fenced {
+            suffix.push_str("+fenced-code");
+        }
         let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<String, LlmError>>();
         let stats = Arc::new(Mutex::new(EngineStats::default()));

@@ -23,6 +23,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::token_type::LlamaTokenAttr;
 
+use super::code_form::{self, CodeCalls};
 use super::template::{self, Segment};
 use crate::{LlmError, ModelRequest};
 
@@ -211,11 +212,13 @@ fn marked_tokens(
     Ok(tokens)
 }
 
-/// The engine's tokenizer alone (the vocabulary, no weights), to inspect prompts.
+/// The engine's tokenizer alone (the vocabulary, no weights), to inspect prompts: what an
+/// engine with the same [`CodeCalls`] (by default [`CodeCalls::Json`], as the engine's) decodes.
 pub struct PromptTokenizer {
     model: LlamaModel,
     template: String,
     specials: SpecialTexts,
+    code_calls: CodeCalls,
 }
 
 impl PromptTokenizer {
@@ -230,19 +233,74 @@ impl PromptTokenizer {
             model,
             template,
             specials,
+            code_calls: CodeCalls::default(),
         })
+    }
+
+    /// As an engine whose calls to code tools are written `code_calls`.
+    pub fn with_code_calls(mut self, code_calls: CodeCalls) -> Self {
+        self.code_calls = code_calls;
+        self
+    }
+
+    /// `request` as the engine shows it to the model (code tools rewritten for the fenced form).
+    fn shown<'a>(&self, request: &'a ModelRequest) -> std::borrow::Cow<'a, ModelRequest> {
+        let code_tools = code_form::offered_code_tools(request, self.code_calls);
+        code_form::prompt_request(request, &code_tools)
     }
 
     /// The token ids the engine decodes for `request`.
     pub fn tokens(&self, request: &ModelRequest) -> Result<Vec<i32>, LlmError> {
-        prompt_tokens(&self.model, &self.template, &self.specials, request)
-            .map(|p| p.tokens.into_iter().map(|t| t.0).collect())
+        prompt_tokens(
+            &self.model,
+            &self.template,
+            &self.specials,
+            &self.shown(request),
+        )
+        .map(|p| p.tokens.into_iter().map(|t| t.0).collect())
     }
 
     /// How many leading tokens of `request`'s prompt are its fixed prefix (the system prompt
     /// and tool definitions, before the first message): what the engine's prefix cache keeps.
     pub fn prefix_len(&self, request: &ModelRequest) -> Result<usize, LlmError> {
-        prompt_tokens(&self.model, &self.template, &self.specials, request).map(|p| p.prefix_len)
+        prompt_tokens(
+            &self.model,
+            &self.template,
+            &self.specials,
+            &self.shown(request),
+        )
+        .map(|p| p.prefix_len)
+    }
+
+    /// Whether the call grammar the engine samples `request`'s calls under accepts `text`
+    /// whole, tokenized as the model writes it (special-token strings as special tokens): every
+    /// token allowed in turn, and the end of the turn allowed after the last. False when the
+    /// request offers no tool.
+    pub fn grammar_accepts(&self, request: &ModelRequest, text: &str) -> Result<bool, LlmError> {
+        use llama_cpp_2::sampling::LlamaSampler;
+        use llama_cpp_2::token::data::LlamaTokenData;
+        use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+        let code_tools = code_form::offered_code_tools(request, self.code_calls);
+        let Some(grammar) = super::grammar::request_grammar(request, &code_tools)? else {
+            return Ok(false);
+        };
+        let mut sampler = LlamaSampler::grammar(&self.model, &grammar, "root")
+            .map_err(|e| LlmError::Engine(format!("the tool grammar was refused: {e}")))?;
+        let vocab = self.model.vocab();
+        let allowed = |sampler: &mut LlamaSampler, token: LlamaToken| {
+            let mut one =
+                LlamaTokenDataArray::from_iter([LlamaTokenData::new(token, 0.0, 0.0)], false);
+            sampler.apply(&mut one);
+            one.data.first().is_some_and(|d| d.logit().is_finite())
+        };
+        for token in vocab.tokenize(text.as_bytes(), false, true) {
+            // Accepting a token the grammar refuses would abort: it is checked first.
+            if !allowed(&mut sampler, token) {
+                return Ok(false);
+            }
+            sampler.accept(token);
+        }
+        Ok(allowed(&mut sampler, vocab.eos()))
     }
 
     /// `text` tokenized whole, special-token strings parsed when `parse_special`: what the
@@ -258,7 +316,7 @@ impl PromptTokenizer {
 
     /// The prompt as text, rendered with the model's own chat template.
     pub fn prompt(&self, request: &ModelRequest) -> Result<String, LlmError> {
-        template::render(&self.template, request)
+        template::render(&self.template, &self.shown(request))
     }
 
     /// The id of the special (control or user-defined) token whose text is `text`.

@@ -12,7 +12,7 @@ use toolgate_core::display::{visible, visible_line};
 use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
 use toolgate_core::{ApprovalChannel, CallResult, Mode, Principal};
 use toolgate_llm::embedded::{
-    EmbeddedConfig, EmbeddedModel, Progress, ProgressFn, fetched_model_path,
+    CodeCalls, EmbeddedConfig, EmbeddedModel, Progress, ProgressFn, fetched_model_path,
 };
 use toolgate_llm::{
     AnthropicModel, Message, Model, OpenAiChatModel, OpenAiCompatModel, OpenAiResponsesModel,
@@ -204,6 +204,23 @@ pub(super) fn load_model_with(
     announce: bool,
     constrain_calls: bool,
 ) -> Result<Arc<dyn Model>, CommandError> {
+    load_model_configured(spec, ctx, announce, constrain_calls, CodeCalls::default())
+}
+
+/// As [`load_model_with`]; `code_calls` is how the embedded model writes scripts (another
+/// model's wire format is the provider's, so anything but the default is refused for it).
+pub(super) fn load_model_configured(
+    spec: &ModelSpec,
+    ctx: u32,
+    announce: bool,
+    constrain_calls: bool,
+    code_calls: CodeCalls,
+) -> Result<Arc<dyn Model>, CommandError> {
+    if code_calls != CodeCalls::default() && !matches!(spec, ModelSpec::Embedded(_)) {
+        return Err(CommandError::Usage(
+            "--code-calls applies to the embedded model only (a remote model's call format is the provider's)".into(),
+        ));
+    }
     if !constrain_calls && !matches!(spec, ModelSpec::Embedded(_)) {
         return Err(CommandError::Usage(
             "--unconstrained applies to the embedded model only (a remote model's strict mode is the provider's setting)".into(),
@@ -218,6 +235,7 @@ pub(super) fn load_model_with(
             let mut config = EmbeddedConfig::new(path);
             config.n_ctx = ctx;
             config.constrain_calls = constrain_calls;
+            config.code_calls = code_calls;
             // The system prompt and tool definitions' KV state, kept on disk between processes
             // (TOOLGATE_PREFIX_CACHE=off turns it off, for measuring).
             config.prefix_cache = toolgate_llm::embedded::prefix_cache_dir_from_env();

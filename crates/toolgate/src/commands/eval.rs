@@ -258,9 +258,21 @@ fn code_mode(config: &Config, args: &crate::cli::CodeModeArgs) -> Result<(), Com
         max_rounds: args.max_rounds,
         out_dir: out.clone(),
         resume: args.resume,
+        runs: args.runs as usize,
+        temperature: args.temperature,
+        seed: args.seed,
     };
+    if args.runs > 1 && !args.temperature.is_some_and(|t| t > 0.0) {
+        return Err(CommandError::Usage(
+            "--runs above 1 needs a sampling --temperature (greedy runs repeat each other)".into(),
+        ));
+    }
     let spec = super::ask::choose_model(args.model.as_deref())?;
-    let model = super::ask::load_model(&spec, args.ctx, true)?;
+    let code_calls = match args.code_calls {
+        crate::cli::CodeCallsForm::Json => toolgate_llm::embedded::CodeCalls::Json,
+        crate::cli::CodeCallsForm::Fenced => toolgate_llm::embedded::CodeCalls::Fenced,
+    };
+    let model = super::ask::load_model_configured(&spec, args.ctx, true, true, code_calls)?;
     eprintln!(
         "toolgate: code-mode measurement with {}: notebooks +{:?} notes, arms {:?}; saved in {} as they finish",
         model.name(),
@@ -271,9 +283,10 @@ fn code_mode(config: &Config, args: &crate::cli::CodeModeArgs) -> Result<(), Com
     let rt = runtime()?;
     let progress = |r: &toolgate_eval::code_mode::ArmRun| {
         eprintln!(
-            "  {} notes, {}: {} tokens in context, {} model calls, {} run, {} turns, {:.0} s, {}/{} ids, {}",
+            "  {} notes, {} run {}: {} tokens in context, {} model calls, {} run, {} turns, {:.0} s, {}/{} ids, {}{}",
             r.notes,
             r.arm.as_str(),
+            r.run,
             r.context_tokens,
             r.model_tool_calls,
             r.dispatcher_calls,
@@ -281,7 +294,12 @@ fn code_mode(config: &Config, args: &crate::cli::CodeModeArgs) -> Result<(), Com
             r.wall_ms as f64 / 1000.0,
             r.found,
             r.expected_count,
-            if r.correct { "correct" } else { "not correct" }
+            if r.correct { "correct" } else { "not correct" },
+            match r.script_correct {
+                Some(true) => ", script correct",
+                Some(false) => ", script not correct",
+                None => "",
+            }
         );
     };
     let runs = rt
