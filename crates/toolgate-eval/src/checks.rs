@@ -14,6 +14,16 @@
 //!   Why N and not strictly "first": a task that asks for two amounts ("What were the two
 //!   amounts?") expects both, in either order; the window still refuses a listing, because
 //!   every figure before the right one takes a place in it.
+//! - A number that names a record is a *reference*, not a figure of the answer: English puts a
+//!   label after its noun ("note 5", "book #3", "id 5") and a count before it ("3 notes"). So a
+//!   number directly after `id`/`ids` (or a word ending in `_id`/`_ids`, optionally with `:` or
+//!   `=`), or after a noun the tools give ids to (`note`, `meeting`, `todo`, `draft`, `book`,
+//!   singular or plural, optionally with `#`, `no.` or `number` between), is a reference, and
+//!   so is each number that continues its list ("notes 3 and 4", "ids 1, 2, 3"). Only these
+//!   nouns: "invoice #4471" or "Harry Potter #3" are figures, since an answer may be asked for
+//!   them; a `:` after a noun labels a value ("Design team meetings: 4" is a count). References
+//!   never pass an `answer_number` check, and the prompt's own numbers, references included,
+//!   do not count either.
 //! - `answer_contains` / `answer_excludes`: whole words, case-insensitively: an expected
 //!   string matches only where neither neighbour continues it (a letter or digit, or a `.`,
 //!   `,`, `-`, `/`, `:` joining digits), so "3" is not in "2023", "230" not in "1,230" or
@@ -53,7 +63,7 @@ pub enum CheckError {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ResolvedCheck {
     /// Passes when `expected` is among the answer's first `figures_asked` figures, once the
-    /// figures equal to one of `prompt_numbers` are left out.
+    /// references ("note 5") and the figures equal to one of `prompt_numbers` are left out.
     AnswerNumber {
         expected: f64,
         /// The values of the prompt's own figures.
@@ -302,6 +312,90 @@ pub struct Figure {
     pub value: f64,
     pub decimals: usize,
     pub written: String,
+    /// Whether the number names a record ("note 5", "id 5", "notes 3 and 4") instead of
+    /// stating a value (see the module doc).
+    pub reference: bool,
+}
+
+/// Nouns the tools give ids to: a number right after one of them is its label.
+const RECORD_NOUNS: [&str; 10] = [
+    "note", "notes", "meeting", "meetings", "todo", "todos", "draft", "drafts", "book", "books",
+];
+
+/// Words between a record noun and its number that keep the number a label (`note #5`,
+/// `note no. 5`, `note number 5`).
+const LABEL_MARKERS: [&str; 3] = ["#", "no", "number"];
+
+/// The last word of `text` (letters, digits, `_`), lowercased, and the text before it.
+fn last_word(text: &[char]) -> (String, &[char]) {
+    let end = text.len();
+    let mut start = end;
+    while start > 0 && is_word_char(text[start - 1]) {
+        start -= 1;
+    }
+    let word: String = text[start..end].iter().collect();
+    (word.to_lowercase(), &text[..start])
+}
+
+fn trim_end(text: &[char]) -> &[char] {
+    let mut end = text.len();
+    while end > 0 && text[end - 1].is_whitespace() {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+fn is_id_word(word: &str) -> bool {
+    matches!(word, "id" | "ids") || word.ends_with("_id") || word.ends_with("_ids")
+}
+
+/// Whether the number that follows `before` is labelled by it: `id 5`, `id: 5`, `"id":5`,
+/// `note 5`, `Note #5`, `note no. 5`, `books 3` (see the module doc).
+fn labels_a_record(before: &[char]) -> bool {
+    let text = trim_end(before);
+    // `id: 5`, `id=5`, `"note_id": 5`: only an id word labels through `:` or `=`.
+    if let Some((&last, rest)) = text.split_last()
+        && (last == ':' || last == '=')
+    {
+        let rest = trim_end(rest);
+        let rest = match rest.split_last() {
+            Some(('"' | '\'' | '`', inner)) => inner,
+            _ => rest,
+        };
+        return is_id_word(&last_word(rest).0);
+    }
+    let (word, rest) = match text.split_last() {
+        Some((&'#', rest)) => ("#".to_string(), rest),
+        Some((&'.', rest)) => {
+            // `no. 5`: the dot belongs to the abbreviation; any other word before a dot ends
+            // a sentence ("… in the notes. 5 …").
+            let (word, rest) = last_word(rest);
+            if word != "no" {
+                return false;
+            }
+            (word, rest)
+        }
+        _ => last_word(text),
+    };
+    if is_id_word(&word) || RECORD_NOUNS.contains(&word.as_str()) {
+        return true;
+    }
+    if LABEL_MARKERS.contains(&word.as_str()) {
+        let noun = last_word(trim_end(rest)).0;
+        return is_id_word(&noun) || RECORD_NOUNS.contains(&noun.as_str());
+    }
+    false
+}
+
+/// Whether `between` (the text between two numbers) continues a list: `3 and 4`, `1, 2`,
+/// `1, 2, and 3`, `3 or 4`, `3 & 4`.
+fn continues_a_list(between: &[char]) -> bool {
+    let words: String = between.iter().collect::<String>().to_lowercase();
+    let words: Vec<&str> = words.split_whitespace().collect();
+    matches!(
+        words.join(" ").as_str(),
+        "," | "and" | "or" | "&" | ", and" | ", or"
+    )
 }
 
 /// Characters that join digits into one token (`1,234`, `4.2`, `2025-12-03`, `12/03`, `8:30`).
@@ -315,7 +409,9 @@ fn is_word_char(c: char) -> bool {
 pub fn figures_in(text: &str) -> Vec<Figure> {
     let chars: Vec<char> = text.chars().collect();
     let digit_at = |i: usize| chars.get(i).is_some_and(char::is_ascii_digit);
-    let mut out = Vec::new();
+    let mut out: Vec<Figure> = Vec::new();
+    // Where the previous figure ended, to carry a reference through its list.
+    let mut previous_end = 0;
     let mut i = 0;
     while i < chars.len() {
         let negative =
@@ -333,7 +429,12 @@ pub fn figures_in(text: &str) -> Vec<Figure> {
         }
         let alone = (start == 0 || !is_word_char(chars[start - 1]))
             && chars.get(i).is_none_or(|c| !is_word_char(*c));
-        if alone && let Some(figure) = parse_figure(&chars[start..i].iter().collect::<String>()) {
+        if alone && let Some(mut figure) = parse_figure(&chars[start..i].iter().collect::<String>())
+        {
+            let listed = out.last().is_some_and(|previous| previous.reference)
+                && continues_a_list(&chars[previous_end..start]);
+            figure.reference = listed || labels_a_record(&chars[..start]);
+            previous_end = i;
             out.push(figure);
         }
     }
@@ -361,10 +462,11 @@ fn parse_figure(token: &str) -> Option<Figure> {
         value,
         decimals: fraction.len(),
         written: token.to_string(),
+        reference: false,
     })
 }
 
-/// Every figure's value in `text`, in order.
+/// Every figure's value in `text`, in order, references included.
 pub fn numbers_in(text: &str) -> Vec<f64> {
     figures_in(text).iter().map(|f| f.value).collect()
 }
@@ -461,10 +563,21 @@ fn judge_number(
     figures_asked: usize,
     answer: Option<&str>,
 ) -> CheckOutcome {
-    let own: Vec<Figure> = figures_in(answer.unwrap_or(""))
-        .into_iter()
-        .filter(|f| !prompt_numbers.contains(&f.value))
+    let all = figures_in(answer.unwrap_or(""));
+    let own: Vec<&Figure> = all
+        .iter()
+        .filter(|f| !f.reference && !prompt_numbers.contains(&f.value))
         .collect();
+    let references: Vec<&str> = all
+        .iter()
+        .filter(|f| f.reference)
+        .map(|f| f.written.as_str())
+        .collect();
+    let skipped = if references.is_empty() {
+        String::new()
+    } else {
+        format!("; numbers naming a record, not figures: {references:?}")
+    };
     let window = figures_asked.max(1);
     let leading = &own[..own.len().min(window)];
     let passed = answer.is_some()
@@ -480,11 +593,13 @@ fn judge_number(
     let detail = match (answer, own.is_empty(), passed) {
         (None, _, _) => NO_ANSWER.to_string(),
         (Some(_), true, _) => format!(
-            "expected {expected} as {places}; the answer has no figure of its own (dates, times, ids such as Q1 and the prompt's own numbers do not count)"
+            "expected {expected} as {places}; the answer has no figure of its own (dates, times, ids such as Q1, numbers naming a record such as note 5 and the prompt's own numbers do not count){skipped}"
         ),
-        (Some(_), false, true) => format!("expected {expected} as {places}: found {written:?}"),
+        (Some(_), false, true) => {
+            format!("expected {expected} as {places}: found {written:?}{skipped}")
+        }
         (Some(_), false, false) => format!(
-            "expected {expected} as {places}, found {written:?} (its figures in order: {:?})",
+            "expected {expected} as {places}, found {written:?} (its figures in order: {:?}){skipped}",
             own.iter().map(|f| f.written.as_str()).collect::<Vec<_>>()
         ),
     };
@@ -616,6 +731,129 @@ mod tests {
         assert!(!number_passes(3.0, "How many notes?", "Notes 1, 2 and 3."));
     }
 
+    /// Which numbers of `text` are references (see the module doc).
+    fn references_in(text: &str) -> Vec<f64> {
+        figures_in(text)
+            .iter()
+            .filter(|f| f.reference)
+            .map(|f| f.value)
+            .collect()
+    }
+
+    #[test]
+    fn a_note_id_before_the_figure_does_not_hide_it() {
+        for answer in [
+            "Note 5 says the budget is $48,000.",
+            "In note #5 (id 5), the budget is $48,000.",
+            "note no. 5: $48,000",
+            "Note number 5 settles it at $48,000.",
+            "Meeting note 5's title is \"Design team sync — Q1 budget settled\"; the budget is $48,000.",
+            "Notes 3 and 4 agree: $48,000.",
+            "The notes with IDs 1, 17, and 20 say $48,000.",
+            "Found it (\"id\": 5): $48,000.",
+            "The meeting_note_id=5 note says $48,000.",
+            "Books 3, 4 or 7? The budget is $48,000.",
+        ] {
+            assert!(
+                number_passes(
+                    48000.0,
+                    "What budget did the design team settle on?",
+                    answer
+                ),
+                "{answer}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_count_of_notes_still_counts() {
+        // (expected, answer)
+        let cases = [
+            (3.0, "There are 3 notes."),
+            (3.0, "3 notes mention it: notes 4, 7 and 9."),
+            (4.0, "You have notes for 4 design team meetings."),
+            (4.0, "Design team meetings: 4."),
+            (2.0, "In the notes. 2 of them mention it."),
+        ];
+        for (expected, answer) in cases {
+            assert!(
+                number_passes(expected, "How many design team meetings?", answer),
+                "{expected} in {answer:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_listing_of_note_ids_does_not_pass_for_a_count() {
+        for answer in [
+            "Notes 3 and 4.",
+            "notes 2, 3",
+            "Notes 1, 2, and 3 mention it.",
+            "ids: 2, 3",
+            "Note #2 and note #3.",
+        ] {
+            for expected in [2.0, 3.0] {
+                assert!(
+                    !number_passes(expected, "How many notes mention it?", answer),
+                    "{expected} in {answer:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_number_after_another_noun_is_still_a_figure() {
+        // (expected, answer): only the record nouns and id words label a number.
+        let cases = [
+            (4471.0, "It is about invoice #4471."),
+            (4471.0, "Invoice number 4471."),
+            (4471.0, "Invoice No. 4471, from Brightline."),
+            (3.0, "It is Harry Potter #3."),
+            (48000.0, "Budget: $48,000."),
+        ];
+        for (expected, answer) in cases {
+            assert!(
+                number_passes(expected, "Which one?", answer),
+                "{expected} in {answer:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn references_are_told_apart_from_figures_table() {
+        let cases: Vec<(&str, Vec<f64>)> = vec![
+            ("note 5 and 3 others", vec![5.0, 3.0]),
+            ("3 notes: 4, 7", vec![]),
+            ("notes 4, 7; 3 in all", vec![4.0, 7.0]),
+            ("Note 5, $48,000", vec![5.0]),
+            ("book #3 has 4.5 stars", vec![3.0]),
+            ("Harry Potter #3", vec![]),
+            ("the todo (id 23) is due", vec![23.0]),
+            ("draft 2 of 3", vec![2.0]),
+            ("Notes: 3", vec![]),
+        ];
+        for (text, want) in cases {
+            assert_eq!(references_in(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_prompts_note_id_is_still_the_prompts_own_number() {
+        // A number the prompt names as a note id is not the answer's figure either.
+        let prompt = "What budget does note 5 give?";
+        assert!(!number_passes(5.0, "How many?", "Note 5."));
+        // Unlabelled in the answer, the prompt's 5 is still skipped as the prompt's own.
+        assert!(number_passes(48000.0, prompt, "5: $48,000."));
+        assert!(!number_passes(48000.0, prompt, "5"));
+        assert!(number_passes(48000.0, prompt, "Note 5 gives $48,000."));
+        // An expected value the prompt holds as an id is refused like any prompt number.
+        let check = Check::AnswerNumber {
+            expected: Some(5.0),
+            expected_sql: None,
+        };
+        assert!(!expectation_problems(&check, prompt).is_empty());
+    }
+
     #[test]
     fn a_year_does_not_pass_for_its_last_digit() {
         assert!(!number_passes(3.0, "How many notes?", "2023"));
@@ -725,12 +963,24 @@ mod tests {
             expected_sql: None,
         }];
         let resolved = resolve_all(&checks, "How many?", &conn).unwrap();
-        let outcome = judge_answer(&resolved[0], Some("notes 1, 2, 3, 4")).unwrap();
+        let outcome = judge_answer(&resolved[0], Some("1, 2, 3 and 4")).unwrap();
         assert!(!outcome.passed);
         assert!(
             outcome.detail.contains("first figure") && outcome.detail.contains("[\"1\"]"),
             "{}",
             outcome.detail
+        );
+        // A listing of note ids has no figure at all, and the detail names the references.
+        let listing = judge_answer(&resolved[0], Some("notes 1, 2, 3, 4")).unwrap();
+        assert!(!listing.passed);
+        assert!(
+            listing.detail.contains("first figure")
+                && listing.detail.contains("no figure of its own")
+                && listing
+                    .detail
+                    .contains("naming a record, not figures: [\"1\", \"2\", \"3\", \"4\"]"),
+            "{}",
+            listing.detail
         );
         let none = judge_answer(&resolved[0], Some("On 2025-12-03.")).unwrap();
         assert!(

@@ -5,6 +5,7 @@
 
 pub mod checks;
 pub mod code_mode;
+pub mod echo;
 pub mod folder;
 pub mod metrics;
 pub mod output;

@@ -4,7 +4,8 @@
 //! recorded final answer and the suite's task prompt, with the checks resolved as a run
 //! resolves them today; state checks (`state_sql`) keep their recorded outcome, because the
 //! run's final store was not kept; success and failure kind are recomputed with today's rule
-//! ([`crate::record::classify`]). Every other field of a record is kept as it was.
+//! ([`crate::record::classify`], which also fails a final answer that echoes the recorded tool
+//! results). Every other field of a record is kept as it was.
 //!
 //! Refused, with nothing written: a suite file other than the one the eval ran (its SHA-256
 //! differs from the plan's), a suite that no longer loads, a record of a task the suite lacks,
@@ -21,7 +22,7 @@ use toolgate_wiring::Store;
 
 use crate::checks::{self, CheckOutcome, ResolvedCheck};
 use crate::folder::load_suite_plan;
-use crate::record::{Ending, RunRecord, classify};
+use crate::record::{Ending, FailureKind, RunRecord, classify, echo_of};
 use crate::runner::{RUNS_FILE, RunnerError, load_records, resolve_checks};
 use crate::suite::{Suite, SuiteError, Task};
 
@@ -127,7 +128,12 @@ pub fn rescore_record(
                 .unwrap_or_else(|| recorded.clone())
         })
         .collect();
-    let failure = classify(record.ending, &record.calls, &outcomes);
+    let failure = classify(
+        record.ending,
+        record.answer.as_deref(),
+        &record.calls,
+        &outcomes,
+    );
     Ok(RunRecord {
         success: failure.is_none(),
         failure,
@@ -136,8 +142,13 @@ pub fn rescore_record(
     })
 }
 
-/// Why a run that now fails fails: its first failing check, or its ending.
+/// Why a run that now fails fails: an echo, its first failing check, or its ending.
 fn why_failing(r: &RunRecord) -> String {
+    if r.failure == Some(FailureKind::EchoedToolResult)
+        && let Some(echo) = echo_of(r.answer.as_deref(), &r.calls)
+    {
+        return echo.describe();
+    }
     match r.checks.iter().find(|c| !c.passed) {
         Some(c) => format!("{}: {}", c.kind, c.detail),
         None => {
@@ -307,7 +318,6 @@ fn write_atomically(path: &Path, records: &[RunRecord]) -> Result<(), RunnerErro
 mod tests {
     use super::*;
     use crate::checks::CheckOutcome;
-    use crate::record::FailureKind;
     use crate::suite::Split;
 
     fn record(
@@ -405,6 +415,44 @@ mod tests {
             rescored.changes[0].now_failing[0]
                 .why
                 .contains("the round cap")
+        );
+    }
+
+    #[test]
+    fn a_recorded_pass_that_echoed_its_tool_result_flips_to_a_failure_with_its_reason() {
+        let result = r#"{"result":{"total_matches":1,"hits":[{"id":23,"due":"2025-12-12"}]}}"#;
+        let mut echoed = record(
+            "due",
+            Some(result),
+            Ending::FinalAnswer,
+            vec![outcome("answer_contains", true)],
+        );
+        echoed.calls[0].result = result.into();
+        let mut answered = echoed.clone();
+        answered.index = 1;
+        answered.answer = Some("It is due 2025-12-12.".into());
+        let resolved = HashMap::from([(
+            "due".to_string(),
+            vec![ResolvedCheck::AnswerContains {
+                expected: vec!["2025-12-12".into()],
+            }],
+        )]);
+        let rescored = rescore(&[echoed, answered], &resolved).unwrap();
+        assert_eq!(
+            rescored.records[0].failure,
+            Some(FailureKind::EchoedToolResult)
+        );
+        assert!(
+            rescored.records[0].checks[0].passed,
+            "the check itself passes"
+        );
+        assert!(rescored.records[1].success);
+        let change = &rescored.changes[0];
+        assert_eq!((change.runs, change.before, change.after), (2, 2, 1));
+        assert!(
+            change.now_failing[0].why.contains("raw tool output"),
+            "{:?}",
+            change.now_failing
         );
     }
 

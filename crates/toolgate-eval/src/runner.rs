@@ -317,7 +317,7 @@ impl Runner {
                 arguments: c.arguments.clone(),
                 is_error: c.is_error,
                 error: c.error.clone(),
-                result: bounded(&text, 1500),
+                result: crate::record::bound_result(&text, RESULT_CHARS),
             })
             .collect();
         let outcomes = store
@@ -334,7 +334,7 @@ impl Runner {
             StopCause::TokenBudget { .. } => (Ending::TokenBudget, result.stop.describe()),
             StopCause::ModelError { .. } => (Ending::ModelError, result.stop.describe()),
         };
-        let failure = classify(ending, &calls, &outcomes);
+        let failure = classify(ending, result.answer.as_deref(), &calls, &outcomes);
         Ok(RunRecord {
             toolset: toolset.as_str().into(),
             task: task.id.clone(),
@@ -378,17 +378,8 @@ fn tool_results(transcript: &[toolgate_llm::Message]) -> Vec<String> {
         .collect()
 }
 
-fn bounded(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        text.to_string()
-    } else {
-        format!(
-            "{}… ({} chars)",
-            text.chars().take(max).collect::<String>(),
-            text.chars().count()
-        )
-    }
-}
+/// How much of each tool result a record keeps.
+const RESULT_CHARS: usize = 1500;
 
 pub fn resolve_checks(
     store: &Store,

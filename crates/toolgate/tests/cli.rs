@@ -287,7 +287,8 @@ fn eval_rescore_fails_a_run_the_lenient_check_passed_and_says_why() {
     let said = text(&out.stdout);
     assert!(
         said.contains("notes: 1 runs, successes 1 -> 0")
-            && said.contains("pass -> fail: read-design-meeting-count #1: answer_number: expected 3 as the answer's first figure, found [\"1\"]"),
+            && said.contains("pass -> fail: read-design-meeting-count #1: answer_number: expected 3 as the answer's first figure; the answer has no figure of its own")
+            && said.contains("numbers naming a record, not figures: [\"1\", \"2\", \"3\", \"4\"]"),
         "{said}"
     );
     let rescored: Value = serde_json::from_str(
