@@ -68,7 +68,7 @@ pub const MISSING_LANGUAGE: &str = "missing";
 /// The schema's year limits; a single year at either is a filler, not a question.
 const YEAR_FLOOR: i64 = -3000;
 const YEAR_CEILING: i64 = 2100;
-const DEFAULT_LIMIT: u32 = 20;
+const DEFAULT_LIMIT: u32 = 10;
 const SEARCH_MAX_BYTES: usize = 16 * 1024;
 const PREVIEW_TITLES: usize = 20;
 
@@ -604,7 +604,7 @@ macro_rules! filter_args {
 
 filter_args! {
     pub struct SearchArgs {
-        /// How many books to list, 1-100; default 20. The counts cover every match anyway.
+        /// How many books to list, 1-100; default 10. The counts cover every match anyway.
         #[schemars(range(min = 1, max = 100))]
         pub limit: Option<u32>,
         /// How many matching books to skip (the next page); default 0.
@@ -819,7 +819,7 @@ impl Selection {
     fn check(&self) -> Result<(), ToolError> {
         if self.filters.is_empty() && self.limit.is_none() {
             let mut message = String::from(
-                "give at least one filter the user asked for (author, title, published_*, rating, language, current_status, has_tag), or sort with limit: a write never applies to the whole catalogue",
+                "which books? a write never applies to the whole catalogue: give the filter the user's request names (author, title, published_before, published_after, published_in, min_rating, max_rating, language, current_status, has_tag), or sort with limit, and call again now",
             );
             if !self.ignored.is_empty() {
                 message.push_str(&format!("; ignored: {}", self.ignored.join("; ")));

@@ -375,6 +375,17 @@ async fn writes_that_cannot_be_bounded_or_matched_change_nothing_and_teach_the_c
             "{args} changed nothing"
         );
     }
+    // A write left with no filter once placeholders are out says which it ignored and to call
+    // again (spanish-tag in books-v4-smoke-embedded: the model then announced a retry).
+    let f = fixture(Toolset::V4);
+    let refused = f
+        .call("books_tag", json!({"author": "none", "tag": "spanish"}))
+        .await;
+    let message = refused.error().unwrap().message.clone();
+    assert!(
+        message.contains("call again now") && message.contains("author \"none\": a placeholder"),
+        "{message}"
+    );
     // The no-match refusal's example is the corrected call, and it works.
     let f = fixture(Toolset::V4);
     let refused = f
