@@ -83,7 +83,7 @@ fn tools_json_lists_every_tool_with_risk_reason_and_token_costs() {
         .collect();
     assert_eq!(
         names,
-        ["books-v1", "books-v2", "books-v3", "notes", "notes-v2"]
+        ["books-v1", "books-v2", "books-v3", "books-v4", "notes", "notes-v2"]
     );
     for toolset in toolsets {
         assert!(toolset["definition_tokens"].as_u64().unwrap() > 0);

@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::table;
 
 /// Calls whose result sizes are reported for each toolset: the v1 full listing against the
-/// v2 (and v3) searches that answer the same questions.
+/// v2 (v3, v4) searches that answer the same questions.
 fn measured_calls(toolset: ToolsetName) -> Vec<(&'static str, Value)> {
     match toolset {
         ToolsetName::Notes => vec![
@@ -42,6 +42,11 @@ fn measured_calls(toolset: ToolsetName) -> Vec<(&'static str, Value)> {
                 json!({"author": "Rowling", "response_format": "detailed"}),
             ),
             ("books_get", json!({"ids": [1]})),
+        ],
+        // books-v4 has no books_get and no response_format.
+        ToolsetName::BooksV4 => vec![
+            ("books_search", json!({})),
+            ("books_search", json!({"author": "Rowling"})),
         ],
     }
 }
