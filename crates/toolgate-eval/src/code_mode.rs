@@ -147,6 +147,9 @@ pub struct ArmRun {
     /// For the script arms: the exit code of the run's last script (`None` when none ran).
     #[serde(default)]
     pub script_exit: Option<i64>,
+    /// Whether the run's first request asked for a tool call (`tool_choice: any`).
+    #[serde(default)]
+    pub first_round_must_call: bool,
 }
 
 /// Wraps a model to measure every request and keep the usage of every response.
@@ -394,6 +397,9 @@ pub struct CodeMode {
     pub temperature: Option<f32>,
     /// The base of every sampled run's seed (see the module doc).
     pub seed: u64,
+    /// Ask for a tool call in each model run's first round (the loop's lever, see
+    /// `AgentConfig::first_round_must_call`); recorded in every run.
+    pub first_round_must_call: bool,
 }
 
 pub type Progress = dyn Fn(&ArmRun) + Send + Sync;
@@ -451,7 +457,13 @@ impl CodeMode {
     fn saved(&self, model: &str) -> Result<Vec<ArmRun>, CodeModeError> {
         let path = self.out_dir.join(RUNS_FILE);
         let runs = load_runs(&self.out_dir)?;
-        match mismatch(&runs, model, self.sampling(), self.seed) {
+        match mismatch(
+            &runs,
+            model,
+            self.sampling(),
+            self.seed,
+            self.first_round_must_call,
+        ) {
             Some(found) => Err(CodeModeError::Mismatch {
                 path: path.display().to_string(),
                 found,
@@ -563,6 +575,7 @@ impl CodeMode {
                     .then(|| vec![toolgate_sandbox::tool::TOOL_NAME.to_owned()]),
                 temperature,
                 seed,
+                first_round_must_call: self.first_round_must_call,
                 ..AgentConfig::default()
             },
         );
@@ -627,6 +640,7 @@ impl CodeMode {
             seed,
             script_correct,
             script_exit,
+            first_round_must_call: self.first_round_must_call,
         })
     }
 }
@@ -638,13 +652,14 @@ pub fn run_seed_of(temperature: Option<f32>, base: u64, total: usize, index: usi
 }
 
 /// What makes saved `runs` another measurement than one of `model` at `temperature` (sampling,
-/// or `None`) with seed base `seed`: another question, or for a model arm another model,
-/// temperature or seed. `None` when they belong to it.
+/// or `None`) with seed base `seed` and `must_call` first rounds: another question, or for a
+/// model arm another model, temperature, seed or first round. `None` when they belong to it.
 pub fn mismatch(
     runs: &[ArmRun],
     model: &str,
     temperature: Option<f32>,
     seed: u64,
+    must_call: bool,
 ) -> Option<String> {
     runs.iter().find_map(|r| {
         if r.question != QUESTION {
@@ -653,6 +668,11 @@ pub fn mismatch(
             None
         } else if r.model != model {
             Some(format!("model {}", r.model))
+        } else if r.first_round_must_call != must_call {
+            Some(format!(
+                "runs with first_round_must_call {}",
+                r.first_round_must_call
+            ))
         } else if r.temperature != temperature
             || r.seed != run_seed_of(temperature, seed, r.notes, r.run)
         {
@@ -870,6 +890,7 @@ mod tests {
             seed: run_seed_of(Some(0.7), 7, notes, run),
             script_correct: script,
             script_exit: script.map(|_| 0),
+            first_round_must_call: false,
         }
     }
 
@@ -881,6 +902,7 @@ mod tests {
             (run.run, run.temperature, run.seed, run.script_correct),
             (0, None, None, None)
         );
+        assert!(!run.first_round_must_call);
     }
 
     #[test]
@@ -896,10 +918,20 @@ mod tests {
     #[test]
     fn a_resume_with_another_temperature_seed_or_model_is_refused() {
         let runs = vec![saved_run(Arm::Script, 325, 1, false, Some(false))];
-        assert_eq!(mismatch(&runs, "m", Some(0.7), 7), None);
-        assert!(mismatch(&runs, "m", Some(0.7), 8).is_some(), "seed");
-        assert!(mismatch(&runs, "m", None, 7).is_some(), "temperature");
-        assert!(mismatch(&runs, "other", Some(0.7), 7).is_some(), "model");
+        assert_eq!(mismatch(&runs, "m", Some(0.7), 7, false), None);
+        assert!(mismatch(&runs, "m", Some(0.7), 8, false).is_some(), "seed");
+        assert!(
+            mismatch(&runs, "m", None, 7, false).is_some(),
+            "temperature"
+        );
+        assert!(
+            mismatch(&runs, "other", Some(0.7), 7, false).is_some(),
+            "model"
+        );
+        assert!(
+            mismatch(&runs, "m", Some(0.7), 7, true).is_some(),
+            "first round"
+        );
     }
 
     #[test]

@@ -209,4 +209,23 @@ async fn the_model_writes_a_fenced_script_that_becomes_the_code_argument() {
         keys.iter().all(|k| *k == "code" || *k == "return_files"),
         "{keys:?}"
     );
+
+    // A turn the model opens with a python fence (as it starts its scripts in prose) is sampled
+    // again under the grammar and becomes the code call, not an answer made of code.
+    let mut fence = ModelRequest::new(
+        vec![Message::user_text(
+            "Reply with only a ```python code block that prints hello, nothing else.",
+        )],
+        vec![code_tool()],
+    );
+    fence.max_tokens = 60;
+    let response = model.complete(&fence).await.expect("one turn");
+    eprintln!("{:?} {:?}", response.tool_calls, response.text);
+    assert_eq!(response.stop_reason, StopReason::ToolUse, "{response:?}");
+    assert!(
+        response.tool_calls[0].arguments["code"]
+            .as_str()
+            .is_some_and(|c| c.contains("print")),
+        "{response:?}"
+    );
 }

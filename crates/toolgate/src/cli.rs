@@ -287,6 +287,10 @@ pub struct CodeModeArgs {
     /// object; the model's name then ends in `+fenced-code`).
     #[arg(long, value_enum, default_value = "json")]
     pub code_calls: CodeCallsForm,
+    /// Ask for a tool call in each model run's first round (`tool_choice: any`; with the call
+    /// grammar the first turn is then a call), recorded in every run.
+    #[arg(long)]
+    pub first_round_must_call: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

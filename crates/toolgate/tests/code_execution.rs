@@ -714,6 +714,7 @@ async fn the_code_mode_reference_script_finds_every_budget_note_in_one_call() {
         runs: 1,
         temperature: None,
         seed: 0,
+        first_round_must_call: false,
     };
     // The stand-in arm never calls the model it is given.
     let unused = Arc::new(ScriptedModel::new([]));

@@ -5,8 +5,9 @@
 //! a prompt that cannot fit the context is refused before any work; tool calls are sampled
 //! under the tool grammar, prose without it (the first sampled token decides, from the same
 //! logits, so no work is repeated; a turn opening with a fence is read ahead and is a call only
-//! if it is a fenced call object naming an offered tool, then sampled again under the grammar
-//! from the prompt's end; a code block is prose); the prompt is tokenized so that only the
+//! if it is a fenced call object naming an offered tool, or a ```` ```python ```` fence with
+//! code tools in the fenced form (`code_form`), then sampled again under the grammar from the
+//! prompt's end; any other code block is prose); the prompt is tokenized so that only the
 //! chat template's own text makes special tokens (see `prompt`), whatever the messages, tool
 //! results and tool definitions hold; the grammar sampler is never `accept`ed by hand, since
 //! `sample` already accepts and a second accept aborts the process.
@@ -527,7 +528,11 @@ impl Engine {
             pos += 1;
             logits_index = 0;
             if reading_fence {
-                let verdict = fenced_call_verdict(&String::from_utf8_lossy(&pieces), &offered);
+                let verdict = fenced_call_verdict(
+                    &String::from_utf8_lossy(&pieces),
+                    &offered,
+                    !code_tools.is_empty(),
+                );
                 match (verdict, &grammar_text) {
                     (FenceVerdict::Undecided, _) if generated < FENCE_LOOKAHEAD => {}
                     (FenceVerdict::Call, Some(g)) => {

@@ -11,6 +11,13 @@
 //! last closing fence, after which only `</tool_call>` and white space may follow; otherwise the
 //! whole rest is text, so a script that holds a closing tag, a fence or a forged call can
 //! neither end early nor add a call. Only tools named in `code_tools` are read in this form.
+//!
+//! The parser never runs a code block in prose. The engine decides how a turn starts
+//! ([`first_piece`], [`fenced_call_verdict`]): with code tools in the fenced form, a turn that
+//! opens with a ```` ```python ```` fence (nothing before it) is how the embedded model starts
+//! a script (evals/runs/code-mode-markers-first-try-embedded), so the engine samples that turn
+//! again under the call grammar, where the script becomes a code call, as a fenced JSON call
+//! does; the text read ahead is dropped and never parsed. A code block after prose stays prose.
 
 use serde_json::{Map, Value};
 
@@ -109,8 +116,13 @@ pub enum FenceVerdict {
 }
 
 /// Whether `text`, the start of a turn, is ```` ```json ```` (or a bare fence), then
-/// `{"name": "` and one of `names` in full.
-pub fn fenced_call_verdict(text: &str, names: &[&str]) -> FenceVerdict {
+/// `{"name": "` and one of `names` in full; or, when `python_opens_code_call` (code tools in the
+/// fenced form are offered), a ```` ```python ```` or ```` ```py ```` fence.
+pub fn fenced_call_verdict(
+    text: &str,
+    names: &[&str],
+    python_opens_code_call: bool,
+) -> FenceVerdict {
     use FenceVerdict::{Call, Prose, Undecided};
     fn expect<'a>(rest: &'a str, literal: &str) -> Result<&'a str, FenceVerdict> {
         if let Some(after) = rest.strip_prefix(literal) {
@@ -134,8 +146,10 @@ pub fn fenced_call_verdict(text: &str, names: &[&str]) -> FenceVerdict {
         let word_end = rest
             .find(|c: char| !c.is_ascii_alphabetic())
             .ok_or(Undecided)?;
-        if !matches!(rest[..word_end].to_ascii_lowercase().as_str(), "" | "json") {
-            return Err(Prose);
+        match rest[..word_end].to_ascii_lowercase().as_str() {
+            "" | "json" => {}
+            "python" | "py" if python_opens_code_call => return Ok(Call),
+            _ => return Err(Prose),
         }
         let rest = expect(spaces(&rest[word_end..])?, "{")?;
         let rest = rest.strip_prefix('{').unwrap_or(rest);
@@ -366,7 +380,7 @@ mod tests {
             ("`x`", Prose),
         ];
         for (text, want) in cases {
-            assert_eq!(fenced_call_verdict(text, &names), want, "{text:?}");
+            assert_eq!(fenced_call_verdict(text, &names, false), want, "{text:?}");
         }
     }
 
@@ -511,5 +525,31 @@ mod tests {
         let (text, calls) = parse_output(&input, &[]);
         assert!(calls.is_empty(), "{calls:?}");
         assert_eq!(text, input);
+    }
+
+    #[test]
+    fn a_python_fence_opens_a_code_call_only_with_code_tools_in_the_fenced_form() {
+        use FenceVerdict::{Call, Prose, Undecided};
+        let names = ["code_execution"];
+        let cases = [
+            ("```python\nimport", true, Call),
+            ("```py\nprint(1)", true, Call),
+            ("```Python\n", true, Call),
+            ("```python", true, Undecided),
+            ("```pyth", true, Undecided),
+            // Without the fenced form a code block is prose, as before.
+            ("```python\nimport", false, Prose),
+            // Another language is prose either way.
+            ("```bash\nrm -rf /", true, Prose),
+            ("```pythonic\n", true, Prose),
+            ("```json\n{\"name\": \"code_execution\"", true, Call),
+        ];
+        for (text, fenced_form, want) in cases {
+            assert_eq!(
+                fenced_call_verdict(text, &names, fenced_form),
+                want,
+                "{text:?} fenced form {fenced_form}"
+            );
+        }
     }
 }

@@ -261,6 +261,7 @@ fn code_mode(config: &Config, args: &crate::cli::CodeModeArgs) -> Result<(), Com
         runs: args.runs as usize,
         temperature: args.temperature,
         seed: args.seed,
+        first_round_must_call: args.first_round_must_call,
     };
     if args.runs > 1 && !args.temperature.is_some_and(|t| t > 0.0) {
         return Err(CommandError::Usage(
