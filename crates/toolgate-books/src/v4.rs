@@ -20,7 +20,8 @@
 //!   when no filter would be left: a lone filter that matches nothing is an answer, 0); a write
 //!   that matches nothing is refused with the same corrected call as its example.
 //! - *Miscounting and wrong figures* (v3: answered the page length, or the first book's id, for
-//!   "how many"): a search result begins with a sentence that leads with the count (`found`).
+//!   "how many"): a search result begins with a sentence that leads with the count (`found`),
+//!   and each listed book gives its id last.
 //! - *Superlatives answered from the wrong row* (v3: "highest rated" answered from a `limit 1`
 //!   page sorted by popularity): `of_all_matches` names the highest and lowest rated and the
 //!   earliest and latest book of the whole match, whatever the page. `sort` values are named
@@ -674,6 +675,25 @@ fn title_with(book: &BookRow, what: &str) -> String {
     }
 }
 
+/// A listed book, title first and its id last: a v3 run answered "how many" with the first
+/// number of the list, the first book's id.
+fn listed(book: &BookRow) -> Value {
+    let mut row = json!({
+        "title": book.title,
+        "authors": book.authors,
+        "year": book.original_publication_year,
+        "rating": book.average_rating,
+    });
+    if let Some(status) = &book.my_status {
+        row["status"] = json!(status);
+    }
+    if !book.my_tags.is_empty() {
+        row["tags"] = json!(book.tags());
+    }
+    row["id"] = json!(book.book_id);
+    row
+}
+
 fn first_in(
     conn: &Connection,
     filters: &Filters,
@@ -727,7 +747,7 @@ fn run_search(conn: &Connection, args: &SearchArgs) -> Result<Value, ToolError> 
         ));
     }
     found.push('.');
-    let books: Vec<Value> = page.iter().map(BookRow::concise).collect();
+    let books: Vec<Value> = page.iter().map(listed).collect();
     let mut result = json!({"found": found, "total_matches": total, "books": books});
     if total >= 2 {
         let mut extremes = Map::new();

@@ -258,6 +258,17 @@ async fn a_search_answers_counts_and_superlatives_in_its_first_words() {
         assert_eq!(content["total_matches"], json!(n), "{args}");
         let found = content["found"].as_str().unwrap();
         assert!(found.starts_with(&format!("{n} books ")), "{args}: {found}");
+        // The count is the result's first figure: no id before it (no-language-count #1 of
+        // books-v3-dev-sampled-embedded answered 45, the first book's id).
+        let text = serde_json::to_string(&content).unwrap();
+        let first_digit = text.find(|c: char| c.is_ascii_digit()).unwrap();
+        assert!(text[first_digit..].starts_with(&n.to_string()), "{text}");
+        let first_book = content["books"][0].as_object().unwrap();
+        assert_eq!(first_book.keys().next().map(String::as_str), Some("title"));
+        assert_eq!(
+            first_book.keys().next_back().map(String::as_str),
+            Some("id")
+        );
     }
     // (call, of_all_matches field, title the suite expects): a page sorted the other way,
     // or a limit of 1, still names the extremes of the whole match.
