@@ -266,6 +266,8 @@ impl Dispatcher {
         (result, content_len, nested_read)
     }
 
+    /// The stages of the module documentation, in order. Each stage marks `record.stage` as it
+    /// begins, so a refusal is recorded at the stage that refused.
     async fn steps(
         &self,
         request: &CallRequest,
@@ -275,7 +277,33 @@ impl Dispatcher {
         record: &mut DecisionRecord,
         nested_read: &mut Vec<UntrustedSource>,
     ) -> Result<Step, ToolError> {
-        // 1. Resolve.
+        let call = self.resolve(request, canonical, mode, tool, record)?;
+        self.check_catalogue(&call, record)?;
+        let today = self.validate(&call, record)?;
+        self.authorize(&call, record)?;
+        // The key is derived before approval (it is pure) so that a call whose receipt already
+        // exists replays instead of asking a human about an effect that will not happen again.
+        let key = call.idempotency_key();
+        let replay = match self.approve(&call, key.as_ref(), record).await? {
+            Approval::Proceed { replay } => replay,
+            Approval::Pending(ticket) => return Ok(Step::NeedsHuman(*ticket)),
+        };
+        self.idempotency(key.as_ref(), record);
+        let output = self
+            .execute(&call, key.as_ref(), replay, today, record, nested_read)
+            .await?;
+        self.observe(&call, key.as_ref(), output, record)
+    }
+
+    /// 1. Resolve: the call must name its run, and the tool must exist and not be withheld.
+    fn resolve<'a>(
+        &self,
+        request: &'a CallRequest,
+        canonical: &'a str,
+        mode: Mode,
+        tool: Option<&'a Tool>,
+        record: &mut DecisionRecord,
+    ) -> Result<Resolved<'a>, ToolError> {
         if request.run_id.trim().is_empty() {
             return Err(ToolError::invalid(
                 "run_id",
@@ -289,8 +317,22 @@ impl Dispatcher {
         record.tool_version = Some(spec.version);
         record.risk = Some(spec.policy.risk);
         record.effect = Some(spec.policy.effect);
+        Ok(Resolved {
+            request,
+            canonical,
+            mode,
+            tool,
+        })
+    }
 
-        // 2. Catalogue.
+    /// 2. Catalogue: an unauthenticated caller can call nothing, and a tool outside the
+    ///    caller's catalogue is forbidden even when named.
+    fn check_catalogue(
+        &self,
+        call: &Resolved<'_>,
+        record: &mut DecisionRecord,
+    ) -> Result<(), ToolError> {
+        let (request, spec) = (call.request, &call.tool.spec);
         record.stage = Stage::Catalogue;
         if !request.principal.is_authenticated() {
             return Err(ToolError::new(
@@ -305,8 +347,17 @@ impl Dispatcher {
             )
             .with_hint("call only the tools you were given"));
         }
+        Ok(())
+    }
 
-        // 3. Validate.
+    /// 3. Validate: the arguments against the tool's schema, then the tool's semantic check.
+    ///    Returns today's date, which the check saw and the handler will see.
+    fn validate(
+        &self,
+        call: &Resolved<'_>,
+        record: &mut DecisionRecord,
+    ) -> Result<String, ToolError> {
+        let (request, tool, spec) = (call.request, call.tool, &call.tool.spec);
         record.stage = Stage::Validate;
         let today = self.inner.clock.today();
         let mut violations = tool.validator.validate(&request.arguments);
@@ -324,8 +375,12 @@ impl Dispatcher {
             today: today.clone(),
         };
         catch_panic(|| tool.handler.check(&request.arguments, &facts))?;
+        Ok(today)
+    }
 
-        // 4. Authorize.
+    /// 4. Authorize: the caller holds every scope the tool needs.
+    fn authorize(&self, call: &Resolved<'_>, record: &mut DecisionRecord) -> Result<(), ToolError> {
+        let (request, spec) = (call.request, &call.tool.spec);
         record.stage = Stage::Authorize;
         let missing = request.principal.missing_scopes(&spec.policy.scopes);
         if !missing.is_empty() {
@@ -338,19 +393,21 @@ impl Dispatcher {
                 ),
             ));
         }
+        Ok(())
+    }
 
-        // The key is derived before approval (it is pure) so that a call whose receipt already
-        // exists replays instead of asking a human about an effect that will not happen again.
-        let key = spec.writes().then(|| match &request.idempotency_key {
-            Some(given) => IdempotencyKey::given(given, &request.principal, &spec.name, canonical),
-            None => {
-                IdempotencyKey::derived(&request.principal, &request.run_id, &spec.name, canonical)
-            }
-        });
-
-        // 5. Approval.
+    /// 5. Approval: by risk, mode and taint, through the call's own channel; a tainted
+    ///    high-risk call is refused before anyone is asked, and a write whose receipt is
+    ///    already recorded under `key` replays it instead of asking anyone.
+    async fn approve(
+        &self,
+        call: &Resolved<'_>,
+        key: Option<&IdempotencyKey>,
+        record: &mut DecisionRecord,
+    ) -> Result<Approval, ToolError> {
+        let (request, mode, tool, spec) = (call.request, call.mode, call.tool, &call.tool.spec);
         record.stage = Stage::Approval;
-        let replay = match (&tool.receipts, &key) {
+        let replay = match (&tool.receipts, key) {
             (Some(log), Some(key)) => recorded_receipt(Arc::clone(log), key.clone()).await?,
             _ => None,
         };
@@ -392,7 +449,7 @@ impl Dispatcher {
                             record.approval = ApprovalRecord::Pending {
                                 expires_at_unix: ticket.expires_at_unix,
                             };
-                            return Ok(Step::NeedsHuman(*ticket));
+                            return Ok(Approval::Pending(ticket));
                         }
                     },
                     () = request.cancel.canceled() => return Err(canceled()),
@@ -408,12 +465,27 @@ impl Dispatcher {
                 ));
             }
         }
+        Ok(Approval::Proceed { replay })
+    }
 
-        // 6. Idempotency.
+    /// 6. Idempotency: the write's key goes into the record before anything runs.
+    fn idempotency(&self, key: Option<&IdempotencyKey>, record: &mut DecisionRecord) {
         record.stage = Stage::Idempotency;
-        record.idempotency_key = key.as_ref().map(|k| k.key.clone());
+        record.idempotency_key = key.map(|k| k.key.clone());
+    }
 
-        // 7. Execute.
+    /// 7. Execute: a recorded receipt replays (through the tool's replay view, if it has one);
+    ///    otherwise the handler runs, and what its nested calls wrote and read is recorded.
+    async fn execute(
+        &self,
+        call: &Resolved<'_>,
+        key: Option<&IdempotencyKey>,
+        replay: Option<Receipt>,
+        today: String,
+        record: &mut DecisionRecord,
+        nested_read: &mut Vec<UntrustedSource>,
+    ) -> Result<Output, ToolError> {
+        let (request, mode, tool, spec) = (call.request, call.mode, call.tool, &call.tool.spec);
         record.stage = Stage::Execute;
         if request.cancel.is_canceled() {
             // Checked here because a select between a ready handler and a ready cancellation
@@ -437,7 +509,7 @@ impl Dispatcher {
                     call_id: request.call_id.clone(),
                     run_id: request.run_id.clone(),
                     principal: request.principal.clone(),
-                    idempotency_key: key.clone(),
+                    idempotency_key: key.cloned(),
                     cancel: request.cancel.clone(),
                     today,
                     now_unix: unix_secs(self.inner.clock.now()),
@@ -448,7 +520,7 @@ impl Dispatcher {
                         nested: Arc::clone(&nested),
                     },
                 };
-                let output = self.execute(spec, tool, ctx, request, &waits).await;
+                let output = self.run_handler(spec, tool, ctx, request, &waits).await;
                 // Whatever became of the call itself, what its nested calls wrote and read is
                 // recorded.
                 record.nested_writes = nested.wrote();
@@ -456,14 +528,25 @@ impl Dispatcher {
                 output?
             }
         };
+        Ok(output)
+    }
 
-        // 8. Observation.
+    /// 8. Observation: a write's receipt must be the one under its key; the content is
+    ///    redacted, bounded and given its provenance.
+    fn observe(
+        &self,
+        call: &Resolved<'_>,
+        key: Option<&IdempotencyKey>,
+        output: Output,
+        record: &mut DecisionRecord,
+    ) -> Result<Step, ToolError> {
+        let spec = &call.tool.spec;
         record.stage = Stage::Observe;
         let tool_output = match output {
             Output::Read(out) => out,
             Output::Write(written) => {
                 let receipt = written.receipt;
-                let expected = key.as_ref().map(|k| k.key.as_str());
+                let expected = key.map(|k| k.key.as_str());
                 if expected != Some(receipt.key()) {
                     return Err(ToolError::internal(
                         "the write was not recorded under its idempotency key",
@@ -509,9 +592,9 @@ impl Dispatcher {
         ))
     }
 
-    /// Step 7 proper: the handler, under its deadline and the caller's cancellation. The
-    /// deadline pauses while a call nested in this one waits for a human.
-    async fn execute(
+    /// The handler proper, under its deadline and the caller's cancellation. The deadline
+    /// pauses while a call nested in this one waits for a human.
+    async fn run_handler(
         &self,
         spec: &ToolSpec,
         tool: &Tool,
@@ -722,6 +805,38 @@ enum Step {
 enum Sought {
     Decided(ApprovalRecord),
     Ticket(Box<ApprovalTicket>),
+}
+
+/// A call whose tool is resolved: what every later stage reads.
+struct Resolved<'a> {
+    request: &'a CallRequest,
+    /// The canonical form of the arguments, from which a write's key is derived.
+    canonical: &'a str,
+    mode: Mode,
+    tool: &'a Tool,
+}
+
+impl Resolved<'_> {
+    /// A write's idempotency key, derived from principal, tenant, run, tool and arguments, or
+    /// given by the caller (scoped to principal, tenant and tool); `None` for a read.
+    fn idempotency_key(&self) -> Option<IdempotencyKey> {
+        let (request, spec, canonical) = (self.request, &self.tool.spec, self.canonical);
+        spec.writes().then(|| match &request.idempotency_key {
+            Some(given) => IdempotencyKey::given(given, &request.principal, &spec.name, canonical),
+            None => {
+                IdempotencyKey::derived(&request.principal, &request.run_id, &spec.name, canonical)
+            }
+        })
+    }
+}
+
+/// How a call leaves the approval stage when it is not refused.
+enum Approval {
+    /// Go on: nothing needed asking, a human said yes, or the write already happened (then
+    /// its recorded receipt replays).
+    Proceed { replay: Option<Receipt> },
+    /// Wait for a human: a ticket for a retry to redeem.
+    Pending(Box<ApprovalTicket>),
 }
 
 /// A replay view, under the tool's deadline.
