@@ -592,6 +592,8 @@ pub struct DemoArgs {
 pub enum OutputFormat {
     Table,
     Json,
+    /// The risk table as Markdown (what docs/risk-table.md holds; a test compares them).
+    Markdown,
 }
 
 #[derive(Debug, Subcommand)]

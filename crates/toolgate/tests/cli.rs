@@ -83,7 +83,9 @@ fn tools_json_lists_every_tool_with_risk_reason_and_token_costs() {
         .collect();
     assert_eq!(
         names,
-        ["books-v1", "books-v2", "books-v3", "books-v4", "notes", "notes-v2"]
+        [
+            "books-v1", "books-v2", "books-v3", "books-v4", "notes", "notes-v2"
+        ]
     );
     for toolset in toolsets {
         assert!(toolset["definition_tokens"].as_u64().unwrap() > 0);
@@ -545,5 +547,35 @@ fn unconstrained_calls_are_refused_for_a_model_whose_strictness_is_the_providers
         text(&out.stderr).contains("--unconstrained applies to the embedded model only"),
         "{}",
         text(&out.stderr)
+    );
+}
+
+/// The book's risk table is generated: the block between its markers is exactly what
+/// `toolgate tools --format markdown` prints, so a changed risk, effect or reason cannot leave
+/// the documentation behind.
+#[test]
+fn the_risk_table_in_the_docs_is_what_toolgate_tools_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = toolgate(&["tools", "--format", "markdown"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    assert!(
+        printed.starts_with("| toolset | tool | risk | effect | reason |"),
+        "{printed}"
+    );
+    assert!(printed.contains("| notes | `email_send` | high | irreversible |"));
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/risk-table.md"
+    ))
+    .unwrap();
+    let begin = "<!-- generated: toolgate tools --format markdown -->\n";
+    let end = "<!-- end of generated table -->";
+    let start = page.find(begin).expect("the begin marker") + begin.len();
+    let stop = page[start..].find(end).expect("the end marker") + start;
+    assert_eq!(
+        &page[start..stop],
+        printed,
+        "docs/risk-table.md is out of date: replace the block between its markers with the output of `cargo run -p toolgate -- tools --format markdown`"
     );
 }

@@ -102,9 +102,8 @@ fn includes(markdown: &str) -> Vec<String> {
 fn destinations(markdown: &str) -> Vec<String> {
     Parser::new_ext(markdown, Options::all())
         .filter_map(|event| match event {
-            Event::Start(Tag::Link { dest_url, .. }) | Event::Start(Tag::Image { dest_url, .. }) => {
-                Some(dest_url.to_string())
-            }
+            Event::Start(Tag::Link { dest_url, .. })
+            | Event::Start(Tag::Image { dest_url, .. }) => Some(dest_url.to_string()),
             _ => None,
         })
         .collect()
@@ -165,7 +164,10 @@ fn no_documentation_file_has_a_dead_internal_link() {
         for include in includes(&body) {
             let target = root.join(file).parent().unwrap().join(&include);
             if !target.exists() {
-                dead.push(format!("{}: include {include} does not exist", file.display()));
+                dead.push(format!(
+                    "{}: include {include} does not exist",
+                    file.display()
+                ));
             }
         }
     }
@@ -203,8 +205,14 @@ fn heading_ids_are_spelled_as_the_book_spells_them() {
     let table = [
         ("The demo", "the-demo"),
         ("Security: `toolgate check`", "security-toolgate-check"),
-        ("Tools from other MCP servers, under our policy", "tools-from-other-mcp-servers-under-our-policy"),
-        ("Raising the embedded model's success (issue 32)", "raising-the-embedded-models-success-issue-32"),
+        (
+            "Tools from other MCP servers, under our policy",
+            "tools-from-other-mcp-servers-under-our-policy",
+        ),
+        (
+            "Raising the embedded model's success (issue 32)",
+            "raising-the-embedded-models-success-issue-32",
+        ),
         ("snake_case and hyphen-ated", "snake_case-and-hyphen-ated"),
     ];
     for (heading, id) in table {

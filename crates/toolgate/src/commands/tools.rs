@@ -115,6 +115,13 @@ pub fn run(
                 print!("{}", toolgate_core::display::visible(&table));
             }
         }
+        OutputFormat::Markdown => {
+            print!("{}", render_markdown(&reports));
+            if let Some(imports) = &imports {
+                let table = render_imported_table(imports);
+                print!("\n{}", toolgate_core::display::visible(&table));
+            }
+        }
         OutputFormat::Json => {
             let mut value = render_json(&reports, args.schema);
             if let Some(imports) = &imports {
@@ -216,6 +223,28 @@ fn render_table(reports: &[Report], with_schema: bool) -> String {
             }
         }
         out.push('\n');
+    }
+    out
+}
+
+/// The risk table as one Markdown table over every reported toolset (the book's risk table is
+/// this output, checked by a test, never kept by hand).
+fn render_markdown(reports: &[Report]) -> String {
+    let cell = |text: &str| text.replace('|', "\\|").replace('\n', " ");
+    let mut out = String::from(
+        "| toolset | tool | risk | effect | reason |\n| --- | --- | --- | --- | --- |\n",
+    );
+    for r in reports {
+        for s in &r.specs {
+            out.push_str(&format!(
+                "| {} | `{}` | {} | {} | {} |\n",
+                r.toolset,
+                cell(&s.name),
+                s.policy.risk.as_str(),
+                s.policy.effect.as_str(),
+                cell(&s.policy.reason)
+            ));
+        }
     }
     out
 }
