@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -50,7 +50,7 @@ fn heading_id(text: &str) -> String {
 /// them on the page), numbered on repeats as mdBook does (`x`, `x-1`, ...).
 fn heading_ids(markdown: &str, dir: &Path) -> BTreeSet<String> {
     let mut ids = BTreeSet::new();
-    let mut add = |id: String, ids: &mut BTreeSet<String>| {
+    let add = |id: String, ids: &mut BTreeSet<String>| {
         let mut candidate = id.clone();
         let mut n = 1;
         while ids.contains(&candidate) {
