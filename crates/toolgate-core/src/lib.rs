@@ -34,6 +34,7 @@ pub mod clock;
 pub mod dispatcher;
 pub mod display;
 pub mod error;
+pub mod error_chain;
 pub mod future;
 pub mod idempotency;
 pub mod observation;

@@ -42,6 +42,7 @@ use reqwest::header::{
     ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, LOCATION,
     TRANSFER_ENCODING,
 };
+use toolgate_core::error_chain::error_chain;
 use toolgate_core::trace::TraceSink;
 
 use crate::addr::check_addresses;
@@ -337,7 +338,7 @@ impl Egress {
             builder = builder.tls_certs_merge(self.extra_roots.iter().cloned());
         }
         builder.build().map_err(|e| EgressError::Internal {
-            detail: chain(&e.without_url()),
+            detail: cut(&error_chain(&e.without_url()), 500),
         })
     }
 
@@ -599,23 +600,8 @@ fn describe_certificate_error(error: &rustls::CertificateError) -> &'static str 
 fn transport(host: &str, error: reqwest::Error) -> EgressError {
     EgressError::Transport {
         host: host.to_string(),
-        detail: chain(&error.without_url()),
+        detail: cut(&error_chain(&error.without_url()), 500),
     }
-}
-
-/// An error and its sources, joined with `: `.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    cut(&text, 500)
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use toolgate_core::error_chain::error_chain;
 use toolgate_wiring::{Store, StoreKind};
 
 use super::format::SoakCase;
@@ -559,30 +560,23 @@ async fn post(
         .body(message.to_string())
         .send()
         .await
-        .map_err(|e| chain(&e))?;
+        .map_err(|e| error_chain(&e))?;
     let status = response.status().as_u16();
     let session = response
         .headers()
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let body = response.bytes().await.map_err(|e| chain(&e))?.to_vec();
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| error_chain(&e))?
+        .to_vec();
     Ok(Answer {
         status,
         session,
         body,
     })
-}
-
-/// The error and its sources (refused, reset, timed out).
-fn chain(error: &reqwest::Error) -> String {
-    let mut why = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(s) = source {
-        why.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    why
 }
 
 /// A 2025-11-25 session opened and initialized.

@@ -43,6 +43,7 @@ use rmcp::transport::auth::{
     OAuthHttpClientFuture, OAuthHttpRequest,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use toolgate_core::error_chain::error_chain;
 use toolgate_egress::Egress;
 
 use super::credentials::{CredentialError, CredentialKey, FileCredentialStore, TokenFile};
@@ -104,29 +105,13 @@ impl OAuthError {
                 | AuthError::ProtectedResourceMetadataInvalid { .. }
                 | AuthError::PkceUnsupported
         );
-        let text = chain(&error);
+        let text = error_chain(&error);
         if refusal {
             OAuthError::Refused(text)
         } else {
             OAuthError::Flow(text)
         }
     }
-}
-
-/// `error` and its sources, each once (rmcp's discovery error names the URL; its source says
-/// why, e.g. the egress exit's refusal).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// What was wrong with the redirect that came back.
