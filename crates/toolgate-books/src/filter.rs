@@ -16,7 +16,8 @@ use serde::Deserialize;
 use serde_json::json;
 use toolgate_core::ToolError;
 
-use crate::rows;
+use crate::rows::{self, BookRow};
+use crate::v2::SortOrder;
 
 /// The `language` value that finds books whose language code is empty.
 pub const NO_LANGUAGE: &str = "none";
@@ -58,6 +59,29 @@ impl WhereSql {
             conn,
             &format!("SELECT count(*) FROM books{}", self.sql),
             self.params.clone(),
+        )
+    }
+
+    /// The matching books in `order`: `limit` of them after the first `offset`.
+    pub fn books(
+        self,
+        conn: &Connection,
+        order: SortOrder,
+        limit: u32,
+        offset: u32,
+    ) -> Result<Vec<BookRow>, ToolError> {
+        let mut params = self.params;
+        params.push(SqlValue::Integer(i64::from(limit)));
+        params.push(SqlValue::Integer(i64::from(offset)));
+        rows::query(
+            conn,
+            &format!(
+                "SELECT {} FROM books{} ORDER BY {} LIMIT ? OFFSET ?",
+                rows::COLUMNS,
+                self.sql,
+                order.order_by()
+            ),
+            params,
         )
     }
 }

@@ -13,6 +13,7 @@ pub mod v1;
 pub mod v2;
 pub mod v3;
 pub mod v4;
+mod writes;
 
 use toolgate_core::Tool;
 use toolgate_core::tool::DeclarationError;

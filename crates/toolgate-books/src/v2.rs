@@ -2,7 +2,6 @@
 //! instead of dumps, several ids per write, readable titles with every id, loud pagination,
 //! and errors that say how to fix the call.
 
-use rusqlite::types::Value as SqlValue;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -225,22 +224,10 @@ pub(crate) fn run_search(
 ) -> Result<Value, ToolError> {
     let filter = args.filter().to_sql(conn)?;
     let total = filter.count(conn)?;
-    let (where_sql, params) = (filter.sql, filter.params);
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
     let offset = args.offset.unwrap_or(0);
     let sort = args.sort.unwrap_or_default();
-    let mut page_params = params;
-    page_params.push(SqlValue::Integer(i64::from(limit)));
-    page_params.push(SqlValue::Integer(i64::from(offset)));
-    let page = rows::query(
-        conn,
-        &format!(
-            "SELECT {} FROM books{where_sql} ORDER BY {} LIMIT ? OFFSET ?",
-            rows::COLUMNS,
-            sort.order_by()
-        ),
-        page_params,
-    )?;
+    let page = filter.books(conn, sort, limit, offset)?;
     let format = args.response_format.unwrap_or_default();
     let books: Vec<Value> = page
         .iter()

@@ -17,23 +17,19 @@
 //! another. v2's reads are reused unchanged.
 
 use rusqlite::Connection;
-use rusqlite::types::Value as SqlValue;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use toolgate_core::idempotency::WriteEffect;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError};
 
 use crate::filter::{BookFilter, StatusFilter};
-use crate::rows::{self, BookRow};
 use crate::store::BooksStore;
 use crate::v2::{self, NewStatus, SortOrder};
+use crate::writes::{self, Selected, Unselected};
 
-/// Most books one write changes; a larger match must be narrowed or given a `limit`.
-pub const MAX_CHANGED: u32 = 100;
-/// Most titles an approval preview lists (the count is always exact).
-const PREVIEW_TITLES: usize = 20;
+pub use crate::writes::MAX_CHANGED;
 
 /// Declares a write's arguments: the selection every v3 write shares (the search's filters,
 /// sort, limit), then the write's own fields. One list, so the writes cannot drift
@@ -134,13 +130,6 @@ struct Selection<'a> {
     limit: Option<u32>,
 }
 
-/// The books a selection picks, and how many matched before `limit`.
-#[derive(Debug)]
-struct Selected {
-    matched: i64,
-    books: Vec<BookRow>,
-}
-
 pub fn tools(store: &BooksStore) -> Result<Vec<Tool>, DeclarationError> {
     Ok(vec![
         v2::search(store, true)?,
@@ -166,32 +155,16 @@ fn check_selection(selection: &Selection<'_>) -> Result<(), ToolError> {
 /// The books `selection` picks, in its order; refuses no match, and more than
 /// [`MAX_CHANGED`] matches without a limit.
 fn select(conn: &Connection, selection: &Selection<'_>) -> Result<Selected, ToolError> {
-    let clause = selection.filter.to_sql(conn)?;
-    let matched = clause.count(conn)?;
-    if matched == 0 {
-        return Err(no_match(conn, &selection.filter)?);
-    }
-    if selection.limit.is_none() && matched > i64::from(MAX_CHANGED) {
-        return Err(ToolError::invalid(
+    match writes::select(conn, &selection.filter, selection.sort, selection.limit) {
+        Ok(selected) => Ok(selected),
+        Err(Unselected::NoMatch) => Err(no_match(conn, &selection.filter)?),
+        Err(Unselected::TooMany { matched }) => Err(ToolError::invalid(
             "limit",
             format!("{matched} books match; one call changes at most {MAX_CHANGED}"),
         )
-        .with_hint("narrow the filters, or set limit (and sort) to change the first ones"));
+        .with_hint("narrow the filters, or set limit (and sort) to change the first ones")),
+        Err(Unselected::Failed(error)) => Err(*error),
     }
-    let take = selection.limit.unwrap_or(MAX_CHANGED).min(MAX_CHANGED);
-    let mut params = clause.params;
-    params.push(SqlValue::Integer(i64::from(take)));
-    let books = rows::query(
-        conn,
-        &format!(
-            "SELECT {} FROM books{} ORDER BY {} LIMIT ?",
-            rows::COLUMNS,
-            clause.sql,
-            selection.sort.order_by()
-        ),
-        params,
-    )?;
-    Ok(Selected { matched, books })
 }
 
 /// The error for a selection nothing matches: it names the filters that match no book even
@@ -217,22 +190,6 @@ fn no_match(conn: &Connection, filter: &BookFilter<'_>) -> Result<ToolError, Too
     })
 }
 
-/// What the approver sees: how many books and which (first [`PREVIEW_TITLES`] titles).
-fn preview(store: &BooksStore, selection: &Selection<'_>) -> Result<Value, ToolError> {
-    let selected = store.with_conn(|conn| select(conn, selection))??;
-    let titles: Vec<String> = selected
-        .books
-        .iter()
-        .take(PREVIEW_TITLES)
-        .map(|b| format!("{}: {} ({})", b.book_id, b.title, b.authors))
-        .collect();
-    let mut shown = json!({"changes": selected.books.len(), "books": titles});
-    if selected.books.len() > PREVIEW_TITLES {
-        shown["and_more"] = json!(selected.books.len() - PREVIEW_TITLES);
-    }
-    Ok(shown)
-}
-
 /// Adds `matched` to a write's result, and a note when `limit` left matches unchanged.
 fn with_matched(mut effect: WriteEffect, selected: &Selected) -> WriteEffect {
     let changed = selected.books.len() as i64;
@@ -247,9 +204,7 @@ fn with_matched(mut effect: WriteEffect, selected: &Selected) -> WriteEffect {
 }
 
 fn set_status(store: &BooksStore) -> Result<Tool, DeclarationError> {
-    let write_store = store.clone();
-    let preview_store = store.clone();
-    ToolBuilder::<SetStatusArgs>::new("books_set_status", 2)
+    let builder = ToolBuilder::<SetStatusArgs>::new("books_set_status", 2)
         .describe(
             "Sets the user's reading status (want_to_read, reading, read, or none to clear) on every book that matches the filters, the same filters as books_search.",
             "the user asks to mark books: give the filters that describe them (author, years, rating...), with sort and limit for \"the N best/oldest\"; it takes no ids.",
@@ -263,27 +218,20 @@ fn set_status(store: &BooksStore) -> Result<Tool, DeclarationError> {
             Effect::UndoableWrite,
             "It changes only the user's own reading status, and the previous values are kept for undo.",
         )
-        .check(|args: &SetStatusArgs, _| check_selection(&args.selection()))
-        .approval_preview(move |args: &SetStatusArgs| preview(&preview_store, &args.selection()))
-        .receipts(store.receipt_log())
-        .write(move |ctx, args: SetStatusArgs| {
-            let store = write_store.clone();
-            async move {
-                store
-                    .write_once(&ctx, move |tx| {
-                        let selected = select(tx, &args.selection())?;
-                        let effect = v2::set_status_of(tx, &selected.books, args.status)?;
-                        Ok(with_matched(effect, &selected))
-                    })
-                    .await
-            }
-        })
+        .check(|args: &SetStatusArgs, _| check_selection(&args.selection()));
+    writes::by_filter(
+        builder,
+        store,
+        |conn, args| select(conn, &args.selection()),
+        |tx, args, selected| {
+            let effect = v2::set_status_of(tx, &selected.books, args.status)?;
+            Ok(with_matched(effect, selected))
+        },
+    )
 }
 
 fn tag(store: &BooksStore) -> Result<Tool, DeclarationError> {
-    let write_store = store.clone();
-    let preview_store = store.clone();
-    ToolBuilder::<TagArgs>::new("books_tag", 2)
+    let builder = ToolBuilder::<TagArgs>::new("books_tag", 2)
         .describe(
             "Adds and/or removes the user's own tags (e.g. \"fav\") on every book that matches the filters, the same filters as books_search.",
             "the user asks to tag or untag books: give the filters that describe them, with sort and limit for \"the N best/oldest\"; it takes no ids.",
@@ -303,19 +251,14 @@ fn tag(store: &BooksStore) -> Result<Tool, DeclarationError> {
                     .with_example(json!({"author": "Jane Austen", "add": ["classic"]})));
             }
             check_selection(&args.selection())
-        })
-        .approval_preview(move |args: &TagArgs| preview(&preview_store, &args.selection()))
-        .receipts(store.receipt_log())
-        .write(move |ctx, args: TagArgs| {
-            let store = write_store.clone();
-            async move {
-                store
-                    .write_once(&ctx, move |tx| {
-                        let selected = select(tx, &args.selection())?;
-                        let effect = v2::retag(tx, &selected.books, &args.add, &args.remove)?;
-                        Ok(with_matched(effect, &selected))
-                    })
-                    .await
-            }
-        })
+        });
+    writes::by_filter(
+        builder,
+        store,
+        |conn, args| select(conn, &args.selection()),
+        |tx, args, selected| {
+            let effect = v2::retag(tx, &selected.books, &args.add, &args.remove)?;
+            Ok(with_matched(effect, selected))
+        },
+    )
 }

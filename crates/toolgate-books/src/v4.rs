@@ -44,7 +44,6 @@
 //! the tag to add.
 
 use rusqlite::Connection;
-use rusqlite::types::Value as SqlValue;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -53,12 +52,12 @@ use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError, ToolOutput};
 
 use crate::filter::{BookFilter, NO_LANGUAGE, StatusFilter};
-use crate::rows::{self, BookRow};
+use crate::rows::BookRow;
 use crate::store::BooksStore;
 use crate::v2::{self, NewStatus, SortOrder};
+use crate::writes::{self, Selected, Unselected};
 
-/// Most books one write changes; a larger match must be narrowed or given a `limit`.
-pub const MAX_CHANGED: u32 = 100;
+pub use crate::writes::MAX_CHANGED;
 /// Words a small model writes into a text filter it was not asked to fill.
 pub const PLACEHOLDERS: [&str; 16] = [
     "none", "n/a", "na", "null", "nil", "any", "all", "*", "unknown", "-", "?", "no", "nothing",
@@ -71,7 +70,6 @@ const YEAR_FLOOR: i64 = -3000;
 const YEAR_CEILING: i64 = 2100;
 const DEFAULT_LIMIT: u32 = 10;
 const SEARCH_MAX_BYTES: usize = 16 * 1024;
-const PREVIEW_TITLES: usize = 20;
 
 /// Orders, named as a user says them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema, Default)]
@@ -700,19 +698,7 @@ fn first_in(
     order: SortOrder,
 ) -> Result<Option<BookRow>, ToolError> {
     let clause = filters.book_filter().to_sql(conn)?;
-    let mut params = clause.params;
-    params.push(SqlValue::Integer(1));
-    Ok(rows::query(
-        conn,
-        &format!(
-            "SELECT {} FROM books{} ORDER BY {} LIMIT ?",
-            rows::COLUMNS,
-            clause.sql,
-            order.order_by()
-        ),
-        params,
-    )?
-    .pop())
+    Ok(clause.books(conn, order, 1, 0)?.pop())
 }
 
 fn run_search(conn: &Connection, args: &SearchArgs) -> Result<Value, ToolError> {
@@ -723,19 +709,7 @@ fn run_search(conn: &Connection, args: &SearchArgs) -> Result<Value, ToolError> 
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
     let offset = args.offset.unwrap_or(0);
     let sort = args.sort.unwrap_or_default();
-    let mut params = clause.params;
-    params.push(SqlValue::Integer(i64::from(limit)));
-    params.push(SqlValue::Integer(i64::from(offset)));
-    let page = rows::query(
-        conn,
-        &format!(
-            "SELECT {} FROM books{} ORDER BY {} LIMIT ? OFFSET ?",
-            rows::COLUMNS,
-            clause.sql,
-            sort.order().order_by()
-        ),
-        params,
-    )?;
+    let page = clause.books(conn, sort.order(), limit, offset)?;
     let described = filters.describe();
     let mut found = found_sentence(total, &described);
     let shown_to = i64::from(offset) + page.len() as i64;
@@ -853,46 +827,27 @@ impl Selection {
     }
 }
 
-#[derive(Debug)]
-struct Selected {
-    matched: i64,
-    books: Vec<BookRow>,
-}
-
 fn select(conn: &Connection, selection: &Selection) -> Result<Selected, ToolError> {
-    let clause = selection.filters.book_filter().to_sql(conn)?;
-    let matched = clause.count(conn)?;
-    if matched == 0 {
-        return Err(no_match(conn, selection)?);
+    let filter = selection.filters.book_filter();
+    match writes::select(conn, &filter, selection.sort.order(), selection.limit) {
+        Ok(selected) => Ok(selected),
+        Err(Unselected::NoMatch) => Err(no_match(conn, selection)?),
+        Err(Unselected::TooMany { matched }) => {
+            let mut example = selection.call_with(&selection.filters);
+            example["sort"] = json!(selection.sort.arg());
+            example["limit"] = json!(1);
+            Err(ToolError::invalid(
+                "limit",
+                format!(
+                    "{matched} books match {}; one call changes at most {MAX_CHANGED}",
+                    selection.filters.describe()
+                ),
+            )
+            .with_hint("narrow the filters to what the user asked (published_in for one year), or give sort and limit for \"the N highest-rated\"")
+            .with_example(example))
+        }
+        Err(Unselected::Failed(error)) => Err(*error),
     }
-    if selection.limit.is_none() && matched > i64::from(MAX_CHANGED) {
-        let mut example = selection.call_with(&selection.filters);
-        example["sort"] = json!(selection.sort.arg());
-        example["limit"] = json!(1);
-        return Err(ToolError::invalid(
-            "limit",
-            format!(
-                "{matched} books match {}; one call changes at most {MAX_CHANGED}",
-                selection.filters.describe()
-            ),
-        )
-        .with_hint("narrow the filters to what the user asked (published_in for one year), or give sort and limit for \"the N highest-rated\"")
-        .with_example(example));
-    }
-    let take = selection.limit.unwrap_or(MAX_CHANGED).min(MAX_CHANGED);
-    let mut params = clause.params;
-    params.push(SqlValue::Integer(i64::from(take)));
-    let books = rows::query(
-        conn,
-        &format!(
-            "SELECT {} FROM books{} ORDER BY {} LIMIT ?",
-            rows::COLUMNS,
-            clause.sql,
-            selection.sort.order().order_by()
-        ),
-        params,
-    )?;
-    Ok(Selected { matched, books })
 }
 
 /// The refusal of a write nothing matches, with the corrected call as its example.
@@ -922,21 +877,6 @@ fn no_match(conn: &Connection, selection: &Selection) -> Result<ToolError, ToolE
         error = error.with_example(selection.call_with(&instead));
     }
     Ok(error)
-}
-
-fn preview(store: &BooksStore, selection: &Selection) -> Result<Value, ToolError> {
-    let selected = store.with_conn(|conn| select(conn, selection))??;
-    let titles: Vec<String> = selected
-        .books
-        .iter()
-        .take(PREVIEW_TITLES)
-        .map(|b| format!("{}: {} ({})", b.book_id, b.title, b.authors))
-        .collect();
-    let mut shown = json!({"changes": selected.books.len(), "books": titles});
-    if selected.books.len() > PREVIEW_TITLES {
-        shown["and_more"] = json!(selected.books.len() - PREVIEW_TITLES);
-    }
-    Ok(shown)
 }
 
 /// The write's result: a sentence first (how many changed, which), then v3's fields.
@@ -1032,9 +972,7 @@ fn tag_selection(args: &TagArgs) -> Selection {
 }
 
 fn set_status(store: &BooksStore) -> Result<Tool, DeclarationError> {
-    let write_store = store.clone();
-    let preview_store = store.clone();
-    ToolBuilder::<SetStatusArgs>::new("books_set_status", 3)
+    let builder = ToolBuilder::<SetStatusArgs>::new("books_set_status", 3)
         .describe(
             "Sets the user's reading status (want_to_read, reading, read, or none to clear) on every book that matches the filters, the same filters as books_search.",
             "the user asks to mark books: give only the filters that describe them, and sort with limit for \"the N highest-rated/earliest\"; it takes no ids.",
@@ -1048,35 +986,33 @@ fn set_status(store: &BooksStore) -> Result<Tool, DeclarationError> {
             Effect::UndoableWrite,
             "It changes only the user's own reading status, and the previous values are kept for undo.",
         )
-        .check(|args: &SetStatusArgs, _| status_selection(args).check())
-        .approval_preview(move |args: &SetStatusArgs| preview(&preview_store, &status_selection(args)))
-        .receipts(store.receipt_log())
-        .write(move |ctx, args: SetStatusArgs| {
-            let store = write_store.clone();
-            async move {
-                store
-                    .write_once(&ctx, move |tx| {
-                        let selection = status_selection(&args);
-                        let selected = select(tx, &selection)?;
-                        let new = v2::status_text(args.status);
-                        let changed = selected
-                            .books
-                            .iter()
-                            .filter(|b| b.my_status.as_deref() != new)
-                            .count();
-                        let effect = v2::set_status_of(tx, &selected.books, args.status)?;
-                        let did = format!("have status {}", new.unwrap_or("none"));
-                        Ok(finish(effect, &selection, &selected, changed, &did))
-                    })
-                    .await
-            }
-        })
+        .check(|args: &SetStatusArgs, _| status_selection(args).check());
+    writes::by_filter(
+        builder,
+        store,
+        |conn, args| select(conn, &status_selection(args)),
+        |tx, args, selected| {
+            let new = v2::status_text(args.status);
+            let changed = selected
+                .books
+                .iter()
+                .filter(|b| b.my_status.as_deref() != new)
+                .count();
+            let effect = v2::set_status_of(tx, &selected.books, args.status)?;
+            let did = format!("have status {}", new.unwrap_or("none"));
+            Ok(finish(
+                effect,
+                &status_selection(args),
+                selected,
+                changed,
+                &did,
+            ))
+        },
+    )
 }
 
 fn tag(store: &BooksStore) -> Result<Tool, DeclarationError> {
-    let write_store = store.clone();
-    let preview_store = store.clone();
-    ToolBuilder::<TagArgs>::new("books_tag", 3)
+    let builder = ToolBuilder::<TagArgs>::new("books_tag", 3)
         .describe(
             "Adds (or removes) one of the user's own tags, e.g. \"fav\", on every book that matches the filters, the same filters as books_search.",
             "the user asks to tag or untag books: the tag goes in tag; give only the filters that describe the books, and sort with limit for \"the N highest-rated/earliest\"; it takes no ids.",
@@ -1099,39 +1035,39 @@ fn tag(store: &BooksStore) -> Result<Tool, DeclarationError> {
                 .with_example(json!({"author": "George Orwell", "tag": "classic"})));
             }
             tag_selection(args).check()
-        })
-        .approval_preview(move |args: &TagArgs| preview(&preview_store, &tag_selection(args)))
-        .receipts(store.receipt_log())
-        .write(move |ctx, args: TagArgs| {
-            let store = write_store.clone();
-            async move {
-                store
-                    .write_once(&ctx, move |tx| {
-                        let selection = tag_selection(&args);
-                        let selected = select(tx, &selection)?;
-                        let tag = args.tag.trim().to_lowercase();
-                        let remove = args.action == Some(TagAction::Remove);
-                        let changed = selected
-                            .books
-                            .iter()
-                            .filter(|b| b.tags().contains(&tag.as_str()) == remove)
-                            .count();
-                        let (added, removed) = if remove {
-                            (Vec::new(), vec![tag.clone()])
-                        } else {
-                            (vec![tag.clone()], Vec::new())
-                        };
-                        let effect = v2::retag(tx, &selected.books, &added, &removed)?;
-                        let did = if remove {
-                            format!("lack the tag \"{tag}\"")
-                        } else {
-                            format!("have the tag \"{tag}\"")
-                        };
-                        Ok(finish(effect, &selection, &selected, changed, &did))
-                    })
-                    .await
-            }
-        })
+        });
+    writes::by_filter(
+        builder,
+        store,
+        |conn, args| select(conn, &tag_selection(args)),
+        |tx, args, selected| {
+            let tag = args.tag.trim().to_lowercase();
+            let remove = args.action == Some(TagAction::Remove);
+            let changed = selected
+                .books
+                .iter()
+                .filter(|b| b.tags().contains(&tag.as_str()) == remove)
+                .count();
+            let (added, removed) = if remove {
+                (Vec::new(), vec![tag.clone()])
+            } else {
+                (vec![tag.clone()], Vec::new())
+            };
+            let effect = v2::retag(tx, &selected.books, &added, &removed)?;
+            let did = if remove {
+                format!("lack the tag \"{tag}\"")
+            } else {
+                format!("have the tag \"{tag}\"")
+            };
+            Ok(finish(
+                effect,
+                &tag_selection(args),
+                selected,
+                changed,
+                &did,
+            ))
+        },
+    )
 }
 
 #[cfg(test)]

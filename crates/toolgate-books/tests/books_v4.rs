@@ -7,219 +7,124 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::fixture;
-use serde_json::{Value, json};
+use common::{WRITE_TASKS, done, fixture, write_task};
+use serde_json::json;
 use toolgate_books::Toolset;
-use toolgate_core::{CallRequest, Caller, ErrorCode, Mode, Principal, ScriptedApprover};
-
-/// The result of a call that must succeed.
-fn done(outcome: &toolgate_core::CallOutcome, what: &str) -> Value {
-    outcome
-        .observation()
-        .unwrap_or_else(|| panic!("{what}: {}", outcome.model_text()))
-        .content
-        .clone()
-}
-
-fn changed_ids(content: &Value) -> Vec<i64> {
-    let mut ids: Vec<i64> = content["books"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["id"].as_i64().unwrap())
-        .collect();
-    ids.sort();
-    ids
-}
-
-/// Every write task of the suite, as one v4 call and as the placeholder-laden call a v3 run
-/// made for it (field names mapped to v4's), with the SQL that selects the books it must
-/// change (the suite's expected_sql) and the column and value it must leave there.
-fn write_cases() -> Vec<(
-    &'static str,
-    &'static str,
-    Value,
-    &'static str,
-    &'static str,
-    &'static str,
-)> {
-    vec![
-        (
-            "collins-read",
-            "books_set_status",
-            json!({"author": "Suzanne Collins", "status": "read"}),
-            "my_status",
-            "read",
-            "authors LIKE '%Suzanne Collins%'",
-        ),
-        (
-            "riordan-reading",
-            "books_set_status",
-            json!({"author": "Rick Riordan", "status": "reading"}),
-            "my_status",
-            "reading",
-            "authors LIKE '%Rick Riordan%'",
-        ),
-        (
-            "brown-want",
-            "books_set_status",
-            json!({"author": "Dan Brown", "status": "want_to_read"}),
-            "my_status",
-            "want_to_read",
-            "authors LIKE '%Dan Brown%'",
-        ),
-        (
-            "king-early-read",
-            "books_set_status",
-            json!({"author": "Stephen King", "published_before": 1990, "status": "read"}),
-            "my_status",
-            "read",
-            "authors LIKE '%Stephen King%' AND original_publication_year < 1990",
-        ),
-        (
-            "recent-good-want",
-            "books_set_status",
-            json!({"published_after": 2010, "min_rating": 4.2, "status": "want_to_read"}),
-            "my_status",
-            "want_to_read",
-            "original_publication_year > 2010 AND average_rating >= 4.2",
-        ),
-        (
-            "austen-classic",
-            "books_tag",
-            json!({"author": "Jane Austen", "tag": "classic"}),
-            "my_tags",
-            "classic",
-            "authors LIKE '%Jane Austen%'",
-        ),
-        (
-            "green-ya",
-            "books_tag",
-            json!({"author": "John Green", "tag": "ya"}),
-            "my_tags",
-            "ya",
-            "authors LIKE '%John Green%'",
-        ),
-        (
-            "spanish-tag",
-            "books_tag",
-            json!({"language": "spa", "tag": "spanish"}),
-            "my_tags",
-            "spanish",
-            "language_code = 'spa'",
-        ),
-        (
-            "rowling-fav",
-            "books_tag",
-            json!({"author": "Rowling", "sort": "highest_rated", "limit": 2, "tag": "fav"}),
-            "my_tags",
-            "fav",
-            "book_id IN (SELECT book_id FROM books WHERE authors LIKE '%Rowling%' ORDER BY average_rating DESC LIMIT 2)",
-        ),
-        (
-            "oldest-three-ancient",
-            "books_tag",
-            json!({"sort": "earliest", "limit": 3, "tag": "ancient"}),
-            "my_tags",
-            "ancient",
-            "book_id IN (SELECT book_id FROM books WHERE original_publication_year IS NOT NULL ORDER BY original_publication_year LIMIT 3)",
-        ),
-        (
-            "best-2005-want",
-            "books_set_status",
-            json!({"published_in": 2005, "sort": "highest_rated", "limit": 1, "status": "want_to_read"}),
-            "my_status",
-            "want_to_read",
-            "book_id = (SELECT book_id FROM books WHERE original_publication_year = 2005 ORDER BY average_rating DESC LIMIT 1)",
-        ),
-        (
-            "tolkien-top-read",
-            "books_set_status",
-            json!({"author": "Tolkien", "sort": "highest_rated", "limit": 1, "status": "read"}),
-            "my_status",
-            "read",
-            "book_id = (SELECT book_id FROM books WHERE authors LIKE '%Tolkien%' ORDER BY average_rating DESC LIMIT 1)",
-        ),
-        // The v3 runs' placeholder calls (spanish-tag #0 and #1, oldest-three-ancient #0,
-        // best-2005-want greedy), each field as the run filled it.
-        (
-            "spanish-tag (v3 run: placeholders)",
-            "books_tag",
-            json!({"author": "none", "title": "none", "published_after": 0, "published_before": 2100, "min_rating": 0, "max_rating": 5, "language": "spa", "current_status": "no_status", "has_tag": "spanish", "tag": "spanish"}),
-            "my_tags",
-            "spanish",
-            "language_code = 'spa'",
-        ),
-        (
-            "spanish-tag (v3 run: zero ranges)",
-            "books_tag",
-            json!({"author": "none", "title": "none", "published_after": 0, "published_before": 0, "min_rating": 0, "max_rating": 0, "language": "spa", "has_tag": "spanish", "tag": "spanish"}),
-            "my_tags",
-            "spanish",
-            "language_code = 'spa'",
-        ),
-        (
-            "oldest-three-ancient (v3 run: placeholders)",
-            "books_tag",
-            json!({"author": "none", "title": "none", "min_rating": 1, "max_rating": 1, "language": "none", "has_tag": "ancient", "sort": "earliest", "limit": 3, "tag": "ancient"}),
-            "my_tags",
-            "ancient",
-            "book_id IN (SELECT book_id FROM books WHERE original_publication_year IS NOT NULL ORDER BY original_publication_year LIMIT 3)",
-        ),
-        (
-            "best-2005-want (v3 run: placeholders)",
-            "books_set_status",
-            json!({"author": "none", "title": "none", "published_in": 2005, "min_rating": 0, "max_rating": 5, "language": "none", "has_tag": "none", "sort": "highest_rated", "limit": 1, "status": "want_to_read"}),
-            "my_status",
-            "want_to_read",
-            "book_id = (SELECT book_id FROM books WHERE original_publication_year = 2005 ORDER BY average_rating DESC LIMIT 1)",
-        ),
-    ]
-}
+use toolgate_core::ErrorCode;
 
 #[tokio::test]
 async fn every_write_task_and_the_v3_runs_placeholder_calls_change_exactly_the_right_books() {
-    for (task, tool, args, column, value, selects) in write_cases() {
-        let f = fixture(Toolset::V4);
-        let content = done(&f.call(tool, args.clone()).await, task);
-        let expected = f.sql_ids(&format!(
-            "SELECT book_id FROM books WHERE {selects} ORDER BY 1"
-        ));
+    // (suite task, the books-v3 run whose call it is, the call in v4's names): first each
+    // task as v4 asks for it, then the v3 runs' placeholder calls, each field as the run
+    // filled it. common::WRITE_TASKS holds what each task must change.
+    let calls = [
+        (
+            "collins-read",
+            None,
+            json!({"author": "Suzanne Collins", "status": "read"}),
+        ),
+        (
+            "riordan-reading",
+            None,
+            json!({"author": "Rick Riordan", "status": "reading"}),
+        ),
+        (
+            "brown-want",
+            None,
+            json!({"author": "Dan Brown", "status": "want_to_read"}),
+        ),
+        (
+            "king-early-read",
+            None,
+            json!({"author": "Stephen King", "published_before": 1990, "status": "read"}),
+        ),
+        (
+            "recent-good-want",
+            None,
+            json!({"published_after": 2010, "min_rating": 4.2, "status": "want_to_read"}),
+        ),
+        (
+            "austen-classic",
+            None,
+            json!({"author": "Jane Austen", "tag": "classic"}),
+        ),
+        (
+            "green-ya",
+            None,
+            json!({"author": "John Green", "tag": "ya"}),
+        ),
+        (
+            "spanish-tag",
+            None,
+            json!({"language": "spa", "tag": "spanish"}),
+        ),
+        (
+            "rowling-fav",
+            None,
+            json!({"author": "Rowling", "sort": "highest_rated", "limit": 2, "tag": "fav"}),
+        ),
+        (
+            "oldest-three-ancient",
+            None,
+            json!({"sort": "earliest", "limit": 3, "tag": "ancient"}),
+        ),
+        (
+            "best-2005-want",
+            None,
+            json!({"published_in": 2005, "sort": "highest_rated", "limit": 1, "status": "want_to_read"}),
+        ),
+        (
+            "tolkien-top-read",
+            None,
+            json!({"author": "Tolkien", "sort": "highest_rated", "limit": 1, "status": "read"}),
+        ),
+        (
+            "spanish-tag",
+            Some("#0"),
+            json!({"author": "none", "title": "none", "published_after": 0, "published_before": 2100, "min_rating": 0, "max_rating": 5, "language": "spa", "current_status": "no_status", "has_tag": "spanish", "tag": "spanish"}),
+        ),
+        (
+            "spanish-tag",
+            Some("#1"),
+            json!({"author": "none", "title": "none", "published_after": 0, "published_before": 0, "min_rating": 0, "max_rating": 0, "language": "spa", "has_tag": "spanish", "tag": "spanish"}),
+        ),
+        (
+            "oldest-three-ancient",
+            Some("#0"),
+            json!({"author": "none", "title": "none", "min_rating": 1, "max_rating": 1, "language": "none", "has_tag": "ancient", "sort": "earliest", "limit": 3, "tag": "ancient"}),
+        ),
+        (
+            "best-2005-want",
+            Some("greedy"),
+            json!({"author": "none", "title": "none", "published_in": 2005, "min_rating": 0, "max_rating": 5, "language": "none", "has_tag": "none", "sort": "highest_rated", "limit": 1, "status": "want_to_read"}),
+        ),
+    ];
+    for task in &WRITE_TASKS {
         assert!(
-            !expected.is_empty(),
-            "{task}: the suite's selection is not empty"
+            calls.iter().any(|(name, _, _)| *name == task.name),
+            "{}: no v4 call",
+            task.name
         );
-        let changed = f.sql_ids(&format!(
-            "SELECT book_id FROM books WHERE {column} = '{value}' ORDER BY 1"
-        ));
-        assert_eq!(changed, expected, "{task}: {content}");
-        assert_eq!(
-            changed_ids(&content),
-            expected,
-            "{task}: the result names each book"
-        );
-        assert_eq!(content["changed"], json!(expected.len()), "{task}");
+    }
+    for (name, v3_run, args) in calls {
+        let task = write_task(name);
+        let label = match v3_run {
+            Some(run) => format!("{name} {run} (v3 run: placeholders)"),
+            None => name.to_string(),
+        };
+        let f = fixture(Toolset::V4);
+        let content = done(&f.call(task.tool, args).await, &label);
+        let n = f.assert_wrote(&label, task, &content);
+        assert_eq!(content["changed"], json!(n), "{label}");
         let summary = content["summary"].as_str().unwrap();
         assert!(
-            summary.starts_with(&format!("Changed {} books", expected.len())),
-            "{task}: {summary}"
+            summary.starts_with(&format!("Changed {n} books")),
+            "{label}: {summary}"
         );
-        let untouched = if column == "my_status" {
-            "my_tags <> ''"
-        } else {
-            "my_status IS NOT NULL"
-        };
-        assert_eq!(
-            f.sql_i64(&format!("SELECT count(*) FROM books WHERE {untouched}")),
-            0,
-            "{task}"
-        );
-        if task.contains("v3 run") {
+        if v3_run.is_some() {
             assert!(
                 !content["ignored"].as_array().unwrap().is_empty(),
-                "{task}: the placeholders are named: {content}"
+                "{label}: the placeholders are named: {content}"
             );
         }
     }
@@ -380,11 +285,7 @@ async fn writes_that_cannot_be_bounded_or_matched_change_nothing_and_teach_the_c
             "{args}: {}",
             outcome.model_text()
         );
-        assert_eq!(
-            f.sql_i64("SELECT count(*) FROM books WHERE my_status IS NOT NULL OR my_tags <> ''"),
-            0,
-            "{args} changed nothing"
-        );
+        assert_eq!(f.books_changed(), 0, "{args} changed nothing");
     }
     // A write left with no filter once placeholders are out says which it ignored and to call
     // again (spanish-tag in books-v4-smoke-embedded: the model then announced a retry).
@@ -458,22 +359,12 @@ async fn a_repeated_write_says_it_is_done_and_a_limited_one_says_what_it_left() 
 #[tokio::test]
 async fn the_approver_sees_the_books_the_normalized_filter_write_would_change() {
     let f = fixture(Toolset::V4);
-    let approver = Arc::new(ScriptedApprover::approving(Vec::<String>::new()));
-    let caller = Caller::new(f.dispatcher.clone())
-        .with_approver(approver.clone())
-        .with_mode(Mode::Ask);
-    let outcome = caller
-        .call(CallRequest::new(
-            Principal::local("tester", &[]),
-            "run-1",
+    let preview = f
+        .denied_preview(
             "books_tag",
             json!({"author": "none", "language": "spa", "has_tag": "spanish", "tag": "spanish"}),
-        ))
+        )
         .await;
-    assert_eq!(outcome.error().unwrap().code, ErrorCode::ApprovalDenied);
-    let seen = approver.seen();
-    assert_eq!(seen.len(), 1);
-    let preview = seen[0].preview.clone().unwrap();
     // The placeholders and the echoed tag are left out of the preview as of the write: the
     // two books whose language is spa, not none.
     assert_eq!(preview["changes"], 2, "{preview}");

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::fixture;
 use serde_json::{Value, json};
-use toolgate_agent::{Agent, AgentConfig, StopCause};
+use toolgate_agent::{Agent, AgentConfig, RunResult, StopCause};
 use toolgate_books::Toolset;
 use toolgate_core::{Caller, DenyAll, Dispatcher, Principal, Registry};
 use toolgate_llm::scripted::ScriptedModel;
@@ -31,6 +31,24 @@ fn agent(f: &common::Fixture, model: Arc<dyn Model>) -> Agent {
     let registry = Arc::new(Registry::new(Toolset::V4.tools(&f.store).unwrap()).unwrap());
     let caller = Caller::new(Dispatcher::new(registry).unwrap()).with_approver(Arc::new(DenyAll));
     Agent::new(model, caller, Principal::local("tester", &[])).with_config(v4_config())
+}
+
+/// Asks `question` of books-v4 through the loop with `model`'s script; the run must end with
+/// a final answer.
+async fn ask(
+    f: &common::Fixture,
+    model: &Arc<ScriptedModel>,
+    run_id: &str,
+    question: &str,
+) -> RunResult {
+    let result = agent(f, model.clone()).ask(run_id, question).await;
+    assert_eq!(result.stop, StopCause::FinalAnswer, "{run_id}");
+    result
+}
+
+/// The first tool result the model was sent in request `n` (0-based), parsed.
+fn first_result(model: &ScriptedModel, n: usize) -> Value {
+    serde_json::from_str(&results_in(model, n)[0]).unwrap()
 }
 
 /// The tool results' text the model was sent in request `n` (0-based).
@@ -59,13 +77,13 @@ async fn through_the_loop_a_placeholder_write_tags_the_right_books_and_names_wha
         )]),
         ScriptedModel::answer("Tagged 2 books spanish."),
     ]));
-    let result = agent(&f, model.clone())
-        .ask(
-            "v4-spanish",
-            "Tag every book whose language code is spa with the tag spanish.",
-        )
-        .await;
-    assert_eq!(result.stop, StopCause::FinalAnswer);
+    ask(
+        &f,
+        &model,
+        "v4-spanish",
+        "Tag every book whose language code is spa with the tag spanish.",
+    )
+    .await;
     assert_eq!(
         f.sql_ids("SELECT book_id FROM books WHERE my_tags = 'spanish' ORDER BY 1"),
         f.sql_ids("SELECT book_id FROM books WHERE language_code = 'spa' ORDER BY 1")
@@ -95,20 +113,20 @@ async fn through_the_loop_an_empty_search_hands_the_model_the_call_that_finds_th
         ScriptedModel::calls(&[("c2", "books_search", json!({"author": "Suzanne Collins"}))]),
         ScriptedModel::answer("3 books by Suzanne Collins."),
     ]));
-    let result = agent(&f, model.clone())
-        .ask(
-            "v4-collins",
-            "How many books by Suzanne Collins are in the list?",
-        )
-        .await;
-    assert_eq!(result.stop, StopCause::FinalAnswer);
-    let first: Value = serde_json::from_str(&results_in(&model, 1)[0]).unwrap();
+    ask(
+        &f,
+        &model,
+        "v4-collins",
+        "How many books by Suzanne Collins are in the list?",
+    )
+    .await;
+    let first = first_result(&model, 1);
     assert_eq!(
         first["result"]["next_call"],
         json!({"author": "Suzanne Collins"}),
         "{first}"
     );
-    let second: Value = serde_json::from_str(&results_in(&model, 2)[0]).unwrap();
+    let second = first_result(&model, 2);
     assert!(
         second["result"]["found"]
             .as_str()
@@ -133,19 +151,19 @@ async fn through_the_loop_a_described_call_after_a_search_is_sent_back_to_the_re
         ),
         ScriptedModel::answer("The Return of the King (The Lord of the Rings, #3)."),
     ]));
-    let result = agent(&f, model.clone())
-        .ask(
-            "v4-tolkien",
-            "Which book by J.R.R. Tolkien has the highest average rating?",
-        )
-        .await;
-    assert_eq!(result.stop, StopCause::FinalAnswer);
+    let result = ask(
+        &f,
+        &model,
+        "v4-tolkien",
+        "Which book by J.R.R. Tolkien has the highest average rating?",
+    )
+    .await;
     assert_eq!(
         result.described_call.map(|d| d.tool),
         Some("books_search".into())
     );
     assert!(result.answer.unwrap().contains("Return of the King"));
-    let first: Value = serde_json::from_str(&results_in(&model, 1)[0]).unwrap();
+    let first = first_result(&model, 1);
     let top = first["result"]["of_all_matches"]["highest_rated"]
         .as_str()
         .unwrap();
