@@ -12,7 +12,6 @@
 pub mod approval;
 pub mod auth;
 mod catalogue;
-pub mod client;
 pub mod http;
 pub mod prompts;
 pub mod resources;

@@ -58,8 +58,9 @@ use crate::catalogue::mcp_tool;
 use crate::prompts::{PromptDef, notes_prompts};
 use crate::resources::{NotesResources, ResourceSource};
 
-/// The `_meta` key under which a client may pass its own idempotency key for a `tools/call`.
-pub const IDEMPOTENCY_KEY_META: &str = "toolgate/idempotencyKey";
+/// The `_meta` key under which a client may pass its own idempotency key for a `tools/call`
+/// (kept by the client crate, which sends it, so neither crate imports the other upward).
+pub use toolgate_mcp_client::IDEMPOTENCY_KEY_META;
 
 /// The `_meta` key that marks a content block as untrusted text (data, never instructions).
 pub const UNTRUSTED_META: &str = "toolgate/untrusted";

@@ -50,7 +50,7 @@ pub struct Config {
     pub serve: ServeConfig,
     /// `[mcp]`: the MCP servers whose tools are imported, our ratings of them, the pin lock.
     #[serde(default)]
-    pub mcp: toolgate_mcp::client::imports::McpSettings,
+    pub mcp: toolgate_mcp_client::imports::McpSettings,
     /// `[sandbox]`: where `code_execution` runs (bubblewrap, interpreter, limits, layers).
     #[serde(default)]
     pub sandbox: toolgate_sandbox::Settings,

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 fn fixture(dir: &Path, tools: &Value) {
     std::fs::write(dir.join("tools.json"), tools.to_string()).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../toolgate-mcp/tests/mcp_client/fixture_server.mjs");
+        .join("../toolgate-mcp-client/tests/mcp_client/fixture_server.mjs");
     let servers = json!({"mcpServers": {"note-helper": {
         "command": node::node().display().to_string(),
         "args": [script.display().to_string(),

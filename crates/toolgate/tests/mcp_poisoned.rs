@@ -19,9 +19,9 @@ use serde_json::{Value, json};
 use toolgate_agent::{Agent, RunResult};
 use toolgate_core::{ErrorCode, Principal};
 use toolgate_llm::scripted::ScriptedModel;
-use toolgate_mcp::client::config::parse;
-use toolgate_mcp::client::imports::{ImportOptions, Imports, ToolState, open_receipts};
-use toolgate_mcp::client::pins::Drift;
+use toolgate_mcp_client::config::parse;
+use toolgate_mcp_client::imports::{ImportOptions, Imports, ToolState, open_receipts};
+use toolgate_mcp_client::pins::Drift;
 use toolgate_wiring::{ExitsConfig, Seat, Store, ToolsetName};
 
 #[derive(Deserialize)]
@@ -86,7 +86,7 @@ impl World {
                                             "required": ["title"]}}]);
         std::fs::write(self.path("tools.json"), tools.to_string()).unwrap();
         let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../toolgate-mcp/tests/mcp_client/fixture_server.mjs");
+            .join("../toolgate-mcp-client/tests/mcp_client/fixture_server.mjs");
         let servers = json!({"mcpServers": {"notes_helper": {
             "command": node::node().display().to_string(),
             "args": [script.display().to_string(),
@@ -108,7 +108,7 @@ impl World {
     /// The notes toolset plus the imported tools, driven by `model`, with nobody to approve.
     fn agent(&self, imports: &Imports, model: Arc<ScriptedModel>) -> Agent {
         let seat = Seat::new(Principal::local("local-user", &[]));
-        let extra = imports.extra_tools(false);
+        let extra = toolgate_wiring::extra_tools(imports, false);
         let ready = toolgate_wiring::dispatcher_with(
             ToolsetName::Notes,
             &self.store,

@@ -122,7 +122,7 @@ fn build(
                     println!("mcp: {}", server_heading(server));
                 }
             }
-            imports.extra_tools(args.tool_search)
+            toolgate_wiring::extra_tools(imports, args.tool_search)
         }
         None => ExtraTools {
             with_search: args.tool_search,

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use toolgate_core::display::visible;
 use toolgate_core::trace::TraceSink;
 use toolgate_egress::{Egress, SystemResolver};
-use toolgate_mcp::client::credentials::DEFAULT_TOKEN_FILE;
-use toolgate_mcp::client::diff;
-use toolgate_mcp::client::imports::{
+use toolgate_mcp_client::credentials::DEFAULT_TOKEN_FILE;
+use toolgate_mcp_client::diff;
+use toolgate_mcp_client::imports::{
     ImportOptions, Imports, ServerImport, ToolState, configured_options,
 };
-use toolgate_mcp::client::oauth::DEFAULT_LOGIN_WAIT;
+use toolgate_mcp_client::oauth::DEFAULT_LOGIN_WAIT;
 
 use super::{CommandError, runtime};
 use crate::cli::McpCommand;
@@ -114,7 +114,7 @@ async fn login(
         .map(|s| std::time::Duration::from_secs(s.max(1)))
         .unwrap_or(DEFAULT_LOGIN_WAIT);
     let shown_wait = wait.as_secs();
-    let logged_in = toolgate_mcp::client::imports::login(options, server, wait, |url| {
+    let logged_in = toolgate_mcp_client::imports::login(options, server, wait, |url| {
         eprintln!(
             "Open this URL in your browser to authorize toolgate (waiting up to {shown_wait} s \
              for the redirect back to this machine):\n\n  {url}\n"

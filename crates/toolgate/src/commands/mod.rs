@@ -58,7 +58,7 @@ pub enum CommandError {
     #[error(transparent)]
     Serve(#[from] toolgate_mcp::ServeError),
     #[error(transparent)]
-    Imports(#[from] toolgate_mcp::client::imports::ImportsError),
+    Imports(#[from] toolgate_mcp_client::imports::ImportsError),
     #[error(transparent)]
     Check(#[from] toolgate_check::CheckError),
     #[error("{0}")]

@@ -81,9 +81,9 @@ pub fn run(
         .with_mode(config.mode.unwrap_or_default())
         .with_taint_policy(config.policy)
         .with_trace(Arc::clone(&trace));
-    let extra = imports
-        .as_ref()
-        .map_or_else(ExtraTools::default, |i| i.extra_tools(false));
+    let extra = imports.as_ref().map_or_else(ExtraTools::default, |i| {
+        toolgate_wiring::extra_tools(i, false)
+    });
     // One run per server process: a host's retried write (a new JSON-RPC id) replays its
     // receipt instead of running again.
     let transport = if args.http.is_some() { "http" } else { "stdio" };

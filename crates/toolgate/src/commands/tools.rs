@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use toolgate_core::trace::NoTrace;
-use toolgate_mcp::client::imports::Imports;
+use toolgate_mcp_client::imports::Imports;
 
 use super::mcp::{TOOL_HEADER, open_imports, server_heading, tool_rows};
 use super::{CommandError, open_store, runtime};

@@ -1,4 +1,6 @@
-//! The MCP client side: other servers' tools imported under our policy.
+//! toolgate-mcp-client: toolgate as an MCP client, other servers' tools imported under our
+//! policy. Library code below the wiring (which opens the imports for every front end) and
+//! beside the toolsets: it names no toolset, no front end and not the MCP server.
 //!
 //! - [`config`] reads the `mcpServers` JSON desktop hosts use;
 //! - [`upstream`] connects to one server (stdio child or Streamable HTTP through the egress
@@ -23,3 +25,8 @@ pub mod lock;
 pub mod oauth;
 pub mod pins;
 pub mod upstream;
+
+/// The `_meta` key under which a client may pass its own idempotency key for a `tools/call`:
+/// the server reads it, and [`imported`] sends it with every forwarded write, so a toolgate
+/// server behind us replays instead of repeating.
+pub const IDEMPOTENCY_KEY_META: &str = "toolgate/idempotencyKey";

@@ -7,7 +7,8 @@
 //! Each other test is named after what it prevents.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/oidc.rs"]
+// The server crate's test support, shared (its tests use it too), not copied.
+#[path = "../../toolgate-mcp/tests/support/oidc.rs"]
 mod oidc;
 
 use std::collections::BTreeMap;
@@ -22,14 +23,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolgate_core::{CallOutcome, CallRequest, Principal};
 use toolgate_egress::{AllowEntry, Egress, EgressConfig, StaticResolver};
 use toolgate_mcp::auth::{AuthConfig, ResourceServer, egress_for};
-use toolgate_mcp::client::config::parse;
-use toolgate_mcp::client::credentials::{CredentialKey, TokenFile};
-use toolgate_mcp::client::import::ServerRatings;
-use toolgate_mcp::client::imports::{ImportOptions, Imports, ImportsError, login, open_receipts};
-use toolgate_mcp::client::oauth::OAuthError;
-use toolgate_mcp::client::upstream::{ConnectOptions, UpstreamError};
 use toolgate_mcp::http::{Access, serve_http_with};
 use toolgate_mcp::{HttpLimits, McpServer};
+use toolgate_mcp_client::config::parse;
+use toolgate_mcp_client::credentials::{CredentialKey, TokenFile};
+use toolgate_mcp_client::import::ServerRatings;
+use toolgate_mcp_client::imports::{ImportOptions, Imports, ImportsError, login, open_receipts};
+use toolgate_mcp_client::oauth::OAuthError;
+use toolgate_mcp_client::upstream::{ConnectOptions, UpstreamError};
 use toolgate_wiring::{ExitsConfig, Seat, Store, StoreKind, ToolsetName, assemble};
 
 const SCOPES: [&str; 2] = ["notes:read", "notes:write"];
@@ -174,7 +175,7 @@ impl Client {
 async fn login_as_browser(
     options: &ImportOptions,
     server: &str,
-) -> Result<toolgate_mcp::client::oauth::LoggedIn, ImportsError> {
+) -> Result<toolgate_mcp_client::oauth::LoggedIn, ImportsError> {
     let (url_tx, url_rx) = tokio::sync::oneshot::channel::<String>();
     let browser = tokio::spawn(async move {
         let Ok(url) = url_rx.await else {

@@ -430,17 +430,6 @@ impl Imports {
         Ok(imports)
     }
 
-    /// The offered tools and the withheld names, for a dispatcher beside a toolset's tools
-    /// (with `tool_search` over all of them when `with_search`).
-    pub fn extra_tools(&self, with_search: bool) -> toolgate_wiring::ExtraTools {
-        toolgate_wiring::ExtraTools {
-            tools: self.tools.clone(),
-            withheld: self.withheld.clone(),
-            with_search,
-            code: None,
-        }
-    }
-
     /// The pins the lock file holds for `server`.
     pub fn pins(&self, server: &str) -> Option<&ServerPins> {
         self.lock.servers.get(server)

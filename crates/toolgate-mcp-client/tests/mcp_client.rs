@@ -10,8 +10,10 @@
 mod node_install;
 // It loads `common/node.rs` too, for its own sake: the same finder twice, on purpose.
 #[allow(clippy::duplicate_mod)]
-#[path = "support/oidc.rs"]
+// The server crate's test support, shared (its tests use it too), not copied.
+#[path = "../../toolgate-mcp/tests/support/oidc.rs"]
 mod oidc;
+#[path = "../../toolgate-mcp/tests/support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;
@@ -25,14 +27,14 @@ use toolgate_core::{
     Effect, ErrorCode, Principal, Risk,
 };
 use toolgate_egress::{Egress, EgressConfig, StaticResolver};
-use toolgate_mcp::client::config::parse;
-use toolgate_mcp::client::import::ServerRatings;
-use toolgate_mcp::client::imports::{
+use toolgate_mcp::{HttpLimits, McpServer};
+use toolgate_mcp_client::config::parse;
+use toolgate_mcp_client::import::ServerRatings;
+use toolgate_mcp_client::imports::{
     ImportOptions, Imports, ImportsError, ToolState, open_receipts,
 };
-use toolgate_mcp::client::pins::Drift;
-use toolgate_mcp::client::upstream::ConnectOptions;
-use toolgate_mcp::{HttpLimits, McpServer};
+use toolgate_mcp_client::pins::Drift;
+use toolgate_mcp_client::upstream::ConnectOptions;
 use toolgate_wiring::{Assembled, ExitsConfig, Seat, Store, StoreKind, ToolsetName, assemble};
 
 /// A human who says yes to everything, and remembers what was asked.
@@ -916,7 +918,7 @@ async fn a_servers_error_words_are_untrusted_bounded_and_taint_what_follows() {
         );
         assert!(error.untrusted[0].text.contains(words), "{tool}");
         assert!(
-            error.untrusted[0].text.len() <= toolgate_mcp::client::imported::ERROR_TEXT_CAP,
+            error.untrusted[0].text.len() <= toolgate_mcp_client::imported::ERROR_TEXT_CAP,
             "{tool}"
         );
         let model_text = failed.model_text();

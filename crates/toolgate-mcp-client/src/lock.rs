@@ -100,7 +100,7 @@ impl PinLock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::pins::pin;
+    use crate::pins::pin;
     use serde_json::json;
 
     #[test]

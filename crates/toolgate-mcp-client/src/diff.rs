@@ -56,7 +56,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::client::pins::{pin, review};
+    use crate::pins::{pin, review};
 
     #[test]
     fn a_changed_description_shows_as_one_removed_and_one_added_line() {
