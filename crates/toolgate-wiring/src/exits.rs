@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use toolgate_core::trace::TraceSink;
 use toolgate_egress::{
-    AllowEntry, Egress, EgressConfig, Resolver, SmtpConfig, SmtpRelay, SmtpSecurity, SystemResolver,
+    AllowEntry, ConfigError, Egress, EgressConfig, Resolver, SmtpConfig, SmtpRelay, SmtpSecurity,
+    SystemResolver,
 };
 
 use crate::error::WiringError;
@@ -63,6 +64,17 @@ impl ExitsConfig {
     pub fn with_relay(mut self, smtp: SmtpConfig) -> Self {
         self.smtp = Some(smtp);
         self
+    }
+
+    /// The egress exit alone, resolving names with the system resolver: for a front end's
+    /// own connections (MCP imports) that send no mail, so a relay is not built for them.
+    pub fn egress(&self, trace: Arc<dyn TraceSink>) -> Result<Arc<Egress>, ConfigError> {
+        let policy = self.egress.validate()?;
+        Ok(Arc::new(Egress::from_policy(
+            policy,
+            Arc::new(SystemResolver),
+            trace,
+        )))
     }
 
     /// The exits, resolving names with the system resolver.

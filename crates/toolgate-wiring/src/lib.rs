@@ -11,7 +11,8 @@
 //! - [`dispatch`]: [`tools`] and [`dispatcher`]: a toolset's tools on its store with its exits,
 //!   and a ready [`Dispatcher`](toolgate_core::Dispatcher) for a principal ([`Seat`]) whose
 //!   catalogue is exactly the toolset's tools.
-//! - [`imports`]: [`extra_tools`]: the tools imported from MCP servers, handed to a dispatcher.
+//! - [`imports`]: [`open_imports`]: the configured MCP servers' tools, reached through the
+//!   egress exit [`ExitsConfig`] builds, and [`extra_tools`] to hand them to a dispatcher.
 //!
 //! Guarantees: every toolset name parses from and prints as one string; a toolset is only ever
 //! bound to the store kind it works on ([`WiringError::WrongStore`] otherwise); a toolset gets
@@ -32,6 +33,6 @@ pub use dispatch::{
 };
 pub use error::WiringError;
 pub use exits::{Exits, ExitsConfig};
-pub use imports::extra_tools;
+pub use imports::{OpenImportsError, extra_tools, open_imports};
 pub use store::{Store, StoreConfig, data_folder};
 pub use toolset::{StoreKind, ToolsetName, UnknownToolset};

@@ -1,18 +1,13 @@
 //! `toolgate mcp list|pin|diff|accept|login`, and the one way every command opens the MCP
 //! servers whose tools are imported (`--mcp-config`, else `[mcp] config`).
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use toolgate_core::display::visible;
 use toolgate_core::trace::TraceSink;
-use toolgate_egress::{Egress, SystemResolver};
-use toolgate_mcp_client::credentials::DEFAULT_TOKEN_FILE;
 use toolgate_mcp_client::diff;
-use toolgate_mcp_client::imports::{
-    ImportOptions, Imports, ServerImport, ToolState, configured_options,
-};
+use toolgate_mcp_client::imports::{ImportOptions, Imports, ServerImport, ToolState};
 use toolgate_mcp_client::oauth::DEFAULT_LOGIN_WAIT;
 
 use super::{CommandError, runtime};
@@ -20,26 +15,14 @@ use crate::cli::McpCommand;
 use crate::config::Config;
 use crate::table;
 
-/// The file the receipts of forwarded writes are kept in, in the data folder by default.
-const RECEIPTS_FILE: &str = "mcp-receipts.sqlite";
-
-/// The `mcpServers` file: the flag, else `[mcp] config`.
-fn servers_file(config: &Config, flag: Option<&Path>) -> Option<PathBuf> {
-    flag.map(Path::to_path_buf)
-        .or_else(|| config.mcp.config.clone())
-}
-
-/// Connects to every configured MCP server and imports its tools; `None` when no
-/// `mcpServers` file is configured. HTTP servers are reached through the `[egress]` exit.
+/// Connects to every configured MCP server and imports its tools, through the wiring (the
+/// `[egress]` exit it builds); `None` when no `mcpServers` file is configured.
 pub(crate) async fn open_imports(
     config: &Config,
     flag: Option<&Path>,
     trace: Arc<dyn TraceSink>,
 ) -> Result<Option<Imports>, CommandError> {
-    let Some(options) = import_options(config, flag, trace)? else {
-        return Ok(None);
-    };
-    Ok(Some(Imports::open(options).await?))
+    Ok(toolgate_wiring::open_imports(&config.mcp, flag, &config.exits(), trace).await?)
 }
 
 /// How the configured MCP servers are reached; `None` when no `mcpServers` file is
@@ -49,36 +32,12 @@ fn import_options(
     flag: Option<&Path>,
     trace: Arc<dyn TraceSink>,
 ) -> Result<Option<ImportOptions>, CommandError> {
-    let Some(file) = servers_file(config, flag) else {
-        if !config.mcp.servers.is_empty() {
-            return Err(CommandError::Usage(
-                "[mcp.servers] rates MCP servers, but no mcpServers file is given: set [mcp] \
-                 config or pass --mcp-config FILE"
-                    .into(),
-            ));
-        }
-        return Ok(None);
-    };
-    let egress = Egress::new(config.egress.clone(), Arc::new(SystemResolver), trace)
-        .map_err(|e| CommandError::Usage(format!("the [egress] allowlist is refused: {e}")))?;
-    let env: BTreeMap<String, String> = std::env::vars().collect();
-    let receipts = match &config.mcp.receipts {
-        Some(path) => path.clone(),
-        None => toolgate_wiring::data_folder()?.join(RECEIPTS_FILE),
-    };
-    let tokens = match &config.mcp.tokens {
-        Some(path) => path.clone(),
-        None => toolgate_wiring::data_folder()?.join(DEFAULT_TOKEN_FILE),
-    };
-    let options = configured_options(
+    Ok(toolgate_wiring::imports::import_options(
         &config.mcp,
-        &file,
-        &receipts,
-        &tokens,
-        &env,
-        Some(Arc::new(egress)),
-    )?;
-    Ok(Some(options))
+        flag,
+        &config.exits(),
+        trace,
+    )?)
 }
 
 const NO_SERVERS: &str = "no MCP servers are configured: pass --mcp-config FILE (an mcpServers \

@@ -60,6 +60,8 @@ pub enum CommandError {
     #[error(transparent)]
     Imports(#[from] toolgate_mcp_client::imports::ImportsError),
     #[error(transparent)]
+    OpenImports(#[from] toolgate_wiring::OpenImportsError),
+    #[error(transparent)]
     Check(#[from] toolgate_check::CheckError),
     #[error("{0}")]
     ChecksFailed(String),
