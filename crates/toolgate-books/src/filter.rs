@@ -17,7 +17,6 @@ use serde_json::json;
 use toolgate_core::ToolError;
 
 use crate::rows::{self, BookRow};
-use crate::v2::SortOrder;
 
 /// The `language` value that finds books whose language code is empty.
 pub const NO_LANGUAGE: &str = "none";
@@ -312,6 +311,36 @@ fn escape_like(text: &str) -> String {
 /// A LIKE pattern matching `text` anywhere, its own "%" or "_" matching themselves.
 fn like_pattern(text: &str) -> String {
     format!("%{}%", escape_like(text.trim()))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SortOrder {
+    #[default]
+    Popularity,
+    RatingDesc,
+    RatingAsc,
+    YearDesc,
+    YearAsc,
+    Title,
+}
+
+impl SortOrder {
+    pub(crate) fn order_by(self) -> &'static str {
+        // book_id breaks ties, so equal ratings or years always list in the same order.
+        match self {
+            SortOrder::Popularity => "ratings_count DESC, book_id",
+            SortOrder::RatingDesc => "average_rating DESC, book_id",
+            SortOrder::RatingAsc => "average_rating ASC, book_id",
+            SortOrder::YearDesc => {
+                "original_publication_year IS NULL, original_publication_year DESC, book_id"
+            }
+            SortOrder::YearAsc => {
+                "original_publication_year IS NULL, original_publication_year ASC, book_id"
+            }
+            SortOrder::Title => "title COLLATE NOCASE, book_id",
+        }
+    }
 }
 
 #[cfg(test)]

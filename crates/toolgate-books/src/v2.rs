@@ -10,7 +10,7 @@ use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError, ToolOutput};
 
 use crate::filter::BookFilter;
-pub use crate::filter::StatusFilter;
+pub use crate::filter::{SortOrder, StatusFilter};
 use crate::rows::{self, BookRow};
 use crate::store::BooksStore;
 
@@ -20,36 +20,6 @@ pub enum ResponseFormat {
     #[default]
     Concise,
     Detailed,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum SortOrder {
-    #[default]
-    Popularity,
-    RatingDesc,
-    RatingAsc,
-    YearDesc,
-    YearAsc,
-    Title,
-}
-
-impl SortOrder {
-    pub(crate) fn order_by(self) -> &'static str {
-        // book_id breaks ties, so equal ratings or years always list in the same order.
-        match self {
-            SortOrder::Popularity => "ratings_count DESC, book_id",
-            SortOrder::RatingDesc => "average_rating DESC, book_id",
-            SortOrder::RatingAsc => "average_rating ASC, book_id",
-            SortOrder::YearDesc => {
-                "original_publication_year IS NULL, original_publication_year DESC, book_id"
-            }
-            SortOrder::YearAsc => {
-                "original_publication_year IS NULL, original_publication_year ASC, book_id"
-            }
-            SortOrder::Title => "title COLLATE NOCASE, book_id",
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
