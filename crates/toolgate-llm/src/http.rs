@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
+use toolgate_core::error_chain::error_chain;
 
 use crate::LlmError;
 use crate::wire::excerpt;
@@ -129,7 +130,10 @@ impl HttpTransport {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| {
-                LlmError::Config(format!("could not build the HTTP client: {}", chain(&e)))
+                LlmError::Config(format!(
+                    "could not build the HTTP client: {}",
+                    error_chain(&e)
+                ))
             })?;
         Ok(HttpTransport { client, config })
     }
@@ -243,26 +247,11 @@ fn describe(error: &reqwest::Error, config: &HttpConfig) -> String {
             "timed out (connect timeout {:?}, total timeout {:?}): {}",
             config.connect_timeout,
             config.timeout,
-            chain(error)
+            error_chain(error)
         )
     } else {
-        chain(error)
+        error_chain(error)
     }
-}
-
-/// An error and its sources, joined with `: `.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The wait a provider asked for: `retry-after-ms` (OpenAI) first, then `retry-after` in
