@@ -6,7 +6,7 @@
 //! tool's own example, which its chat template shows as JSON inside a JSON description. A
 //! coder model writes code well in a fenced block; this form lets it:
 //!
-//! ```text
+//! ````text
 //! <tool_call>
 //! {"name": "code_execution", "arguments": {}}
 //! ```python
@@ -14,7 +14,7 @@
 //! print(t.notes_search(query="invoice")["content"]["total_matches"])
 //! ```
 //! </tool_call>
-//! ```
+//! ````
 //!
 //! A code tool is one whose argument schema requires a string property `code` (the
 //! `code_execution` tool). With [`CodeCalls::Fenced`], and only for code tools: the model is
