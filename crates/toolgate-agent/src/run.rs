@@ -220,7 +220,7 @@ pub type Observer = Arc<dyn Fn(&AgentEvent<'_>) + Send + Sync>;
 
 pub struct Agent {
     model: Arc<dyn Model>,
-    dispatcher: Caller,
+    caller: Caller,
     principal: Principal,
     config: AgentConfig,
     trace: Arc<dyn TraceSink>,
@@ -228,12 +228,12 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// A loop whose calls go through `dispatcher` as `principal`, with the caller's approval
+    /// A loop whose calls go through `caller` as `principal`, with the caller's approval
     /// channel and mode (a terminal approver for `toolgate ask`, none for an eval).
-    pub fn new(model: Arc<dyn Model>, dispatcher: Caller, principal: Principal) -> Self {
+    pub fn new(model: Arc<dyn Model>, caller: Caller, principal: Principal) -> Self {
         Agent {
             model,
-            dispatcher,
+            caller,
             principal,
             config: AgentConfig::default(),
             trace: Arc::new(NoTrace),
@@ -266,7 +266,7 @@ impl Agent {
     /// The tools this principal may see, as the model is shown them (`tool_search` among them
     /// when the registry offers it).
     pub fn tool_definitions(&self) -> Vec<ToolDefinition> {
-        self.dispatcher
+        self.caller
             .registry()
             .model_views_for(&self.principal)
             .into_iter()
@@ -586,7 +586,7 @@ impl Agent {
         )
         .with_call_id("preload")
         .with_origin(Origin::Loop);
-        let outcome = self.dispatcher.call(request).await;
+        let outcome = self.caller.call(request).await;
         let Some(observation) = outcome.observation() else {
             return Vec::new();
         };
@@ -621,7 +621,7 @@ impl Agent {
             let mut set = tokio::task::JoinSet::new();
             for (i, call) in tool_calls.iter().enumerate().take(group_end).skip(index) {
                 self.notify(&AgentEvent::ToolCall { call });
-                let dispatcher = self.dispatcher.clone();
+                let caller = self.caller.clone();
                 let request = CallRequest::new(
                     self.principal.clone(),
                     run_id,
@@ -631,7 +631,7 @@ impl Agent {
                 .with_call_id(&call.id)
                 .with_origin(Origin::Loop)
                 .with_taint_sources(Arc::clone(&sources));
-                set.spawn(async move { (i, dispatcher.call(request).await) });
+                set.spawn(async move { (i, caller.call(request).await) });
             }
             while let Some(joined) = set.join_next().await {
                 if let Ok((i, outcome)) = joined {
@@ -683,7 +683,7 @@ impl Agent {
 
     /// How the repeat guard sees a call to `tool`.
     fn call_kind(&self, tool: &str) -> CallKind {
-        match self.dispatcher.registry().get(tool) {
+        match self.caller.registry().get(tool) {
             Some(t) if t.spec.executor.writes => CallKind::Writes,
             Some(t) if t.spec.executor.answers_repeats => CallKind::AnswersRepeats,
             Some(_) => CallKind::Read,
@@ -704,7 +704,7 @@ impl Agent {
     }
 
     fn parallel_safe(&self, tool: &str) -> bool {
-        self.dispatcher
+        self.caller
             .registry()
             .get(tool)
             .is_some_and(|t| t.spec.executor.parallel_safe)

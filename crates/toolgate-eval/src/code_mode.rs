@@ -562,8 +562,8 @@ impl CodeMode {
             inner: Arc::clone(&model),
             prompts: Mutex::new(Vec::new()),
         });
-        let agent = Agent::new(metered.clone(), ready.dispatcher, ready.principal).with_config(
-            AgentConfig {
+        let agent =
+            Agent::new(metered.clone(), ready.caller, ready.principal).with_config(AgentConfig {
                 // A stand-in pages as far as the data goes (bounded all the same).
                 max_rounds: if arm.is_reference() {
                     REFERENCE_MAX_ROUNDS
@@ -577,8 +577,7 @@ impl CodeMode {
                 seed,
                 first_round_must_call: self.first_round_must_call,
                 ..AgentConfig::default()
-            },
-        );
+            });
         let started = Instant::now();
         let result = agent
             .ask(&format!("code-mode-{}-{total}", arm.as_str()), QUESTION)

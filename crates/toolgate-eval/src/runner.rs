@@ -290,7 +290,7 @@ impl Runner {
         // is denied.
         let seat = Seat::new(Principal::local("eval", &[])).with_trace(trace.clone());
         let ready = toolgate_wiring::dispatcher(toolset, store, target.exits, seat)?;
-        let agent = Agent::new(model, ready.dispatcher, ready.principal)
+        let agent = Agent::new(model, ready.caller, ready.principal)
             .with_config(AgentConfig {
                 max_rounds: self.max_rounds,
                 temperature: self.temperature,

@@ -8,7 +8,7 @@
 //!   with the reason (see [`super::pins`]);
 //! - a server that cannot be reached does not stop the others: its pinned tools are withheld
 //!   with the reason it is unreachable;
-//! - a definition we refuse (see [`super::import`]) is withheld with its reason;
+//! - a definition we refuse (see [`super::plan`]) is withheld with its reason;
 //! - nothing is written but the lock file (on first use, or by [`accept`](Imports::accept)),
 //!   and that whole, through a temporary file.
 //!
@@ -27,13 +27,11 @@ use toolgate_store::SharedConnection;
 
 use super::config::{ServerEntry, Transport};
 use super::credentials::TokenFile;
-use super::import::{
-    ImportPlan, ImportRefusal, RiskSource, ServerRatings, local_name, plan_server,
-};
-use super::imported::{DEFAULT_CALL_DEADLINE, declare};
+use super::forwarded::{DEFAULT_CALL_DEADLINE, declare};
 use super::lock::{LockError, PinLock};
 use super::oauth::{LoggedIn, LoginClient, OAuthError};
 use super::pins::{Drift, Review, ServerPins, pin, review};
+use super::plan::{ImportPlan, ImportRefusal, RiskSource, ServerRatings, local_name, plan_server};
 use super::upstream::{ConnectOptions, Upstream, UpstreamError, authorization_challenge};
 
 /// `[mcp]` in `toolgate.toml`.

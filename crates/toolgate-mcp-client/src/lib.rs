@@ -5,9 +5,9 @@
 //! - [`config`] reads the `mcpServers` JSON desktop hosts use;
 //! - [`upstream`] connects to one server (stdio child or Streamable HTTP through the egress
 //!   exit) and lists and calls its tools with bounds;
-//! - [`import`] decides, purely, what a remote tool becomes here (name, risk, description,
+//! - [`plan`] decides, purely, what a remote tool becomes here (name, risk, description,
 //!   schema) or why it is refused;
-//! - [`imported`] declares it as a tool of ours whose calls are forwarded, with untrusted
+//! - [`forwarded`] declares it as a tool of ours whose calls are forwarded, with untrusted
 //!   results and claimed writes;
 //! - [`pins`] and [`lock`] pin each server's tool definitions and quarantine drift, and
 //!   [`diff`] shows the drift;
@@ -18,15 +18,15 @@
 pub mod config;
 pub mod credentials;
 pub mod diff;
-pub mod import;
-pub mod imported;
+pub mod forwarded;
 pub mod imports;
 pub mod lock;
 pub mod oauth;
 pub mod pins;
+pub mod plan;
 pub mod upstream;
 
 /// The `_meta` key under which a client may pass its own idempotency key for a `tools/call`:
-/// the server reads it, and [`imported`] sends it with every forwarded write, so a toolgate
+/// the server reads it, and [`forwarded`] sends it with every forwarded write, so a toolgate
 /// server behind us replays instead of repeating.
 pub const IDEMPOTENCY_KEY_META: &str = "toolgate/idempotencyKey";

@@ -29,7 +29,7 @@ use toolgate_core::{
 use toolgate_egress::{Egress, EgressConfig, StaticResolver};
 use toolgate_mcp::{HttpLimits, McpServer};
 use toolgate_mcp_client::config::parse;
-use toolgate_mcp_client::import::ServerRatings;
+use toolgate_mcp_client::plan::ServerRatings;
 use toolgate_mcp_client::imports::{
     ImportOptions, Imports, ImportsError, ToolState, open_receipts,
 };
@@ -124,7 +124,7 @@ fn dispatcher(imports: &Imports, approver: Option<Arc<dyn Approver>>) -> Assembl
 
 async fn call(ready: &Assembled, tool: &str, args: Value) -> CallOutcome {
     ready
-        .dispatcher
+        .caller
         .call(CallRequest::new(
             ready.principal.clone(),
             "run-1",
@@ -646,7 +646,7 @@ async fn the_gateway_asks_the_host_per_call_and_a_declined_call_never_reaches_up
     let ready = dispatcher(&imports, None);
     let gateway = McpServer::serving(
         &ready.registry,
-        ready.dispatcher.clone(),
+        ready.caller.clone(),
         ready.principal.clone(),
         "gateway",
     );
@@ -719,7 +719,7 @@ async fn the_gateway_behind_oauth_serves_imported_tools_only_to_a_token_that_gra
     let ready = dispatcher(&imports, None);
     let gateway = McpServer::serving(
         &ready.registry,
-        ready.dispatcher.clone(),
+        ready.caller.clone(),
         ready.principal.clone(),
         "gateway-oauth",
     );
@@ -918,7 +918,7 @@ async fn a_servers_error_words_are_untrusted_bounded_and_taint_what_follows() {
         );
         assert!(error.untrusted[0].text.contains(words), "{tool}");
         assert!(
-            error.untrusted[0].text.len() <= toolgate_mcp_client::imported::ERROR_TEXT_CAP,
+            error.untrusted[0].text.len() <= toolgate_mcp_client::forwarded::ERROR_TEXT_CAP,
             "{tool}"
         );
         let model_text = failed.model_text();
@@ -950,7 +950,7 @@ async fn a_servers_error_words_are_untrusted_bounded_and_taint_what_follows() {
                 to,
                 earlier: 0,
             }),
-            ready.dispatcher.clone(),
+            ready.caller.clone(),
             ready.principal.clone(),
         );
         let run = agent
@@ -993,7 +993,7 @@ async fn a_servers_error_words_are_untrusted_bounded_and_taint_what_follows() {
             to: "rpc@evil.example",
             earlier: 1,
         }),
-        ready.dispatcher.clone(),
+        ready.caller.clone(),
         ready.principal.clone(),
     );
     let run = agent.run("run-later", history).await;

@@ -27,7 +27,7 @@ use toolgate_mcp::http::{Access, serve_http_with};
 use toolgate_mcp::{HttpLimits, McpServer};
 use toolgate_mcp_client::config::parse;
 use toolgate_mcp_client::credentials::{CredentialKey, TokenFile};
-use toolgate_mcp_client::import::ServerRatings;
+use toolgate_mcp_client::plan::ServerRatings;
 use toolgate_mcp_client::imports::{ImportOptions, Imports, ImportsError, login, open_receipts};
 use toolgate_mcp_client::oauth::OAuthError;
 use toolgate_mcp_client::upstream::{ConnectOptions, UpstreamError};
@@ -291,7 +291,7 @@ async fn call(imports: &Imports, tool: &str, args: Value) -> CallOutcome {
     let seat = Seat::new(Principal::local("local-user", &[]));
     let ready = assemble(imports.tools.clone(), imports.withheld.clone(), seat).unwrap();
     ready
-        .dispatcher
+        .caller
         .call(CallRequest::new(
             ready.principal.clone(),
             "run-1",

@@ -50,7 +50,7 @@ use toolgate_core::{
     ApprovalChannel, CallOutcome, CallRequest, CallResult, Caller, CancelToken, ErrorCode,
     Observation, Origin, Principal, Registry, Stage,
 };
-use toolgate_wiring::{Ready, Store};
+use toolgate_wiring::{Assembled, Store};
 
 use crate::approval;
 use crate::auth::Authenticated;
@@ -216,8 +216,8 @@ pub enum ServeError {
 impl McpServer {
     /// Serves `ready` (a toolset's dispatcher for a principal, from the wiring) as the run
     /// `run_id`: every write's effect identity includes it.
-    pub fn new(ready: Ready, run_id: &str) -> Self {
-        Self::serving(&ready.registry, ready.dispatcher, ready.principal, run_id)
+    pub fn new(ready: Assembled, run_id: &str) -> Self {
+        Self::serving(&ready.registry, ready.caller, ready.principal, run_id)
     }
 
     /// Serves the tools of `registry` that `principal` may see, every call through `caller`:
@@ -257,7 +257,7 @@ impl McpServer {
 
     /// The toolset of `ready` with what its store offers besides tools: the notes toolset
     /// serves its notes as resources and its prompts.
-    pub fn for_toolset(ready: Ready, store: &Store, run_id: &str) -> Self {
+    pub fn for_toolset(ready: Assembled, store: &Store, run_id: &str) -> Self {
         let server = Self::new(ready, run_id);
         match store {
             Store::Notes(notes) => server

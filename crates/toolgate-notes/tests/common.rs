@@ -22,7 +22,7 @@ pub struct Fixture {
     pub store: NotesStore,
     pub clock: Arc<ManualClock>,
     pub registry: Arc<Registry>,
-    pub dispatcher: Caller,
+    pub caller: Caller,
 }
 
 pub fn fixture() -> Fixture {
@@ -36,7 +36,7 @@ pub fn fixture_in(design: toolgate_notes::Design) -> Fixture {
     let tools = toolgate_notes::tools::designed_notes_tools(&store, design).unwrap();
     let registry = Arc::new(Registry::new(tools).unwrap());
     let clock = Arc::new(ManualClock::at_unix(NOW_UNIX));
-    let dispatcher = Caller::new(
+    let caller = Caller::new(
         Dispatcher::new(Arc::clone(&registry))
             .unwrap()
             .with_clock(clock.clone()),
@@ -46,14 +46,14 @@ pub fn fixture_in(design: toolgate_notes::Design) -> Fixture {
         store,
         clock,
         registry,
-        dispatcher,
+        caller,
     }
 }
 
 impl Fixture {
     /// A dispatcher like the fixture's, with `approver` attached.
     pub fn dispatcher_with(&self, approver: Arc<dyn Approver>) -> Caller {
-        self.dispatcher.clone().with_approver(approver)
+        self.caller.clone().with_approver(approver)
     }
 
     pub async fn call(&self, tool: &str, args: Value) -> CallOutcome {
@@ -61,7 +61,7 @@ impl Fixture {
     }
 
     pub async fn call_in_run(&self, run: &str, tool: &str, args: Value) -> CallOutcome {
-        self.dispatcher
+        self.caller
             .call(
                 CallRequest::new(Principal::local("tester", &[]), "run-1", tool, args)
                     .with_run(run),

@@ -386,7 +386,7 @@ async fn approved_delete_removes_the_note_everywhere_and_offers_no_undo() {
     let args = json!({"note_id": id});
     let principal = Principal::local("tester", &[]);
     let binding = f
-        .dispatcher
+        .caller
         .binding_for(&principal, "notes_delete", &args)
         .unwrap();
     let approver = Arc::new(ScriptedApprover::approving([binding]));

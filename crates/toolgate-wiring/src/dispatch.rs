@@ -79,16 +79,6 @@ impl Seat {
     }
 }
 
-/// A toolset's dispatcher for one principal, ready for calls.
-pub struct Ready {
-    pub toolset: ToolsetName,
-    pub registry: Arc<Registry>,
-    /// The dispatcher, with the seat's approval channel and mode for every call.
-    pub dispatcher: Caller,
-    /// The seat's principal, its catalogue set to the toolset's tools.
-    pub principal: Principal,
-}
-
 /// The tools of `toolset` bound to `store`; a toolset that reaches out gets the exits of
 /// `exits`, tracing to `trace`.
 pub fn tools(
@@ -128,11 +118,12 @@ pub struct ExtraTools {
     pub code: Option<CodeOptions>,
 }
 
-/// A dispatcher over some tools for one principal, whatever toolset (if any) they came from.
+/// A dispatcher over some tools for one principal, whatever toolset (if any) they came from,
+/// ready for calls.
 pub struct Assembled {
     pub registry: Arc<Registry>,
-    /// The dispatcher, with the seat's approval channel and mode for every call.
-    pub dispatcher: Caller,
+    /// The dispatcher with the seat's approval channel and mode: every call goes through it.
+    pub caller: Caller,
     /// The seat's principal, its catalogue set to exactly the tools.
     pub principal: Principal,
 }
@@ -167,7 +158,7 @@ pub fn assemble_with(
         .with_trace(seat.trace);
     Ok(Assembled {
         registry,
-        dispatcher: Caller::new(dispatcher).with_approval(seat.approval),
+        caller: Caller::new(dispatcher).with_approval(seat.approval),
         principal,
     })
 }
@@ -178,7 +169,7 @@ pub fn dispatcher(
     store: &Store,
     exits: &ExitsConfig,
     seat: Seat,
-) -> Result<Ready, WiringError> {
+) -> Result<Assembled, WiringError> {
     dispatcher_with(toolset, store, exits, seat, ExtraTools::default())
 }
 
@@ -189,20 +180,14 @@ pub fn dispatcher_with(
     exits: &ExitsConfig,
     seat: Seat,
     extra: ExtraTools,
-) -> Result<Ready, WiringError> {
+) -> Result<Assembled, WiringError> {
     let mut all = tools(toolset, store, exits, Arc::clone(&seat.trace))?;
     all.extend(extra.tools);
     if let Some(code) = &extra.code {
         let tool = code_tool(code, store, &all)?;
         all.push(tool);
     }
-    let assembled = assemble_with(all, extra.withheld, extra.with_search, seat)?;
-    Ok(Ready {
-        toolset,
-        registry: assembled.registry,
-        dispatcher: assembled.dispatcher,
-        principal: assembled.principal,
-    })
+    assemble_with(all, extra.withheld, extra.with_search, seat)
 }
 
 #[cfg(test)]
@@ -263,7 +248,7 @@ mod tests {
         .unwrap();
         assert!(ready.principal.in_catalogue("tool_search"));
         let found = ready
-            .dispatcher
+            .caller
             .call(CallRequest::new(
                 ready.principal.clone(),
                 "run-1",
@@ -284,7 +269,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_ready_dispatcher_runs_the_toolsets_calls() {
+    async fn an_assembled_dispatcher_runs_the_toolsets_calls() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_or_init(StoreKind::Books, &dir.path().join("b.sqlite")).unwrap();
         let ready = dispatcher(
@@ -295,7 +280,7 @@ mod tests {
         )
         .unwrap();
         let ok = ready
-            .dispatcher
+            .caller
             .call(CallRequest::new(
                 ready.principal.clone(),
                 "run-1",

@@ -29,7 +29,7 @@ pub mod toolset;
 
 pub use code::CodeOptions;
 pub use dispatch::{
-    Assembled, ExtraTools, Ready, Seat, assemble, assemble_with, dispatcher, dispatcher_with, tools,
+    Assembled, ExtraTools, Seat, assemble, assemble_with, dispatcher, dispatcher_with, tools,
 };
 pub use error::WiringError;
 pub use exits::{Exits, ExitsConfig};

@@ -47,7 +47,7 @@ fn demo_request(dir: &Path) -> ModelRequest {
     let ready = toolgate_wiring::dispatcher(ToolsetName::Notes, &store, &exits, seat).unwrap();
     let scripted = Arc::new(ScriptedModel::new([ScriptedModel::answer("-")]));
     let agent =
-        Agent::new(scripted.clone(), ready.dispatcher, ready.principal).with_config(AgentConfig {
+        Agent::new(scripted.clone(), ready.caller, ready.principal).with_config(AgentConfig {
             max_rounds: 6,
             system: Some(DEFAULT_SYSTEM_PROMPT.into()),
             ..AgentConfig::default()

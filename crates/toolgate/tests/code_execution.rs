@@ -113,7 +113,7 @@ impl World {
             extra,
         )
         .unwrap();
-        Agent::new(model, ready.dispatcher, ready.principal)
+        Agent::new(model, ready.caller, ready.principal)
     }
 
     fn tool_calls(&self) -> Vec<Value> {

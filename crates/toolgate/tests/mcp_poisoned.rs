@@ -117,7 +117,7 @@ impl World {
             extra,
         )
         .unwrap();
-        Agent::new(model, ready.dispatcher, ready.principal)
+        Agent::new(model, ready.caller, ready.principal)
     }
 
     fn next_draft_id(&self) -> i64 {

@@ -647,16 +647,12 @@ impl Bench {
             .with_trace(trace.clone());
         let ready = toolgate_wiring::dispatcher(ToolsetName::Notes, &self.store, &self.exits, seat)
             .map_err(|e| e.to_string())?;
-        let agent = Agent::new(
-            Arc::clone(&injection.model),
-            ready.dispatcher,
-            ready.principal,
-        )
-        .with_config(AgentConfig {
-            max_rounds: injection.max_rounds,
-            ..AgentConfig::default()
-        })
-        .with_trace(trace.clone());
+        let agent = Agent::new(Arc::clone(&injection.model), ready.caller, ready.principal)
+            .with_config(AgentConfig {
+                max_rounds: injection.max_rounds,
+                ..AgentConfig::default()
+            })
+            .with_trace(trace.clone());
         let run_id = format!("{}/{}", config.name, case.id);
         let started = Instant::now();
         let result = agent.ask(&run_id, &prompt).await;

@@ -144,12 +144,12 @@ fn build(
     if !args.quiet {
         println!(
             "model: {model_name}   toolset: {} ({} tools)   db: {}",
-            ready.toolset,
+            args.toolset,
             ready.registry.names().count(),
             path.display()
         );
     }
-    let mut agent = Agent::new(model, ready.dispatcher, ready.principal)
+    let mut agent = Agent::new(model, ready.caller, ready.principal)
         .with_config(AgentConfig {
             max_rounds: args.max_rounds,
             token_budget: args.token_budget,
@@ -163,7 +163,7 @@ fn build(
             offered: args
                 .code_only
                 .then(|| vec![toolgate_sandbox::tool::TOOL_NAME.to_owned()]),
-            ..ready.toolset.agent_config()
+            ..args.toolset.agent_config()
         })
         .with_trace(trace);
     if !args.quiet {

@@ -131,7 +131,7 @@ pub fn run(config: &Config, args: &DemoArgs) -> Result<(), CommandError> {
         .with_taint_policy(config.policy)
         .with_trace(Arc::clone(&trace));
     let ready = toolgate_wiring::dispatcher(args.toolset, &store, &demo_exits(config), seat)?;
-    let (registry, dispatcher, principal) = (ready.registry, ready.dispatcher, ready.principal);
+    let (registry, dispatcher, principal) = (ready.registry, ready.caller, ready.principal);
     let spec = choose_model(args.model.as_deref().or(config.model.name.as_deref()))?;
     let model = load_model(&spec, args.ctx, true)?;
     println!(

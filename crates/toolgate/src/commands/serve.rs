@@ -92,7 +92,7 @@ pub fn run(
         let assembled = toolgate_wiring::assemble(extra.tools, extra.withheld, seat)?;
         let server = McpServer::serving(
             &assembled.registry,
-            assembled.dispatcher,
+            assembled.caller,
             assembled.principal,
             &run_id,
         );

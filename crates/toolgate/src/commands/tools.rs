@@ -80,7 +80,7 @@ pub fn run(
         let store = open_store(toolset.store(), &db)?;
         let seat = Seat::new(Principal::local("toolgate-cli", &[]));
         let ready = toolgate_wiring::dispatcher(toolset, &store, &config.exits(), seat)?;
-        let (registry, dispatcher) = (&ready.registry, &ready.dispatcher);
+        let (registry, dispatcher) = (&ready.registry, &ready.caller);
         let specs: Vec<ToolSpec> = registry.specs().cloned().collect();
         let views: Vec<_> = specs.iter().map(ToolSpec::model_view).collect();
         let mut results = Vec::new();

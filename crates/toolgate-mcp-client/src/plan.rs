@@ -1,6 +1,6 @@
 //! What an imported tool becomes under our policy, decided from its definition and our ratings
 //! alone. Pure: connecting and calling are [`super::upstream`]'s, declaring is
-//! [`super::imported`]'s.
+//! [`super::forwarded`]'s.
 //!
 //! Guarantees:
 //! - the local name is `namespace__tool`, lower snake_case (a remote `readFile` or `get-file`

@@ -36,8 +36,8 @@ use toolgate_core::{
 };
 use toolgate_store::SharedConnection;
 
-use super::import::ImportPlan;
 use super::pins::tool_digest;
+use super::plan::ImportPlan;
 use super::upstream::{Upstream, UpstreamError};
 use crate::IDEMPOTENCY_KEY_META;
 
