@@ -1,7 +1,8 @@
 //! The documentation has no dead internal link: every relative link, image and `{{#include}}` in
-//! the README, the design, the contributors' guide and the book under `docs/` names a file that
-//! exists, every `#anchor` names a heading of its target (as mdBook and GitHub spell heading
-//! ids), every book page is listed in `docs/SUMMARY.md`, and every page the summary lists exists.
+//! the README, the design, the contributors' guide, `evals/README.md` and the book under `docs/`
+//! names a file that exists, every `#anchor` names a heading of its target (as mdBook and GitHub
+//! spell heading ids), every book page is listed in `docs/SUMMARY.md`, every page the summary
+//! lists exists, and every committed run folder is indexed in `evals/README.md`.
 //! External links (`http:`, `https:`, `mailto:`) are not fetched: no network in tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,11 +17,16 @@ fn repo_root() -> PathBuf {
 
 /// The Markdown files whose links are checked, relative to the repository's root.
 fn documentation_files(root: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = ["README.md", "ARCHITECTURE.md", "CONTRIBUTING.md"]
-        .iter()
-        .map(PathBuf::from)
-        .filter(|p| root.join(p).exists())
-        .collect();
+    let mut files: Vec<PathBuf> = [
+        "README.md",
+        "ARCHITECTURE.md",
+        "CONTRIBUTING.md",
+        "evals/README.md",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .filter(|p| root.join(p).exists())
+    .collect();
     let mut book: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
         .unwrap()
         .map(|entry| entry.unwrap().path())
@@ -198,6 +204,28 @@ fn every_book_page_is_in_the_summary_and_every_listed_page_exists() {
             "docs/{name} is not in docs/SUMMARY.md, so the book would not show it"
         );
     }
+}
+
+#[test]
+fn every_committed_run_folder_is_indexed_in_the_evals_readme() {
+    let root = repo_root();
+    let index = std::fs::read_to_string(root.join("evals/README.md")).unwrap();
+    let mut unlisted = Vec::new();
+    for entry in std::fs::read_dir(root.join("evals/runs")).unwrap() {
+        let entry = entry.unwrap();
+        if !entry.file_type().unwrap().is_dir() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().to_string();
+        if !index.contains(&format!("`{name}`")) {
+            unlisted.push(name);
+        }
+    }
+    assert!(
+        unlisted.is_empty(),
+        "evals/runs folders not in evals/README.md's table (say what each measured and where \
+         it is discussed): {unlisted:?}"
+    );
 }
 
 #[test]
