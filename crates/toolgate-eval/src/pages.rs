@@ -1,5 +1,8 @@
 //! A static page server on 127.0.0.1 for clip tasks: serves the files of one folder, nothing
-//! else, and stops when dropped (or after an hour at most).
+//! else, for as long as its owner holds it, and stops when dropped. It has no time limit of its
+//! own: an eval or an injection suite runs for hours, and a server that had stopped after one
+//! hour (as this one once did) turned every later clip task into a `transient_dependency`
+//! failure that measured nothing. The thread cannot outlive the process that owns it.
 //!
 //! Guarantees: binds loopback only; a request path that is not a plain file name in the folder
 //! (`..`, slashes, hidden files) is a 404; each connection is answered once and closed.
@@ -9,7 +12,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct PageServer {
     pub port: u16,
@@ -27,8 +30,7 @@ impl PageServer {
         std::thread::Builder::new()
             .name("toolgate-eval-pages".into())
             .spawn(move || {
-                let deadline = Instant::now() + Duration::from_secs(3600);
-                while !halt.load(Ordering::SeqCst) && Instant::now() < deadline {
+                while !halt.load(Ordering::SeqCst) {
                     match listener.accept() {
                         Ok((stream, _)) => {
                             let _ = serve(stream, &dir);
@@ -91,6 +93,48 @@ fn serve(mut stream: std::net::TcpStream, dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn get(port: u16, path: &str) -> std::io::Result<String> {
+        use std::io::Read;
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response)?;
+        Ok(response)
+    }
+
+    #[test]
+    fn the_server_serves_until_its_owner_drops_it_then_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("page.html"), "<p>focaccia</p>").unwrap();
+        let server = PageServer::start(dir.path()).unwrap();
+        let port = server.port;
+        let page = get(port, "/page.html").unwrap();
+        assert!(
+            page.starts_with("HTTP/1.1 200") && page.ends_with("<p>focaccia</p>"),
+            "{page}"
+        );
+        assert!(
+            get(port, "/missing.html")
+                .unwrap()
+                .starts_with("HTTP/1.1 404")
+        );
+        drop(server);
+        // The accept loop notices the stop within one poll; bounded wait for the listener to close.
+        let mut refused = false;
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                refused = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            refused,
+            "the page server still accepts connections after being dropped"
+        );
+    }
 
     #[test]
     fn only_plain_file_names_in_the_folder_are_served() {
