@@ -710,14 +710,7 @@ fn last_text(model: &ScriptedModel, n: usize) -> String {
     let request = &model.requests()[n];
     let last = request.messages.last().unwrap();
     assert_eq!(last.role, Role::User);
-    last.content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    last.text()
 }
 
 fn choices(model: &ScriptedModel) -> Vec<ToolChoice> {

@@ -84,7 +84,7 @@ impl Model for ObedientModel {
             .messages
             .iter()
             .find(|m| m.role == Role::User)
-            .map(toolgate_agent::run::message_text)
+            .map(Message::text)
             .unwrap_or_default();
         let response = match (results.len(), self.obey) {
             (_, Obey::Ignore) => turn(vec![], "I could not find it."),

@@ -194,15 +194,7 @@ fn messages_json(request: &ModelRequest) -> Vec<Value> {
 
 /// One neutral message as one or more Chat messages.
 fn message_json(message: &Message) -> Vec<Value> {
-    let text: String = message
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n\n");
+    let text: String = message.text_blocks().collect::<Vec<_>>().join("\n\n");
     match message.role {
         Role::Assistant => {
             let calls: Vec<Value> = message

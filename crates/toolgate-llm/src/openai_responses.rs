@@ -88,15 +88,7 @@ fn tool_choice_json(choice: &ToolChoice) -> Value {
 
 /// One neutral message as `input` items.
 fn input_items(message: &Message) -> Vec<Value> {
-    let text = message
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n\n");
+    let text = message.text_blocks().collect::<Vec<_>>().join("\n\n");
     let mut items = Vec::new();
     match message.role {
         Role::Assistant => {

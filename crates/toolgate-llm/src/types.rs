@@ -104,6 +104,19 @@ impl Message {
             content: results.into_iter().map(ContentBlock::ToolResult).collect(),
         }
     }
+
+    /// The message's text blocks in order; its tool calls and results are left out.
+    pub fn text_blocks(&self) -> impl Iterator<Item = &str> {
+        self.content.iter().filter_map(|block| match block {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            ContentBlock::ToolCall(_) | ContentBlock::ToolResult(_) => None,
+        })
+    }
+
+    /// The message's text: its text blocks, one per line (empty when it has none).
+    pub fn text(&self) -> String {
+        self.text_blocks().collect::<Vec<_>>().join("\n")
+    }
 }
 
 /// Everything one model call needs.
@@ -182,4 +195,40 @@ pub struct ModelResponse {
     pub usage: Usage,
     /// The model that answered, as the provider names it.
     pub model: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_joins_the_text_blocks_and_leaves_out_calls_and_results() {
+        let message = Message {
+            role: Role::Assistant,
+            content: vec![
+                ContentBlock::Text {
+                    text: "first".into(),
+                },
+                ContentBlock::ToolCall(ToolCall {
+                    id: "c1".into(),
+                    name: "notes_search".into(),
+                    arguments: Value::Null,
+                }),
+                ContentBlock::ToolResult(ToolResult {
+                    call_id: "c1".into(),
+                    content: "result".into(),
+                    is_error: false,
+                }),
+                ContentBlock::Text {
+                    text: "second".into(),
+                },
+            ],
+        };
+        assert_eq!(message.text(), "first\nsecond");
+        assert_eq!(
+            message.text_blocks().collect::<Vec<_>>(),
+            ["first", "second"]
+        );
+        assert_eq!(Message::tool_results(Vec::new()).text(), "");
+    }
 }

@@ -1,0 +1,59 @@
+//! How a run is configured: its caps, its prompt, and the levers of the loop (each off by
+//! default; see [`crate::run`] for what each does).
+
+use crate::deferral::DeferralConfig;
+
+/// What the model is told before the user speaks, unless a caller says otherwise. Measured on
+/// the embedded model: shorter or gentler wordings made it describe how to use the tools
+/// instead of calling them or stating the answer.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are an assistant with tools. You cannot see the user's data: call a \
+tool to look it up before you answer, and never guess. If a tool returns an error, fix your call and try again. \
+When tool results answer the question, reply with the answer in one short sentence.";
+
+/// Default cap on model turns per run.
+pub const DEFAULT_MAX_ROUNDS: u32 = 8;
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub max_rounds: u32,
+    /// Stop once input + output tokens across the run exceed this.
+    pub token_budget: Option<u64>,
+    pub max_tokens_per_turn: u32,
+    pub temperature: Option<f32>,
+    pub system: Option<String>,
+    /// When to send a standing set plus `tool_search` instead of every definition; `None`
+    /// never defers. Only a registry that offers `tool_search` can defer.
+    pub deferral: Option<DeferralConfig>,
+    /// Show the model only these tools (the others stay callable by tools that call tools,
+    /// such as `code_execution`'s scripts); `None` shows every tool of the principal.
+    pub offered: Option<Vec<String>>,
+    /// The run's sampling seed (with a `temperature` that samples); each round's request gets
+    /// it plus the round number.
+    pub seed: Option<u64>,
+    /// Give a final answer that describes a tool call instead of making it one corrective
+    /// turn per run (see the module documentation).
+    pub correct_described_calls: bool,
+    /// End tool use for the run at its second exact repeat of a read with nothing written
+    /// since, and word the repeat notice plainly (see the module documentation).
+    pub end_tools_after_repeats: bool,
+    /// Ask for a tool call (`tool_choice: Any`) in the run's first round.
+    pub first_round_must_call: bool,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            max_rounds: DEFAULT_MAX_ROUNDS,
+            token_budget: None,
+            max_tokens_per_turn: 1024,
+            temperature: None,
+            system: Some(DEFAULT_SYSTEM_PROMPT.into()),
+            deferral: Some(DeferralConfig::default()),
+            offered: None,
+            seed: None,
+            correct_described_calls: false,
+            end_tools_after_repeats: false,
+            first_round_must_call: false,
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! The tool-call loop.
+//!
+//! Guarantees: every call the model asks for goes through the dispatcher (the loop never
+//! touches a handler), except an exact repeat of a read that declares `answers_repeats`
+//! with nothing written since, which is answered with the earlier result under a notice and
+//! traced as `repeat_answered` (see [`crate::repeat_guard`]); every call id gets exactly one
+//! result, in the order asked, errors included as `is_error` results the model can act on;
+//! consecutive calls to parallel-safe tools run concurrently, anything else runs alone and in
+//! order; the run stops on a final answer, the round cap or the token budget, and says which.
+//!
+//! A run goes through these stages, each one method of [`Agent`]:
+//! 1. *prepare the conversation* (`prepare_conversation`): the tool list, the deferred run's
+//!    preload (`preload.rs`) and the taint sources of the history (`sources.rs`);
+//! 2. *check the limits* (`limit_reached`): the round cap and the token budget, before each
+//!    turn;
+//! 3. *request a turn* (`request_turn`): one model request, observed and traced;
+//! 4. *handle a final answer* (`correct_described_call`): a turn without calls ends the run,
+//!    unless the described-call correction gives it one more turn;
+//! 5. *take the calls* (`take_calls`, in `calls.rs`): refused once tool use has ended; else
+//!    the *repeat guard* answers exact repeats from memory, the rest are *dispatched*
+//!    (`dispatch.rs`), each outcome is recorded, and tool use ends after repeats (a lever);
+//! 6. *close the run* (`close_run`): the answer, the run's end traced (`trace.rs`), observers
+//!    told (`observer.rs`).
+//!
+//! Tool definitions: every tool the principal may call, sent identically every round; past
+//! [`AgentConfig::deferral`]'s threshold, when the registry offers `tool_search`, the standing
+//! set (`tool_search` and the always-loaded tools) instead, and the definitions a search finds
+//! are appended for later rounds, never swapped in (see [`crate::deferral`]), so each request's
+//! tool list begins with every byte of the one before.
+//!
+//! Three levers, each off by default (off, the loop behaves exactly as without them), each
+//! aimed at a failure kind of the eval's taxonomy:
+//! - [`AgentConfig::correct_described_calls`] (*wrong answer*, *no tool call*): a final answer
+//!   that describes a call to an offered tool instead of making it (see
+//!   [`crate::described_call`]) gets one corrective user-role turn per run, then the model is
+//!   asked again; a second described answer is the final answer. No correction when no round
+//!   or token budget is left (the described answer stands rather than a round-cap ending), or
+//!   once tool use has ended. Traced as `described_call_corrected`, kept in
+//!   [`RunResult::described_call`].
+//! - [`AgentConfig::end_tools_after_repeats`] (*round cap*): an exact repeat answered from
+//!   memory says plainly that the result is unchanged and to answer from it; at the run's
+//!   second exact repeat of a read with nothing written since (see
+//!   [`crate::repeat_guard::RepeatCount`]), tool use ends: that turn's results are followed by
+//!   a notice, and every later request keeps the same tool definitions (so a cached prompt
+//!   prefix can hold) with `tool_choice: None`. A call the model makes anyway is never run:
+//!   it gets a `canceled` error result. Traced as `tools_ended`, kept in
+//!   [`RunResult::tools_ended_round`].
+//! - [`AgentConfig::first_round_must_call`] (*no tool call*): the run's first request asks
+//!   for `tool_choice: Any` (a model that honours it must call a tool; the embedded engine's
+//!   grammar forces one); later rounds are `Auto`. For assistants whose every question is
+//!   about the user's data.
+
+mod calls;
+mod config;
+mod dispatch;
+mod observer;
+mod preload;
+mod result;
+mod sources;
+mod trace;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use toolgate_core::taint::TaintSources;
+use toolgate_core::trace::{NoTrace, TraceSink};
+use toolgate_core::{Caller, Principal};
+use toolgate_llm::{
+    Message, Model, ModelRequest, ModelResponse, ToolChoice, ToolDefinition, Usage,
+};
+
+pub use config::{AgentConfig, DEFAULT_MAX_ROUNDS, DEFAULT_SYSTEM_PROMPT};
+pub use observer::{AgentEvent, Observer};
+pub use result::{CallSummary, RunResult, StopCause};
+pub use sources::sources_from_history;
+pub use trace::{
+    DescribedCallCorrected, ModelTurn, RepeatAnswered, RunEnd, ToolsAppended, ToolsEnded,
+    TurnSummary,
+};
+
+use crate::deferral::ToolList;
+use crate::described_call::{DescribedCall, correction_text, described_call};
+use crate::repeat_guard::{RepeatCount, RepeatGuard};
+use result::model_error;
+
+pub struct Agent {
+    model: Arc<dyn Model>,
+    caller: Caller,
+    principal: Principal,
+    config: AgentConfig,
+    trace: Arc<dyn TraceSink>,
+    observer: Option<Observer>,
+}
+
+/// What a run carries from one round to the next.
+struct RunState<'a> {
+    run_id: &'a str,
+    /// The definitions sent, with what searches appended.
+    tools: ToolList,
+    /// Tools whose definitions searches appended, in order.
+    appended_tools: Vec<String>,
+    /// Where the conversation's text came from, for the taint checks of later calls.
+    sources: TaintSources,
+    messages: Vec<Message>,
+    usage: Usage,
+    calls: Vec<CallSummary>,
+    guard: RepeatGuard,
+    repeats: RepeatCount,
+    tools_ended_round: Option<u32>,
+    corrected: Option<DescribedCall>,
+    /// Model turns requested so far.
+    round: u32,
+}
+
+impl Agent {
+    /// A loop whose calls go through `caller` as `principal`, with the caller's approval
+    /// channel and mode (a terminal approver for `toolgate ask`, none for an eval).
+    pub fn new(model: Arc<dyn Model>, caller: Caller, principal: Principal) -> Self {
+        Agent {
+            model,
+            caller,
+            principal,
+            config: AgentConfig::default(),
+            trace: Arc::new(NoTrace),
+            observer: None,
+        }
+    }
+
+    pub fn with_config(mut self, config: AgentConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The trace for model turns and run events (tool calls are traced by the dispatcher).
+    pub fn with_trace(mut self, trace: Arc<dyn TraceSink>) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    pub fn with_observer(mut self, observer: Observer) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The tool list a run starts with: every visible tool, or the standing set when the run
+    /// defers.
+    pub fn tool_list(&self) -> ToolList {
+        ToolList::plan(self.tool_definitions(), self.config.deferral.as_ref())
+    }
+
+    /// The tools this principal may see, as the model is shown them (`tool_search` among them
+    /// when the registry offers it).
+    pub fn tool_definitions(&self) -> Vec<ToolDefinition> {
+        self.caller
+            .registry()
+            .model_views_for(&self.principal)
+            .into_iter()
+            .filter(|v| {
+                self.config
+                    .offered
+                    .as_ref()
+                    .is_none_or(|offered| offered.contains(&v.name))
+            })
+            .map(|v| ToolDefinition {
+                name: v.name,
+                description: v.description,
+                input_schema: v.input_schema,
+            })
+            .collect()
+    }
+
+    /// Runs one question to a stop.
+    pub async fn ask(&self, run_id: &str, question: &str) -> RunResult {
+        self.run(run_id, vec![Message::user_text(question)]).await
+    }
+
+    /// Continues a conversation (whose last message is the user's) to a stop.
+    pub async fn run(&self, run_id: &str, history: Vec<Message>) -> RunResult {
+        let mut run = self.prepare_conversation(run_id, history).await;
+        let stop = loop {
+            if let Some(stop) = self.limit_reached(&run) {
+                break stop;
+            }
+            let response = match self.request_turn(&mut run).await {
+                Ok(response) => response,
+                Err(stop) => break stop,
+            };
+            if response.tool_calls.is_empty() {
+                if self.correct_described_call(&mut run, &response) {
+                    continue;
+                }
+                break StopCause::FinalAnswer;
+            }
+            self.take_calls(&mut run, &response.tool_calls).await;
+        };
+        self.close_run(run, stop)
+    }
+
+    /// Stage 1: the run's tool list (with what the preload appended) and the taint sources of
+    /// the history it continues.
+    async fn prepare_conversation<'a>(
+        &self,
+        run_id: &'a str,
+        history: Vec<Message>,
+    ) -> RunState<'a> {
+        let mut tools = self.tool_list();
+        let appended_tools = self.preload(run_id, &history, &mut tools).await;
+        let sources = sources_from_history(&history);
+        RunState {
+            run_id,
+            tools,
+            appended_tools,
+            sources,
+            messages: history,
+            usage: Usage::default(),
+            calls: Vec::new(),
+            guard: RepeatGuard::default(),
+            repeats: RepeatCount::default(),
+            tools_ended_round: None,
+            corrected: None,
+            round: 0,
+        }
+    }
+
+    /// Stage 2: the stop when no turn is left: the round cap, or the token budget spent.
+    fn limit_reached(&self, run: &RunState<'_>) -> Option<StopCause> {
+        if run.round >= self.config.max_rounds {
+            return Some(StopCause::RoundCap { rounds: run.round });
+        }
+        let budget = self.config.token_budget?;
+        let used = run.usage.input_tokens + run.usage.output_tokens;
+        (used >= budget).then_some(StopCause::TokenBudget { used, budget })
+    }
+
+    /// Stage 3: the next round's request, answered, observed, traced, counted and added to the
+    /// conversation; a failed request is the run's stop.
+    async fn request_turn(&self, run: &mut RunState<'_>) -> Result<ModelResponse, StopCause> {
+        run.round += 1;
+        let round = run.round;
+        let request = self.turn_request(run);
+        self.notify(&AgentEvent::Request {
+            round,
+            request: &request,
+        });
+        let started = Instant::now();
+        let response = self.model.complete(&request).await;
+        self.trace_model_turn(run.run_id, round, &response, started);
+        let response = response.map_err(|e| model_error(&e))?;
+        self.notify(&AgentEvent::Response {
+            round,
+            response: &response,
+        });
+        run.usage.input_tokens += response.usage.input_tokens;
+        run.usage.output_tokens += response.usage.output_tokens;
+        run.usage.cached_input_tokens += response.usage.cached_input_tokens;
+        run.messages.push(Message::from_response(&response));
+        Ok(response)
+    }
+
+    /// The request of the run's current round.
+    fn turn_request(&self, run: &RunState<'_>) -> ModelRequest {
+        let tool_choice = if run.tools_ended_round.is_some() {
+            ToolChoice::None
+        } else if run.round == 1
+            && self.config.first_round_must_call
+            && !run.tools.definitions().is_empty()
+        {
+            ToolChoice::Any
+        } else {
+            ToolChoice::Auto
+        };
+        ModelRequest {
+            system: self.config.system.clone(),
+            messages: run.messages.clone(),
+            tools: run.tools.definitions().to_vec(),
+            tool_choice,
+            max_tokens: self.config.max_tokens_per_turn,
+            temperature: self.config.temperature,
+            parallel_tool_calls: true,
+            stable_tools: run.tools.is_deferred().then(|| run.tools.standing()),
+            // One seed per round, from the run's: a run with the same seed repeats.
+            seed: self
+                .config
+                .seed
+                .map(|s| s.wrapping_add(u64::from(run.round))),
+        }
+    }
+
+    /// Stage 4, for a turn without calls: whether it gets the run's one described-call
+    /// correction (a corrective user turn, observed and traced) instead of being the final
+    /// answer.
+    fn correct_described_call(&self, run: &mut RunState<'_>, response: &ModelResponse) -> bool {
+        let Some(call) = self.to_correct(response, run) else {
+            return false;
+        };
+        run.messages.push(Message::user_text(&correction_text(
+            &call,
+            !run.calls.is_empty(),
+        )));
+        self.notify(&AgentEvent::DescribedCallCorrected {
+            round: run.round,
+            call: &call,
+        });
+        self.trace.record(Arc::new(DescribedCallCorrected {
+            run_id: run.run_id.into(),
+            round: run.round,
+            call: call.clone(),
+        }));
+        run.corrected = Some(call);
+        true
+    }
+
+    /// The described call a final `response` should be corrected for: only with
+    /// [`AgentConfig::correct_described_calls`], while the run is open to it (no correction yet
+    /// and tool use not ended), and while a round and some token budget are left for the
+    /// answer after it.
+    fn to_correct(&self, response: &ModelResponse, run: &RunState<'_>) -> Option<DescribedCall> {
+        let open = run.tools_ended_round.is_none() && run.corrected.is_none();
+        let budget_left = self
+            .config
+            .token_budget
+            .is_none_or(|b| run.usage.input_tokens + run.usage.output_tokens < b);
+        if !self.config.correct_described_calls
+            || !open
+            || run.round >= self.config.max_rounds
+            || !budget_left
+        {
+            return None;
+        }
+        described_call(&response.text, run.tools.definitions())
+    }
+
+    /// Stage 6: the run's result (the answer is the last message's text, after a final
+    /// answer), its end traced, observers told.
+    fn close_run(&self, run: RunState<'_>, stop: StopCause) -> RunResult {
+        let answer = match stop {
+            StopCause::FinalAnswer => run
+                .messages
+                .last()
+                .map(Message::text)
+                .filter(|t| !t.is_empty()),
+            _ => None,
+        };
+        let result = RunResult {
+            run_id: run.run_id.into(),
+            answer,
+            stop,
+            rounds: run.round,
+            usage: run.usage,
+            calls: run.calls,
+            transcript: run.messages,
+            appended_tools: run.appended_tools,
+            described_call: run.corrected,
+            tools_ended_round: run.tools_ended_round,
+        };
+        self.trace.record(Arc::new(RunEnd {
+            run_id: run.run_id.into(),
+            model: self.model.name(),
+            stop: result.stop.clone(),
+            rounds: result.rounds,
+            usage: result.usage,
+            tool_calls: result.calls.len(),
+        }));
+        self.notify(&AgentEvent::Finished { result: &result });
+        result
+    }
+
+    fn notify(&self, event: &AgentEvent<'_>) {
+        if let Some(observer) = &self.observer {
+            observer(event);
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The trace events of the loop: each model turn, the tools a search appended, the repeats
+//! answered from memory, the described-call correction, the end of tool use and the end of
+//! the run. Tool calls themselves are traced by the dispatcher.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use toolgate_core::trace::TraceEvent;
+use toolgate_llm::{LlmError, ModelResponse, StopReason, Usage};
+
+use super::{Agent, StopCause};
+use crate::described_call::DescribedCall;
+
+/// One model turn, as traced: the request's model, its token usage and what it asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelTurn {
+    pub run_id: String,
+    pub round: u32,
+    pub model: String,
+    pub duration_ms: u64,
+    /// What the model answered, or why the turn failed.
+    pub outcome: Result<TurnSummary, String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnSummary {
+    pub response_model: String,
+    pub usage: Usage,
+    pub finish_reason: StopReason,
+    pub tool_calls: Vec<String>,
+}
+
+impl TraceEvent for ModelTurn {
+    fn kind(&self) -> &'static str {
+        "model_turn"
+    }
+
+    fn attributes(&self) -> Value {
+        let mut event = json!({
+            "run_id": self.run_id,
+            "round": self.round,
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": self.model,
+            "duration_ms": self.duration_ms,
+        });
+        match &self.outcome {
+            Ok(r) => {
+                event["gen_ai.response.model"] = json!(r.response_model);
+                event["gen_ai.usage.input_tokens"] = json!(r.usage.input_tokens);
+                event["gen_ai.usage.output_tokens"] = json!(r.usage.output_tokens);
+                event["cached_input_tokens"] = json!(r.usage.cached_input_tokens);
+                event["gen_ai.response.finish_reasons"] = json!([r.finish_reason]);
+                event["tool_calls"] = json!(r.tool_calls);
+            }
+            Err(e) => {
+                event["error.type"] = json!(e);
+            }
+        }
+        event
+    }
+}
+
+/// Definitions a tool search found, appended to the run's tool list from the next round on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolsAppended {
+    pub run_id: String,
+    /// The round whose search found them (0: the runtime's preload for the user's message,
+    /// before the first request).
+    pub round: u32,
+    pub tools: Vec<String>,
+}
+
+impl TraceEvent for ToolsAppended {
+    fn kind(&self) -> &'static str {
+        "tools_appended"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({"run_id": self.run_id, "round": self.round, "tools": self.tools})
+    }
+}
+
+/// An exact repeat the loop answered with an earlier round's result (nothing ran).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepeatAnswered {
+    pub run_id: String,
+    pub round: u32,
+    pub call_id: String,
+    pub tool: String,
+    pub earlier_round: u32,
+}
+
+impl TraceEvent for RepeatAnswered {
+    fn kind(&self) -> &'static str {
+        "repeat_answered"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({
+            "run_id": self.run_id,
+            "round": self.round,
+            "gen_ai.tool.call.id": self.call_id,
+            "gen_ai.tool.name": self.tool,
+            "earlier_round": self.earlier_round,
+        })
+    }
+}
+
+/// A final answer that described a call instead of making it, answered with the run's one
+/// corrective turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DescribedCallCorrected {
+    pub run_id: String,
+    pub round: u32,
+    pub call: DescribedCall,
+}
+
+impl TraceEvent for DescribedCallCorrected {
+    fn kind(&self) -> &'static str {
+        "described_call_corrected"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({
+            "run_id": self.run_id,
+            "round": self.round,
+            "gen_ai.tool.name": self.call.tool,
+            "evidence": self.call.evidence,
+        })
+    }
+}
+
+/// Repeats ended tool use for the rest of the run: later requests say `tool_choice: None`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolsEnded {
+    pub run_id: String,
+    /// The round whose repeat ended them.
+    pub round: u32,
+    /// Exact repeats counted by then.
+    pub repeats: u32,
+}
+
+impl TraceEvent for ToolsEnded {
+    fn kind(&self) -> &'static str {
+        "tools_ended"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({"run_id": self.run_id, "round": self.round, "repeats": self.repeats})
+    }
+}
+
+/// The end of a run, as traced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnd {
+    pub run_id: String,
+    pub model: String,
+    pub stop: StopCause,
+    pub rounds: u32,
+    pub usage: Usage,
+    pub tool_calls: usize,
+}
+
+impl TraceEvent for RunEnd {
+    fn kind(&self) -> &'static str {
+        "run_end"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({
+            "run_id": self.run_id,
+            "gen_ai.request.model": self.model,
+            "stop": self.stop,
+            "rounds": self.rounds,
+            "gen_ai.usage.input_tokens": self.usage.input_tokens,
+            "gen_ai.usage.output_tokens": self.usage.output_tokens,
+            "cached_input_tokens": self.usage.cached_input_tokens,
+            "tool_calls": self.tool_calls,
+        })
+    }
+}
+
+impl Agent {
+    /// Traces one model turn: what it answered, or why it failed.
+    pub(super) fn trace_model_turn(
+        &self,
+        run_id: &str,
+        round: u32,
+        response: &Result<ModelResponse, LlmError>,
+        started: Instant,
+    ) {
+        let turn = match response {
+            Ok(r) => ModelTurn {
+                run_id: run_id.into(),
+                round,
+                model: self.model.name(),
+                duration_ms: started.elapsed().as_millis() as u64,
+                outcome: Ok(TurnSummary {
+                    response_model: r.model.clone(),
+                    usage: r.usage,
+                    finish_reason: r.stop_reason.clone(),
+                    tool_calls: r.tool_calls.iter().map(|c| c.name.clone()).collect(),
+                }),
+            },
+            Err(e) => ModelTurn {
+                run_id: run_id.into(),
+                round,
+                model: self.model.name(),
+                duration_ms: started.elapsed().as_millis() as u64,
+                outcome: Err(e.to_string()),
+            },
+        };
+        self.trace.record(Arc::new(turn));
+    }
+}
