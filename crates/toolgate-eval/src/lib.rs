@@ -1,6 +1,7 @@
 //! toolgate-eval: proves (or refutes) that one tool design beats another. Suites are TOML
 //! files of tasks whose checks read the final store or the answer; the runner restores the
-//! store before every run and persists each run as it finishes; statistics are bootstrap CIs
+//! store before every run and persists each run as it finishes (the run folder, shared with
+//! the tool-search eval, is [`run_folder`]); statistics are bootstrap CIs
 //! over tasks and runs; reports render the acceptance table, a verdict, JSON and an SVG chart.
 
 pub mod checks;
@@ -13,6 +14,7 @@ pub mod pages;
 pub mod record;
 pub mod report;
 pub mod rescore;
+pub mod run_folder;
 pub mod runner;
 pub mod stats;
 pub mod suite;

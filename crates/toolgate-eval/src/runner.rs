@@ -3,13 +3,11 @@
 //!
 //! Guarantees: each run is appended to `runs.jsonl` and flushed as it finishes, so an
 //! interrupted eval loses at most the run in progress and `resume` continues where it stopped
-//! (a half-written last line is dropped); a resume with different settings is refused;
-//! check SQL is resolved on the initial store before the first run, so a broken check fails
-//! fast.
+//! (a half-written last line is dropped); a resume with different settings is refused (the
+//! folder's contract is [`crate::run_folder`]'s); check SQL is resolved on the initial store
+//! before the first run, so a broken check fails fast.
 
 use std::collections::HashSet;
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +24,7 @@ use toolgate_wiring::{ExitsConfig, Seat, Store, ToolsetName, WiringError};
 use crate::checks::{self, ResolvedCheck};
 use crate::pages::PageServer;
 use crate::record::{CallRecord, Ending, RunRecord, classify};
+use crate::run_folder::{ResumablePlan, RunFolder, RunFolderError};
 use crate::suite::{Split, Suite, Task};
 
 /// Everything that defines an eval; a resume must match it exactly.
@@ -101,8 +100,25 @@ pub struct Runner {
     pub stop: Arc<AtomicBool>,
 }
 
-pub const RUNS_FILE: &str = "runs.jsonl";
-pub const PLAN_FILE: &str = "plan.json";
+pub use crate::run_folder::{PLAN_FILE, RUNS_FILE};
+// Kept at their old path: the injection suite reads its runs with them.
+pub use crate::run_folder::{RecordsError, load_jsonl};
+
+impl From<RunFolderError> for RunnerError {
+    fn from(e: RunFolderError) -> Self {
+        match e {
+            RunFolderError::Exists { dir } => RunnerError::Exists { dir },
+            RunFolderError::Mismatch { dir, differences } => RunnerError::Mismatch {
+                dir,
+                differences: differences.join(", "),
+            },
+            RunFolderError::Unreadable { path, message } => {
+                RunnerError::Usage(format!("{path}: {message}"))
+            }
+            RunFolderError::Io { path, source } => RunnerError::Io { path, source },
+        }
+    }
+}
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> RunnerError + '_ {
     move |source| RunnerError::Io {
@@ -175,7 +191,8 @@ impl Runner {
         let tasks = self.selected_tasks()?;
         let kind = self.suite.suite.store;
         let plan = self.plan(&model.name(), &tasks);
-        let mut records = self.prepare_dir(&plan)?;
+        let folder = RunFolder::new(&self.out_dir);
+        let mut records: Vec<RunRecord> = folder.open(&plan, self.resume)?;
         let store = Store::open_or_init(kind, &self.out_dir.join("store.sqlite"))?;
         store.reset()?;
         let needs_pages = tasks.iter().any(|t| t.prompt.contains("{pages}"));
@@ -198,12 +215,7 @@ impl Runner {
 
         let done: HashSet<(String, String, usize)> = records.iter().map(RunRecord::key).collect();
         let total = self.toolsets.len() * tasks.len() * self.runs;
-        let runs_path = self.out_dir.join(RUNS_FILE);
-        let mut out = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&runs_path)
-            .map_err(io(&runs_path))?;
+        let mut out = folder.appender()?;
         let started = Instant::now();
         let mut finished_here = 0;
         // Task-major order, so that an interrupted eval already holds paired runs of every
@@ -226,10 +238,7 @@ impl Runner {
                         model: Arc::clone(&model),
                     };
                     let record = self.run_one(&target, *toolset, task, checks, index).await?;
-                    let line = serde_json::to_string(&record).unwrap_or_default();
-                    writeln!(out, "{line}")
-                        .and_then(|()| out.flush())
-                        .map_err(io(&runs_path))?;
+                    out.append(&record)?;
                     finished_here += 1;
                     records.push(record);
                     if let (Some(report), Some(last)) = (&progress, records.last()) {
@@ -245,34 +254,6 @@ impl Runner {
             }
         }
         Ok(records)
-    }
-
-    /// Creates the run directory, or checks a resumed one; returns the records already there.
-    fn prepare_dir(&self, plan: &Plan) -> Result<Vec<RunRecord>, RunnerError> {
-        let plan_path = self.out_dir.join(PLAN_FILE);
-        let runs_path = self.out_dir.join(RUNS_FILE);
-        if plan_path.exists() {
-            if !self.resume {
-                return Err(RunnerError::Exists {
-                    dir: self.out_dir.display().to_string(),
-                });
-            }
-            let text = std::fs::read_to_string(&plan_path).map_err(io(&plan_path))?;
-            let earlier: Plan = serde_json::from_str(&text)
-                .map_err(|e| RunnerError::Usage(format!("{}: {e}", plan_path.display())))?;
-            let differences = plan_differences(&earlier, plan);
-            if !differences.is_empty() {
-                return Err(RunnerError::Mismatch {
-                    dir: self.out_dir.display().to_string(),
-                    differences: differences.join(", "),
-                });
-            }
-            return load_records(&runs_path);
-        }
-        std::fs::create_dir_all(&self.out_dir).map_err(io(&self.out_dir))?;
-        let text = serde_json::to_string_pretty(plan).unwrap_or_default();
-        std::fs::write(&plan_path, text).map_err(io(&plan_path))?;
-        Ok(Vec::new())
     }
 
     async fn run_one(
@@ -401,6 +382,12 @@ pub fn resolve_checks(
         .collect()
 }
 
+impl ResumablePlan for Plan {
+    fn differences(&self, resumed: &Self) -> Vec<String> {
+        plan_differences(self, resumed)
+    }
+}
+
 fn plan_differences(a: &Plan, b: &Plan) -> Vec<String> {
     let mut out = Vec::new();
     let mut differ = |name: &str, same: bool| {
@@ -431,44 +418,7 @@ pub fn run_seed(base: u64, task: &str, index: usize) -> u64 {
     base.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ hash.wrapping_add(index as u64)
 }
 
-/// Why a JSON Lines record file could not be read.
-#[derive(Debug)]
-pub enum RecordsError {
-    Io(std::io::Error),
-    /// A complete line that is not a record: the parser's message.
-    Parse(String),
-}
-
-/// Reads the JSON Lines records at `path` (none when it is missing); a last line cut off by a
-/// kill is dropped, and removed from the file so appends start on a fresh line. Shared by every
-/// eval that saves its runs as they finish.
-pub fn load_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, RecordsError> {
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let text = std::fs::read_to_string(path).map_err(RecordsError::Io)?;
-    let complete_len = if text.ends_with('\n') || text.is_empty() {
-        text.len()
-    } else {
-        text.rfind('\n').map_or(0, |i| i + 1)
-    };
-    if complete_len < text.len() {
-        std::fs::write(path, &text[..complete_len]).map_err(RecordsError::Io)?;
-    }
-    text[..complete_len]
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).map_err(|e| RecordsError::Parse(e.to_string())))
-        .collect()
-}
-
 /// Reads the records of a run directory (see [`load_jsonl`]).
 pub fn load_records(runs_path: &Path) -> Result<Vec<RunRecord>, RunnerError> {
-    load_jsonl(runs_path).map_err(|e| match e {
-        RecordsError::Io(e) => io(runs_path)(e),
-        RecordsError::Parse(message) => RunnerError::Usage(format!(
-            "{}: unreadable record: {message}",
-            runs_path.display()
-        )),
-    })
+    Ok(crate::run_folder::read_records(runs_path)?)
 }

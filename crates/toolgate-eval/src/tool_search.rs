@@ -18,11 +18,10 @@
 //! the plan then records); a catalogue size too small to hold
 //! every task's tool, a task naming an unknown tool, a fixture that clashes with a real tool
 //! or an unknown key in either file is refused before any model call. Figures are computed
-//! from the records only ([`report`]), so `report` re-renders them from a run directory.
+//! from the records only ([`report`]), so `report` re-renders them from a run directory. The
+//! run folder's contract is [`crate::run_folder`]'s; every dispatcher comes from the wiring.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -31,25 +30,20 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolgate_agent::{Agent, AgentConfig, AgentEvent, DeferralConfig, StopCause};
 use toolgate_core::canonical::sha256_hex;
-use toolgate_core::tool_search::{
-    TOOL_SEARCH, ToolSearchError, names_in_result, registry_with_search,
-};
+use toolgate_core::tool_search::{TOOL_SEARCH, names_in_result};
 use toolgate_core::trace::NoTrace;
-use toolgate_core::{
-    Caller, DeclarationError, Dispatcher, DispatcherError, Effect, Principal, Risk, Tool,
-    ToolBuilder, ToolOutput,
-};
+use toolgate_core::{DeclarationError, Effect, Principal, Risk, Tool, ToolBuilder, ToolOutput};
 use toolgate_llm::{
     BoxFuture, ContentBlock, LlmError, Model, ModelRequest, ModelResponse, Role, StopReason,
     ToolDefinition, Usage,
 };
-use toolgate_wiring::{ExitsConfig, Store, StoreKind, ToolsetName, WiringError};
+use toolgate_wiring::{ExitsConfig, Seat, Store, StoreKind, ToolsetName, WiringError};
 
+use crate::run_folder::{ResumablePlan, RunFolder, RunFolderError};
 use crate::stats::{self, DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate};
 use crate::tokens;
 
-pub const RUNS_FILE: &str = "runs.jsonl";
-pub const PLAN_FILE: &str = "plan.json";
+pub use crate::run_folder::{PLAN_FILE, RUNS_FILE};
 /// Model turns per run: enough for three searches and the choice.
 pub const MAX_ROUNDS: u32 = 4;
 
@@ -83,10 +77,6 @@ pub enum ToolSearchEvalError {
     #[error("fixture tool: {0}")]
     Declaration(#[from] DeclarationError),
     #[error(transparent)]
-    Search(#[from] ToolSearchError),
-    #[error(transparent)]
-    Dispatcher(#[from] DispatcherError),
-    #[error(transparent)]
     Wiring(#[from] WiringError),
 }
 
@@ -94,6 +84,22 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> ToolSearchEvalError + '_ {
     move |source| ToolSearchEvalError::Io {
         path: path.display().to_string(),
         source,
+    }
+}
+
+impl From<RunFolderError> for ToolSearchEvalError {
+    fn from(e: RunFolderError) -> Self {
+        match e {
+            RunFolderError::Exists { dir } => ToolSearchEvalError::Exists { dir },
+            RunFolderError::Mismatch { dir, differences } => ToolSearchEvalError::Mismatch {
+                dir,
+                differences: differences.join(", "),
+            },
+            RunFolderError::Unreadable { path, message } => {
+                ToolSearchEvalError::Parse { path, message }
+            }
+            RunFolderError::Io { path, source } => ToolSearchEvalError::Io { path, source },
+        }
     }
 }
 
@@ -274,6 +280,16 @@ pub struct Plan {
     pub runs: usize,
     pub always_loaded: Vec<String>,
     pub max_rounds: u32,
+}
+
+impl ResumablePlan for Plan {
+    fn differences(&self, resumed: &Self) -> Vec<String> {
+        plan_differences(self, resumed)
+    }
+
+    fn merged(&self, resumed: &Self) -> Self {
+        Plan::merged(self, resumed)
+    }
 }
 
 impl Plan {
@@ -518,9 +534,10 @@ impl SelectionEval {
         size: usize,
         mode: Mode,
     ) -> Result<Agent, ToolSearchEvalError> {
-        let registry = Arc::new(registry_with_search(tools[..size].to_vec())?);
-        let principal = Principal::local("eval", &[]).with_catalogue(registry.names());
-        let dispatcher = Dispatcher::new(registry)?;
+        // No human takes part: no approval channel, the default mode, no trace.
+        let seat = Seat::new(Principal::local("eval", &[]));
+        let assembled =
+            toolgate_wiring::assemble_with(tools[..size].to_vec(), BTreeMap::new(), true, seat)?;
         let deferral = match mode {
             Mode::Standing => None,
             Mode::Deferred => Some(DeferralConfig {
@@ -535,7 +552,7 @@ impl SelectionEval {
             }),
         };
         Ok(
-            Agent::new(model, Caller::new(dispatcher), principal).with_config(AgentConfig {
+            Agent::new(model, assembled.caller, assembled.principal).with_config(AgentConfig {
                 max_rounds: MAX_ROUNDS,
                 deferral,
                 ..AgentConfig::default()
@@ -596,7 +613,8 @@ impl SelectionEval {
         progress: Option<&(dyn Fn(&Progress<'_>) + Send + Sync)>,
     ) -> Result<Vec<SelectionRecord>, ToolSearchEvalError> {
         let plan = self.plan(&model.name());
-        let mut records = self.prepare_dir(&plan)?;
+        let folder = RunFolder::new(&self.out_dir);
+        let mut records: Vec<SelectionRecord> = folder.open(&plan, self.resume)?;
         let real = RealTools::open(&self.out_dir)?;
         let tools = self.checked_tools(&real)?;
         let model: Arc<dyn Model> = Arc::new(StopAfterChoice::new(model));
@@ -612,12 +630,7 @@ impl SelectionEval {
             })
             .count();
         let total = records.len() + planned.saturating_sub(planned_done);
-        let runs_path = self.out_dir.join(RUNS_FILE);
-        let mut out = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&runs_path)
-            .map_err(io(&runs_path))?;
+        let mut out = folder.appender()?;
         let started = Instant::now();
         let mut finished_here = 0;
         // Run-major, so that an interrupted measurement already holds whole passes over every
@@ -634,10 +647,7 @@ impl SelectionEval {
                         let record = self
                             .run_one(Arc::clone(&model), &tools, size, mode, task, index)
                             .await?;
-                        let line = serde_json::to_string(&record).unwrap_or_default();
-                        writeln!(out, "{line}")
-                            .and_then(|()| out.flush())
-                            .map_err(io(&runs_path))?;
+                        out.append(&record)?;
                         finished_here += 1;
                         records.push(record);
                         if let (Some(report), Some(last)) = (progress, records.last()) {
@@ -736,42 +746,6 @@ impl SelectionEval {
             seconds,
         })
     }
-
-    fn prepare_dir(&self, plan: &Plan) -> Result<Vec<SelectionRecord>, ToolSearchEvalError> {
-        let plan_path = self.out_dir.join(PLAN_FILE);
-        let runs_path = self.out_dir.join(RUNS_FILE);
-        if plan_path.exists() {
-            if !self.resume {
-                return Err(ToolSearchEvalError::Exists {
-                    dir: self.out_dir.display().to_string(),
-                });
-            }
-            let text = std::fs::read_to_string(&plan_path).map_err(io(&plan_path))?;
-            let earlier: Plan =
-                serde_json::from_str(&text).map_err(|e| ToolSearchEvalError::Parse {
-                    path: plan_path.display().to_string(),
-                    message: e.to_string(),
-                })?;
-            let differences = plan_differences(&earlier, plan);
-            if !differences.is_empty() {
-                return Err(ToolSearchEvalError::Mismatch {
-                    dir: self.out_dir.display().to_string(),
-                    differences: differences.join(", "),
-                });
-            }
-            let records = load_records(&runs_path)?;
-            let merged = earlier.merged(plan);
-            if merged != earlier {
-                let text = serde_json::to_string_pretty(&merged).unwrap_or_default();
-                std::fs::write(&plan_path, text).map_err(io(&plan_path))?;
-            }
-            return Ok(records);
-        }
-        std::fs::create_dir_all(&self.out_dir).map_err(io(&self.out_dir))?;
-        let text = serde_json::to_string_pretty(plan).unwrap_or_default();
-        std::fs::write(&plan_path, text).map_err(io(&plan_path))?;
-        Ok(Vec::new())
-    }
 }
 
 /// A model for computing standing figures: it is never asked anything.
@@ -838,15 +812,9 @@ pub fn plan_differences(a: &Plan, b: &Plan) -> Vec<String> {
     out
 }
 
-/// Reads a run directory's records (see [`crate::runner::load_jsonl`]).
+/// Reads a run directory's records (see [`crate::run_folder::load_jsonl`]).
 pub fn load_records(runs_path: &Path) -> Result<Vec<SelectionRecord>, ToolSearchEvalError> {
-    crate::runner::load_jsonl(runs_path).map_err(|e| match e {
-        crate::runner::RecordsError::Io(e) => io(runs_path)(e),
-        crate::runner::RecordsError::Parse(message) => ToolSearchEvalError::Parse {
-            path: runs_path.display().to_string(),
-            message: format!("unreadable record: {message}"),
-        },
-    })
+    Ok(crate::run_folder::read_records(runs_path)?)
 }
 
 /// The figures of one size and mode.

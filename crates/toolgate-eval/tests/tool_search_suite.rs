@@ -6,13 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::json;
-use toolgate_core::tool_search::{TOOL_SEARCH, names_in_result, registry_with_search};
-use toolgate_core::{CallRequest, Caller, Dispatcher, Principal};
+use toolgate_core::tool_search::{TOOL_SEARCH, names_in_result};
+use toolgate_core::{CallRequest, Principal};
 use toolgate_eval::tool_search::{FixtureFile, Mode, PRELOAD, SelectionEval, SelectionSuite};
 
 fn root() -> std::path::PathBuf {
@@ -140,9 +140,10 @@ async fn the_search_finds_each_tasks_tool_among_200_through_the_dispatcher() {
                 .unwrap(),
         );
     }
-    let registry = Arc::new(registry_with_search(tools).unwrap());
-    let principal = Principal::local("eval", &[]).with_catalogue(registry.names());
-    let caller = Caller::new(Dispatcher::new(registry).unwrap());
+    // The dispatcher the eval's runs get: from the wiring, with tool_search over every tool.
+    let seat = toolgate_wiring::Seat::new(Principal::local("eval", &[]));
+    let assembled = toolgate_wiring::assemble_with(tools, BTreeMap::new(), true, seat).unwrap();
+    let (caller, principal) = (assembled.caller, assembled.principal);
     let mut found_first = 0;
     let mut ranks = Vec::new();
     for task in &e.suite.tasks {
