@@ -38,6 +38,7 @@ pub mod error_chain;
 pub mod future;
 pub mod idempotency;
 pub mod observation;
+pub mod offers;
 pub mod principal;
 pub mod registry;
 pub mod schema;

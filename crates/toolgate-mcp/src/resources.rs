@@ -1,158 +1,114 @@
-//! Resources a server offers beside its tools. A source lists its resources (pages with an
-//! opaque cursor) and names, for each URI, the tool call that reads it: the server makes that
-//! call through the dispatcher like any `tools/call`, so a resource read gets the same
-//! catalogue check, bounds, redaction, untrusted marking and trace as the tool.
+//! Resources over MCP: the protocol's side of a toolset's
+//! [`ResourceSource`](toolgate_core::offers::ResourceSource), which lists its resources in
+//! pages with an opaque cursor and names, for each URI, the tool call that reads it. The server
+//! makes that call through the dispatcher like any `tools/call`, so a resource read gets the
+//! same catalogue check, bounds, redaction, untrusted marking and trace as the tool.
 //!
-//! [`NotesResources`] offers every note as `note://{id}`, read with `notes_get`.
-//!
-//! Refuses: a cursor this source did not hand out (`-32602`), a URI it does not serve
-//! (resource not found).
+//! Guarantees: an [`OfferError`] becomes the JSON-RPC error it always was ([`error_data`]): a
+//! cursor the source did not hand out and a prompt without a required argument are `-32602`
+//! (invalid params), a URI the source does not serve is "resource not found", a store that
+//! cannot list is an internal error; the message is the error's own.
 
 use rmcp::ErrorData;
 use rmcp::model::{Resource, ResourceTemplate};
-use serde_json::{Value, json};
-use toolgate_notes::NotesStore;
+use toolgate_core::offers::{self, OfferError, ResourceEntry};
 
-/// One page of a listing.
-pub struct Page {
-    pub resources: Vec<Resource>,
-    /// The cursor of the next page, when there is one.
-    pub next: Option<String>,
-}
-
-/// The call that reads a resource.
-pub struct ReadCall {
-    pub tool: String,
-    pub arguments: Value,
-    pub mime_type: String,
-}
-
-/// What a server offers as resources.
-pub trait ResourceSource: Send + Sync {
-    /// The tool every read goes through; the source is offered only to a principal who may
-    /// call it.
-    fn read_tool(&self) -> &str;
-    fn templates(&self) -> Vec<ResourceTemplate>;
-    fn list(&self, cursor: Option<&str>) -> Result<Page, ErrorData>;
-    fn read_call(&self, uri: &str) -> Result<ReadCall, ErrorData>;
-}
-
-/// Notes listed by id, `PAGE` at a time.
-#[derive(Clone)]
-pub struct NotesResources {
-    store: NotesStore,
-}
-
-const NOTE_SCHEME: &str = "note://";
-const PAGE: u32 = 50;
-
-impl NotesResources {
-    pub fn new(store: NotesStore) -> Self {
-        NotesResources { store }
+/// The JSON-RPC error for `error` (for prompts too: one mapping for every offer).
+pub fn error_data(error: OfferError) -> ErrorData {
+    let message = error.to_string();
+    match error {
+        OfferError::BadCursor { .. } | OfferError::MissingArgument { .. } => {
+            ErrorData::invalid_params(message, None)
+        }
+        OfferError::UnknownResource { .. } => ErrorData::resource_not_found(message, None),
+        OfferError::Store(_) => ErrorData::internal_error(message, None),
     }
 }
 
-impl ResourceSource for NotesResources {
-    fn read_tool(&self) -> &str {
-        "notes_get"
+/// A listed resource as MCP lists it.
+pub fn resource(entry: ResourceEntry) -> Resource {
+    let mut resource = Resource::new(entry.uri, entry.name);
+    if let Some(description) = entry.description {
+        resource = resource.with_description(description);
     }
-
-    fn templates(&self) -> Vec<ResourceTemplate> {
-        vec![
-            ResourceTemplate::new("note://{id}", "note")
-                .with_description("One note of the notebook, by id, as notes_get returns it.")
-                .with_mime_type("application/json"),
-        ]
+    if let Some(mime_type) = entry.mime_type {
+        resource = resource.with_mime_type(mime_type);
     }
-
-    fn list(&self, cursor: Option<&str>) -> Result<Page, ErrorData> {
-        let after = match cursor {
-            None => 0,
-            Some(cursor) => parse_cursor(cursor)?,
-        };
-        let titles = self
-            .store
-            .titles_after(after, PAGE)
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
-        let next = (titles.len() == PAGE as usize)
-            .then(|| titles.last().map(|t| format!("after:{}", t.id)))
-            .flatten();
-        let resources = titles
-            .into_iter()
-            .map(|t| {
-                Resource::new(format!("{NOTE_SCHEME}{}", t.id), t.title)
-                    .with_description(format!("a {} note", t.kind))
-                    .with_mime_type("application/json")
-            })
-            .collect();
-        Ok(Page { resources, next })
-    }
-
-    fn read_call(&self, uri: &str) -> Result<ReadCall, ErrorData> {
-        let id = note_id(uri).ok_or_else(|| {
-            ErrorData::resource_not_found(
-                format!("no such resource: {uri} (notes are note://ID, e.g. note://3)"),
-                None,
-            )
-        })?;
-        Ok(ReadCall {
-            tool: self.read_tool().into(),
-            arguments: json!({"note_id": id}),
-            mime_type: "application/json".into(),
-        })
-    }
+    resource
 }
 
-fn parse_cursor(cursor: &str) -> Result<i64, ErrorData> {
-    cursor
-        .strip_prefix("after:")
-        .and_then(|id| id.parse::<i64>().ok())
-        .filter(|id| *id >= 0)
-        .ok_or_else(|| {
-            ErrorData::invalid_params(
-                format!("unknown cursor {cursor:?}: pass back a nextCursor this server gave"),
-                None,
-            )
-        })
-}
-
-/// The id in `note://ID`, when it is a positive number and nothing else.
-fn note_id(uri: &str) -> Option<i64> {
-    let id = uri.strip_prefix(NOTE_SCHEME)?;
-    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+/// A resource template as MCP lists it.
+pub fn template(template: offers::ResourceTemplate) -> ResourceTemplate {
+    let mut listed = ResourceTemplate::new(template.uri_template, template.name);
+    if let Some(description) = template.description {
+        listed = listed.with_description(description);
     }
-    id.parse::<i64>().ok().filter(|id| *id > 0)
+    if let Some(mime_type) = template.mime_type {
+        listed = listed.with_mime_type(mime_type);
+    }
+    listed
 }
 
 #[cfg(test)]
 mod tests {
+    use rmcp::model::ErrorCode;
+
     use super::*;
 
     #[test]
-    fn only_plain_note_ids_name_a_note() {
+    fn each_offer_error_keeps_its_json_rpc_code_and_message() {
+        let store: Box<dyn std::error::Error + Send + Sync> = "listing notes failed: disk".into();
         let cases = [
-            ("note://3", Some(3)),
-            ("note://120", Some(120)),
-            ("note://0", None),
-            ("note://-1", None),
-            ("note://3/../4", None),
-            ("note://+3", None),
-            ("note://", None),
-            ("note:3", None),
-            ("file:///etc/passwd", None),
-            ("note://99999999999999999999", None),
+            (
+                OfferError::BadCursor {
+                    cursor: "x".into(),
+                    remedy: "pass back a nextCursor this server gave".into(),
+                },
+                ErrorCode::INVALID_PARAMS,
+                "unknown cursor \"x\": pass back a nextCursor this server gave",
+            ),
+            (
+                OfferError::UnknownResource {
+                    uri: "file:///etc/passwd".into(),
+                    served: "notes are note://ID, e.g. note://3".into(),
+                },
+                ErrorCode::RESOURCE_NOT_FOUND,
+                "no such resource: file:///etc/passwd (notes are note://ID, e.g. note://3)",
+            ),
+            (
+                OfferError::Store(store),
+                ErrorCode::INTERNAL_ERROR,
+                "listing notes failed: disk",
+            ),
+            (
+                OfferError::MissingArgument {
+                    prompt: "email_a_note".into(),
+                    argument: "to".into(),
+                },
+                ErrorCode::INVALID_PARAMS,
+                "prompt email_a_note needs the argument \"to\"",
+            ),
         ];
-        for (uri, id) in cases {
-            assert_eq!(note_id(uri), id, "{uri}");
+        for (error, code, message) in cases {
+            let data = error_data(error);
+            assert_eq!((data.code, data.message.as_ref()), (code, message));
         }
     }
 
     #[test]
-    fn a_cursor_this_server_did_not_give_is_refused() {
-        assert_eq!(parse_cursor("after:50").unwrap(), 50);
-        for bad in ["", "50", "after:", "after:-3", "after:x", "before:3"] {
-            assert!(parse_cursor(bad).is_err(), "{bad:?}");
-        }
+    fn a_listed_note_keeps_its_uri_name_description_and_type() {
+        let listed = resource(ResourceEntry {
+            uri: "note://3".into(),
+            name: "Budget".into(),
+            description: Some("a meeting note".into()),
+            mime_type: Some("application/json".into()),
+        });
+        assert_eq!(
+            serde_json::to_value(&listed).unwrap(),
+            serde_json::json!({
+                "uri": "note://3", "name": "Budget", "description": "a meeting note",
+                "mimeType": "application/json"
+            })
+        );
     }
 }

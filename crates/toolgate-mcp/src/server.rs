@@ -45,18 +45,19 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use toolgate_core::observation::UntrustedText;
+use toolgate_core::offers::{Offers, Prompt, ResourceSource};
 use toolgate_core::taint::{TaintSources, UntrustedSource};
 use toolgate_core::{
     ApprovalChannel, CallOutcome, CallRequest, CallResult, Caller, CancelToken, ErrorCode,
     Observation, Origin, Principal, Registry, Stage,
 };
-use toolgate_wiring::{Assembled, Store};
+use toolgate_wiring::Assembled;
 
 use crate::approval;
 use crate::auth::Authenticated;
 use crate::catalogue::mcp_tool;
-use crate::prompts::{PromptDef, notes_prompts};
-use crate::resources::{NotesResources, ResourceSource};
+use crate::resources::error_data;
+use crate::{prompts, resources};
 
 /// The `_meta` key under which a client may pass its own idempotency key for a `tools/call`
 /// (kept by the client crate, which sends it, so neither crate imports the other upward).
@@ -88,7 +89,7 @@ struct Inner {
     /// Tools that declare their result's shape: their results carry `structuredContent`.
     structured: std::collections::BTreeSet<String>,
     resources: Option<Arc<dyn ResourceSource>>,
-    prompts: Arc<[PromptDef]>,
+    prompts: Arc<[Prompt]>,
     /// Each request must bring its own principal ([`Authenticated`], from an access token);
     /// a request without one is refused rather than served as the server's principal.
     requires_token: bool,
@@ -215,9 +216,10 @@ pub enum ServeError {
 
 impl McpServer {
     /// Serves `ready` (a toolset's dispatcher for a principal, from the wiring) as the run
-    /// `run_id`: every write's effect identity includes it.
+    /// `run_id`: every write's effect identity includes it. What the toolset offers besides
+    /// tools (its resources and prompts, in `ready.offers`) is served too.
     pub fn new(ready: Assembled, run_id: &str) -> Self {
-        Self::serving(&ready.registry, ready.caller, ready.principal, run_id)
+        Self::serving(&ready.registry, ready.caller, ready.principal, run_id).offering(ready.offers)
     }
 
     /// Serves the tools of `registry` that `principal` may see, every call through `caller`:
@@ -255,32 +257,20 @@ impl McpServer {
         }
     }
 
-    /// The toolset of `ready` with what its store offers besides tools: the notes toolset
-    /// serves its notes as resources and its prompts.
-    pub fn for_toolset(ready: Assembled, store: &Store, run_id: &str) -> Self {
-        let server = Self::new(ready, run_id);
-        match store {
-            Store::Notes(notes) => server
-                .with_resources(Arc::new(NotesResources::new(notes.clone())))
-                .with_prompts(notes_prompts()),
-            Store::Books(_) => server,
-        }
-    }
-
-    /// Also offers `source`'s resources, if the principal may call the tool that reads them.
-    pub fn with_resources(mut self, source: Arc<dyn ResourceSource>) -> Self {
-        let readable = self
-            .inner
-            .tools
-            .iter()
-            .any(|t| t.name == source.read_tool());
-        Arc::make_mut(&mut self.inner).resources = readable.then_some(source);
-        self
-    }
-
-    /// Also offers `prompts`.
-    pub fn with_prompts(mut self, prompts: Vec<PromptDef>) -> Self {
-        Arc::make_mut(&mut self.inner).prompts = prompts.into();
+    /// Also offers `offers`: its prompts, and its resources if the principal may call the tool
+    /// that reads them.
+    pub fn offering(mut self, offers: Offers) -> Self {
+        let Offers { resources, prompts } = offers;
+        let readable = |source: &Arc<dyn ResourceSource>| {
+            self.inner
+                .tools
+                .iter()
+                .any(|t| t.name == source.read_tool())
+        };
+        let resources = resources.filter(readable);
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.resources = resources;
+        inner.prompts = prompts.into();
         self
     }
 
@@ -413,7 +403,7 @@ impl McpServer {
     ) -> Result<ReadResourceResult, ErrorData> {
         let principal = self.principal_for(ctx)?;
         let source = self.resources_for(&principal)?;
-        let read = source.read_call(uri)?;
+        let read = source.read_call(uri).map_err(error_data)?;
         let key = Self::memory_key(ctx, &principal);
         let sources = self.inner.memory.sources(&key);
         // Boxed for the reason given in `call_tool`.
@@ -574,8 +564,9 @@ impl ServerHandler for McpServer {
     ) -> Result<ListResourcesResult, ErrorData> {
         let source = self.resources_for(&self.principal_for(&ctx)?)?;
         let cursor = params.as_ref().and_then(|p| p.cursor.as_deref());
-        let page = source.list(cursor)?;
-        let mut result = ListResourcesResult::with_all_items(page.resources);
+        let page = source.list(cursor).map_err(error_data)?;
+        let listed = page.entries.into_iter().map(resources::resource).collect();
+        let mut result = ListResourcesResult::with_all_items(listed);
         result.next_cursor = page.next;
         Ok(result)
     }
@@ -591,7 +582,11 @@ impl ServerHandler for McpServer {
             .as_ref()
             .ok_or_else(|| no_such("resources"))?;
         Ok(ListResourceTemplatesResult::with_all_items(
-            source.templates(),
+            source
+                .templates()
+                .into_iter()
+                .map(resources::template)
+                .collect(),
         ))
     }
 
@@ -612,11 +607,7 @@ impl ServerHandler for McpServer {
             return Err(no_such("prompts"));
         }
         Ok(ListPromptsResult::with_all_items(
-            self.inner
-                .prompts
-                .iter()
-                .map(|p| p.prompt.clone())
-                .collect(),
+            self.inner.prompts.iter().map(prompts::listed).collect(),
         ))
     }
 
@@ -625,17 +616,8 @@ impl ServerHandler for McpServer {
         params: GetPromptRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let prompt = self
-            .inner
-            .prompts
-            .iter()
-            .find(|p| p.prompt.name == params.name)
-            .ok_or_else(|| {
-                ErrorData::invalid_params(format!("no prompt named {:?}", params.name), None)
-            })?;
-        prompt
-            .get(&params.arguments.unwrap_or_default())
-            .map(Into::into)
+        let arguments = params.arguments.unwrap_or_default();
+        prompts::get(&self.inner.prompts, &params.name, &arguments).map(Into::into)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

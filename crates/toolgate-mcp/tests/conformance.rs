@@ -12,7 +12,6 @@ mod fixture;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use toolgate_core::{Caller, Dispatcher, Principal};
@@ -46,9 +45,7 @@ fn fixture_server() -> McpServer {
     let registry = fixture::registry();
     let caller = Caller::new(Dispatcher::new(registry.clone()).unwrap());
     let principal = Principal::local("conformance", &[]).with_catalogue(fixture::TOOL_NAMES);
-    McpServer::serving(&registry, caller, principal, "conformance-run")
-        .with_resources(Arc::new(fixture::FixtureResources))
-        .with_prompts(fixture::prompts())
+    McpServer::serving(&registry, caller, principal, "conformance-run").offering(fixture::offers())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -34,7 +34,7 @@ async fn serve(toolset: ToolsetName) -> Served {
     let ready =
         toolgate_wiring::dispatcher(toolset, &store, &ExitsConfig::default(), seat).unwrap();
     let spawned = support::spawn(
-        McpServer::for_toolset(ready, &store, "resources-test"),
+        McpServer::new(ready, "resources-test"),
         HttpLimits::default(),
     )
     .await;

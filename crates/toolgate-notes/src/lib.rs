@@ -12,6 +12,7 @@
 //! - [`undo`]: [`undo_last`] reverts the newest undoable writes.
 //! - [`import`]: [`import_dir`] reads a folder of Markdown notes ([`frontmatter`] format).
 //! - [`actions`]: the action-item format of meeting notes.
+//! - [`offers`]: what the toolset offers besides tools: notes as resources, and prompts.
 //! - [`sample`]: the bundled notebook and [`generate_notes`].
 //! - [`search`]: `notes_search`'s query building and ranking; [`snippet`]: its fragments
 //!   centred on the matched words.
@@ -22,6 +23,7 @@ pub mod export;
 pub mod extract;
 pub mod frontmatter;
 pub mod import;
+pub mod offers;
 pub mod rows;
 pub mod sample;
 pub mod search;

@@ -6,7 +6,9 @@
 //! only for a toolset that uses them (the books toolsets never get any); [`dispatcher`]
 //! returns a [`Caller`] over a [`Dispatcher`] of exactly the toolset's tools, with the seat's
 //! approval channel, mode and trace, and a principal whose catalogue is exactly those tools'
-//! names. A seat with no channel asks nobody, so every call that needs a human is denied. Refuses: a toolset
+//! names, with what the toolset offers besides tools ([`Offers`]: the notes toolsets' resources
+//! and prompts; nothing from [`assemble`], which knows no toolset). A seat with no channel asks
+//! nobody, so every call that needs a human is denied. Refuses: a toolset
 //! on another kind of store ([`WiringError::WrongStore`]), exits the allowlist does not admit,
 //! and tool declarations or registries the contract rejects.
 
@@ -18,6 +20,7 @@ use toolgate_core::{
     ApprovalChannel, Approver, Caller, Dispatcher, Mode, Principal, Registry, Tool,
 };
 
+use toolgate_core::offers::Offers;
 use toolgate_core::taint::TaintPolicy;
 
 use crate::code::{CodeOptions, code_tool};
@@ -126,6 +129,9 @@ pub struct Assembled {
     pub caller: Caller,
     /// The seat's principal, its catalogue set to exactly the tools.
     pub principal: Principal,
+    /// What the toolset offers besides its tools (resources, prompts): empty unless built for
+    /// a toolset ([`dispatcher`]) that offers some.
+    pub offers: Offers,
 }
 
 /// The dispatcher over `tools` (with `withheld` names refused with their reason), for the
@@ -160,6 +166,7 @@ pub fn assemble_with(
         registry,
         caller: Caller::new(dispatcher).with_approval(seat.approval),
         principal,
+        offers: Offers::default(),
     })
 }
 
@@ -173,7 +180,8 @@ pub fn dispatcher(
     dispatcher_with(toolset, store, exits, seat, ExtraTools::default())
 }
 
-/// As [`dispatcher`], with `extra` tools beside the toolset's (their names must not clash).
+/// As [`dispatcher`], with `extra` tools beside the toolset's (their names must not clash),
+/// and with what the toolset offers besides tools.
 pub fn dispatcher_with(
     toolset: ToolsetName,
     store: &Store,
@@ -187,7 +195,20 @@ pub fn dispatcher_with(
         let tool = code_tool(code, store, &all)?;
         all.push(tool);
     }
-    assemble_with(all, extra.withheld, extra.with_search, seat)
+    let assembled = assemble_with(all, extra.withheld, extra.with_search, seat)?;
+    Ok(Assembled {
+        offers: offers(store),
+        ..assembled
+    })
+}
+
+/// What the toolsets on `store` offer besides tools: the notes toolsets their notes as
+/// resources and their prompts, the books toolsets nothing.
+fn offers(store: &Store) -> Offers {
+    match store {
+        Store::Notes(notes) => toolgate_notes::offers::offers(notes),
+        Store::Books(_) => Offers::default(),
+    }
 }
 
 #[cfg(test)]
@@ -226,6 +247,30 @@ mod tests {
                 tools(other, &store, &ExitsConfig::default(), Arc::new(NoTrace)),
                 Err(WiringError::WrongStore { .. })
             ));
+        }
+    }
+
+    #[tokio::test]
+    async fn only_the_notes_toolsets_offer_resources_and_prompts_read_by_their_own_tool() {
+        let dir = tempfile::tempdir().unwrap();
+        for toolset in ToolsetName::ALL {
+            let kind = toolset.store();
+            let path = dir.path().join(format!("{toolset}.sqlite"));
+            let store = Store::open_or_init(kind, &path).unwrap();
+            let seat = || Seat::new(Principal::local("test", &[]));
+            let ready = dispatcher(toolset, &store, &ExitsConfig::default(), seat()).unwrap();
+            let notes = kind == StoreKind::Notes;
+            assert_eq!(ready.offers.resources.is_some(), notes, "{toolset}");
+            assert_eq!(!ready.offers.prompts.is_empty(), notes, "{toolset}");
+            if let Some(resources) = &ready.offers.resources {
+                assert!(
+                    ready.registry.get(resources.read_tool()).is_some(),
+                    "{toolset}"
+                );
+            }
+            let tools = tools(toolset, &store, &ExitsConfig::default(), Arc::new(NoTrace));
+            let bare = assemble(tools.unwrap(), BTreeMap::new(), seat()).unwrap();
+            assert!(bare.offers.resources.is_none() && bare.offers.prompts.is_empty());
         }
     }
 

@@ -80,7 +80,7 @@ impl Instance {
         let ready = toolgate_wiring::dispatcher(ToolsetName::Notes, &store, &exits, seat)
             .map_err(|e| setup("cannot build the notes dispatcher", &e))?;
         let run_id = format!("check-auth-{}", name.as_str());
-        let server = McpServer::for_toolset(ready, &store, &run_id);
+        let server = McpServer::new(ready, &run_id);
         let tools: Vec<String> = server.tools().iter().map(|t| t.name.to_string()).collect();
         // The authorization server runs on this machine: allowed explicitly, as in a test.
         let allowlist = ExitsConfig::new(EgressConfig::default(), None)

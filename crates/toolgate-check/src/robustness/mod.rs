@@ -360,7 +360,7 @@ impl Harness {
             .map(|d| d.as_millis())
             .unwrap_or(0);
         let nonce = format!("{}-{millis}", std::process::id());
-        let server = McpServer::for_toolset(ready, &store, &format!("robustness-{nonce}"));
+        let server = McpServer::new(ready, &format!("robustness-{nonce}"));
 
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

@@ -15,11 +15,12 @@
 
 use std::sync::Arc;
 
-use rmcp::ErrorData;
-use rmcp::model::{Resource, ResourceTemplate};
 use serde_json::{Value, json};
+use toolgate_core::offers::{
+    OfferError, Offers, Page, Prompt, PromptArgument, ReadCall, ResourceEntry, ResourceSource,
+    ResourceTemplate,
+};
 use toolgate_core::{Effect, Registry, Risk, ToolBuilder, ToolError, ToolOutput, tool::Tool};
-use toolgate_mcp::resources::{Page, ReadCall, ResourceSource};
 
 /// The fixture's tool names, in name order (the registry's order).
 pub const TOOL_NAMES: [&str; 6] = [
@@ -216,40 +217,44 @@ impl ResourceSource for FixtureResources {
     }
 
     fn templates(&self) -> Vec<ResourceTemplate> {
-        vec![
-            ResourceTemplate::new("test://template/{id}/data", "template-data")
-                .with_description("Data for one id, as JSON.")
-                .with_mime_type("application/json"),
-        ]
+        vec![ResourceTemplate {
+            uri_template: "test://template/{id}/data".into(),
+            name: "template-data".into(),
+            description: Some("Data for one id, as JSON.".into()),
+            mime_type: Some("application/json".into()),
+        }]
     }
 
-    fn list(&self, cursor: Option<&str>) -> Result<Page, ErrorData> {
+    fn list(&self, cursor: Option<&str>) -> Result<Page, OfferError> {
         if let Some(cursor) = cursor {
-            return Err(ErrorData::invalid_params(
-                format!("unknown cursor {cursor:?}: the fixture has one page"),
-                None,
-            ));
+            return Err(OfferError::BadCursor {
+                cursor: cursor.into(),
+                remedy: "the fixture has one page".into(),
+            });
         }
         Ok(Page {
-            resources: vec![
-                Resource::new(STATIC_URI, "static-text")
-                    .with_description("A fixed sentence of text.")
-                    .with_mime_type("text/plain"),
-            ],
+            entries: vec![ResourceEntry {
+                uri: STATIC_URI.into(),
+                name: "static-text".into(),
+                description: Some("A fixed sentence of text.".into()),
+                mime_type: Some("text/plain".into()),
+            }],
             next: None,
         })
     }
 
-    fn read_call(&self, uri: &str) -> Result<ReadCall, ErrorData> {
+    fn read_call(&self, uri: &str) -> Result<ReadCall, OfferError> {
         let mime_type = if uri == STATIC_URI {
             "text/plain"
         } else if template_id(uri).is_some() {
             "application/json"
         } else {
-            return Err(ErrorData::resource_not_found(
-                format!("no fixture resource {uri}"),
-                None,
-            ));
+            return Err(OfferError::UnknownResource {
+                uri: uri.into(),
+                served: format!(
+                    "the fixture serves {STATIC_URI} and {TEMPLATE_PREFIX}ID{TEMPLATE_SUFFIX}"
+                ),
+            });
         };
         Ok(ReadCall {
             tool: self.read_tool().into(),
@@ -274,29 +279,24 @@ pub fn registry() -> Arc<Registry> {
     )
 }
 
+/// The suite's resources and its prompts.
+pub fn offers() -> Offers {
+    Offers {
+        resources: Some(Arc::new(FixtureResources)),
+        prompts: prompts(),
+    }
+}
+
 /// The prompts the suite gets by name: `test_simple_prompt` (no arguments) and
 /// `test_prompt_with_arguments` (both arguments appear in the message).
-pub fn prompts() -> Vec<toolgate_mcp::prompts::PromptDef> {
-    use rmcp::model::{Prompt, PromptArgument};
-    use toolgate_mcp::prompts::PromptDef;
+fn prompts() -> Vec<Prompt> {
     vec![
-        PromptDef::new(
-            Prompt::new(
-                "test_simple_prompt",
-                Some("A prompt without arguments."),
-                None,
-            ),
-            |_| "This is a simple prompt for testing.".to_string(),
-        ),
-        PromptDef::new(
-            Prompt::new(
-                "test_prompt_with_arguments",
-                Some("A prompt with two required arguments."),
-                Some(vec![
-                    PromptArgument::new("arg1").with_required(true),
-                    PromptArgument::new("arg2").with_required(true),
-                ]),
-            ),
+        Prompt::new("test_simple_prompt", "A prompt without arguments.", |_| {
+            "This is a simple prompt for testing.".to_string()
+        }),
+        Prompt::new(
+            "test_prompt_with_arguments",
+            "A prompt with two required arguments.",
             |args| {
                 let arg = |k: &str| {
                     args.get(k)
@@ -310,6 +310,8 @@ pub fn prompts() -> Vec<toolgate_mcp::prompts::PromptDef> {
                     arg("arg2")
                 )
             },
-        ),
+        )
+        .with_argument(PromptArgument::new("arg1").required())
+        .with_argument(PromptArgument::new("arg2").required()),
     ]
 }

@@ -108,7 +108,7 @@ pub fn run(
         } else {
             ""
         };
-        let server = McpServer::for_toolset(ready, &store, &run_id);
+        let server = McpServer::new(ready, &run_id);
         (
             server,
             format!("{} ({}){imported}", args.toolset, path.display()),
