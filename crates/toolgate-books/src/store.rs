@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{Connection, params};
-use toolgate_core::ToolError;
 use toolgate_core::idempotency;
 use toolgate_store::shared_conn::SharedConnection;
 
@@ -168,44 +167,15 @@ impl BooksStore {
         insert_books(&tx, &books).map_err(sql)?;
         tx.commit().map_err(sql)
     }
+}
 
-    /// Runs `work` on the connection on a blocking thread (SQLite calls block).
-    pub async fn blocking<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,
-    ) -> Result<T, ToolError> {
-        self.conn.blocking(work).await
-    }
+/// The shared connection's calls (`read`, `blocking`, `write_once`, `with_conn`,
+/// `receipt_log`) are the store's: the handlers and commands call them on the store.
+impl std::ops::Deref for BooksStore {
+    type Target = SharedConnection;
 
-    /// Runs the read `work` on the connection (see [`SharedConnection::read`]): reads only,
-    /// never a commit.
-    pub async fn read<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,
-    ) -> Result<T, ToolError> {
-        self.conn.read(work).await
-    }
-
-    /// Runs a write's effect at most once for the call's idempotency key (see
-    /// [`SharedConnection::write_once`]).
-    pub async fn write_once(
-        &self,
-        ctx: &toolgate_core::ExecContext,
-        effect: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<toolgate_core::WriteEffect, ToolError>
-        + Send
-        + 'static,
-    ) -> Result<toolgate_core::Receipt, ToolError> {
-        self.conn.write_once(ctx, effect).await
-    }
-
-    /// Where write tools record their receipts, for the dispatcher to replay retries from.
-    pub fn receipt_log(&self) -> impl toolgate_core::idempotency::ReceiptLog + 'static {
-        self.conn.clone()
-    }
-
-    /// Runs `work` on the connection on this thread (for commands and tests).
-    pub fn with_conn<T>(&self, work: impl FnOnce(&mut Connection) -> T) -> Result<T, ToolError> {
-        self.conn.with_conn(work)
+    fn deref(&self) -> &SharedConnection {
+        &self.conn
     }
 }
 

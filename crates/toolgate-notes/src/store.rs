@@ -97,7 +97,6 @@ pub const SAMPLE_GENERATED: usize = 300;
 /// The generator seed of the sample database (fixed, so every sample database is identical).
 pub const SAMPLE_SEED: u64 = 20_251_202;
 
-/// A handle on one notes database; cheap to clone.
 /// A note as a listing shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NoteTitle {
@@ -107,6 +106,7 @@ pub struct NoteTitle {
     pub kind: String,
 }
 
+/// A handle on one notes database; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct NotesStore {
     path: PathBuf,
@@ -294,7 +294,9 @@ impl NotesStore {
         }
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Connection>, StoreError> {
+    /// The connection, with a poisoned lock as this store's error (the connection's own
+    /// `lock` says it as a tool error).
+    fn locked(&self) -> Result<std::sync::MutexGuard<'_, Connection>, StoreError> {
         self.conn.lock().map_err(|_| StoreError::Poisoned {
             path: self.path.display().to_string(),
         })
@@ -302,7 +304,7 @@ impl NotesStore {
 
     /// What the database was created with (and what [`Self::reset`] restores).
     pub fn contents(&self) -> Result<Contents, StoreError> {
-        let conn = self.lock()?;
+        let conn = self.locked()?;
         let text: String = conn
             .query_row(
                 "SELECT value FROM toolgate_meta WHERE key = 'contents'",
@@ -320,7 +322,7 @@ impl NotesStore {
     pub fn reset(&self) -> Result<(), StoreError> {
         let notes = self.contents()?.notes()?;
         let sql = self.sql_error();
-        let mut conn = self.lock()?;
+        let mut conn = self.locked()?;
         let tx = conn.transaction().map_err(&sql)?;
         tx.execute_batch(
             "DELETE FROM notes;
@@ -340,7 +342,7 @@ impl NotesStore {
     /// Inserts `notes` in one transaction; returns their ids in order.
     pub fn insert_notes(&self, notes: &[NewNote]) -> Result<Vec<i64>, StoreError> {
         let sql = self.sql_error();
-        let mut conn = self.lock()?;
+        let mut conn = self.locked()?;
         let tx = conn.transaction().map_err(&sql)?;
         let mut ids = Vec::with_capacity(notes.len());
         for note in notes {
@@ -354,40 +356,6 @@ impl NotesStore {
     /// dispatcher), for commands and benchmarks.
     pub fn search(&self, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
         self.with_conn(|conn| search::run_search(conn, args))?
-    }
-
-    /// Runs `work` on the connection on a blocking thread (SQLite calls block).
-    pub async fn blocking<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,
-    ) -> Result<T, ToolError> {
-        self.conn.blocking(work).await
-    }
-
-    /// Runs the read `work` on the connection (see [`SharedConnection::read`]): reads only,
-    /// never a commit.
-    pub async fn read<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,
-    ) -> Result<T, ToolError> {
-        self.conn.read(work).await
-    }
-
-    /// Runs a write's effect at most once for the call's idempotency key (see
-    /// [`SharedConnection::write_once`]).
-    pub async fn write_once(
-        &self,
-        ctx: &toolgate_core::ExecContext,
-        effect: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<toolgate_core::WriteEffect, ToolError>
-        + Send
-        + 'static,
-    ) -> Result<toolgate_core::Receipt, ToolError> {
-        self.conn.write_once(ctx, effect).await
-    }
-
-    /// Where write tools record their receipts, for the dispatcher to replay retries from.
-    pub fn receipt_log(&self) -> impl toolgate_core::idempotency::ReceiptLog + 'static {
-        self.conn.clone()
     }
 
     /// Up to `limit` notes with an id over `after`, in id order: the pages a front end lists
@@ -409,9 +377,14 @@ impl NotesStore {
             })?
             .map_err(|e| ToolError::internal(format!("listing notes failed: {e}")))
     }
+}
 
-    /// Runs `work` on the connection on this thread (for commands and tests).
-    pub fn with_conn<T>(&self, work: impl FnOnce(&mut Connection) -> T) -> Result<T, ToolError> {
-        self.conn.with_conn(work)
+/// The shared connection's calls (`read`, `blocking`, `write_once`, `with_conn`,
+/// `receipt_log`) are the store's: the handlers and commands call them on the store.
+impl std::ops::Deref for NotesStore {
+    type Target = SharedConnection;
+
+    fn deref(&self) -> &SharedConnection {
+        &self.conn
     }
 }

@@ -6,6 +6,9 @@
 //! committing, which takes microseconds, while handing it to the blocking pool costs two
 //! thread switches (measured over MCP: 8.0k against 10.6k reads/s on one core). A read that
 //! finds the connection busy waits for it on the blocking pool, never on the task.
+//!
+//! A toolset's store dereferences to its `SharedConnection`, so these calls (`read`, `blocking`,
+//! `write_once`, `with_conn`, `receipt_log`) are the store's own, written once, here.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -85,6 +88,11 @@ impl SharedConnection {
     pub fn with_conn<T>(&self, work: impl FnOnce(&mut Connection) -> T) -> Result<T, ToolError> {
         let mut guard = self.lock()?;
         Ok(work(&mut guard))
+    }
+
+    /// Where write tools record their receipts, for the dispatcher to replay retries from.
+    pub fn receipt_log(&self) -> impl ReceiptLog + 'static {
+        self.clone()
     }
 }
 
