@@ -461,3 +461,7 @@ mod tests {
         assert!(read(&path).is_ok());
     }
 }
+
+#[cfg(test)]
+#[path = "config_reference_tests.rs"]
+mod reference_tests;
