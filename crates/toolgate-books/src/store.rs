@@ -1,15 +1,16 @@
 //! The catalogue store: one SQLite file (WAL) holding the books, the user's status and tags,
 //! and the idempotency receipts of writes to them.
 //!
-//! Guarantees: `init` refuses to overwrite an existing file; `reset` restores the initial
-//! state (catalogue rows, no statuses, no tags, no receipts) in one transaction, so a failure
-//! leaves the previous state; `open` refuses a file that is not a toolgate books database.
+//! Guarantees: `init` refuses to overwrite an existing file and leaves no half file when it
+//! fails; `reset` restores the initial state (catalogue rows, no statuses, no tags, no
+//! receipts) in one transaction, so a failure leaves the previous state; `open` refuses a file
+//! that is not a toolgate books database.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use rusqlite::{Connection, params};
+use rusqlite::params;
 use toolgate_core::idempotency;
+use toolgate_store::file::{self, FileError};
 use toolgate_store::shared_conn::SharedConnection;
 
 use crate::data::{Book, DataError, embedded_books};
@@ -42,6 +43,19 @@ pub enum StoreError {
     Data(#[from] DataError),
 }
 
+impl StoreError {
+    /// `error` of the store file at `path`, in this store's words.
+    fn of_file(path: &Path, error: FileError) -> Self {
+        let path = path.display().to_string();
+        match error {
+            FileError::AlreadyExists => StoreError::AlreadyExists { path },
+            FileError::Missing => StoreError::Missing { path },
+            FileError::Folder(source) => StoreError::Folder { path, source },
+            FileError::Sqlite(source) => StoreError::Sqlite { path, source },
+        }
+    }
+}
+
 /// A handle on one books database; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct BooksStore {
@@ -67,56 +81,30 @@ CREATE TABLE toolgate_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 impl BooksStore {
     /// Creates a new database file at `path` from the embedded catalogue.
     pub fn init(path: &Path) -> Result<Self, StoreError> {
-        let shown = path.display().to_string();
-        if path.exists() {
-            return Err(StoreError::AlreadyExists { path: shown });
-        }
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| StoreError::Folder {
-                path: shown.clone(),
-                source,
-            })?;
-        }
         let books = embedded_books()?;
-        // Build under a temporary name and rename, so a failed init leaves no half file.
-        let partial = path.with_extension("partial");
-        let _ = std::fs::remove_file(&partial);
-        let sql = |source| StoreError::Sqlite {
-            path: shown.clone(),
-            source,
-        };
-        {
-            let mut conn = Connection::open(&partial).map_err(sql)?;
-            conn.execute_batch(SCHEMA).map_err(sql)?;
-            idempotency::install(&conn).map_err(sql)?;
-            let tx = conn.transaction().map_err(sql)?;
+        file::create(path, |conn| {
+            conn.execute_batch(SCHEMA)?;
+            idempotency::install(conn)?;
+            let tx = conn.transaction()?;
             tx.execute(
                 "INSERT INTO toolgate_meta (key, value) VALUES ('schema_version', ?1), ('attribution', ?2)",
                 params![SCHEMA_VERSION, crate::data::ATTRIBUTION],
-            )
-            .map_err(sql)?;
-            insert_books(&tx, &books).map_err(sql)?;
-            tx.commit().map_err(sql)?;
-        }
-        std::fs::rename(&partial, path).map_err(|source| StoreError::Folder {
-            path: shown.clone(),
-            source,
-        })?;
+            )?;
+            insert_books(&tx, &books)?;
+            tx.commit()
+        })
+        .map_err(|e| StoreError::of_file(path, e))?;
         Self::open(path)
     }
 
     /// Opens an existing books database.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let shown = path.display().to_string();
-        if !path.exists() {
-            return Err(StoreError::Missing { path: shown });
-        }
+        let conn = file::open_existing(path).map_err(|e| StoreError::of_file(path, e))?;
         let sql = |source| StoreError::Sqlite {
             path: shown.clone(),
             source,
         };
-        let conn = Connection::open(path).map_err(sql)?;
-        conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(sql)?;
         let version: Option<String> = conn

@@ -13,11 +13,11 @@
 //! drafts) in one transaction, so a failure leaves the previous state.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use rusqlite::{Connection, params};
 use toolgate_core::idempotency;
 use toolgate_core::{ToolError, ToolOutput};
+use toolgate_store::file::{self, FileError};
 use toolgate_store::shared_conn::SharedConnection;
 
 use crate::rows::{self, NewNote};
@@ -54,6 +54,19 @@ pub enum StoreError {
     Poisoned { path: String },
     #[error(transparent)]
     Sample(#[from] SampleError),
+}
+
+impl StoreError {
+    /// `error` of the store file at `path`, in this store's words.
+    fn of_file(path: &Path, error: FileError) -> Self {
+        let path = path.display().to_string();
+        match error {
+            FileError::AlreadyExists => StoreError::AlreadyExists { path },
+            FileError::Missing => StoreError::Missing { path },
+            FileError::Folder(source) => StoreError::Folder { path, source },
+            FileError::Sqlite(source) => StoreError::Sqlite { path, source },
+        }
+    }
 }
 
 /// What a database was created with, and so what `reset` restores.
@@ -193,64 +206,34 @@ impl NotesStore {
     }
 
     fn create(path: &Path, contents: Contents) -> Result<Self, StoreError> {
-        let shown = path.display().to_string();
-        if path.exists() {
-            return Err(StoreError::AlreadyExists { path: shown });
-        }
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| StoreError::Folder {
-                path: shown.clone(),
-                source,
-            })?;
-        }
         let notes = contents.notes()?;
-        // Build under a temporary name and rename, so a failed init leaves no half file.
-        let partial = path.with_extension("partial");
-        let _ = std::fs::remove_file(&partial);
-        let sql = |source| StoreError::Sqlite {
-            path: shown.clone(),
-            source,
-        };
-        let built = (|| {
-            let mut conn = Connection::open(&partial).map_err(sql)?;
-            conn.execute_batch(SCHEMA).map_err(sql)?;
-            conn.execute_batch(DRAFTS_SCHEMA).map_err(sql)?;
-            idempotency::install(&conn).map_err(sql)?;
-            let tx = conn.transaction().map_err(sql)?;
+        file::create(path, |conn| {
+            conn.execute_batch(SCHEMA)?;
+            conn.execute_batch(DRAFTS_SCHEMA)?;
+            idempotency::install(conn)?;
+            let tx = conn.transaction()?;
             tx.execute(
                 "INSERT INTO toolgate_meta (key, value)
                  VALUES ('store', ?1), ('schema_version', ?2), ('contents', ?3)",
                 params![STORE_NAME, SCHEMA_VERSION, contents.as_str()],
-            )
-            .map_err(sql)?;
+            )?;
             for note in &notes {
-                rows::insert(&tx, note).map_err(sql)?;
+                rows::insert(&tx, note)?;
             }
-            tx.commit().map_err(sql)
-        })();
-        if let Err(e) = built {
-            let _ = std::fs::remove_file(&partial);
-            return Err(e);
-        }
-        std::fs::rename(&partial, path).map_err(|source| StoreError::Folder {
-            path: shown.clone(),
-            source,
-        })?;
+            tx.commit()
+        })
+        .map_err(|e| StoreError::of_file(path, e))?;
         Self::open(path)
     }
 
     /// Opens an existing notes database.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let shown = path.display().to_string();
-        if !path.exists() {
-            return Err(StoreError::Missing { path: shown });
-        }
+        let conn = file::open_existing(path).map_err(|e| StoreError::of_file(path, e))?;
         let sql = |source| StoreError::Sqlite {
             path: shown.clone(),
             source,
         };
-        let conn = Connection::open(path).map_err(sql)?;
-        conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
         let meta = |key: &str| -> Option<String> {
             conn.query_row(
                 "SELECT value FROM toolgate_meta WHERE key = ?1",

@@ -1,15 +1,18 @@
 //! toolgate-store: what the toolsets' SQLite stores share, below the toolsets and above the
 //! contract.
 //!
+//! - [`file`]: creating a store's file whole or not at all, and opening only an existing one.
 //! - [`shared_conn`]: [`SharedConnection`], the one connection a toolset's handlers share
 //!   (blocking work off the async threads, one call at a time, writes at most once per
 //!   idempotency key with the receipt in the same transaction).
 //! - [`taglist`]: the stored form of the user's tags (one comma-separated column).
 //!
-//! Guarantees: a poisoned connection is an `internal` tool error, never a second panic; equal
+//! Guarantees: a failed create leaves no file and no half file; a missing file is refused, never
+//! created empty; a poisoned connection is an `internal` tool error, never a second panic; equal
 //! tag sets are stored as equal strings. Refuses nothing else: what a store holds is the
 //! toolset's business.
 
+pub mod file;
 pub mod shared_conn;
 pub mod taglist;
 
