@@ -1,6 +1,5 @@
-//! Prompts over MCP: the protocol's side of a toolset's
-//! [`Prompt`](toolgate_core::offers::Prompt)s, the ready-made requests a host shows its user
-//! ("to-dos from a meeting"). A prompt only fills a user message in; whatever the model then
+//! Prompts over MCP: the protocol's side of a toolset's [`Prompt`]s, the ready-made requests a
+//! host shows its user ("to-dos from a meeting"). A prompt only fills a user message in; whatever the model then
 //! does goes through the dispatcher like any call, approvals included.
 //!
 //! Refuses: an unknown prompt, and a prompt without a required argument (both `-32602`).

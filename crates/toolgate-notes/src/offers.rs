@@ -4,8 +4,7 @@
 //! into its protocol's messages.
 //!
 //! Refuses: a cursor this source did not hand out, a URI that is not `note://` and a plain
-//! positive id, and a prompt without a required argument (each an
-//! [`OfferError`](toolgate_core::offers::OfferError)).
+//! positive id, and a prompt without a required argument (each an [`OfferError`]).
 
 use std::sync::Arc;
 
