@@ -9,6 +9,7 @@ use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
 use toolgate_mcp::auth::{AuthConfig, ResourceServer, egress_for};
 use toolgate_mcp::http::{Access, serve_http_with};
 use toolgate_mcp::{HttpLimits, McpServer, ServeError, serve_stdio};
+use toolgate_mcp_client::imports::Imports;
 use toolgate_wiring::{ExtraTools, Seat};
 
 use super::mcp::{open_imports, server_heading};
@@ -20,11 +21,44 @@ use crate::config::Config;
 const AUTH_REMEDY: &str = "configure [serve.auth] (or --auth-issuer), or pass --insecure-no-auth \
                            to serve without authorization";
 
+/// `toolgate serve`, stage by stage: check the flags, open the trace and the imports, build the
+/// server, serve it over stdio or HTTP until the host or a signal ends it, close the imports.
 pub fn run(
     config: &Config,
     mcp_config: Option<&std::path::Path>,
     args: &ServeArgs,
 ) -> Result<(), CommandError> {
+    let auth_config = check_flags(config, args)?;
+    let trace = open_trace(args)?;
+    let runtime = server_runtime()?;
+    let imports = runtime.block_on(open_imports(config, mcp_config, Arc::clone(&trace)))?;
+    announce_imports(args, imports.as_ref())?;
+    let (server, served) = build_server(config, args, imports.as_ref(), &trace)?;
+    match args.http {
+        None => {
+            eprintln!("toolgate: serving {served} over stdio");
+            runtime.block_on(serve_stdio(server))?;
+        }
+        Some(address) => runtime.block_on(serve_over_http(
+            config,
+            args,
+            address,
+            auth_config.as_ref(),
+            server,
+            &served,
+            trace,
+        ))?,
+    }
+    if let Some(imports) = imports {
+        runtime.block_on(imports.close());
+    }
+    Ok(())
+}
+
+/// The authorization to serve with, once the flags agree with each other and with the
+/// address. Checked before anything is opened, created or bound, so a refused address changes
+/// nothing (the server checks its listener's address again).
+fn check_flags(config: &Config, args: &ServeArgs) -> Result<Option<AuthConfig>, CommandError> {
     if args.http.is_none()
         && (args.max_body_bytes.is_some()
             || args.max_concurrent.is_some()
@@ -48,8 +82,6 @@ pub fn run(
                 .into(),
         ));
     }
-    // Checked before anything is opened, created or bound, so a refused address changes
-    // nothing (the server checks its listener's address again).
     if let Some(address) = args.http
         && auth_config.is_none()
         && !args.insecure_no_auth
@@ -57,12 +89,19 @@ pub fn run(
     {
         return Err(CommandError::Usage(format!("{refusal}; {AUTH_REMEDY}")));
     }
-    let trace: Arc<dyn TraceSink> = match &args.trace {
+    Ok(auth_config)
+}
+
+/// The trace `--trace` names, or none.
+fn open_trace(args: &ServeArgs) -> Result<Arc<dyn TraceSink>, CommandError> {
+    Ok(match &args.trace {
         Some(path) => Arc::new(JsonlTrace::create(path)?),
         None => Arc::new(NoTrace),
-    };
-    let runtime = server_runtime()?;
-    let imports = runtime.block_on(open_imports(config, mcp_config, Arc::clone(&trace)))?;
+    })
+}
+
+/// Says which servers' tools are imported; refuses `--no-toolset` with nothing to import.
+fn announce_imports(args: &ServeArgs, imports: Option<&Imports>) -> Result<(), CommandError> {
     if args.no_toolset && imports.is_none() {
         return Err(CommandError::Usage(
             "--no-toolset serves only imported tools, and no MCP servers are configured: pass \
@@ -70,25 +109,36 @@ pub fn run(
                 .into(),
         ));
     }
-    if let Some(imports) = &imports {
+    if let Some(imports) = imports {
         for server in &imports.servers {
             eprintln!("toolgate: importing {}", server_heading(server));
         }
     }
+    Ok(())
+}
+
+/// The MCP server over the toolset (with what it offers besides tools) and the imported tools,
+/// or over the imported tools alone (`--no-toolset`), and what it serves, in words.
+fn build_server(
+    config: &Config,
+    args: &ServeArgs,
+    imports: Option<&Imports>,
+    trace: &Arc<dyn TraceSink>,
+) -> Result<(McpServer, String), CommandError> {
     // No approval channel yet: every call that needs a human is denied (the MCP server asks
     // the host through the protocol, per call).
     let seat = Seat::new(Principal::local("local-user", &[]))
         .with_mode(config.mode.unwrap_or_default())
         .with_taint_policy(config.policy)
-        .with_trace(Arc::clone(&trace));
-    let extra = imports.as_ref().map_or_else(ExtraTools::default, |i| {
+        .with_trace(Arc::clone(trace));
+    let extra = imports.map_or_else(ExtraTools::default, |i| {
         toolgate_wiring::extra_tools(i, false)
     });
     // One run per server process: a host's retried write (a new JSON-RPC id) replays its
     // receipt instead of running again.
     let transport = if args.http.is_some() { "http" } else { "stdio" };
     let run_id = format!("mcp-{transport}-{}-{}", std::process::id(), unix_now());
-    let (server, served) = if args.no_toolset {
+    if args.no_toolset {
         let assembled = toolgate_wiring::assemble(extra.tools, extra.withheld, seat)?;
         let server = McpServer::serving(
             &assembled.registry,
@@ -96,107 +146,127 @@ pub fn run(
             assembled.principal,
             &run_id,
         );
-        (server, "the imported tools".to_string())
+        return Ok((server, "the imported tools".to_string()));
+    }
+    let kind = args.toolset.store();
+    let path = config.store_path(kind, args.db.as_deref())?;
+    let store = open_store(kind, &path)?;
+    let ready =
+        toolgate_wiring::dispatcher_with(args.toolset, &store, &config.exits(), seat, extra)?;
+    let imported = if imports.is_some() {
+        " and the imported tools"
     } else {
-        let kind = args.toolset.store();
-        let path = config.store_path(kind, args.db.as_deref())?;
-        let store = open_store(kind, &path)?;
-        let ready =
-            toolgate_wiring::dispatcher_with(args.toolset, &store, &config.exits(), seat, extra)?;
-        let imported = if imports.is_some() {
-            " and the imported tools"
-        } else {
-            ""
-        };
-        let server = McpServer::new(ready, &run_id);
-        (
-            server,
-            format!("{} ({}){imported}", args.toolset, path.display()),
-        )
+        ""
     };
+    let server = McpServer::new(ready, &run_id);
+    Ok((
+        server,
+        format!("{} ({}){imported}", args.toolset, path.display()),
+    ))
+}
+
+/// Serves `server` over Streamable HTTP on `address` until SIGTERM or Ctrl-C, then drains.
+async fn serve_over_http(
+    config: &Config,
+    args: &ServeArgs,
+    address: std::net::SocketAddr,
+    auth_config: Option<&AuthConfig>,
+    server: McpServer,
+    served: &str,
+    trace: Arc<dyn TraceSink>,
+) -> Result<(), CommandError> {
+    let access = access(config, args, auth_config, &server, trace).await?;
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|e| ServeError::Start(format!("cannot listen on {address}: {e}")))?;
+    let bound = listener.local_addr()?;
+    eprintln!(
+        "toolgate: serving {served} at http://{bound}/mcp, {}",
+        access_in_words(&access)
+    );
+    serve_http_with(
+        server,
+        listener,
+        http_limits(args),
+        access,
+        toolgate_mcp::http::sigterm_or_ctrl_c(),
+    )
+    .await?;
+    eprintln!("toolgate: stopped after draining in-flight requests");
+    Ok(())
+}
+
+/// Who may reach the server: an OAuth resource server for `auth_config` (its keys fetched
+/// through the `[egress]` exit), anyone (`--insecure-no-auth`), or this machine only.
+async fn access(
+    config: &Config,
+    args: &ServeArgs,
+    auth_config: Option<&AuthConfig>,
+    server: &McpServer,
+    trace: Arc<dyn TraceSink>,
+) -> Result<Access, CommandError> {
+    let Some(auth) = auth_config else {
+        return Ok(if args.insecure_no_auth {
+            Access::InsecureNoAuth
+        } else {
+            // Refused above when not loopback (and again by the server on its listener).
+            Access::LoopbackOnly
+        });
+    };
+    let egress = egress_for(&config.egress, Arc::clone(&trace))
+        .map_err(|e| ServeError::Start(format!("the [egress] allowlist is refused: {e}")))?;
+    let tools: Vec<String> = server.tools().iter().map(|t| t.name.to_string()).collect();
     let grants_name = if args.no_toolset {
         IMPORTED_GRANT.to_string()
     } else {
         args.toolset.to_string()
     };
-    match args.http {
-        None => {
-            eprintln!("toolgate: serving {served} over stdio");
-            runtime.block_on(serve_stdio(server))?;
-        }
-        Some(address) => runtime.block_on(async {
-            let access = match &auth_config {
-                Some(auth) => {
-                    let egress = egress_for(&config.egress, Arc::clone(&trace)).map_err(|e| {
-                        ServeError::Start(format!("the [egress] allowlist is refused: {e}"))
-                    })?;
-                    let tools: Vec<String> =
-                        server.tools().iter().map(|t| t.name.to_string()).collect();
-                    let resource_server = ResourceServer::start(auth, &grants_name, &tools, egress)
-                        .await
-                        .map_err(|e| ServeError::Start(e.to_string()))?
-                        .with_trace(Arc::clone(&trace));
-                    if auth.issuer.starts_with("http://") {
-                        // Only a loopback issuer passes `ResourceServer::start` over plain
-                        // http; said once so that nobody mistakes a test set-up for a real one.
-                        eprintln!(
-                            "toolgate: the authorization server {} is reached over plain http on \
-                             this machine: acceptable for tests only (any other http issuer or \
-                             key set is refused)",
-                            auth.issuer
-                        );
-                    }
-                    Access::OAuth(Arc::new(resource_server))
-                }
-                None if args.insecure_no_auth => Access::InsecureNoAuth,
-                // Refused above when not loopback (and again by the server on its listener).
-                None => Access::LoopbackOnly,
-            };
-            let listener = tokio::net::TcpListener::bind(address)
-                .await
-                .map_err(|e| ServeError::Start(format!("cannot listen on {address}: {e}")))?;
-            let defaults = HttpLimits::default();
-            let limits = HttpLimits {
-                max_body_bytes: args.max_body_bytes.unwrap_or(defaults.max_body_bytes),
-                max_concurrent: args
-                    .max_concurrent
-                    .map_or(defaults.max_concurrent, usize::from),
-                request_time: args
-                    .request_timeout
-                    .map_or(defaults.request_time, std::time::Duration::from_secs),
-                ..defaults
-            };
-            let bound = listener.local_addr()?;
-            let how = match &access {
-                Access::LoopbackOnly => "loopback only: no authorization is configured, so \
-                                         other machines cannot reach it"
-                    .to_string(),
-                Access::InsecureNoAuth => "WITHOUT AUTHORIZATION (--insecure-no-auth): anyone \
-                                           who can connect may call every tool"
-                    .to_string(),
-                Access::OAuth(auth) => format!(
-                    "OAuth access tokens required (resource {}, metadata at {})",
-                    auth.resource(),
-                    auth.metadata_paths()[0]
-                ),
-            };
-            eprintln!("toolgate: serving {served} at http://{bound}/mcp, {how}");
-            serve_http_with(
-                server,
-                listener,
-                limits,
-                access,
-                toolgate_mcp::http::sigterm_or_ctrl_c(),
-            )
-            .await?;
-            eprintln!("toolgate: stopped after draining in-flight requests");
-            Ok::<_, CommandError>(())
-        })?,
+    let resource_server = ResourceServer::start(auth, &grants_name, &tools, egress)
+        .await
+        .map_err(|e| ServeError::Start(e.to_string()))?
+        .with_trace(trace);
+    if auth.issuer.starts_with("http://") {
+        // Only a loopback issuer passes `ResourceServer::start` over plain http; said once so
+        // that nobody mistakes a test set-up for a real one.
+        eprintln!(
+            "toolgate: the authorization server {} is reached over plain http on this machine: \
+             acceptable for tests only (any other http issuer or key set is refused)",
+            auth.issuer
+        );
     }
-    if let Some(imports) = imports {
-        runtime.block_on(imports.close());
+    Ok(Access::OAuth(Arc::new(resource_server)))
+}
+
+/// The HTTP limits, the defaults but for what the flags set.
+fn http_limits(args: &ServeArgs) -> HttpLimits {
+    let defaults = HttpLimits::default();
+    HttpLimits {
+        max_body_bytes: args.max_body_bytes.unwrap_or(defaults.max_body_bytes),
+        max_concurrent: args
+            .max_concurrent
+            .map_or(defaults.max_concurrent, usize::from),
+        request_time: args
+            .request_timeout
+            .map_or(defaults.request_time, std::time::Duration::from_secs),
+        ..defaults
     }
-    Ok(())
+}
+
+/// Who may reach the server, as the start-up line says it.
+fn access_in_words(access: &Access) -> String {
+    match access {
+        Access::LoopbackOnly => "loopback only: no authorization is configured, so other \
+                                 machines cannot reach it"
+            .to_string(),
+        Access::InsecureNoAuth => "WITHOUT AUTHORIZATION (--insecure-no-auth): anyone who can \
+                                   connect may call every tool"
+            .to_string(),
+        Access::OAuth(auth) => format!(
+            "OAuth access tokens required (resource {}, metadata at {})",
+            auth.resource(),
+            auth.metadata_paths()[0]
+        ),
+    }
 }
 
 /// What an OAuth scope names to grant every tool of a gateway that serves no toolset.
