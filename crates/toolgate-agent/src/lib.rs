@@ -11,5 +11,5 @@ pub use approvers::TerminalApprover;
 pub use deferral::{DEFAULT_DEFER_THRESHOLD, DEFAULT_PRELOAD, DeferralConfig, ToolList};
 pub use run::{
     Agent, AgentConfig, AgentEvent, CallSummary, DEFAULT_SYSTEM_PROMPT, DescribedCallCorrected,
-    Observer, RepeatAnswered, RunResult, StopCause, ToolsAppended, ToolsEnded,
+    Observer, ReadFirst, RepeatAnswered, RunResult, StopCause, ToolsAppended, ToolsEnded,
 };

@@ -10,7 +10,8 @@ use rusqlite::Connection;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolgate_agent::{Agent, AgentConfig, RepeatAnswered, StopCause};
+use toolgate_agent::run::{READ_FIRST_CALL_ID, whole_message};
+use toolgate_agent::{Agent, AgentConfig, ReadFirst, RepeatAnswered, StopCause};
 use toolgate_core::idempotency::{self, WriteEffect, run_once, store_error};
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
@@ -1042,4 +1043,118 @@ async fn only_the_first_round_must_call_a_tool() {
         choices(&model),
         [ToolChoice::Any, ToolChoice::Auto, ToolChoice::Auto]
     );
+}
+
+fn read_first(tool: &str) -> AgentConfig {
+    AgentConfig {
+        read_first: Some(ReadFirst {
+            tool: tool.into(),
+            argument: "topic".into(),
+            words: whole_message,
+        }),
+        ..AgentConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_starts_from_a_read_of_the_users_words_instead_of_guessing() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([ScriptedModel::answer(
+        "The budget is 42.",
+    )]));
+    let trace = Arc::new(MemoryTrace::default());
+    let result = world
+        .agent(model.clone(), read_first("kb_search"), trace.clone())
+        .ask("run-read-first", "What is the budget?")
+        .await;
+    assert_eq!(result.answer.as_deref(), Some("The budget is 42."));
+    // The first request already holds the loop's call and its result, after the question.
+    let first = &model.requests()[0];
+    assert_eq!(first.messages.len(), 3, "{:?}", first.messages);
+    assert_eq!(first.messages[1].role, Role::Assistant);
+    match &first.messages[1].content[..] {
+        [ContentBlock::ToolCall(call)] => {
+            assert_eq!(call.id, READ_FIRST_CALL_ID);
+            assert_eq!(call.name, "kb_search");
+            assert_eq!(call.arguments, json!({"topic": "What is the budget?"}));
+        }
+        other => panic!("expected one tool call, got {other:?}"),
+    }
+    let results = results_in(&model, 0);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].call_id, READ_FIRST_CALL_ID);
+    assert!(!results[0].is_error && results[0].content.contains("What is the budget?"));
+    // It went through the dispatcher, is in the run's calls, and ran once.
+    assert_eq!(world.search_runs.load(Ordering::SeqCst), 1);
+    assert_eq!(result.calls.len(), 1);
+    assert_eq!(result.calls[0].round, 0);
+    assert_eq!(trace.of_kind("tool_call").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_models_exact_repeat_of_the_loops_read_is_answered_from_memory() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("s1", "kb_search", json!({"topic": "What is the budget?"}))]),
+        ScriptedModel::answer("42."),
+    ]));
+    let result = world
+        .agent(
+            model.clone(),
+            read_first("kb_search"),
+            Arc::new(MemoryTrace::default()),
+        )
+        .ask("run-read-first-repeat", "What is the budget?")
+        .await;
+    assert_eq!(result.answer.as_deref(), Some("42."));
+    assert_eq!(world.search_runs.load(Ordering::SeqCst), 1);
+    assert_eq!(result.calls[1].answered_from_round, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_never_makes_a_write_on_its_own_nor_a_tool_it_does_not_offer() {
+    for (tool, offered) in [
+        ("reminders_create", None),
+        ("mail_send", None),
+        ("no_such_tool", None),
+        ("kb_search", Some(vec!["kb_lookup".to_string()])),
+    ] {
+        let world = World::new();
+        let model = Arc::new(ScriptedModel::new([ScriptedModel::answer("ok")]));
+        let config = AgentConfig {
+            offered,
+            ..read_first(tool)
+        };
+        let result = world
+            .agent(model.clone(), config, Arc::new(MemoryTrace::default()))
+            .ask("run-no-read-first", "remind me to pay 2026-12-04")
+            .await;
+        assert!(result.calls.is_empty(), "{tool}: {:?}", result.calls);
+        assert_eq!(model.requests()[0].messages.len(), 1, "{tool}");
+        assert_eq!(world.rows("reminders") + world.rows("sent"), 0, "{tool}");
+        assert_eq!(world.search_runs.load(Ordering::SeqCst), 0, "{tool}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_the_dispatcher_refuses_adds_nothing_and_the_run_goes_on() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([ScriptedModel::answer("ok")]));
+    // kb_lookup's topic must not be empty: a blank question is never searched, and a
+    // question the schema refuses leaves the conversation as it was.
+    let config = AgentConfig {
+        read_first: Some(ReadFirst {
+            tool: "kb_lookup".into(),
+            argument: "no_such_argument".into(),
+            words: whole_message,
+        }),
+        ..AgentConfig::default()
+    };
+    let result = world
+        .agent(model.clone(), config, Arc::new(MemoryTrace::default()))
+        .ask("run-read-first-refused", "What is the budget?")
+        .await;
+    assert_eq!(result.answer.as_deref(), Some("ok"));
+    assert!(result.calls.is_empty());
+    assert_eq!(model.requests()[0].messages.len(), 1);
 }

@@ -185,6 +185,14 @@ pub fn fts_query(text: &str) -> FtsQuery {
     FtsQuery { terms, dropped }
 }
 
+/// The words of `text` the search matches on, as one query a person would type: lower-cased,
+/// without duplicates, common words and punctuation, at most [`MAX_TERMS`]. Searching it finds
+/// what searching `text` finds (the search drops the same words); `None` when no word is left.
+pub fn keyword_query(text: &str) -> Option<String> {
+    let terms = fts_query(text).terms;
+    (!terms.is_empty()).then(|| terms.join(" "))
+}
+
 /// Cuts `text` to at most `max` characters, marking the cut with an ellipsis.
 pub fn cut_chars(text: &str, max: usize) -> String {
     let text = text.trim();
@@ -537,6 +545,38 @@ fn search(conn: &Connection, request: &Request<'_>) -> Result<ToolOutput, ToolEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_keyword_query_searches_exactly_what_the_message_searches() {
+        let cases = [
+            (
+                "Who attended the platform team sync about the database migration? List everyone except me.",
+                Some("attended platform team sync database migration list everyone except"),
+            ),
+            (
+                "Tag every design team meeting note with q1-design.",
+                Some("tag every design team meeting note q1"),
+            ),
+            (
+                "budget\" OR kind:clip NEAR(\"x\") *",
+                Some("budget kind clip near x"),
+            ),
+            ("what is it", Some("what is it")),
+            ("?!  --", None),
+            ("", None),
+        ];
+        for (message, keywords) in cases {
+            let query = keyword_query(message);
+            assert_eq!(query.as_deref(), keywords, "{message}");
+            if let Some(query) = query {
+                assert_eq!(
+                    fts_query(&query).terms,
+                    fts_query(message).terms,
+                    "{message}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn fts_query_table_prevents_syntax_errors_and_operator_injection() {

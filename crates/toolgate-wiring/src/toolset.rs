@@ -9,7 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use toolgate_agent::AgentConfig;
+use toolgate_agent::{AgentConfig, ReadFirst};
 use toolgate_books::Toolset as BooksDesign;
 use toolgate_notes::Design as NotesDesign;
 
@@ -30,6 +30,9 @@ pub enum ToolsetName {
     /// The notes assistant with notes-v2's search (the best match whole, a kind filter that
     /// never hides every match) and reads that answer repeats.
     NotesV2,
+    /// notes-v2 whose loop first searches the user's own words, so the model starts from the
+    /// notes the question is about instead of guessing their ids.
+    NotesV3,
 }
 
 /// The kind of store a toolset works on (a suite's `store = "books" | "notes"`).
@@ -55,13 +58,14 @@ fn known_names() -> String {
 
 impl ToolsetName {
     /// Every toolset, in the order listings show them.
-    pub const ALL: [ToolsetName; 6] = [
+    pub const ALL: [ToolsetName; 7] = [
         ToolsetName::BooksV1,
         ToolsetName::BooksV2,
         ToolsetName::BooksV3,
         ToolsetName::BooksV4,
         ToolsetName::Notes,
         ToolsetName::NotesV2,
+        ToolsetName::NotesV3,
     ];
 
     /// The name it is given by (flags, reports, run records).
@@ -73,6 +77,7 @@ impl ToolsetName {
             | ToolsetName::BooksV4 => self.books_design().map_or("books", BooksDesign::name),
             ToolsetName::Notes => "notes",
             ToolsetName::NotesV2 => "notes-v2",
+            ToolsetName::NotesV3 => "notes-v3",
         }
     }
 
@@ -91,6 +96,9 @@ impl ToolsetName {
             ToolsetName::NotesV2 => {
                 "notes with a search that returns the best match whole and never lets a kind hide every match"
             }
+            ToolsetName::NotesV3 => {
+                "notes-v2 whose loop first searches the user's own words, so the model starts from the notes the question is about"
+            }
         }
     }
 
@@ -101,7 +109,7 @@ impl ToolsetName {
             | ToolsetName::BooksV2
             | ToolsetName::BooksV3
             | ToolsetName::BooksV4 => StoreKind::Books,
-            ToolsetName::Notes | ToolsetName::NotesV2 => StoreKind::Notes,
+            ToolsetName::Notes | ToolsetName::NotesV2 | ToolsetName::NotesV3 => StoreKind::Notes,
         }
     }
 
@@ -112,7 +120,7 @@ impl ToolsetName {
             ToolsetName::BooksV2 => Some(BooksDesign::V2),
             ToolsetName::BooksV3 => Some(BooksDesign::V3),
             ToolsetName::BooksV4 => Some(BooksDesign::V4),
-            ToolsetName::Notes | ToolsetName::NotesV2 => None,
+            ToolsetName::Notes | ToolsetName::NotesV2 | ToolsetName::NotesV3 => None,
         }
     }
 
@@ -142,6 +150,20 @@ impl ToolsetName {
                 first_round_must_call: true,
                 ..AgentConfig::default()
             },
+            // notes-v2's correction and repeat levers, and the loop's own first read of the
+            // user's words (*wrong final state* and *invalid arguments* from guessed ids,
+            // *wrong answer* from filters that hid the note). No forced first call: the loop's
+            // read is the first round's call, and a question it already answers needs none.
+            ToolsetName::NotesV3 => AgentConfig {
+                correct_described_calls: true,
+                end_tools_after_repeats: true,
+                read_first: Some(ReadFirst {
+                    tool: "notes_search".into(),
+                    argument: "query".into(),
+                    words: toolgate_notes::search::keyword_query,
+                }),
+                ..AgentConfig::default()
+            },
         }
     }
 
@@ -153,7 +175,8 @@ impl ToolsetName {
             | ToolsetName::BooksV3
             | ToolsetName::BooksV4 => None,
             ToolsetName::Notes => Some(NotesDesign::V1),
-            ToolsetName::NotesV2 => Some(NotesDesign::V2),
+            // The same tools as notes-v2: v3 changes only the loop.
+            ToolsetName::NotesV2 | ToolsetName::NotesV3 => Some(NotesDesign::V2),
         }
     }
 }
@@ -222,7 +245,7 @@ mod tests {
         assert_eq!(
             names,
             [
-                "books-v1", "books-v2", "books-v3", "books-v4", "notes", "notes-v2"
+                "books-v1", "books-v2", "books-v3", "books-v4", "notes", "notes-v2", "notes-v3"
             ]
         );
         for toolset in ToolsetName::ALL {
@@ -271,7 +294,11 @@ mod tests {
         assert_eq!(StoreKind::Notes.compared_by_default(), [ToolsetName::Notes]);
         assert_eq!(
             StoreKind::Notes.toolsets(),
-            [ToolsetName::Notes, ToolsetName::NotesV2]
+            [
+                ToolsetName::Notes,
+                ToolsetName::NotesV2,
+                ToolsetName::NotesV3
+            ]
         );
         for toolset in ToolsetName::ALL {
             assert!(toolset.store().toolsets().contains(&toolset));

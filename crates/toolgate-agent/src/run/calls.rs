@@ -100,7 +100,7 @@ impl Agent {
 
     /// The result of a call that went through the dispatcher, with what it taught the run:
     /// its taint sources, the tools a search found, and the repeat guard's memory of it.
-    fn record_outcome(
+    pub(super) fn record_outcome(
         &self,
         run: &mut RunState<'_>,
         call: &ToolCall,
@@ -196,7 +196,7 @@ impl Agent {
     }
 
     /// How the repeat guard sees a call to `tool`.
-    fn call_kind(&self, tool: &str) -> CallKind {
+    pub(super) fn call_kind(&self, tool: &str) -> CallKind {
         match self.caller.registry().get(tool) {
             Some(t) if t.spec.executor.writes => CallKind::Writes,
             Some(t) if t.spec.executor.answers_repeats => CallKind::AnswersRepeats,

@@ -1,6 +1,7 @@
 //! How a run is configured: its caps, its prompt, and the levers of the loop (each off by
 //! default; see [`crate::run`] for what each does).
 
+use super::read_first::ReadFirst;
 use crate::deferral::DeferralConfig;
 
 /// What the model is told before the user speaks, unless a caller says otherwise. Measured on
@@ -38,6 +39,9 @@ pub struct AgentConfig {
     pub end_tools_after_repeats: bool,
     /// Ask for a tool call (`tool_choice: Any`) in the run's first round.
     pub first_round_must_call: bool,
+    /// Before the first request, make this read with the user's last message and start the
+    /// conversation with its call and result (see the module documentation).
+    pub read_first: Option<ReadFirst>,
 }
 
 impl Default for AgentConfig {
@@ -54,6 +58,7 @@ impl Default for AgentConfig {
             correct_described_calls: false,
             end_tools_after_repeats: false,
             first_round_must_call: false,
+            read_first: None,
         }
     }
 }

@@ -10,7 +10,8 @@
 //!
 //! A run goes through these stages, each one method of [`Agent`]:
 //! 1. *prepare the conversation* (`prepare_conversation`): the tool list, the deferred run's
-//!    preload (`preload.rs`) and the taint sources of the history (`sources.rs`);
+//!    preload (`preload.rs`), the taint sources of the history (`sources.rs`) and the
+//!    read-first lever's call (`read_first.rs`);
 //! 2. *check the limits* (`limit_reached`): the round cap and the token budget, before each
 //!    turn;
 //! 3. *request a turn* (`request_turn`): one model request, observed and traced;
@@ -28,7 +29,7 @@
 //! are appended for later rounds, never swapped in (see [`crate::deferral`]), so each request's
 //! tool list begins with every byte of the one before.
 //!
-//! Three levers, each off by default (off, the loop behaves exactly as without them), each
+//! Four levers, each off by default (off, the loop behaves exactly as without them), each
 //! aimed at a failure kind of the eval's taxonomy:
 //! - [`AgentConfig::correct_described_calls`] (*wrong answer*, *no tool call*): a final answer
 //!   that describes a call to an offered tool instead of making it (see
@@ -49,12 +50,18 @@
 //!   for `tool_choice: Any` (a model that honours it must call a tool; the embedded engine's
 //!   grammar forces one); later rounds are `Auto`. For assistants whose every question is
 //!   about the user's data.
+//! - [`AgentConfig::read_first`] (*wrong final state* and *invalid arguments* from ids the
+//!   model guessed, *wrong answer* from filters that hid the note): before the first request
+//!   the loop makes one read with the user's own words (say `notes_search` with the message as
+//!   its `query`) through the dispatcher, and the conversation starts with that call and its
+//!   result (see `read_first.rs`).
 
 mod calls;
 mod config;
 mod dispatch;
 mod observer;
 mod preload;
+mod read_first;
 mod result;
 mod sources;
 mod trace;
@@ -71,6 +78,7 @@ use toolgate_llm::{
 
 pub use config::{AgentConfig, DEFAULT_MAX_ROUNDS, DEFAULT_SYSTEM_PROMPT};
 pub use observer::{AgentEvent, Observer};
+pub use read_first::{READ_FIRST_CALL_ID, ReadFirst, read_first_call, whole_message};
 pub use result::{CallSummary, RunResult, StopCause};
 pub use sources::sources_from_history;
 pub use trace::{
@@ -206,7 +214,7 @@ impl Agent {
         let mut tools = self.tool_list();
         let appended_tools = self.preload(run_id, &history, &mut tools).await;
         let sources = sources_from_history(&history);
-        RunState {
+        let mut run = RunState {
             run_id,
             tools,
             appended_tools,
@@ -219,7 +227,9 @@ impl Agent {
             tools_ended_round: None,
             corrected: None,
             round: 0,
-        }
+        };
+        self.read_first(&mut run).await;
+        run
     }
 
     /// Stage 2: the stop when no turn is left: the round cap, or the token budget spent.
