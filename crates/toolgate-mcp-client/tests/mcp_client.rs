@@ -29,11 +29,11 @@ use toolgate_core::{
 use toolgate_egress::{Egress, EgressConfig, StaticResolver};
 use toolgate_mcp::{HttpLimits, McpServer};
 use toolgate_mcp_client::config::parse;
-use toolgate_mcp_client::plan::ServerRatings;
 use toolgate_mcp_client::imports::{
     ImportOptions, Imports, ImportsError, ToolState, open_receipts,
 };
 use toolgate_mcp_client::pins::Drift;
+use toolgate_mcp_client::plan::ServerRatings;
 use toolgate_mcp_client::upstream::ConnectOptions;
 use toolgate_wiring::{Assembled, ExitsConfig, Seat, Store, StoreKind, ToolsetName, assemble};
 

@@ -27,9 +27,9 @@ use toolgate_mcp::http::{Access, serve_http_with};
 use toolgate_mcp::{HttpLimits, McpServer};
 use toolgate_mcp_client::config::parse;
 use toolgate_mcp_client::credentials::{CredentialKey, TokenFile};
-use toolgate_mcp_client::plan::ServerRatings;
 use toolgate_mcp_client::imports::{ImportOptions, Imports, ImportsError, login, open_receipts};
 use toolgate_mcp_client::oauth::OAuthError;
+use toolgate_mcp_client::plan::ServerRatings;
 use toolgate_mcp_client::upstream::{ConnectOptions, UpstreamError};
 use toolgate_wiring::{ExitsConfig, Seat, Store, StoreKind, ToolsetName, assemble};
 
