@@ -5,7 +5,7 @@
 //!
 //! - [`store`]: [`NotesStore`] (init, init_sample, open, reset), full-text index kept in sync
 //!   by triggers.
-//! - [`tools`]: `notes_search`, `notes_get`, `notes_create`, `notes_tag`, `notes_delete`,
+//! - [`tools`](mod@tools): `notes_search`, `notes_get`, `notes_create`, `notes_tag`, `notes_delete`,
 //!   `create_todos_from_meeting`.
 //! - [`web_clip`]: `web_clip`, through the egress exit ([`extract`] makes pages readable).
 //! - [`email`]: `email_draft` and `email_send`, through the SMTP relay of the egress exit.

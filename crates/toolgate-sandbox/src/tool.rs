@@ -216,7 +216,7 @@ async fn export_data(
             .tempdir()
             .map_err(|e| e.to_string())?;
         let summary = export.export(dir.path())?;
-        seal_export(dir.path(), crate::run::sandbox_owner()).map_err(|e| e.to_string())?;
+        seal_export(dir.path(), crate::run::setup::sandbox_owner()).map_err(|e| e.to_string())?;
         Ok::<_, String>((dir, summary))
     })
     .await

@@ -99,7 +99,7 @@ pub fn bound_of(dir: &Path, bytes: u64) -> WorkBound {
 /// Mounts a tmpfs of `bytes` at `dir` for the sandbox's user; false where this process may not.
 fn mount_bounded(dir: &Path, bytes: u64) -> bool {
     use std::os::unix::ffi::OsStrExt as _;
-    if !crate::run::is_root() {
+    if !crate::run::setup::is_root() {
         return false;
     }
     let options = format!(
@@ -250,7 +250,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt as _;
         let mode = std::fs::metadata(&a).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "a conversation's folder is private to it");
-        if crate::run::is_root() {
+        if crate::run::setup::is_root() {
             assert_eq!(bound_of(&a, spaces.work_bytes()), WorkBound::Tmpfs);
         }
     }

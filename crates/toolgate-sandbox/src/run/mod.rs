@@ -24,7 +24,7 @@
 
 mod bridge;
 mod report;
-mod setup;
+pub(crate) mod setup;
 
 use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::os::unix::net::UnixStream as StdUnixStream;
@@ -41,7 +41,7 @@ use toolgate_core::CancelToken;
 
 pub use bridge::{BridgeReply, NoTools, ToolBridge};
 pub use report::{Bounds, Captured, LimitHit, RunReport, Stopped, hits};
-pub(crate) use setup::{is_root, sandbox_owner};
+use setup::is_root;
 
 use crate::bwrap::{self, BRIDGE_FD, Mounts};
 use crate::cgroup::{self, BoundLayer, RunCgroup, Usage};
