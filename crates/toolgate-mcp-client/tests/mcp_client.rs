@@ -705,7 +705,7 @@ async fn the_gateway_asks_the_host_per_call_and_a_declined_call_never_reaches_up
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_behind_oauth_serves_imported_tools_only_to_a_token_that_grants_them() {
-    use toolgate_mcp::auth::{AuthConfig, ResourceServer, egress_for};
+    use toolgate_mcp::auth::{AUTH_CONTENT_TYPES, AuthConfig, ResourceServer};
     use toolgate_mcp::http::{Access, serve_http_with};
 
     let fixture = Fixture::new();
@@ -735,7 +735,9 @@ async fn the_gateway_behind_oauth_serves_imported_tools_only_to_a_token_that_gra
     let scopes = BTreeMap::from([("gw:all".to_string(), vec!["imported".to_string()])]);
     let config = AuthConfig::new(&auth.issuer(), &resource, scopes);
     let allowlist = support::loopback_http_allowlist(&[as_port]);
-    let egress = egress_for(&allowlist, Arc::new(toolgate_core::trace::NoTrace)).unwrap();
+    let egress = toolgate_wiring::ExitsConfig::new(allowlist.clone(), None)
+        .egress_answering(&AUTH_CONTENT_TYPES, Arc::new(toolgate_core::trace::NoTrace))
+        .unwrap();
     let resource_server = ResourceServer::start(&config, "imported", &tools, egress)
         .await
         .unwrap();

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolgate_core::{CallOutcome, CallRequest, Principal};
 use toolgate_egress::{AllowEntry, Egress, EgressConfig, StaticResolver};
-use toolgate_mcp::auth::{AuthConfig, ResourceServer, egress_for};
+use toolgate_mcp::auth::{AUTH_CONTENT_TYPES, AuthConfig, ResourceServer};
 use toolgate_mcp::http::{Access, serve_http_with};
 use toolgate_mcp::{HttpLimits, McpServer};
 use toolgate_mcp_client::config::parse;
@@ -68,11 +68,9 @@ async fn notes_server(
     let mut config = AuthConfig::new(issuer, resource, scopes);
     config.clock_skew_secs = 5;
     let as_port = url::Url::parse(issuer).unwrap().port().unwrap();
-    let egress = egress_for(
-        &allow_ports(&[as_port]),
-        Arc::new(toolgate_core::trace::NoTrace),
-    )
-    .unwrap();
+    let egress = toolgate_wiring::ExitsConfig::new(allow_ports(&[as_port]).clone(), None)
+        .egress_answering(&AUTH_CONTENT_TYPES, Arc::new(toolgate_core::trace::NoTrace))
+        .unwrap();
     let resource_server = ResourceServer::start(&config, "notes", &tools, egress)
         .await
         .unwrap();

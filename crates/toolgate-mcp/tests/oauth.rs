@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use toolgate_core::Principal;
 use toolgate_core::trace::JsonlTrace;
 use toolgate_egress::EgressConfig;
-use toolgate_mcp::auth::{AuthConfig, ResourceServer, egress_for};
+use toolgate_mcp::auth::{AUTH_CONTENT_TYPES, AuthConfig, ResourceServer};
 use toolgate_mcp::http::{Access, serve_http_with};
 use toolgate_mcp::{HttpLimits, McpServer};
 use toolgate_wiring::{ExitsConfig, Seat, Store, StoreKind, ToolsetName};
@@ -73,7 +73,9 @@ async fn start(keys: Vec<TestKey>, max_age_secs: u64) -> Env {
     config.jwks_max_age_secs = max_age_secs;
     // The authorization server is on this machine: allowed explicitly, as a test.
     let allowlist = support::loopback_http_allowlist(&[as_port]);
-    let egress = egress_for(&allowlist, Arc::clone(&trace)).unwrap();
+    let egress = toolgate_wiring::ExitsConfig::new(allowlist.clone(), None)
+        .egress_answering(&AUTH_CONTENT_TYPES, Arc::clone(&trace))
+        .unwrap();
     let resource_server = ResourceServer::start(&config, "notes", &tools, egress)
         .await
         .unwrap()
@@ -953,7 +955,9 @@ async fn a_slow_key_fetch_does_not_stall_tokens_with_known_keys() {
     config.jwks_min_refresh_secs = 0;
     let port = url::Url::parse(&slow.issuer).unwrap().port().unwrap();
     let allowlist = support::loopback_http_allowlist(&[port]);
-    let egress = egress_for(&allowlist, Arc::new(toolgate_core::trace::NoTrace)).unwrap();
+    let egress = toolgate_wiring::ExitsConfig::new(allowlist.clone(), None)
+        .egress_answering(&AUTH_CONTENT_TYPES, Arc::new(toolgate_core::trace::NoTrace))
+        .unwrap();
     let resource_server = ResourceServer::start(&config, "notes", &tools, egress)
         .await
         .unwrap();
@@ -1033,7 +1037,9 @@ async fn keys_from_a_plain_http_server_on_another_host_are_never_trusted() {
     let key = TestKey::generate("k1");
     let egress_to = |port: u16| {
         let allowlist = support::loopback_http_allowlist(&[port]);
-        egress_for(&allowlist, Arc::new(toolgate_core::trace::NoTrace)).unwrap()
+        toolgate_wiring::ExitsConfig::new(allowlist.clone(), None)
+            .egress_answering(&AUTH_CONTENT_TYPES, Arc::new(toolgate_core::trace::NoTrace))
+            .unwrap()
     };
     let mut scopes = BTreeMap::new();
     scopes.insert("notes:read".to_string(), vec!["notes_get".to_string()]);

@@ -77,6 +77,19 @@ impl ExitsConfig {
         )))
     }
 
+    /// The egress exit alone, answering only in `content_types`: for a front end's own fetches
+    /// of documents of known types (an authorization server's metadata and key set), so the
+    /// server's OAuth fetches leave through the same allowlist as the toolsets' and imports'.
+    pub fn egress_answering(
+        &self,
+        content_types: &[&str],
+        trace: Arc<dyn TraceSink>,
+    ) -> Result<Arc<Egress>, ConfigError> {
+        let mut config = self.clone();
+        config.egress.content_types = content_types.iter().map(|t| t.to_string()).collect();
+        config.egress(trace)
+    }
+
     /// The exits, resolving names with the system resolver.
     pub fn build(&self, trace: Arc<dyn TraceSink>) -> Result<Exits, WiringError> {
         self.build_with(Arc::new(SystemResolver), trace)

@@ -16,7 +16,7 @@ use std::time::Duration;
 use toolgate_core::Principal;
 use toolgate_core::trace::TraceSink;
 use toolgate_egress::EgressConfig;
-use toolgate_mcp::auth::{AuthConfig, ResourceServer, egress_for};
+use toolgate_mcp::auth::{AUTH_CONTENT_TYPES, AuthConfig, ResourceServer};
 use toolgate_mcp::http::{Access, serve_http_with};
 use toolgate_mcp::{HttpLimits, McpServer, ServeError};
 use toolgate_wiring::{ExitsConfig, Seat, Store, StoreKind, ToolsetName};
@@ -83,10 +83,9 @@ impl Instance {
         let server = McpServer::new(ready, &run_id);
         let tools: Vec<String> = server.tools().iter().map(|t| t.name.to_string()).collect();
         // The authorization server runs on this machine: allowed explicitly, as in a test.
-        let allowlist = ExitsConfig::new(EgressConfig::default(), None)
+        let egress = ExitsConfig::new(EgressConfig::default(), None)
             .allow_loopback("http", issuer_port)
-            .egress;
-        let egress = egress_for(&allowlist, Arc::clone(&trace))
+            .egress_answering(&AUTH_CONTENT_TYPES, Arc::clone(&trace))
             .map_err(|e| setup("the key fetches' egress is refused", &e))?;
         let auth = ResourceServer::start(&config(issuer, &resource), "notes", &tools, egress)
             .await

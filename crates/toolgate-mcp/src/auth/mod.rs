@@ -211,23 +211,9 @@ impl Refusal {
     }
 }
 
-/// The media types an authorization server's metadata and key set come as.
+/// The media types an authorization server's metadata and key set come as: the egress exit the
+/// key fetches go through answers in these only (`ExitsConfig::egress_answering`).
 pub const AUTH_CONTENT_TYPES: [&str; 2] = ["application/json", "application/jwk-set+json"];
-
-/// The egress exit the key fetches go through: `allowlist`'s hosts and limits, answering in
-/// [`AUTH_CONTENT_TYPES`] only.
-pub fn egress_for(
-    allowlist: &toolgate_egress::EgressConfig,
-    trace: Arc<dyn toolgate_core::trace::TraceSink>,
-) -> Result<Arc<Egress>, toolgate_egress::ConfigError> {
-    let mut config = allowlist.clone();
-    config.content_types = AUTH_CONTENT_TYPES.map(String::from).to_vec();
-    Ok(Arc::new(Egress::new(
-        config,
-        Arc::new(toolgate_egress::SystemResolver),
-        trace,
-    )?))
-}
 
 /// Checks tokens for one served toolset.
 pub struct ResourceServer {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use toolgate_core::Principal;
 use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
-use toolgate_mcp::auth::{AuthConfig, ResourceServer, egress_for};
+use toolgate_mcp::auth::{AUTH_CONTENT_TYPES, AuthConfig, ResourceServer};
 use toolgate_mcp::http::{Access, serve_http_with};
 use toolgate_mcp::{HttpLimits, McpServer, ServeError, serve_stdio};
 use toolgate_mcp_client::imports::Imports;
@@ -213,7 +213,9 @@ async fn access(
             Access::LoopbackOnly
         });
     };
-    let egress = egress_for(&config.egress, Arc::clone(&trace))
+    let egress = config
+        .exits()
+        .egress_answering(&AUTH_CONTENT_TYPES, Arc::clone(&trace))
         .map_err(|e| ServeError::Start(format!("the [egress] allowlist is refused: {e}")))?;
     let tools: Vec<String> = server.tools().iter().map(|t| t.name.to_string()).collect();
     let grants_name = if args.no_toolset {
