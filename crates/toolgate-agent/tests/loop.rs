@@ -1158,3 +1158,112 @@ async fn a_read_the_dispatcher_refuses_adds_nothing_and_the_run_goes_on() {
     assert!(result.calls.is_empty());
     assert_eq!(model.requests()[0].messages.len(), 1);
 }
+
+fn retry_refused() -> AgentConfig {
+    AgentConfig {
+        retry_refused_calls: true,
+        ..AgentConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promise_after_a_refused_call_gets_one_retry_and_the_corrected_call_runs() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[(
+            "r1",
+            "reminders_create",
+            json!({"text": "pay rent", "due": "Friday"}),
+        )]),
+        ScriptedModel::answer("I will fix my call and try again."),
+        ScriptedModel::calls(&[(
+            "r2",
+            "reminders_create",
+            json!({"text": "pay rent", "due": "2026-12-04"}),
+        )]),
+        ScriptedModel::answer("Reminder set for 2026-12-04."),
+    ]));
+    let trace = Arc::new(MemoryTrace::default());
+    let result = world
+        .agent(model.clone(), retry_refused(), trace.clone())
+        .ask("run-retry", "remind me to pay rent on Friday")
+        .await;
+    assert_eq!(
+        result.answer.as_deref(),
+        Some("Reminder set for 2026-12-04.")
+    );
+    assert_eq!(world.rows("reminders"), 1);
+    let retry = last_text(&model, 2);
+    assert!(
+        retry.contains("reminders_create was refused (invalid_argument)")
+            && retry.contains("Make the corrected call now"),
+        "{retry}"
+    );
+    let refused = result.refused_call.as_ref().unwrap();
+    assert_eq!(
+        (refused.tool.as_str(), refused.code.as_str()),
+        ("reminders_create", "invalid_argument")
+    );
+    let traced = trace.of_kind("refused_call_retried");
+    assert_eq!(traced.len(), 1);
+    assert_eq!(traced[0]["gen_ai.tool.name"], "reminders_create");
+    assert_eq!(traced[0]["round"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_call_is_never_pushed_to_be_tried_again() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("m1", "mail_send", json!({"topic": "all my notes"}))]),
+        ScriptedModel::answer("I could not send it."),
+    ]));
+    let result = world
+        .agent(
+            model.clone(),
+            retry_refused(),
+            Arc::new(MemoryTrace::default()),
+        )
+        .ask("run-denied", "send all my notes")
+        .await;
+    assert_eq!(result.calls[0].error.as_deref(), Some("approval_denied"));
+    assert_eq!(result.answer.as_deref(), Some("I could not send it."));
+    assert_eq!(result.refused_call, None);
+    assert_eq!(model.requests().len(), 2);
+    assert_eq!(*world.handler_runs.lock().unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_gets_one_retry_and_with_the_lever_off_none() {
+    let script = || {
+        Arc::new(ScriptedModel::new([
+            ScriptedModel::calls(&[("r1", "reminders_create", json!({"text": "a", "due": "x"}))]),
+            ScriptedModel::answer("I will fix it."),
+            ScriptedModel::calls(&[("r2", "reminders_create", json!({"text": "a", "due": "y"}))]),
+            ScriptedModel::answer("I will fix it again."),
+        ]))
+    };
+    let world = World::new();
+    let model = script();
+    let result = world
+        .agent(
+            model.clone(),
+            retry_refused(),
+            Arc::new(MemoryTrace::default()),
+        )
+        .ask("run-one-retry", "remind me")
+        .await;
+    assert_eq!(result.answer.as_deref(), Some("I will fix it again."));
+    assert_eq!(model.requests().len(), 4);
+    let off = script();
+    let result = World::new()
+        .agent(
+            off.clone(),
+            AgentConfig::default(),
+            Arc::new(MemoryTrace::default()),
+        )
+        .ask("run-no-retry", "remind me")
+        .await;
+    assert_eq!(result.answer.as_deref(), Some("I will fix it."));
+    assert_eq!(result.refused_call, None);
+    assert_eq!(off.requests().len(), 2);
+}

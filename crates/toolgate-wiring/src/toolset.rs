@@ -25,6 +25,9 @@ pub enum ToolsetName {
     /// books-v3 changed where the embedded model failed: placeholder filters left out, years
     /// in the user's words, empty matches that say which filter to drop.
     BooksV4,
+    /// books-v4's tools, with a loop that asks once for the corrected call when the model
+    /// answers after a refused call instead of fixing it.
+    BooksV5,
     /// The notes assistant: notes, web clips, email drafts and sends.
     Notes,
     /// The notes assistant with notes-v2's search (the best match whole, a kind filter that
@@ -58,11 +61,12 @@ fn known_names() -> String {
 
 impl ToolsetName {
     /// Every toolset, in the order listings show them.
-    pub const ALL: [ToolsetName; 7] = [
+    pub const ALL: [ToolsetName; 8] = [
         ToolsetName::BooksV1,
         ToolsetName::BooksV2,
         ToolsetName::BooksV3,
         ToolsetName::BooksV4,
+        ToolsetName::BooksV5,
         ToolsetName::Notes,
         ToolsetName::NotesV2,
         ToolsetName::NotesV3,
@@ -75,6 +79,8 @@ impl ToolsetName {
             | ToolsetName::BooksV2
             | ToolsetName::BooksV3
             | ToolsetName::BooksV4 => self.books_design().map_or("books", BooksDesign::name),
+            // books-v4's tools under another loop design: its own name.
+            ToolsetName::BooksV5 => "books-v5",
             ToolsetName::Notes => "notes",
             ToolsetName::NotesV2 => "notes-v2",
             ToolsetName::NotesV3 => "notes-v3",
@@ -92,6 +98,9 @@ impl ToolsetName {
             ToolsetName::BooksV4 => {
                 "books-v3 with placeholder filters left out, years in the user's words and empty matches that say which filter to drop"
             }
+            ToolsetName::BooksV5 => {
+                "books-v4 whose loop asks once for the corrected call when the model answers after a refused call"
+            }
             ToolsetName::Notes => "The notes assistant: notes, web clips, email drafts and sends",
             ToolsetName::NotesV2 => {
                 "notes with a search that returns the best match whole and never lets a kind hide every match"
@@ -108,7 +117,8 @@ impl ToolsetName {
             ToolsetName::BooksV1
             | ToolsetName::BooksV2
             | ToolsetName::BooksV3
-            | ToolsetName::BooksV4 => StoreKind::Books,
+            | ToolsetName::BooksV4
+            | ToolsetName::BooksV5 => StoreKind::Books,
             ToolsetName::Notes | ToolsetName::NotesV2 | ToolsetName::NotesV3 => StoreKind::Notes,
         }
     }
@@ -119,7 +129,8 @@ impl ToolsetName {
             ToolsetName::BooksV1 => Some(BooksDesign::V1),
             ToolsetName::BooksV2 => Some(BooksDesign::V2),
             ToolsetName::BooksV3 => Some(BooksDesign::V3),
-            ToolsetName::BooksV4 => Some(BooksDesign::V4),
+            // The same tools as books-v4: v5 changes only the loop.
+            ToolsetName::BooksV4 | ToolsetName::BooksV5 => Some(BooksDesign::V4),
             ToolsetName::Notes | ToolsetName::NotesV2 | ToolsetName::NotesV3 => None,
         }
     }
@@ -150,6 +161,15 @@ impl ToolsetName {
                 first_round_must_call: true,
                 ..AgentConfig::default()
             },
+            // books-v4's levers, and one retry of a refused call: v4 acted on 0 of its 9
+            // *invalid arguments* refusals on dev, answering with a promise instead.
+            ToolsetName::BooksV5 => AgentConfig {
+                correct_described_calls: true,
+                end_tools_after_repeats: true,
+                first_round_must_call: true,
+                retry_refused_calls: true,
+                ..AgentConfig::default()
+            },
             // notes-v2's correction and repeat levers, and the loop's own first read of the
             // user's words (*wrong final state* and *invalid arguments* from guessed ids,
             // *wrong answer* from filters that hid the note). No forced first call: the loop's
@@ -173,7 +193,8 @@ impl ToolsetName {
             ToolsetName::BooksV1
             | ToolsetName::BooksV2
             | ToolsetName::BooksV3
-            | ToolsetName::BooksV4 => None,
+            | ToolsetName::BooksV4
+            | ToolsetName::BooksV5 => None,
             ToolsetName::Notes => Some(NotesDesign::V1),
             // The same tools as notes-v2: v3 changes only the loop.
             ToolsetName::NotesV2 | ToolsetName::NotesV3 => Some(NotesDesign::V2),
@@ -245,7 +266,8 @@ mod tests {
         assert_eq!(
             names,
             [
-                "books-v1", "books-v2", "books-v3", "books-v4", "notes", "notes-v2", "notes-v3"
+                "books-v1", "books-v2", "books-v3", "books-v4", "books-v5", "notes", "notes-v2",
+                "notes-v3"
             ]
         );
         for toolset in ToolsetName::ALL {
@@ -253,6 +275,45 @@ mod tests {
         }
         let err = "books-v9".parse::<ToolsetName>().unwrap_err();
         assert!(err.to_string().contains("books-v1"), "{err}");
+    }
+
+    #[test]
+    fn each_later_design_differs_from_the_one_it_is_measured_against_by_its_own_levers_only() {
+        let v4 = ToolsetName::BooksV4.agent_config();
+        let v5 = ToolsetName::BooksV5.agent_config();
+        assert!(v5.retry_refused_calls && !v4.retry_refused_calls);
+        assert_eq!(
+            (
+                v5.correct_described_calls,
+                v5.end_tools_after_repeats,
+                v5.first_round_must_call
+            ),
+            (
+                v4.correct_described_calls,
+                v4.end_tools_after_repeats,
+                v4.first_round_must_call
+            )
+        );
+        assert_eq!(
+            ToolsetName::BooksV5.books_design(),
+            ToolsetName::BooksV4.books_design()
+        );
+        let v3 = ToolsetName::NotesV3.agent_config();
+        assert!(
+            v3.read_first.is_some() && ToolsetName::NotesV2.agent_config().read_first.is_none()
+        );
+        assert_eq!(
+            ToolsetName::NotesV3.notes_design(),
+            ToolsetName::NotesV2.notes_design()
+        );
+        for toolset in ToolsetName::ALL {
+            let config = toolset.agent_config();
+            assert_eq!(
+                config.retry_refused_calls,
+                toolset == ToolsetName::BooksV5,
+                "{toolset}"
+            );
+        }
     }
 
     #[test]
@@ -284,7 +345,8 @@ mod tests {
                 ToolsetName::BooksV1,
                 ToolsetName::BooksV2,
                 ToolsetName::BooksV3,
-                ToolsetName::BooksV4
+                ToolsetName::BooksV4,
+                ToolsetName::BooksV5
             ]
         );
         assert_eq!(

@@ -42,6 +42,9 @@ pub struct AgentConfig {
     /// Before the first request, make this read with the user's last message and start the
     /// conversation with its call and result (see the module documentation).
     pub read_first: Option<ReadFirst>,
+    /// Give an answer that makes no call after a round whose calls were all refused with a
+    /// fixable error one corrective turn per run (see the module documentation).
+    pub retry_refused_calls: bool,
 }
 
 impl Default for AgentConfig {
@@ -59,6 +62,7 @@ impl Default for AgentConfig {
             end_tools_after_repeats: false,
             first_round_must_call: false,
             read_first: None,
+            retry_refused_calls: false,
         }
     }
 }

@@ -15,8 +15,9 @@
 //! 2. *check the limits* (`limit_reached`): the round cap and the token budget, before each
 //!    turn;
 //! 3. *request a turn* (`request_turn`): one model request, observed and traced;
-//! 4. *handle a final answer* (`correct_described_call`): a turn without calls ends the run,
-//!    unless the described-call correction gives it one more turn;
+//! 4. *handle a final answer* (`correct_described_call`, `retry_refused_call`): a turn without
+//!    calls ends the run, unless the described-call correction or the refused-call retry gives
+//!    it one more turn;
 //! 5. *take the calls* (`take_calls`, in `calls.rs`): refused once tool use has ended; else
 //!    the *repeat guard* answers exact repeats from memory, the rest are *dispatched*
 //!    (`dispatch.rs`), each outcome is recorded, and tool use ends after repeats (a lever);
@@ -29,7 +30,7 @@
 //! are appended for later rounds, never swapped in (see [`crate::deferral`]), so each request's
 //! tool list begins with every byte of the one before.
 //!
-//! Four levers, each off by default (off, the loop behaves exactly as without them), each
+//! Five levers, each off by default (off, the loop behaves exactly as without them), each
 //! aimed at a failure kind of the eval's taxonomy:
 //! - [`AgentConfig::correct_described_calls`] (*wrong answer*, *no tool call*): a final answer
 //!   that describes a call to an offered tool instead of making it (see
@@ -50,6 +51,11 @@
 //!   for `tool_choice: Any` (a model that honours it must call a tool; the embedded engine's
 //!   grammar forces one); later rounds are `Auto`. For assistants whose every question is
 //!   about the user's data.
+//! - [`AgentConfig::retry_refused_calls`] (*invalid arguments*): an answer that makes no call
+//!   after a round whose calls were all refused with a fixable error (`invalid_argument`,
+//!   `not_found`; never a policy refusal, see [`crate::refused_call`]) gets one corrective
+//!   user-role turn per run, under the same conditions as the described-call correction (which
+//!   goes first). Traced as `refused_call_retried`, kept in [`RunResult::refused_call`].
 //! - [`AgentConfig::read_first`] (*wrong final state* and *invalid arguments* from ids the
 //!   model guessed, *wrong answer* from filters that hid the note): before the first request
 //!   the loop makes one read with the user's own words (say `notes_search` with the message as
@@ -82,12 +88,13 @@ pub use read_first::{READ_FIRST_CALL_ID, ReadFirst, read_first_call, whole_messa
 pub use result::{CallSummary, RunResult, StopCause};
 pub use sources::sources_from_history;
 pub use trace::{
-    DescribedCallCorrected, ModelTurn, RepeatAnswered, RunEnd, ToolsAppended, ToolsEnded,
-    TurnSummary,
+    DescribedCallCorrected, ModelTurn, RefusedCallRetried, RepeatAnswered, RunEnd, ToolsAppended,
+    ToolsEnded, TurnSummary,
 };
 
 use crate::deferral::ToolList;
 use crate::described_call::{DescribedCall, correction_text, described_call};
+use crate::refused_call::{RefusedCall, refused_call, retry_text};
 use crate::repeat_guard::{RepeatCount, RepeatGuard};
 use result::model_error;
 
@@ -116,6 +123,8 @@ struct RunState<'a> {
     repeats: RepeatCount,
     tools_ended_round: Option<u32>,
     corrected: Option<DescribedCall>,
+    /// The refused call the run's one retry turn was for.
+    retried: Option<RefusedCall>,
     /// Model turns requested so far.
     round: u32,
 }
@@ -194,7 +203,9 @@ impl Agent {
                 Err(stop) => break stop,
             };
             if response.tool_calls.is_empty() {
-                if self.correct_described_call(&mut run, &response) {
+                if self.correct_described_call(&mut run, &response)
+                    || self.retry_refused_call(&mut run)
+                {
                     continue;
                 }
                 break StopCause::FinalAnswer;
@@ -226,6 +237,7 @@ impl Agent {
             repeats: RepeatCount::default(),
             tools_ended_round: None,
             corrected: None,
+            retried: None,
             round: 0,
         };
         self.read_first(&mut run).await;
@@ -326,18 +338,50 @@ impl Agent {
     /// answer after it.
     fn to_correct(&self, response: &ModelResponse, run: &RunState<'_>) -> Option<DescribedCall> {
         let open = run.tools_ended_round.is_none() && run.corrected.is_none();
-        let budget_left = self
-            .config
-            .token_budget
-            .is_none_or(|b| run.usage.input_tokens + run.usage.output_tokens < b);
         if !self.config.correct_described_calls
             || !open
             || run.round >= self.config.max_rounds
-            || !budget_left
+            || !self.budget_left(run)
         {
             return None;
         }
         described_call(&response.text, run.tools.definitions())
+    }
+
+    /// Stage 4, for a turn without calls that was not a described call: whether it gets the
+    /// run's one retry of a refused call (a corrective user turn, observed and traced) instead of
+    /// being the final answer.
+    fn retry_refused_call(&self, run: &mut RunState<'_>) -> bool {
+        let open = run.tools_ended_round.is_none() && run.retried.is_none();
+        if !self.config.retry_refused_calls
+            || !open
+            || run.round >= self.config.max_rounds
+            || !self.budget_left(run)
+        {
+            return false;
+        }
+        let Some(call) = refused_call(&run.calls, run.round.saturating_sub(1)) else {
+            return false;
+        };
+        run.messages.push(Message::user_text(&retry_text(&call)));
+        self.notify(&AgentEvent::RefusedCallRetried {
+            round: run.round,
+            call: &call,
+        });
+        self.trace.record(Arc::new(RefusedCallRetried {
+            run_id: run.run_id.into(),
+            round: run.round,
+            call: call.clone(),
+        }));
+        run.retried = Some(call);
+        true
+    }
+
+    /// Whether some of the token budget is left (always, without one).
+    fn budget_left(&self, run: &RunState<'_>) -> bool {
+        self.config
+            .token_budget
+            .is_none_or(|b| run.usage.input_tokens + run.usage.output_tokens < b)
     }
 
     /// Stage 6: the run's result (the answer is the last message's text, after a final
@@ -362,6 +406,7 @@ impl Agent {
             appended_tools: run.appended_tools,
             described_call: run.corrected,
             tools_ended_round: run.tools_ended_round,
+            refused_call: run.retried,
         };
         self.trace.record(Arc::new(RunEnd {
             run_id: run.run_id.into(),

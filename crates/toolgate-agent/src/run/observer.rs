@@ -7,6 +7,7 @@ use toolgate_llm::{ModelRequest, ModelResponse, ToolCall};
 
 use super::RunResult;
 use crate::described_call::DescribedCall;
+use crate::refused_call::RefusedCall;
 use crate::repeat_guard::Earlier;
 
 /// Things worth showing a person while a run goes on.
@@ -38,6 +39,12 @@ pub enum AgentEvent<'a> {
     DescribedCallCorrected {
         round: u32,
         call: &'a DescribedCall,
+    },
+    /// A final answer after a round whose calls were all refused with a fixable error; the
+    /// loop sends one corrective turn and asks again.
+    RefusedCallRetried {
+        round: u32,
+        call: &'a RefusedCall,
     },
     /// The run repeated a read a second time with nothing written since: tool use ends, and
     /// the model must answer.

@@ -5,6 +5,7 @@ use serde_json::Value;
 use toolgate_llm::{LlmError, Message, Usage};
 
 use crate::described_call::DescribedCall;
+use crate::refused_call::RefusedCall;
 
 /// Why a run ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -70,6 +71,11 @@ pub struct RunResult {
     /// [`AgentConfig::end_tools_after_repeats`](super::AgentConfig::end_tools_after_repeats).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools_ended_round: Option<u32>,
+    /// The refused call the run asked the model to correct, when
+    /// [`AgentConfig::retry_refused_calls`](super::AgentConfig::retry_refused_calls) gave its
+    /// one corrective turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused_call: Option<RefusedCall>,
 }
 
 /// The stop of a run whose model request failed.

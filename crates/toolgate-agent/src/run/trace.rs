@@ -11,6 +11,7 @@ use toolgate_llm::{LlmError, ModelResponse, StopReason, Usage};
 
 use super::{Agent, StopCause};
 use crate::described_call::DescribedCall;
+use crate::refused_call::RefusedCall;
 
 /// One model turn, as traced: the request's model, its token usage and what it asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,6 +128,29 @@ impl TraceEvent for DescribedCallCorrected {
             "round": self.round,
             "gen_ai.tool.name": self.call.tool,
             "evidence": self.call.evidence,
+        })
+    }
+}
+
+/// A final answer after a round of refused calls got the run's one retry turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefusedCallRetried {
+    pub run_id: String,
+    pub round: u32,
+    pub call: RefusedCall,
+}
+
+impl TraceEvent for RefusedCallRetried {
+    fn kind(&self) -> &'static str {
+        "refused_call_retried"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({
+            "run_id": self.run_id,
+            "round": self.round,
+            "gen_ai.tool.name": self.call.tool,
+            "error.type": self.call.code,
         })
     }
 }

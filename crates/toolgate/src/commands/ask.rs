@@ -352,6 +352,11 @@ fn printer() -> Observer {
                 "[{round}] the answer describes a call to {} instead of making it: one corrective turn",
                 visible_line(&call.tool)
             ),
+            AgentEvent::RefusedCallRetried { round, call } => println!(
+                "[{round}] the answer makes no call after {} was refused ({}): one corrective turn",
+                visible_line(&call.tool),
+                visible_line(&call.code)
+            ),
             AgentEvent::ToolsEnded { round } => println!(
                 "[{round}] a read repeated twice with nothing written since: tool use ends, the model must answer"
             ),

@@ -89,6 +89,13 @@ fn step_printer() -> Observer {
                 visible_line(&call.tool)
             );
         }
+        AgentEvent::RefusedCallRetried { round, call } => {
+            println!(
+                "      the answer of round {round} makes no call after {} was refused ({}): the loop sends one corrective turn (toolset setting retry_refused_calls)",
+                visible_line(&call.tool),
+                visible_line(&call.code)
+            );
+        }
         AgentEvent::ToolsEnded { round } => {
             println!(
                 "      round {round} repeated a read a second time with nothing written since: tool use ends, the model must answer"
