@@ -21,19 +21,7 @@ use crate::run::CallSummary;
 
 /// Whether a call refused with `code` can succeed once the model changes its arguments.
 pub fn fixable(code: ErrorCode) -> bool {
-    match code {
-        ErrorCode::InvalidArgument | ErrorCode::NotFound => true,
-        ErrorCode::Unauthorized
-        | ErrorCode::Forbidden
-        | ErrorCode::ApprovalDenied
-        | ErrorCode::Conflict
-        | ErrorCode::RateLimited
-        | ErrorCode::TransientDependency
-        | ErrorCode::PermanentDependency
-        | ErrorCode::DeadlineExceeded
-        | ErrorCode::Canceled
-        | ErrorCode::Internal => false,
-    }
+    code.caused_by_arguments()
 }
 
 /// A refused call the model left unfixed.

@@ -110,21 +110,7 @@ pub enum Recorded {
 /// Whether a result with this error code (`None`: a success) would come back the same from an
 /// unchanged call with nothing written in between.
 pub fn rememberable(error: Option<ErrorCode>) -> bool {
-    match error {
-        None | Some(ErrorCode::InvalidArgument | ErrorCode::NotFound) => true,
-        Some(
-            ErrorCode::Unauthorized
-            | ErrorCode::Forbidden
-            | ErrorCode::Conflict
-            | ErrorCode::RateLimited
-            | ErrorCode::TransientDependency
-            | ErrorCode::PermanentDependency
-            | ErrorCode::DeadlineExceeded
-            | ErrorCode::Canceled
-            | ErrorCode::Internal
-            | ErrorCode::ApprovalDenied,
-        ) => false,
-    }
+    error.is_none_or(ErrorCode::caused_by_arguments)
 }
 
 fn key(tool: &str, arguments: &Value) -> (String, String) {

@@ -61,6 +61,25 @@ impl ErrorCode {
         }
     }
 
+    /// Whether the call's own arguments caused it: the same call fails the same way every time,
+    /// and a call with other arguments may succeed. (Policy refusals, failures of the world and
+    /// our own faults are not: they say nothing about what to change.)
+    pub fn caused_by_arguments(self) -> bool {
+        match self {
+            ErrorCode::InvalidArgument | ErrorCode::NotFound => true,
+            ErrorCode::Unauthorized
+            | ErrorCode::Forbidden
+            | ErrorCode::Conflict
+            | ErrorCode::RateLimited
+            | ErrorCode::TransientDependency
+            | ErrorCode::PermanentDependency
+            | ErrorCode::DeadlineExceeded
+            | ErrorCode::Canceled
+            | ErrorCode::Internal
+            | ErrorCode::ApprovalDenied => false,
+        }
+    }
+
     /// Whether the same call, unchanged, may succeed if tried again later.
     ///
     /// `invalid_argument` is not retryable as-is: the call must change first.
@@ -270,6 +289,23 @@ mod tests {
             retryable,
             ["rate_limited", "transient_dependency", "deadline_exceeded"]
         );
+    }
+
+    #[test]
+    fn only_errors_of_the_calls_own_arguments_say_what_to_change() {
+        let caused: Vec<&str> = ErrorCode::ALL
+            .iter()
+            .filter(|c| c.caused_by_arguments())
+            .map(|c| c.as_str())
+            .collect();
+        assert_eq!(caused, ["invalid_argument", "not_found"]);
+        for code in ErrorCode::ALL {
+            assert!(
+                !(code.caused_by_arguments() && code.retryable()),
+                "{}",
+                code.as_str()
+            );
+        }
     }
 
     #[test]
