@@ -529,6 +529,7 @@ fn toolset_parser() -> impl TypedValueParser<Value = ToolsetName> {
 pub enum NotesCommand {
     /// Create a notes database: the bundled sample notebook (default) or an empty one.
     Init {
+        /// The notes database. Default: [notes] db in the config, else the user data folder.
         #[arg(long, value_name = "FILE")]
         db: Option<PathBuf>,
         /// Start empty instead of with the sample notebook.
@@ -537,6 +538,7 @@ pub enum NotesCommand {
     },
     /// Restore the database to what it was created with (sample or empty).
     Reset {
+        /// The notes database. Default: [notes] db in the config, else the user data folder.
         #[arg(long, value_name = "FILE")]
         db: Option<PathBuf>,
     },
@@ -545,6 +547,7 @@ pub enum NotesCommand {
     Import {
         /// The folder to read.
         dir: PathBuf,
+        /// The notes database. Default: [notes] db in the config, else the user data folder.
         #[arg(long, value_name = "FILE")]
         db: Option<PathBuf>,
     },
@@ -554,6 +557,7 @@ pub enum NotesCommand {
         /// How many writes to revert.
         #[arg(default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
         count: u32,
+        /// The notes database. Default: [notes] db in the config, else the user data folder.
         #[arg(long, value_name = "FILE")]
         db: Option<PathBuf>,
     },
