@@ -7,8 +7,9 @@ use std::sync::Arc;
 use serde_json::json;
 use toolgate_core::tool_search::{TOOL_SEARCH, names_in_result};
 use toolgate_core::{CallRequest, Origin};
-use toolgate_llm::{Message, Role};
+use toolgate_llm::Message;
 
+use super::read_first::last_user_text;
 use super::{Agent, ToolsAppended};
 use crate::deferral::ToolList;
 
@@ -28,13 +29,9 @@ impl Agent {
         if !tools.is_deferred() || count == 0 {
             return Vec::new();
         }
-        let message = history
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .map(|m| m.text_blocks().collect::<Vec<_>>().join(" "))
-            .unwrap_or_default();
-        let Some(query) = crate::deferral::preload_query(&message) else {
+        let Some(query) =
+            last_user_text(history).and_then(|message| crate::deferral::preload_query(&message))
+        else {
             return Vec::new();
         };
         let limit = u8::try_from(count).unwrap_or(u8::MAX);

@@ -107,7 +107,7 @@ impl Agent {
 
 /// The text of the conversation's last user turn that says something (tool results are user
 /// turns too, but carry no text).
-fn last_user_text(messages: &[Message]) -> Option<String> {
+pub(super) fn last_user_text(messages: &[Message]) -> Option<String> {
     messages
         .iter()
         .rev()
