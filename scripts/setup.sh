@@ -9,7 +9,9 @@
 #    suite (pinned npm packages) installed as local packages into ~/.cache/toolgate/node (or
 #    $TOOLGATE_NODE_DIR), so the MCP tests run them without downloading anything at test time;
 #  - oidc-provider (pinned npm package, in the same folder), the real OAuth 2.1 authorization
-#    server the MCP OAuth tests run on 127.0.0.1 (crates/toolgate-mcp/tests/oauth/provider.mjs).
+#    server the MCP OAuth tests run on 127.0.0.1 (crates/toolgate-mcp/tests/oauth/provider.mjs);
+#  - PostgreSQL's server programs (Debian's postgresql package): the tests of the shared store
+#    start a cluster of their own in a temporary folder (initdb, pg_ctl), never the machine's.
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,8 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 # interpreter mounted inside; a pyenv or venv python elsewhere is not seen there).
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 [ -x /usr/bin/python3 ] || missing+=(python3)
+# The shared store's tests: Debian keeps initdb and pg_ctl under /usr/lib/postgresql/N/bin.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "== installing Debian packages: ${missing[*]}"
   sudo_cmd=""

@@ -9,8 +9,9 @@
 //! another caller. A ticket is bound to the hash of (tool, version, canonical arguments and
 //! preview, principal and its tenant), is issued to that principal of that tenant (a user of
 //! the same name in another tenant is another caller), expires, and is redeemed at most once:
-//! tickets live in SQLite ([`ApprovalLedger`]), so single use holds across processes sharing
-//! the file and survives a restart.
+//! tickets live in a [`TicketStore`] (SQLite here, PostgreSQL for a team in `toolgate-store`),
+//! which redeems in one transaction, so single use holds across processes sharing the store and
+//! survives a restart. Whether a ticket may be redeemed is one pure function, [`redeemable`].
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -71,7 +72,7 @@ pub fn binding_hash(tool: &str, version: u32, arguments: &Value, principal: &Pri
 
 /// Who a ticket is issued to, as the ledger keeps it: the tenant and the id, unambiguous
 /// whatever either holds (`["acme","alice"]`).
-fn holder(principal: &Principal) -> String {
+pub fn holder(principal: &Principal) -> String {
     Value::from(vec![principal.tenant.as_str(), principal.id.as_str()]).to_string()
 }
 
@@ -283,11 +284,80 @@ impl From<ApproverError> for Denial {
     }
 }
 
-/// Approval tickets in SQLite: issued for one binding and one principal, expiring, redeemed at
-/// most once (an immediate transaction marks a ticket used, so two processes sharing the file
-/// cannot both redeem it).
+/// A ticket as a ledger stores it when it is issued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredTicket {
+    pub token: String,
+    pub binding: String,
+    /// Who it is issued to ([`holder`]).
+    pub holder: String,
+    pub tool: String,
+    /// The [`ApprovalRequest`] as JSON, for the people who answer tickets.
+    pub request: String,
+    pub expires_at_unix: i64,
+}
+
+/// What a ledger reads of a ticket to decide whether it may be redeemed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketState {
+    pub binding: String,
+    pub holder: String,
+    pub expires_at_unix: i64,
+    pub used_at_unix: Option<i64>,
+}
+
+/// Whether the ticket read as `state` (`None`: unknown) may be redeemed by `holder` for a
+/// call bound to `binding` at `now_unix`. Checked in order: known, same caller (id and
+/// tenant), same call, unused, unexpired. Every ledger decides with this, inside the
+/// transaction that then marks the ticket used.
+pub fn redeemable(
+    state: Option<&TicketState>,
+    binding: &str,
+    holder: &str,
+    now_unix: i64,
+) -> Result<(), Denial> {
+    let ticket = state.ok_or(Denial::UnknownTicket)?;
+    // Tickets written before tenants were kept hold a bare id: they match nobody.
+    if ticket.holder != holder {
+        return Err(Denial::OtherCaller);
+    }
+    if ticket.binding != binding {
+        return Err(Denial::BoundToOtherCall);
+    }
+    if ticket.used_at_unix.is_some() {
+        return Err(Denial::AlreadyUsed);
+    }
+    if now_unix >= ticket.expires_at_unix {
+        return Err(Denial::Expired);
+    }
+    Ok(())
+}
+
+/// Where tickets are kept. An implementation stores what it is given and redeems atomically:
+/// the read, the [`redeemable`] decision and the marking happen in one transaction, so two
+/// processes sharing the store cannot both redeem one ticket. Any failure of the store itself is
+/// [`Denial::LedgerFailed`]: the call does not run.
+pub trait TicketStore: Send + Sync {
+    fn insert<'a>(&'a self, ticket: StoredTicket) -> BoxFuture<'a, Result<(), Denial>>;
+
+    fn redeem<'a>(
+        &'a self,
+        token: &'a str,
+        binding: &'a str,
+        holder: &'a str,
+        now_unix: i64,
+    ) -> BoxFuture<'a, Result<(), Denial>>;
+
+    /// Marks the ticket used without approving anything (an unknown or used one is left as
+    /// it is).
+    fn spend<'a>(&'a self, token: &'a str, now_unix: i64) -> BoxFuture<'a, Result<(), Denial>>;
+}
+
+/// Approval tickets: issued for one binding and one principal, expiring, redeemed at most
+/// once, in a [`TicketStore`] (SQLite here; PostgreSQL for a team, in `toolgate-store`).
+#[derive(Clone)]
 pub struct ApprovalLedger {
-    conn: Mutex<Connection>,
+    store: Arc<dyn TicketStore>,
 }
 
 impl std::fmt::Debug for ApprovalLedger {
@@ -307,15 +377,115 @@ pub struct LedgerError {
 impl ApprovalLedger {
     /// A ledger private to this process (tickets die with it).
     pub fn in_memory() -> Result<Self, LedgerError> {
-        Self::from_conn(Connection::open_in_memory(), ":memory:")
+        SqliteTickets::from_conn(Connection::open_in_memory(), ":memory:").map(Self::on)
     }
 
     /// The ledger in the SQLite file at `path` (created if missing), shared by every process
     /// that opens it.
     pub fn open(path: &Path) -> Result<Self, LedgerError> {
-        Self::from_conn(Connection::open(path), &path.display().to_string())
+        SqliteTickets::from_conn(Connection::open(path), &path.display().to_string()).map(Self::on)
     }
 
+    /// The ledger kept in `store`.
+    pub fn on(store: impl TicketStore + 'static) -> Self {
+        ApprovalLedger {
+            store: Arc::new(store),
+        }
+    }
+
+    /// Stores a ticket for `request` (its binding), issued to `principal` (its id within its
+    /// tenant), valid for `ttl` from `now`, and returns it. The token is random (unguessable),
+    /// so it can travel through a host.
+    pub async fn open_ticket(
+        &self,
+        request: &ApprovalRequest,
+        principal: &Principal,
+        now: SystemTime,
+        ttl: Duration,
+    ) -> Result<ApprovalTicket, Denial> {
+        let mut random = [0u8; 16];
+        getrandom::fill(&mut random).map_err(|_| Denial::LedgerFailed {
+            detail: "no randomness was available to make a ticket".into(),
+        })?;
+        let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let expires_at_unix = crate::clock::unix_secs(now + ttl);
+        self.store
+            .insert(StoredTicket {
+                token: token.clone(),
+                binding: request.binding.clone(),
+                holder: holder(principal),
+                tool: request.tool.clone(),
+                request: serde_json::to_string(request).unwrap_or_default(),
+                expires_at_unix: unix_i64(expires_at_unix),
+            })
+            .await?;
+        Ok(ApprovalTicket {
+            token,
+            request: request.clone(),
+            expires_at_unix,
+        })
+    }
+
+    /// An approval given in advance for `binding` and `principal` (a human said yes out of
+    /// band); the returned token is presented with the call as an approving [`TicketAnswer`].
+    pub async fn issue(
+        &self,
+        binding: &str,
+        principal: &Principal,
+        now: SystemTime,
+        ttl: Duration,
+    ) -> Result<String, Denial> {
+        let request = ApprovalRequest {
+            binding: binding.into(),
+            tool: String::new(),
+            version: 0,
+            risk: Risk::High,
+            reason: "approved out of band".into(),
+            effect: Effect::Irreversible,
+            arguments: Value::Null,
+            preview: None,
+            principal: principal.id.clone(),
+            taint: Vec::new(),
+        };
+        self.open_ticket(&request, principal, now, ttl)
+            .await
+            .map(|t| t.token)
+    }
+
+    /// Consumes ticket `token` for a call whose binding is `binding`, made by `principal`
+    /// ([`redeemable`] decides; the ticket is marked used in the same transaction).
+    pub async fn redeem(
+        &self,
+        token: &str,
+        binding: &str,
+        principal: &Principal,
+        now: SystemTime,
+    ) -> Result<(), Denial> {
+        let now_unix = unix_i64(crate::clock::unix_secs(now));
+        self.store
+            .redeem(token, binding, &holder(principal), now_unix)
+            .await
+    }
+
+    /// Marks ticket `token` used without approving anything (the human said no): a declined
+    /// ticket cannot be redeemed later with a yes.
+    pub async fn spend(&self, token: &str, now: SystemTime) -> Result<(), Denial> {
+        let now_unix = unix_i64(crate::clock::unix_secs(now));
+        self.store.spend(token, now_unix).await
+    }
+}
+
+fn unix_i64(secs: u64) -> i64 {
+    i64::try_from(secs).unwrap_or(i64::MAX)
+}
+
+/// Tickets in SQLite (a file shared by the processes that open it, or memory). The work is a
+/// few statements on a local file, so it runs on the calling task.
+struct SqliteTickets {
+    conn: Mutex<Connection>,
+}
+
+impl SqliteTickets {
     fn from_conn(conn: rusqlite::Result<Connection>, path: &str) -> Result<Self, LedgerError> {
         let fail = |source| LedgerError {
             path: path.into(),
@@ -336,117 +506,62 @@ impl ApprovalLedger {
              );",
         )
         .map_err(fail)?;
-        Ok(ApprovalLedger {
+        Ok(SqliteTickets {
             conn: Mutex::new(conn),
         })
     }
 
-    /// Stores a ticket for `request` (its binding), issued to `principal` (its id within its
-    /// tenant), valid for `ttl` from `now`, and returns it. The token is random (unguessable),
-    /// so it can travel through a host.
-    pub fn open_ticket(
-        &self,
-        request: &ApprovalRequest,
-        principal: &Principal,
-        now: SystemTime,
-        ttl: Duration,
-    ) -> Result<ApprovalTicket, Denial> {
-        let mut random = [0u8; 16];
-        getrandom::fill(&mut random).map_err(|_| Denial::LedgerFailed {
-            detail: "no randomness was available to make a ticket".into(),
-        })?;
-        let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
-        let expires_at_unix = crate::clock::unix_secs(now + ttl);
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Connection>, Denial> {
+        self.conn.lock().map_err(|_| Denial::LedgerFailed {
+            detail: "the ledger lock was poisoned by an earlier failure".into(),
+        })
+    }
+
+    fn insert_now(&self, ticket: &StoredTicket) -> Result<(), Denial> {
         let conn = self.lock()?;
         conn.execute(
             "INSERT INTO approval_tickets (token, binding, principal, tool, request, expires_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![
-                token,
-                request.binding,
-                holder(principal),
-                request.tool,
-                serde_json::to_string(request).unwrap_or_default(),
-                i64::try_from(expires_at_unix).unwrap_or(i64::MAX)
+                ticket.token,
+                ticket.binding,
+                ticket.holder,
+                ticket.tool,
+                ticket.request,
+                ticket.expires_at_unix
             ],
         )
         .map_err(ledger_failed)?;
-        Ok(ApprovalTicket {
-            token,
-            request: request.clone(),
-            expires_at_unix,
-        })
+        Ok(())
     }
 
-    /// An approval given in advance for `binding` and `principal` (a human said yes out of
-    /// band); the returned token is presented with the call as an approving [`TicketAnswer`].
-    pub fn issue(
-        &self,
-        binding: &str,
-        principal: &Principal,
-        now: SystemTime,
-        ttl: Duration,
-    ) -> Result<String, Denial> {
-        let request = ApprovalRequest {
-            binding: binding.into(),
-            tool: String::new(),
-            version: 0,
-            risk: Risk::High,
-            reason: "approved out of band".into(),
-            effect: Effect::Irreversible,
-            arguments: Value::Null,
-            preview: None,
-            principal: principal.id.clone(),
-            taint: Vec::new(),
-        };
-        self.open_ticket(&request, principal, now, ttl)
-            .map(|t| t.token)
-    }
-
-    /// Consumes ticket `token` for a call whose binding is `binding`, made by `principal`.
-    /// Checked in order: known, same caller (id and tenant), same call, unused, unexpired;
-    /// only then is it marked used, in the same transaction.
-    pub fn redeem(
+    fn redeem_now(
         &self,
         token: &str,
         binding: &str,
-        principal: &Principal,
-        now: SystemTime,
+        holder: &str,
+        now_unix: i64,
     ) -> Result<(), Denial> {
         let mut conn = self.lock()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(ledger_failed)?;
-        let ticket = tx
+        let state = tx
             .query_row(
                 "SELECT binding, principal, expires_at, used_at FROM approval_tickets WHERE token = ?1",
                 params![token],
                 |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, i64>(2)?,
-                        row.get::<_, Option<i64>>(3)?,
-                    ))
+                    Ok(TicketState {
+                        binding: row.get(0)?,
+                        holder: row.get(1)?,
+                        expires_at_unix: row.get(2)?,
+                        used_at_unix: row.get(3)?,
+                    })
                 },
             )
             .optional()
             .map_err(ledger_failed)?;
-        let (bound, issued_to, expires_at, used_at) = ticket.ok_or(Denial::UnknownTicket)?;
-        let now_unix = i64::try_from(crate::clock::unix_secs(now)).unwrap_or(i64::MAX);
-        // Tickets written before tenants were kept hold a bare id: they match nobody.
-        if issued_to != holder(principal) {
-            return Err(Denial::OtherCaller);
-        }
-        if bound != binding {
-            return Err(Denial::BoundToOtherCall);
-        }
-        if used_at.is_some() {
-            return Err(Denial::AlreadyUsed);
-        }
-        if now_unix >= expires_at {
-            return Err(Denial::Expired);
-        }
+        redeemable(state.as_ref(), binding, holder, now_unix)?;
         let marked = tx
             .execute(
                 "UPDATE approval_tickets SET used_at = ?1 WHERE token = ?2 AND used_at IS NULL",
@@ -459,11 +574,8 @@ impl ApprovalLedger {
         tx.commit().map_err(ledger_failed)
     }
 
-    /// Marks ticket `token` used without approving anything (the human said no): a declined
-    /// ticket cannot be redeemed later with a yes.
-    pub fn spend(&self, token: &str, now: SystemTime) -> Result<(), Denial> {
+    fn spend_now(&self, token: &str, now_unix: i64) -> Result<(), Denial> {
         let conn = self.lock()?;
-        let now_unix = i64::try_from(crate::clock::unix_secs(now)).unwrap_or(i64::MAX);
         conn.execute(
             "UPDATE approval_tickets SET used_at = ?1 WHERE token = ?2 AND used_at IS NULL",
             params![now_unix, token],
@@ -471,11 +583,25 @@ impl ApprovalLedger {
         .map_err(ledger_failed)?;
         Ok(())
     }
+}
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Connection>, Denial> {
-        self.conn.lock().map_err(|_| Denial::LedgerFailed {
-            detail: "the ledger lock was poisoned by an earlier failure".into(),
-        })
+impl TicketStore for SqliteTickets {
+    fn insert<'a>(&'a self, ticket: StoredTicket) -> BoxFuture<'a, Result<(), Denial>> {
+        Box::pin(async move { self.insert_now(&ticket) })
+    }
+
+    fn redeem<'a>(
+        &'a self,
+        token: &'a str,
+        binding: &'a str,
+        holder: &'a str,
+        now_unix: i64,
+    ) -> BoxFuture<'a, Result<(), Denial>> {
+        Box::pin(async move { self.redeem_now(token, binding, holder, now_unix) })
+    }
+
+    fn spend<'a>(&'a self, token: &'a str, now_unix: i64) -> BoxFuture<'a, Result<(), Denial>> {
+        Box::pin(async move { self.spend_now(token, now_unix) })
     }
 }
 

@@ -58,92 +58,95 @@ fn binding_changes_with_every_bound_part_but_not_key_order() {
     }
 }
 
+/// The decision every ledger makes inside its redeeming transaction. The ledgers themselves
+/// (SQLite and PostgreSQL) are held to the same table end to end in
+/// `crates/toolgate-store/tests/ticket_ledgers.rs`.
 #[test]
-fn redeem_table() {
-    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
-    let ttl = Duration::from_secs(60);
-    let ledger = ApprovalLedger::in_memory().unwrap();
-    let alice = user("acme", "alice");
-    let token = ledger.issue("bind-a", &alice, t0, ttl).unwrap();
+fn redeemable_refuses_every_ticket_but_the_callers_own_unused_unexpired_one() {
+    let alice = holder(&user("acme", "alice"));
+    let ticket = |used_at_unix| TicketState {
+        binding: "bind-a".into(),
+        holder: alice.clone(),
+        expires_at_unix: 1_060,
+        used_at_unix,
+    };
+    let fresh = ticket(None);
+    let used = ticket(Some(1_010));
     let cases = [
         (
             "an unknown token",
-            "nope",
+            None,
             "bind-a",
             alice.clone(),
-            t0,
+            1_000,
             Err(Denial::UnknownTicket),
         ),
         (
             "another caller",
-            token.as_str(),
+            Some(&fresh),
             "bind-a",
-            user("acme", "mallory"),
-            t0,
+            holder(&user("acme", "mallory")),
+            1_000,
             Err(Denial::OtherCaller),
         ),
         (
             "the same name in another tenant",
-            token.as_str(),
+            Some(&fresh),
             "bind-a",
-            user("globex", "alice"),
-            t0,
+            holder(&user("globex", "alice")),
+            1_000,
             Err(Denial::OtherCaller),
         ),
         (
             "tenant and id run together",
-            token.as_str(),
+            Some(&fresh),
             "bind-a",
-            user("", "acmealice"),
-            t0,
+            holder(&user("", "acmealice")),
+            1_000,
+            Err(Denial::OtherCaller),
+        ),
+        (
+            "a bare id from before tenants",
+            Some(&fresh),
+            "bind-a",
+            "alice".into(),
+            1_000,
             Err(Denial::OtherCaller),
         ),
         (
             "another call",
-            token.as_str(),
+            Some(&fresh),
             "bind-b",
             alice.clone(),
-            t0,
+            1_000,
             Err(Denial::BoundToOtherCall),
         ),
         (
-            "the right call",
-            token.as_str(),
-            "bind-a",
-            alice.clone(),
-            t0,
-            Ok(()),
-        ),
-        (
             "a second use",
-            token.as_str(),
+            Some(&used),
             "bind-a",
             alice.clone(),
-            t0,
+            1_020,
             Err(Denial::AlreadyUsed),
         ),
+        (
+            "at its expiry",
+            Some(&fresh),
+            "bind-a",
+            alice.clone(),
+            1_060,
+            Err(Denial::Expired),
+        ),
+        (
+            "the right call in time",
+            Some(&fresh),
+            "bind-a",
+            alice.clone(),
+            1_059,
+            Ok(()),
+        ),
     ];
-    for (label, token, binding, principal, now, want) in cases {
-        assert_eq!(
-            ledger.redeem(token, binding, &principal, now),
-            want,
-            "{label}"
-        );
+    for (label, state, binding, caller, now, want) in cases {
+        assert_eq!(redeemable(state, binding, &caller, now), want, "{label}");
     }
-    let late = ledger.issue("bind-a", &alice, t0, ttl).unwrap();
-    assert_eq!(
-        ledger.redeem(&late, "bind-a", &alice, t0 + ttl),
-        Err(Denial::Expired)
-    );
-    assert_ne!(
-        token, late,
-        "tokens are unique even for the same binding and time"
-    );
-    let declined = ledger.issue("bind-a", &alice, t0, ttl).unwrap();
-    ledger.spend(&declined, t0).unwrap();
-    assert_eq!(
-        ledger.redeem(&declined, "bind-a", &alice, t0),
-        Err(Denial::AlreadyUsed),
-        "a declined ticket cannot be redeemed with a yes later"
-    );
 }

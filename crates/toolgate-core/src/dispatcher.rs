@@ -645,7 +645,9 @@ impl Dispatcher {
         let now = self.inner.clock.now();
         if let Some(answer) = &request.ticket_answer {
             let ledger = &self.inner.ledger;
-            let redeemed = ledger.redeem(&answer.token, &binding, &request.principal, now);
+            let redeemed = ledger
+                .redeem(&answer.token, &binding, &request.principal, now)
+                .await;
             return Sought::Decided(match (redeemed, answer.approved) {
                 (Ok(()), true) => ApprovalRecord::Approved {
                     via: ApprovedVia::Ticket,
@@ -677,12 +679,12 @@ impl Dispatcher {
                 });
             }
             ApprovalChannel::Ticket => {
-                return match self.inner.ledger.open_ticket(
-                    &ask,
-                    &request.principal,
-                    now,
-                    self.inner.ticket_ttl,
-                ) {
+                return match self
+                    .inner
+                    .ledger
+                    .open_ticket(&ask, &request.principal, now, self.inner.ticket_ttl)
+                    .await
+                {
                     Ok(ticket) => Sought::Ticket(Box::new(ticket)),
                     Err(denial) => Sought::Decided(ApprovalRecord::Denied { denial }),
                 };

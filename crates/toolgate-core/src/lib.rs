@@ -51,7 +51,8 @@ mod waits;
 
 pub use approval::{
     ApprovalAnswer, ApprovalChannel, ApprovalLedger, ApprovalRequest, ApprovalTicket, Approver,
-    ApproverError, Denial, DenyAll, Mode, ScriptedApprover, TicketAnswer,
+    ApproverError, Denial, DenyAll, Mode, ScriptedApprover, StoredTicket, TicketAnswer, TicketState,
+    TicketStore, redeemable,
 };
 pub use call::{
     ApprovalRecord, ApprovedVia, CallOutcome, CallRequest, CallResult, DecisionRecord, Origin,

@@ -126,6 +126,7 @@ async fn a_token_issued_for_one_preview_does_not_redeem_for_another() {
             std::time::SystemTime::now(),
             Duration::from_secs(60),
         )
+        .await
         .unwrap();
     drafts.lock().unwrap()[0] = "v2".into();
     let out = dispatcher

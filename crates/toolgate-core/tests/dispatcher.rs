@@ -910,6 +910,7 @@ async fn approval_for_one_argument_set_does_not_authorize_another() {
             fx.clock.now(),
             Duration::from_secs(60),
         )
+        .await
         .unwrap();
     for other in [&to_mallory, &body_changed] {
         let request = CallRequest::new(alice(), "run-1", "demo_email_send", other.clone())
@@ -951,6 +952,7 @@ async fn approval_token_cannot_be_used_twice() {
     let token = d
         .ledger()
         .issue(&binding, &alice(), fx.clock.now(), Duration::from_secs(60))
+        .await
         .unwrap();
     // Different runs, so the second call would be a fresh send, not an idempotent repeat.
     let first = CallRequest::new(alice(), "run-1", "demo_email_send", args.clone())
@@ -1056,6 +1058,7 @@ async fn approval_token_expires() {
         let token = d
             .ledger()
             .issue(&binding, &alice(), fx.clock.now(), ttl)
+            .await
             .unwrap();
         fx.clock.advance(wait);
         let out = d

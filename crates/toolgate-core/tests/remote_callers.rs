@@ -374,7 +374,7 @@ async fn request_without_run_id_is_refused() {
 #[tokio::test]
 async fn remote_effect_that_fails_before_it_starts_releases_its_claim_and_a_retry_runs_once() {
     let fx = Fixture::new();
-    let ticket_free = |d: &Dispatcher, to: &str| {
+    let ticket_free = async |d: &Dispatcher, to: &str| {
         let token = d
             .ledger()
             .issue(
@@ -384,19 +384,20 @@ async fn remote_effect_that_fails_before_it_starts_releases_its_claim_and_a_retr
                 fx.clock.now(),
                 Duration::from_secs(60),
             )
+            .await
             .unwrap();
         send(to).with_approval_token(&token)
     };
     let refusing = fx.dispatcher(Remote::RefusedBeforeStart);
     let failed = refusing
-        .call(ticket_free(&refusing, "bob@example.org"))
+        .call(ticket_free(&refusing, "bob@example.org").await)
         .await;
     assert_eq!(failed.error().unwrap().code, ErrorCode::TransientDependency);
     assert_eq!(count(&fx.db, "sent"), 0);
 
     let delivering = fx.dispatcher(Remote::Delivers);
     let retried = delivering
-        .call(ticket_free(&delivering, "bob@example.org"))
+        .call(ticket_free(&delivering, "bob@example.org").await)
         .await;
     assert!(!retried.is_error(), "{:?}", retried.result);
     let again = delivering.call(send("bob@example.org")).await;
@@ -460,6 +461,7 @@ async fn claim_left_unsettled_by_a_killed_process_is_refused_and_never_run_again
     let child_token = d
         .ledger()
         .issue(&binding, &alice(), fx.clock.now(), Duration::from_secs(600))
+        .await
         .unwrap();
     let mut child = spawn_child(
         "claim-and-hang",
@@ -487,6 +489,7 @@ async fn claim_left_unsettled_by_a_killed_process_is_refused_and_never_run_again
     let my_token = d
         .ledger()
         .issue(&binding, &alice(), fx.clock.now(), Duration::from_secs(600))
+        .await
         .unwrap();
     let retry = d
         .call(send("bob@example.org").with_approval_token(&my_token))
@@ -657,7 +660,9 @@ async fn a_ticket_of_one_tenants_alice_is_not_another_tenants_alice() {
     let ledger = ApprovalLedger::open(&fx.ledger_path).unwrap();
     let binding = d.binding_for(&acme, "demo_send", &args).unwrap();
     assert_eq!(
-        ledger.redeem(&token, &binding, &globex, fx.clock.now()),
+        ledger
+            .redeem(&token, &binding, &globex, fx.clock.now())
+            .await,
         Err(Denial::OtherCaller)
     );
 
@@ -677,7 +682,10 @@ fn child_redeems_a_ticket() {
     let ledger = ApprovalLedger::open(&dir.join("approvals.sqlite")).unwrap();
     let parts: Vec<&str> = token_and_binding.split(' ').collect();
     let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(NOW_UNIX);
-    match ledger.redeem(parts[0], parts[1], &alice(), now) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    match runtime.block_on(ledger.redeem(parts[0], parts[1], &alice(), now)) {
         Ok(()) => println!("redeemed"),
         Err(denial) => println!("denied {}", denial.as_str()),
     }

@@ -463,6 +463,7 @@ async fn an_approval_does_not_cover_an_edited_draft() {
             std::time::SystemTime::now(),
             std::time::Duration::from_secs(60),
         )
+        .await
         .unwrap();
     f.store
         .with_conn(|c| {

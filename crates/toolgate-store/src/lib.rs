@@ -6,6 +6,8 @@
 //!   (blocking work off the async threads, one call at a time, writes at most once per
 //!   idempotency key with the receipt in the same transaction).
 //! - [`taglist`]: the stored form of the user's tags (one comma-separated column).
+//! - [`postgres`]: PostgreSQL as a team's shared store (a bounded pool, versioned migrations,
+//!   the shared approval tickets) and a throwaway cluster for tests.
 //!
 //! Guarantees: a failed create leaves no file and no half file; a missing file is refused, never
 //! created empty; a poisoned connection is an `internal` tool error, never a second panic; equal
@@ -13,6 +15,7 @@
 //! toolset's business.
 
 pub mod file;
+pub mod postgres;
 pub mod shared_conn;
 pub mod taglist;
 
