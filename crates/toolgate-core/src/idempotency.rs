@@ -17,13 +17,15 @@
 //! `conflict`. A [`Receipt`] can only be made here, by recording or reading an effect: its
 //! fields are private and it cannot be deserialized, so a handler cannot forge one.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, TransactionBehavior};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::canonical::digest_parts;
 use crate::error::{ErrorCode, ToolError};
 use crate::principal::Principal;
+use crate::sql::{Sql, SqlSession, in_write_transaction};
+use crate::sql_params;
 
 /// The key a write is recorded under, plus the hash of the arguments it was made for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -169,36 +171,25 @@ pub trait ReceiptLog: Send + Sync {
 }
 
 /// The receipt recorded under `key`, as a duplicate; a key used for other arguments is a
-/// `conflict`.
-pub fn recorded(conn: &Connection, key: &IdempotencyKey) -> Result<Option<Receipt>, ToolError> {
-    let existing = conn
-        .query_row(
-            "SELECT tool, args_hash, result, undo, created_at FROM tool_receipts WHERE key = ?1",
-            params![key.key],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, Option<String>>(3)?,
-                    row.get::<_, i64>(4)?,
-                ))
-            },
-        )
-        .optional()
-        .map_err(store_error)?;
-    let Some((tool, args_hash, result, undo, created_at)) = existing else {
+/// `conflict`. Reads through [`Sql`], so on SQLite and PostgreSQL alike.
+pub fn recorded(conn: &dyn Sql, key: &IdempotencyKey) -> Result<Option<Receipt>, ToolError> {
+    let Some(row) = conn.query_opt(
+        "SELECT tool, args_hash, result, undo, created_at FROM tool_receipts WHERE key = ?1",
+        sql_params![&key.key],
+    )?
+    else {
         return Ok(None);
     };
+    let (tool, args_hash) = (row.text(0)?, row.text(1)?);
     if tool != key.tool || args_hash != key.args_hash {
         return Err(reused_key());
     }
     Ok(Some(Receipt {
         key: key.key.clone(),
         tool,
-        result: serde_json::from_str(&result).unwrap_or(Value::Null),
-        undo: undo.and_then(|u| serde_json::from_str(&u).ok()),
-        created_at_unix: u64::try_from(created_at).unwrap_or(0),
+        result: serde_json::from_str(&row.text(2)?).unwrap_or(Value::Null),
+        undo: row.opt_text(3)?.and_then(|u| serde_json::from_str(&u).ok()),
+        created_at_unix: u64::try_from(row.i64(4)?).unwrap_or(0),
         duplicate: true,
     }))
 }
@@ -213,7 +204,7 @@ fn reused_key() -> ToolError {
 
 /// Stores the receipt of `done` under `key` inside `tx`.
 fn insert_receipt(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &dyn Sql,
     key: &IdempotencyKey,
     now_unix: u64,
     done: WriteEffect,
@@ -222,16 +213,15 @@ fn insert_receipt(
     tx.execute(
         "INSERT INTO tool_receipts (key, tool, args_hash, result, undo, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![
-            key.key,
-            key.tool,
-            key.args_hash,
+        sql_params![
+            &key.key,
+            &key.tool,
+            &key.args_hash,
             done.result.to_string(),
             undo_text,
             unix_i64(now_unix)
         ],
-    )
-    .map_err(store_error)?;
+    )?;
     Ok(Receipt {
         key: key.key.clone(),
         tool: key.tool.clone(),
@@ -246,8 +236,27 @@ fn unix_i64(secs: u64) -> i64 {
     i64::try_from(secs).unwrap_or(i64::MAX)
 }
 
-/// Runs `effect` at most once for `key`: in one immediate transaction, a recorded key returns
-/// its receipt; otherwise the effect runs and its receipt is stored before commit.
+/// Runs `effect` at most once for `key`: in one write transaction (which serializes with every
+/// other writer of the store), a recorded key returns its receipt; otherwise the effect runs
+/// and its receipt is stored before commit. On SQLite and PostgreSQL alike.
+pub fn run_once_on(
+    session: &mut dyn SqlSession,
+    key: &IdempotencyKey,
+    now_unix: u64,
+    effect: impl FnOnce(&dyn Sql) -> Result<WriteEffect, ToolError>,
+) -> Result<Receipt, ToolError> {
+    in_write_transaction(session, |tx| {
+        if let Some(receipt) = recorded(tx, key)? {
+            return Ok(receipt);
+        }
+        refuse_unsettled(tx, key)?;
+        let done = effect(tx)?;
+        insert_receipt(tx, key, now_unix, done)
+    })
+}
+
+/// [`run_once_on`] for a handler whose effect is written against rusqlite (the notes toolset,
+/// until its statements move to [`Sql`]).
 pub fn run_once(
     conn: &mut Connection,
     key: &IdempotencyKey,
@@ -257,12 +266,12 @@ pub fn run_once(
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(store_error)?;
-    if let Some(receipt) = recorded(&tx, key)? {
+    if let Some(receipt) = recorded(&*tx, key)? {
         return Ok(receipt);
     }
-    refuse_unsettled(&tx, key)?;
+    refuse_unsettled(&*tx, key)?;
     let done = effect(&tx)?;
-    let receipt = insert_receipt(&tx, key, now_unix, done)?;
+    let receipt = insert_receipt(&*tx, key, now_unix, done)?;
     tx.commit().map_err(store_error)?;
     Ok(receipt)
 }
@@ -291,11 +300,63 @@ pub enum Claimed<T> {
     Recorded(Receipt),
 }
 
-/// Claims `key` before an effect outside the database. In one immediate transaction: a
-/// recorded key returns its receipt; a key claimed by an earlier attempt that never settled is
-/// refused (a `conflict` naming `what_to_check`, the thing a person must look at to learn
-/// whether the effect happened); otherwise `local` runs (bookkeeping that must commit with the
-/// claim, such as marking a draft `sending`) and the claim is stored with `what_to_check`.
+/// The claim's own statements, inside the caller's transaction: a recorded key returns its
+/// receipt, an unsettled one is refused, else `local` runs and the claim is stored.
+fn claim_in<T>(
+    tx: &dyn Sql,
+    key: &IdempotencyKey,
+    now_unix: u64,
+    what_to_check: &str,
+    local: impl FnOnce() -> Result<T, ToolError>,
+) -> Result<Claimed<T>, ToolError> {
+    if let Some(receipt) = recorded(tx, key)? {
+        return Ok(Claimed::Recorded(receipt));
+    }
+    refuse_unsettled(tx, key)?;
+    let value = local()?;
+    tx.execute(
+        "INSERT INTO tool_claims (key, tool, args_hash, what_to_check, claimed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        sql_params![
+            &key.key,
+            &key.tool,
+            &key.args_hash,
+            what_to_check,
+            unix_i64(now_unix)
+        ],
+    )?;
+    Ok(Claimed::New(Claim { key: key.clone() }, value))
+}
+
+fn unclaim(tx: &dyn Sql, claim: &Claim) -> Result<u64, ToolError> {
+    Ok(tx.execute(
+        "DELETE FROM tool_claims WHERE key = ?1",
+        sql_params![&claim.key.key],
+    )?)
+}
+
+fn lost_claim() -> ToolError {
+    ToolError::internal("the claim of this write was lost before its effect was recorded")
+}
+
+/// Claims `key` before an effect outside the database. In one write transaction: a recorded
+/// key returns its receipt; a key claimed by an earlier attempt that never settled is refused
+/// (a `conflict` naming `what_to_check`, the thing a person must look at to learn whether the
+/// effect happened); otherwise `local` runs (bookkeeping that must commit with the claim, such
+/// as marking a draft `sending`) and the claim is stored with `what_to_check`.
+pub fn claim_on<T>(
+    session: &mut dyn SqlSession,
+    key: &IdempotencyKey,
+    now_unix: u64,
+    what_to_check: &str,
+    local: impl FnOnce(&dyn Sql) -> Result<T, ToolError>,
+) -> Result<Claimed<T>, ToolError> {
+    in_write_transaction(session, |tx| {
+        claim_in(tx, key, now_unix, what_to_check, || local(tx))
+    })
+}
+
+/// [`claim_on`] with rusqlite bookkeeping.
 pub fn claim<T>(
     conn: &mut Connection,
     key: &IdempotencyKey,
@@ -306,30 +367,30 @@ pub fn claim<T>(
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(store_error)?;
-    if let Some(receipt) = recorded(&tx, key)? {
-        return Ok(Claimed::Recorded(receipt));
-    }
-    refuse_unsettled(&tx, key)?;
-    let value = local(&tx)?;
-    tx.execute(
-        "INSERT INTO tool_claims (key, tool, args_hash, what_to_check, claimed_at)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![
-            key.key,
-            key.tool,
-            key.args_hash,
-            what_to_check,
-            unix_i64(now_unix)
-        ],
-    )
-    .map_err(store_error)?;
+    let claimed = claim_in(&*tx, key, now_unix, what_to_check, || local(&tx))?;
     tx.commit().map_err(store_error)?;
-    Ok(Claimed::New(Claim { key: key.clone() }, value))
+    Ok(claimed)
 }
 
 /// Settles a claim after the effect happened: `local` records it in the store (for example
 /// the draft becomes `sent`), and the receipt is stored and the claim removed, all in one
 /// transaction.
+pub fn settle_on(
+    session: &mut dyn SqlSession,
+    claim: Claim,
+    now_unix: u64,
+    local: impl FnOnce(&dyn Sql) -> Result<WriteEffect, ToolError>,
+) -> Result<Receipt, ToolError> {
+    in_write_transaction(session, |tx| {
+        if unclaim(tx, &claim)? != 1 {
+            return Err(lost_claim());
+        }
+        let done = local(tx)?;
+        insert_receipt(tx, &claim.key, now_unix, done)
+    })
+}
+
+/// [`settle_on`] with rusqlite bookkeeping.
 pub fn settle(
     conn: &mut Connection,
     claim: Claim,
@@ -339,25 +400,29 @@ pub fn settle(
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(store_error)?;
-    let removed = tx
-        .execute(
-            "DELETE FROM tool_claims WHERE key = ?1",
-            params![claim.key.key],
-        )
-        .map_err(store_error)?;
-    if removed != 1 {
-        return Err(ToolError::internal(
-            "the claim of this write was lost before its effect was recorded",
-        ));
+    if unclaim(&*tx, &claim)? != 1 {
+        return Err(lost_claim());
     }
     let done = local(&tx)?;
-    let receipt = insert_receipt(&tx, &claim.key, now_unix, done)?;
+    let receipt = insert_receipt(&*tx, &claim.key, now_unix, done)?;
     tx.commit().map_err(store_error)?;
     Ok(receipt)
 }
 
 /// Releases a claim whose effect surely did not happen (it failed before it started, or was
 /// refused), so a later attempt may run. `local` undoes the claim's bookkeeping.
+pub fn release_on(
+    session: &mut dyn SqlSession,
+    claim: Claim,
+    local: impl FnOnce(&dyn Sql) -> Result<(), ToolError>,
+) -> Result<(), ToolError> {
+    in_write_transaction(session, |tx| {
+        unclaim(tx, &claim)?;
+        local(tx)
+    })
+}
+
+/// [`release_on`] with rusqlite bookkeeping.
 pub fn release(
     conn: &mut Connection,
     claim: Claim,
@@ -366,34 +431,21 @@ pub fn release(
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(store_error)?;
-    tx.execute(
-        "DELETE FROM tool_claims WHERE key = ?1",
-        params![claim.key.key],
-    )
-    .map_err(store_error)?;
+    unclaim(&*tx, &claim)?;
     local(&tx)?;
     tx.commit().map_err(store_error)
 }
 
 /// Refuses a key that an earlier attempt claimed and never settled or released.
-fn refuse_unsettled(conn: &Connection, key: &IdempotencyKey) -> Result<(), ToolError> {
-    let claimed = conn
-        .query_row(
-            "SELECT args_hash, what_to_check, claimed_at FROM tool_claims WHERE key = ?1",
-            params![key.key],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, i64>(2)?,
-                ))
-            },
-        )
-        .optional()
-        .map_err(store_error)?;
-    let Some((args_hash, what_to_check, claimed_at)) = claimed else {
+fn refuse_unsettled(conn: &dyn Sql, key: &IdempotencyKey) -> Result<(), ToolError> {
+    let Some(row) = conn.query_opt(
+        "SELECT args_hash, what_to_check, claimed_at FROM tool_claims WHERE key = ?1",
+        sql_params![&key.key],
+    )?
+    else {
         return Ok(());
     };
+    let (args_hash, what_to_check, claimed_at) = (row.text(0)?, row.text(1)?, row.i64(2)?);
     if args_hash != key.args_hash {
         return Err(reused_key());
     }

@@ -10,7 +10,8 @@
 //!   from principal, tenant, run, tool and arguments, never from a transport's request id;
 //! - effects outside the database are claimed, settled and released ([`idempotency::claim`]);
 //! - approval is a channel chosen per call ([`ApprovalChannel`]): ask now, or return a ticket
-//!   ([`CallResult::ApprovalRequired`]) kept in SQLite ([`ApprovalLedger`]) that a retry redeems;
+//!   ([`CallResult::ApprovalRequired`]) kept in a ticket store ([`ApprovalLedger`]: SQLite here,
+//!   PostgreSQL for a team) that a retry redeems;
 //!   every non-approval is a typed [`Denial`];
 //! - past a threshold of tools, a run can offer [`tool_search`] (FTS5 over names and
 //!   descriptions, only the caller's tools) instead of every definition;
@@ -20,6 +21,8 @@
 //!   read and whether it wrote;
 //! - what a person reads to approve a call shows every character ([`display`]): no escape
 //!   sequence or bidirectional control in an argument reaches a terminal or a host's form;
+//! - receipts, claims and the toolsets' statements are written once against [`sql::Sql`], so they
+//!   run on SQLite and on a team's PostgreSQL alike;
 //! - the trace is typed ([`TraceEvent`]): [`DecisionRecord`] here, each layer its own.
 //!
 //! The curated API is re-exported below; the modules stay public for the rest.
@@ -43,6 +46,7 @@ pub mod principal;
 pub mod registry;
 pub mod schema;
 pub mod spec;
+pub mod sql;
 pub mod taint;
 pub mod tool;
 pub mod tool_search;

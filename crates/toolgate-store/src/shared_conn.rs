@@ -99,7 +99,7 @@ impl SharedConnection {
 impl ReceiptLog for SharedConnection {
     fn recorded(&self, key: &IdempotencyKey) -> Result<Option<Receipt>, ToolError> {
         let conn = self.lock()?;
-        recorded(&conn, key)
+        recorded(&*conn, key)
     }
 }
 

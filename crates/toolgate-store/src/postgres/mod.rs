@@ -6,6 +6,8 @@
 //!   migrations in `crates/toolgate-store/migrations/` are applied at start ([`refinery`]), one
 //!   instance at a time, and a database whose schema is newer than the binary is refused, never
 //!   altered ([`migrate`]).
+//! - [`sql`]: the stores' statements ([`toolgate_core::sql::Sql`]) on a pooled connection, with
+//!   write transactions that serialize a store's writers across instances.
 //! - [`tickets`]: the approval ledger's tickets, so a ticket issued through one instance is
 //!   redeemed through another, once.
 //! - [`cluster`]: a throwaway cluster of its own for tests and benchmarks.
@@ -19,6 +21,7 @@
 pub mod cluster;
 mod error;
 pub mod migrate;
+pub mod sql;
 pub mod tickets;
 
 use std::time::Duration;
