@@ -337,15 +337,48 @@ pub fn email_tools(
     store: &NotesStore,
     relay: Option<Arc<SmtpRelay>>,
 ) -> Result<Vec<Tool>, DeclarationError> {
-    Ok(vec![draft_tool(store)?, send_tool(store, relay)?])
+    designed_email_tools(store, relay, EmailDesign::Saved)
 }
 
-fn draft_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
+/// Which design of the email tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmailDesign {
+    /// `notes` to `notes-v3`: a send of an unknown draft is refused by the approval preview,
+    /// after the relay check.
+    Saved,
+    /// `notes-v4`: a send checks first that its draft exists, and an unknown draft is refused
+    /// with the drafts there are and the call that writes one (the embedded model sent "draft
+    /// 123" without drafting and was told only that no relay is configured); the draft tool
+    /// says to read figures from the notes before writing them.
+    DraftFirst,
+}
+
+/// The email tools in `design` (see [`email_tools`]).
+pub fn designed_email_tools(
+    store: &NotesStore,
+    relay: Option<Arc<SmtpRelay>>,
+    design: EmailDesign,
+) -> Result<Vec<Tool>, DeclarationError> {
+    Ok(vec![
+        draft_tool(store, design)?,
+        send_tool(store, relay, design)?,
+    ])
+}
+
+fn draft_tool(store: &NotesStore, design: EmailDesign) -> Result<Tool, DeclarationError> {
     let store = store.clone();
+    let use_when = match design {
+        EmailDesign::Saved => {
+            "the user asks to write, prepare or draft an email, or to send one: always draft it first and show the user the draft."
+        }
+        EmailDesign::DraftFirst => {
+            "the user asks to write, prepare or draft an email, or to send one: always draft it first and show the user the draft. When the email states something from the user's notes (an amount, a date, a decision), find it with notes_search first and write it as the note has it."
+        }
+    };
     ToolBuilder::<DraftArgs>::new("email_draft", 1)
         .describe(
             "Saves an email as a draft without sending it, and shows exactly what would be sent.",
-            "the user asks to write, prepare or draft an email, or to send one: always draft it first and show the user the draft.",
+            use_when,
             Some("this never sends anything; call email_send with the draft_id only when the user explicitly asked to send (a human approves every send). To keep text for the user's own use, use notes_create."),
             "draft_id, status \"draft\", and email: the to list, subject and body exactly as email_send would send them.",
         )
@@ -418,8 +451,53 @@ fn no_relay() -> ToolError {
     )
 }
 
-fn send_tool(store: &NotesStore, relay: Option<Arc<SmtpRelay>>) -> Result<Tool, DeclarationError> {
+/// `draft_id` as a draft this store holds, or the refusal that teaches how to get one.
+fn draft_exists(conn: &Connection, id: i64) -> Result<(), ToolError> {
+    if draft_by_id(conn, id)?.is_some() {
+        return Ok(());
+    }
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id, subject, recipients FROM email_drafts WHERE status = 'draft' ORDER BY id DESC LIMIT 5",
+        )
+        .map_err(store_error)?;
+    let drafts = stmt
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        })
+        .map_err(store_error)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(store_error)?;
+    let error = ToolError::not_found(format!("no email draft has id {id}"))
+        .with_field("draft_id")
+        .with_received(json!(id));
+    let write_first = "an email is sent from a saved draft: call email_draft with the email's to, subject and body first (e.g. {\"to\": \"ann@example.org\", \"subject\": \"Q1 budget\", \"body\": \"…\"}); it returns the draft_id to send";
+    let Some((newest, _, _)) = drafts.first() else {
+        return Err(error.with_hint(format!("there are no unsent drafts; {write_first}")));
+    };
+    let listed: Vec<String> = drafts
+        .iter()
+        .map(|(id, subject, to)| format!("{id} \"{subject}\" to {to}"))
+        .collect();
+    Err(error
+        .with_expected(format!("one of the unsent drafts: {}", listed.join("; ")))
+        .with_example(json!({"draft_id": newest}))
+        .with_hint(format!(
+            "to send one of the listed drafts, use its draft_id; for a new email, {write_first}"
+        )))
+}
+
+fn send_tool(
+    store: &NotesStore,
+    relay: Option<Arc<SmtpRelay>>,
+    design: EmailDesign,
+) -> Result<Tool, DeclarationError> {
     let preview_store = store.clone();
+    let check_store = store.clone();
     let store = store.clone();
     let configured = relay.is_some();
     ToolBuilder::<SendArgs>::new("email_send", 1)
@@ -436,7 +514,13 @@ fn send_tool(store: &NotesStore, relay: Option<Arc<SmtpRelay>>) -> Result<Tool, 
             "It sends an email that other people read and that cannot be taken back, so a human approves every call.",
         )
         .deadline(SEND_DEADLINE)
-        .check(move |_args: &SendArgs, _| if configured { Ok(()) } else { Err(no_relay()) })
+        .check(move |args: &SendArgs, _| {
+            if design == EmailDesign::DraftFirst {
+                let id = args.draft_id;
+                check_store.with_conn(|conn| draft_exists(conn, id))??;
+            }
+            if configured { Ok(()) } else { Err(no_relay()) }
+        })
         .approval_preview(move |args: &SendArgs| {
             let id = args.draft_id;
             let draft = preview_store.with_conn(|conn| draft_by_id(conn, id))??;

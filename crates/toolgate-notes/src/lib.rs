@@ -14,6 +14,8 @@
 //! - [`actions`]: the action-item format of meeting notes.
 //! - [`offers`]: what the toolset offers besides tools: notes as resources, and prompts.
 //! - [`sample`]: the bundled notebook and [`generate_notes`].
+//! - [`note_ref`]: notes named by the user's words; [`writes_by_words`]: `notes-v4`'s
+//!   `notes_tag` and `create_todos_from_meeting`, which take them instead of ids.
 //! - [`search`]: `notes_search`'s query building and ranking; [`snippet`]: its fragments
 //!   centred on the matched words.
 
@@ -23,6 +25,7 @@ pub mod export;
 pub mod extract;
 pub mod frontmatter;
 pub mod import;
+pub mod note_ref;
 pub mod offers;
 pub mod rows;
 pub mod sample;
@@ -32,6 +35,7 @@ pub mod store;
 pub mod tools;
 pub mod undo;
 pub mod web_clip;
+pub mod writes_by_words;
 
 use toolgate_core::Tool;
 use toolgate_core::tool::DeclarationError;
@@ -68,6 +72,10 @@ pub fn designed_assistant_tools(
 ) -> Result<Vec<Tool>, DeclarationError> {
     let mut all = tools::designed_notes_tools(store, design)?;
     all.extend(web_clip::web_clip_tools(store, egress)?);
-    all.extend(email::email_tools(store, relay)?);
+    let email_design = match design {
+        Design::V1 | Design::V2 => email::EmailDesign::Saved,
+        Design::V4 => email::EmailDesign::DraftFirst,
+    };
+    all.extend(email::designed_email_tools(store, relay, email_design)?);
     Ok(all)
 }

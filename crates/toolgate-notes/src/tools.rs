@@ -108,7 +108,8 @@ pub struct TodosArgs {
     pub meeting_note_id: i64,
 }
 
-/// Which design of the notes tools: the toolsets `notes` and `notes-v2`.
+/// Which design of the notes tools: the toolsets `notes`, `notes-v2` (and `notes-v3`) and
+/// `notes-v4`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Design {
     /// `notes`: the search returns snippets and takes a limit and a response format.
@@ -117,6 +118,9 @@ pub enum Design {
     /// match (see [`crate::search`]); exact repeats of a search or a read may be answered from
     /// the earlier result, since nothing but a write changes them.
     V2,
+    /// `notes-v4`: notes-v2's reads, and writes that take notes by the user's words instead of
+    /// ids the model must find first (see [`crate::writes_by_words`]).
+    V4,
 }
 
 /// The notes tools proper (search, get, create, tag, delete, to-dos from a meeting), bound to
@@ -132,15 +136,22 @@ pub fn designed_notes_tools(
 ) -> Result<Vec<Tool>, DeclarationError> {
     let (search, get) = match design {
         Design::V1 => (search_tool(store)?, get_tool(store, false)?),
-        Design::V2 => (search_tool_v2(store)?, get_tool(store, true)?),
+        Design::V2 | Design::V4 => (search_tool_v2(store)?, get_tool(store, true)?),
+    };
+    let (tag, todos) = match design {
+        Design::V1 | Design::V2 => (tag_tool(store)?, todos_tool(store)?),
+        Design::V4 => (
+            crate::writes_by_words::tag_tool(store)?,
+            crate::writes_by_words::todos_tool(store)?,
+        ),
     };
     Ok(vec![
         search,
         get,
         create_tool(store)?,
-        tag_tool(store)?,
+        tag,
         delete_tool(store)?,
-        todos_tool(store)?,
+        todos,
     ])
 }
 
@@ -189,7 +200,7 @@ fn search_tool_v2(store: &NotesStore) -> Result<Tool, DeclarationError> {
         })
 }
 
-fn unknown_note(id: i64, field: &str) -> ToolError {
+pub(crate) fn unknown_note(id: i64, field: &str) -> ToolError {
     ToolError::not_found(format!("no note has id {id}"))
         .with_field(field)
         .with_received(json!(id))
@@ -198,7 +209,7 @@ fn unknown_note(id: i64, field: &str) -> ToolError {
 
 /// A note named in a result: its title when it is the user's own, only its id when its title
 /// came from outside.
-fn label(note: &NoteRow) -> Value {
+pub(crate) fn label(note: &NoteRow) -> Value {
     if note.untrusted {
         json!({"id": note.id, "untrusted": true})
     } else {
@@ -430,19 +441,25 @@ fn apply_tags(conn: &Connection, args: &TagArgs) -> Result<WriteEffect, ToolErro
     if !missing.is_empty() {
         return Err(unknown_ids_error(&missing));
     }
-    let remove: Vec<String> = args
-        .remove
-        .iter()
-        .map(|t| join_tags([t.as_str()]))
-        .collect();
+    apply_tags_to(conn, &before, &args.tags, &args.remove)
+}
+
+/// Adds `add` and removes `remove` on each of `before` (rows read in this transaction).
+pub(crate) fn apply_tags_to(
+    conn: &Connection,
+    before: &[NoteRow],
+    add: &[String],
+    remove: &[String],
+) -> Result<WriteEffect, ToolError> {
+    let remove: Vec<String> = remove.iter().map(|t| join_tags([t.as_str()])).collect();
     let mut changed = Vec::new();
     let mut undo = Vec::new();
-    for note in &before {
+    for note in before {
         let kept = note
             .tags()
             .into_iter()
             .filter(|t| !remove.iter().any(|r| r == t));
-        let tags = join_tags(kept.chain(args.tags.iter().map(String::as_str)));
+        let tags = join_tags(kept.chain(add.iter().map(String::as_str)));
         rows::set_tags(conn, note.id, &tags)?;
         let mut shown = label(note);
         shown["tags"] = json!(rows::split_tags(&tags));
@@ -535,7 +552,11 @@ fn todos_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
         })
 }
 
-fn apply_todos(conn: &Connection, meeting_id: i64, today: &str) -> Result<WriteEffect, ToolError> {
+pub(crate) fn apply_todos(
+    conn: &Connection,
+    meeting_id: i64,
+    today: &str,
+) -> Result<WriteEffect, ToolError> {
     let meeting = rows::by_id(conn, meeting_id)?
         .ok_or_else(|| unknown_note(meeting_id, "meeting_note_id"))?;
     if meeting.untrusted {

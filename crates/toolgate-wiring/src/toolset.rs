@@ -36,6 +36,10 @@ pub enum ToolsetName {
     /// notes-v2 whose loop first searches the user's own words, so the model starts from the
     /// notes the question is about instead of guessing their ids.
     NotesV3,
+    /// notes-v2 whose writes take notes by the user's words (titles, "the latest design team
+    /// meeting") instead of ids, and refuse a name that fits no note or several with the
+    /// candidates and the call to make.
+    NotesV4,
 }
 
 /// The kind of store a toolset works on (a suite's `store = "books" | "notes"`).
@@ -61,7 +65,7 @@ fn known_names() -> String {
 
 impl ToolsetName {
     /// Every toolset, in the order listings show them.
-    pub const ALL: [ToolsetName; 8] = [
+    pub const ALL: [ToolsetName; 9] = [
         ToolsetName::BooksV1,
         ToolsetName::BooksV2,
         ToolsetName::BooksV3,
@@ -70,6 +74,7 @@ impl ToolsetName {
         ToolsetName::Notes,
         ToolsetName::NotesV2,
         ToolsetName::NotesV3,
+        ToolsetName::NotesV4,
     ];
 
     /// The name it is given by (flags, reports, run records).
@@ -84,6 +89,7 @@ impl ToolsetName {
             ToolsetName::Notes => "notes",
             ToolsetName::NotesV2 => "notes-v2",
             ToolsetName::NotesV3 => "notes-v3",
+            ToolsetName::NotesV4 => "notes-v4",
         }
     }
 
@@ -108,6 +114,9 @@ impl ToolsetName {
             ToolsetName::NotesV3 => {
                 "notes-v2 whose loop first searches the user's own words, so the model starts from the notes the question is about"
             }
+            ToolsetName::NotesV4 => {
+                "notes-v2 whose writes take notes by the user's words instead of ids, and refuse a name that fits no note or several with the call to make"
+            }
         }
     }
 
@@ -119,7 +128,10 @@ impl ToolsetName {
             | ToolsetName::BooksV3
             | ToolsetName::BooksV4
             | ToolsetName::BooksV5 => StoreKind::Books,
-            ToolsetName::Notes | ToolsetName::NotesV2 | ToolsetName::NotesV3 => StoreKind::Notes,
+            ToolsetName::Notes
+            | ToolsetName::NotesV2
+            | ToolsetName::NotesV3
+            | ToolsetName::NotesV4 => StoreKind::Notes,
         }
     }
 
@@ -131,7 +143,10 @@ impl ToolsetName {
             ToolsetName::BooksV3 => Some(BooksDesign::V3),
             // The same tools as books-v4: v5 changes only the loop.
             ToolsetName::BooksV4 | ToolsetName::BooksV5 => Some(BooksDesign::V4),
-            ToolsetName::Notes | ToolsetName::NotesV2 | ToolsetName::NotesV3 => None,
+            ToolsetName::Notes
+            | ToolsetName::NotesV2
+            | ToolsetName::NotesV3
+            | ToolsetName::NotesV4 => None,
         }
     }
 
@@ -146,7 +161,9 @@ impl ToolsetName {
             | ToolsetName::BooksV2
             | ToolsetName::BooksV3
             | ToolsetName::Notes => AgentConfig::default(),
-            ToolsetName::NotesV2 => AgentConfig {
+            // notes-v4 changes the tools only, so it runs notes-v2's loop: the paired eval
+            // measures the writes by words and nothing else.
+            ToolsetName::NotesV2 | ToolsetName::NotesV4 => AgentConfig {
                 correct_described_calls: true,
                 end_tools_after_repeats: true,
                 first_round_must_call: true,
@@ -198,6 +215,7 @@ impl ToolsetName {
             ToolsetName::Notes => Some(NotesDesign::V1),
             // The same tools as notes-v2: v3 changes only the loop.
             ToolsetName::NotesV2 | ToolsetName::NotesV3 => Some(NotesDesign::V2),
+            ToolsetName::NotesV4 => Some(NotesDesign::V4),
         }
     }
 }
@@ -267,7 +285,7 @@ mod tests {
             names,
             [
                 "books-v1", "books-v2", "books-v3", "books-v4", "books-v5", "notes", "notes-v2",
-                "notes-v3"
+                "notes-v3", "notes-v4"
             ]
         );
         for toolset in ToolsetName::ALL {
@@ -304,6 +322,15 @@ mod tests {
         );
         assert_eq!(
             ToolsetName::NotesV3.notes_design(),
+            ToolsetName::NotesV2.notes_design()
+        );
+        // notes-v4 is notes-v2's loop exactly, with other write tools.
+        assert_eq!(
+            format!("{:?}", ToolsetName::NotesV4.agent_config()),
+            format!("{:?}", ToolsetName::NotesV2.agent_config())
+        );
+        assert_ne!(
+            ToolsetName::NotesV4.notes_design(),
             ToolsetName::NotesV2.notes_design()
         );
         for toolset in ToolsetName::ALL {
@@ -359,7 +386,8 @@ mod tests {
             [
                 ToolsetName::Notes,
                 ToolsetName::NotesV2,
-                ToolsetName::NotesV3
+                ToolsetName::NotesV3,
+                ToolsetName::NotesV4
             ]
         );
         for toolset in ToolsetName::ALL {
