@@ -9,8 +9,7 @@
 //! `WHERE`-less: refusing writes to the whole catalogue is the writer's job
 //! ([`BookFilter::is_empty`]).
 
-use rusqlite::Connection;
-use rusqlite::types::Value as SqlValue;
+use toolgate_core::sql::{Dialect, Sql, SqlValue};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -53,7 +52,7 @@ pub struct WhereSql {
 
 impl WhereSql {
     /// How many books the clause matches.
-    pub fn count(&self, conn: &Connection) -> Result<i64, ToolError> {
+    pub fn count(&self, conn: &dyn Sql) -> Result<i64, ToolError> {
         rows::count(
             conn,
             &format!("SELECT count(*) FROM books{}", self.sql),
@@ -64,7 +63,7 @@ impl WhereSql {
     /// The matching books in `order`: `limit` of them after the first `offset`.
     pub fn books(
         self,
-        conn: &Connection,
+        conn: &dyn Sql,
         order: SortOrder,
         limit: u32,
         offset: u32,
@@ -78,7 +77,7 @@ impl WhereSql {
                 "SELECT {} FROM books{} ORDER BY {} LIMIT ? OFFSET ?",
                 rows::COLUMNS,
                 self.sql,
-                order.order_by()
+                order.order_by(conn.dialect())
             ),
             params,
         )
@@ -213,15 +212,20 @@ impl<'a> BookFilter<'a> {
     }
 
     /// The clause for this filter; `conn` is read only to check a language code.
-    pub fn to_sql(&self, conn: &Connection) -> Result<WhereSql, ToolError> {
+    pub fn to_sql(&self, conn: &dyn Sql) -> Result<WhereSql, ToolError> {
         let mut clauses: Vec<String> = Vec::new();
         let mut params: Vec<SqlValue> = Vec::new();
+        // SQLite's LIKE ignores ASCII case; PostgreSQL's ILIKE is its match.
+        let like = match conn.dialect() {
+            Dialect::Sqlite => "LIKE",
+            Dialect::Postgres => "ILIKE",
+        };
         if let Some(author) = self.author {
-            clauses.push("authors LIKE ? ESCAPE '\\'".into());
+            clauses.push(format!("authors {like} ? ESCAPE '\\'"));
             params.push(SqlValue::Text(like_pattern(author)));
         }
         if let Some(title) = self.title {
-            clauses.push("title LIKE ? ESCAPE '\\'".into());
+            clauses.push(format!("title {like} ? ESCAPE '\\'"));
             params.push(SqlValue::Text(like_pattern(title)));
         }
         let bounds = [
@@ -285,7 +289,7 @@ fn status_text(status: StatusFilter) -> Option<&'static str> {
     }
 }
 
-fn check_language(conn: &Connection, language: &str) -> Result<(), ToolError> {
+fn check_language(conn: &dyn Sql, language: &str) -> Result<(), ToolError> {
     let codes = rows::language_codes(conn)?;
     if codes.iter().any(|c| c == language) {
         return Ok(());
@@ -326,7 +330,7 @@ pub enum SortOrder {
 }
 
 impl SortOrder {
-    pub(crate) fn order_by(self) -> &'static str {
+    pub(crate) fn order_by(self, dialect: Dialect) -> &'static str {
         // book_id breaks ties, so equal ratings or years always list in the same order.
         match self {
             SortOrder::Popularity => "ratings_count DESC, book_id",
@@ -338,7 +342,12 @@ impl SortOrder {
             SortOrder::YearAsc => {
                 "original_publication_year IS NULL, original_publication_year ASC, book_id"
             }
-            SortOrder::Title => "title COLLATE NOCASE, book_id",
+            // SQLite's NOCASE folds ASCII letters and compares bytes; so does lower() under the
+            // byte order of the "C" collation, whatever the database's own locale.
+            SortOrder::Title => match dialect {
+                Dialect::Sqlite => "title COLLATE NOCASE, book_id",
+                Dialect::Postgres => "lower(title) COLLATE \"C\", book_id",
+            },
         }
     }
 }
@@ -348,7 +357,7 @@ mod tests {
     use super::*;
 
     fn sql_of(filter: BookFilter<'_>) -> WhereSql {
-        let conn = Connection::open_in_memory().expect("db");
+        let conn = rusqlite::Connection::open_in_memory().expect("db");
         filter.to_sql(&conn).expect("sql")
     }
 

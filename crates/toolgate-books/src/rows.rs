@@ -1,10 +1,10 @@
 //! Reading and writing book rows: the SQL both toolsets share. Pure of any tool concerns.
 
-use rusqlite::{Connection, params_from_iter, types::Value as SqlValue};
 use serde::Serialize;
 use serde_json::{Value, json};
 use toolgate_core::ToolError;
-use toolgate_core::idempotency::store_error;
+use toolgate_core::sql::{Sql, SqlError, SqlRow, SqlValue};
+use toolgate_core::sql_params;
 
 /// A book as stored, with the user's own columns.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -23,17 +23,17 @@ pub struct BookRow {
 pub const COLUMNS: &str = "book_id, title, authors, original_publication_year, average_rating, \
                            ratings_count, language_code, my_tags, my_status";
 
-fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<BookRow> {
+fn from_row(row: &SqlRow) -> Result<BookRow, SqlError> {
     Ok(BookRow {
-        book_id: row.get(0)?,
-        title: row.get(1)?,
-        authors: row.get(2)?,
-        original_publication_year: row.get(3)?,
-        average_rating: row.get(4)?,
-        ratings_count: row.get(5)?,
-        language_code: row.get(6)?,
-        my_tags: row.get(7)?,
-        my_status: row.get(8)?,
+        book_id: row.i64(0)?,
+        title: row.text(1)?,
+        authors: row.text(2)?,
+        original_publication_year: row.opt_i64(3)?,
+        average_rating: row.f64(4)?,
+        ratings_count: row.i64(5)?,
+        language_code: row.opt_text(6)?,
+        my_tags: row.text(7)?,
+        my_status: row.opt_text(8)?,
     })
 }
 
@@ -78,7 +78,7 @@ impl BookRow {
 
 pub use toolgate_store::taglist::{join_tags, split_tags};
 
-pub fn all(conn: &Connection) -> Result<Vec<BookRow>, ToolError> {
+pub fn all(conn: &dyn Sql) -> Result<Vec<BookRow>, ToolError> {
     query(
         conn,
         &format!("SELECT {COLUMNS} FROM books ORDER BY book_id"),
@@ -86,7 +86,7 @@ pub fn all(conn: &Connection) -> Result<Vec<BookRow>, ToolError> {
     )
 }
 
-pub fn by_id(conn: &Connection, id: i64) -> Result<Option<BookRow>, ToolError> {
+pub fn by_id(conn: &dyn Sql, id: i64) -> Result<Option<BookRow>, ToolError> {
     Ok(query(
         conn,
         &format!("SELECT {COLUMNS} FROM books WHERE book_id = ?1"),
@@ -96,7 +96,7 @@ pub fn by_id(conn: &Connection, id: i64) -> Result<Option<BookRow>, ToolError> {
 }
 
 /// Rows for `ids`, in the order given; ids with no row are returned separately.
-pub fn by_ids(conn: &Connection, ids: &[i64]) -> Result<(Vec<BookRow>, Vec<i64>), ToolError> {
+pub fn by_ids(conn: &dyn Sql, ids: &[i64]) -> Result<(Vec<BookRow>, Vec<i64>), ToolError> {
     let mut found = Vec::new();
     let mut missing = Vec::new();
     for id in ids {
@@ -108,55 +108,45 @@ pub fn by_ids(conn: &Connection, ids: &[i64]) -> Result<(Vec<BookRow>, Vec<i64>)
     Ok((found, missing))
 }
 
-pub fn query(
-    conn: &Connection,
-    sql: &str,
-    params: Vec<SqlValue>,
-) -> Result<Vec<BookRow>, ToolError> {
-    let mut stmt = conn.prepare_cached(sql).map_err(store_error)?;
-    let rows = stmt
-        .query_map(params_from_iter(params), from_row)
-        .map_err(store_error)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(store_error)?;
+pub fn query(conn: &dyn Sql, sql: &str, params: Vec<SqlValue>) -> Result<Vec<BookRow>, ToolError> {
+    let rows = conn
+        .query(sql, &params)?
+        .iter()
+        .map(from_row)
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
 
-pub fn count(conn: &Connection, sql: &str, params: Vec<SqlValue>) -> Result<i64, ToolError> {
-    conn.query_row(sql, params_from_iter(params), |r| r.get(0))
-        .map_err(store_error)
+pub fn count(conn: &dyn Sql, sql: &str, params: Vec<SqlValue>) -> Result<i64, ToolError> {
+    Ok(conn.query_i64(sql, &params)?)
 }
 
-pub fn set_status(conn: &Connection, id: i64, status: Option<&str>) -> Result<(), ToolError> {
+pub fn set_status(conn: &dyn Sql, id: i64, status: Option<&str>) -> Result<(), ToolError> {
     conn.execute(
         "UPDATE books SET my_status = ?1 WHERE book_id = ?2",
-        rusqlite::params![status, id],
-    )
-    .map_err(store_error)?;
+        sql_params![status, id],
+    )?;
     Ok(())
 }
 
-pub fn set_tags(conn: &Connection, id: i64, tags: &str) -> Result<(), ToolError> {
+pub fn set_tags(conn: &dyn Sql, id: i64, tags: &str) -> Result<(), ToolError> {
     conn.execute(
         "UPDATE books SET my_tags = ?1 WHERE book_id = ?2",
-        rusqlite::params![tags, id],
-    )
-    .map_err(store_error)?;
+        sql_params![tags, id],
+    )?;
     Ok(())
 }
 
 /// The distinct language codes in the catalogue, for error messages.
-pub fn language_codes(conn: &Connection) -> Result<Vec<String>, ToolError> {
-    let mut stmt = conn
-        .prepare_cached(
+pub fn language_codes(conn: &dyn Sql) -> Result<Vec<String>, ToolError> {
+    let codes = conn
+        .query(
             "SELECT DISTINCT language_code FROM books WHERE language_code IS NOT NULL ORDER BY 1",
-        )
-        .map_err(store_error)?;
-    let codes = stmt
-        .query_map([], |r| r.get::<_, String>(0))
-        .map_err(store_error)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(store_error)?;
+            &[],
+        )?
+        .iter()
+        .map(|r| r.text(0))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(codes)
 }
 

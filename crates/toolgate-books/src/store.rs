@@ -1,5 +1,7 @@
 //! The catalogue store: one SQLite file (WAL) holding the books, the user's status and tags,
-//! and the idempotency receipts of writes to them.
+//! and the idempotency receipts of writes to them; or, for a team, the same tables in the shared
+//! PostgreSQL database ([`BooksStore::on_postgres`]), where the handlers' statements run
+//! unchanged.
 //!
 //! Guarantees: `init` refuses to overwrite an existing file and leaves no half file when it
 //! fails; `reset` restores the initial state (catalogue rows, no statuses, no tags, no
@@ -10,7 +12,10 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::params;
 use toolgate_core::idempotency;
+use toolgate_core::sql::{Sql, SqlError, in_write_transaction};
+use toolgate_core::{ToolError, sql_params};
 use toolgate_store::file::{self, FileError};
+use toolgate_store::postgres::PgStore;
 use toolgate_store::shared_conn::SharedConnection;
 
 use crate::data::{Book, DataError, embedded_books};
@@ -39,6 +44,11 @@ pub enum StoreError {
         path: String,
         source: rusqlite::Error,
     },
+    #[error("the books store in {database} failed: {source}")]
+    Shared {
+        database: String,
+        source: Box<ToolError>,
+    },
     #[error(transparent)]
     Data(#[from] DataError),
 }
@@ -59,6 +69,7 @@ impl StoreError {
 /// A handle on one books database; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct BooksStore {
+    /// The SQLite file, or `postgres://host:port/database` (no password) for a shared store.
     path: PathBuf,
     conn: SharedConnection,
 }
@@ -90,11 +101,37 @@ impl BooksStore {
                 "INSERT INTO toolgate_meta (key, value) VALUES ('schema_version', ?1), ('attribution', ?2)",
                 params![SCHEMA_VERSION, crate::data::ATTRIBUTION],
             )?;
-            insert_books(&tx, &books)?;
+            insert_books(&*tx, &books).map_err(sqlite_side)?;
             tx.commit()
         })
         .map_err(|e| StoreError::of_file(path, e))?;
         Self::open(path)
+    }
+
+    /// The books in the shared PostgreSQL database `store` (its schema already migrated); an
+    /// empty catalogue is filled with the embedded one first, in one transaction, by whichever
+    /// instance gets there first.
+    pub async fn on_postgres(store: PgStore) -> Result<Self, StoreError> {
+        let books = embedded_books()?;
+        let location = format!("postgres://{}", store.shown());
+        let conn = SharedConnection::postgres(store, "books store");
+        conn.blocking_sql(move |session| {
+            in_write_transaction(session, |tx| {
+                if tx.query_i64("SELECT count(*) FROM books", &[])? == 0 {
+                    insert_books(tx, &books)?;
+                }
+                Ok::<_, ToolError>(())
+            })
+        })
+        .await
+        .map_err(|source| StoreError::Shared {
+            database: location.clone(),
+            source: Box::new(source),
+        })?;
+        Ok(BooksStore {
+            path: PathBuf::from(location),
+            conn,
+        })
     }
 
     /// Opens an existing books database.
@@ -137,9 +174,29 @@ impl BooksStore {
         &self.path
     }
 
-    /// Restores the initial state in one transaction.
+    /// Restores the initial state in one transaction (on a shared store: the books and the
+    /// receipts of the books tools, none of another toolset's).
     pub fn reset(&self) -> Result<(), StoreError> {
         let books = embedded_books()?;
+        if self.conn.dialect() == toolgate_core::sql::Dialect::Postgres {
+            return self
+                .conn
+                .with_sql(|session| {
+                    in_write_transaction(session, |tx| {
+                        tx.execute("DELETE FROM books", &[])?;
+                        tx.execute(
+                            "DELETE FROM tool_receipts WHERE tool LIKE 'books\\_%' ESCAPE '\\'",
+                            &[],
+                        )?;
+                        insert_books(tx, &books)?;
+                        Ok::<_, ToolError>(())
+                    })
+                })
+                .map_err(|source| StoreError::Shared {
+                    database: self.path.display().to_string(),
+                    source: Box::new(source),
+                });
+        }
         let shown = self.path.display().to_string();
         let sql = |source| StoreError::Sqlite {
             path: shown.clone(),
@@ -152,7 +209,9 @@ impl BooksStore {
         let tx = conn.transaction().map_err(sql)?;
         tx.execute_batch("DELETE FROM books; DELETE FROM tool_receipts;")
             .map_err(sql)?;
-        insert_books(&tx, &books).map_err(sql)?;
+        insert_books(&*tx, &books)
+            .map_err(sqlite_side)
+            .map_err(sql)?;
         tx.commit().map_err(sql)
     }
 }
@@ -167,22 +226,28 @@ impl std::ops::Deref for BooksStore {
     }
 }
 
-fn insert_books(tx: &rusqlite::Transaction<'_>, books: &[Book]) -> rusqlite::Result<()> {
-    let mut insert = tx.prepare(
-        "INSERT INTO books (book_id, title, authors, original_publication_year, average_rating,
-                            ratings_count, language_code, my_tags, my_status)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '', NULL)",
-    )?;
+fn insert_books(tx: &dyn Sql, books: &[Book]) -> Result<(), SqlError> {
     for b in books {
-        insert.execute(params![
-            b.book_id,
-            b.title,
-            b.authors,
-            b.original_publication_year,
-            b.average_rating,
-            b.ratings_count,
-            b.language_code
-        ])?;
+        tx.execute(
+            "INSERT INTO books (book_id, title, authors, original_publication_year, average_rating,
+                                ratings_count, language_code, my_tags, my_status)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '', NULL)",
+            sql_params![
+                b.book_id,
+                &b.title,
+                &b.authors,
+                b.original_publication_year,
+                b.average_rating,
+                b.ratings_count,
+                b.language_code.as_deref()
+            ],
+        )?;
     }
     Ok(())
+}
+
+/// A statement failure inside a SQLite-only step (creating or resetting the file), carried in
+/// rusqlite's error so the file step reports it.
+fn sqlite_side(e: SqlError) -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure(Box::new(e))
 }

@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::idempotency::WriteEffect;
+use toolgate_core::sql::Sql;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, ErrorStyle, Risk, Tool, ToolBuilder, ToolError, ToolOutput};
 
@@ -68,7 +69,7 @@ fn list_items(store: &BooksStore) -> Result<Tool, DeclarationError> {
         .read(move |_ctx, _args: ListItemsArgs| {
             let store = store.clone();
             async move {
-                let all = store.read(|conn| rows::all(conn)).await?;
+                let all = store.read_sql(|conn| rows::all(conn)).await?;
                 Ok(ToolOutput::new(serde_json::to_value(all).unwrap_or(Value::Null)))
             }
         })
@@ -94,7 +95,7 @@ fn get_item(store: &BooksStore) -> Result<Tool, DeclarationError> {
         .read(move |_ctx, args: GetItemArgs| {
             let store = store.clone();
             async move {
-                let row = store.read(move |conn| rows::by_id(conn, args.id)).await?;
+                let row = store.read_sql(move |conn| rows::by_id(conn, args.id)).await?;
                 let row = row.ok_or_else(|| ToolError::not_found("no item"))?;
                 Ok(ToolOutput::new(
                     serde_json::to_value(row).unwrap_or(Value::Null),
@@ -129,14 +130,14 @@ fn update_item(store: &BooksStore) -> Result<Tool, DeclarationError> {
             let store = store.clone();
             async move {
                 store
-                    .write_once(&ctx, move |tx| apply_update(tx, &args))
+                    .write_once_sql(&ctx, move |tx| apply_update(tx, &args))
                     .await
             }
         })
 }
 
 fn apply_update(
-    conn: &rusqlite::Connection,
+    conn: &dyn Sql,
     args: &UpdateItemArgs,
 ) -> Result<WriteEffect, ToolError> {
     let before = rows::by_id(conn, args.id)?.ok_or_else(|| ToolError::not_found("no item"))?;

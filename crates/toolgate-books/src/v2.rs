@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::idempotency::WriteEffect;
+use toolgate_core::sql::Sql;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError, ToolOutput};
 
@@ -163,7 +164,7 @@ pub(crate) fn search(store: &BooksStore, answers_repeats: bool) -> Result<Tool, 
         .check(|args: &SearchArgs, _| check_ranges(args))
         .read(move |_ctx, args: SearchArgs| {
             let store = store.clone();
-            async move { store.read(move |conn| run_search(conn, &args)).await.map(ToolOutput::new) }
+            async move { store.read_sql(move |conn| run_search(conn, &args)).await.map(ToolOutput::new) }
         })
 }
 
@@ -189,7 +190,7 @@ impl SearchArgs {
 }
 
 pub(crate) fn run_search(
-    conn: &rusqlite::Connection,
+    conn: &dyn Sql,
     args: &SearchArgs,
 ) -> Result<Value, ToolError> {
     let filter = args.filter().to_sql(conn)?;
@@ -253,7 +254,7 @@ pub(crate) fn get(store: &BooksStore, answers_repeats: bool) -> Result<Tool, Dec
         .read(move |_ctx, args: GetArgs| {
             let store = store.clone();
             async move {
-                let (found, missing) = store.read(move |conn| rows::by_ids(conn, &args.ids)).await?;
+                let (found, missing) = store.read_sql(move |conn| rows::by_ids(conn, &args.ids)).await?;
                 if found.is_empty() {
                     return Err(unknown_ids_error(&missing));
                 }
@@ -281,12 +282,12 @@ fn set_status(store: &BooksStore) -> Result<Tool, DeclarationError> {
         .receipts(store.receipt_log())
         .write(move |ctx, args: SetStatusArgs| {
             let store = store.clone();
-            async move { store.write_once(&ctx, move |tx| apply_status(tx, &args)).await }
+            async move { store.write_once_sql(&ctx, move |tx| apply_status(tx, &args)).await }
         })
 }
 
 fn apply_status(
-    conn: &rusqlite::Connection,
+    conn: &dyn Sql,
     args: &SetStatusArgs,
 ) -> Result<WriteEffect, ToolError> {
     let (before, missing) = rows::by_ids(conn, &args.ids)?;
@@ -298,7 +299,7 @@ fn apply_status(
 
 /// Sets `status` on every book of `before` (as read in this transaction), with the undo.
 pub(crate) fn set_status_of(
-    conn: &rusqlite::Connection,
+    conn: &dyn Sql,
     before: &[BookRow],
     status: NewStatus,
 ) -> Result<WriteEffect, ToolError> {
@@ -342,11 +343,11 @@ fn tag(store: &BooksStore) -> Result<Tool, DeclarationError> {
         .receipts(store.receipt_log())
         .write(move |ctx, args: TagArgs| {
             let store = store.clone();
-            async move { store.write_once(&ctx, move |tx| apply_tags(tx, &args)).await }
+            async move { store.write_once_sql(&ctx, move |tx| apply_tags(tx, &args)).await }
         })
 }
 
-fn apply_tags(conn: &rusqlite::Connection, args: &TagArgs) -> Result<WriteEffect, ToolError> {
+fn apply_tags(conn: &dyn Sql, args: &TagArgs) -> Result<WriteEffect, ToolError> {
     let (before, missing) = rows::by_ids(conn, &args.ids)?;
     if !missing.is_empty() {
         return Err(unknown_ids_error(&missing));
@@ -357,7 +358,7 @@ fn apply_tags(conn: &rusqlite::Connection, args: &TagArgs) -> Result<WriteEffect
 /// Adds `add` and removes `remove` on every book of `before` (as read in this transaction),
 /// with the undo.
 pub(crate) fn retag(
-    conn: &rusqlite::Connection,
+    conn: &dyn Sql,
     before: &[BookRow],
     add: &[String],
     remove: &[String],

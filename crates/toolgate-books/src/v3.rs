@@ -16,7 +16,7 @@
 //! the dispatcher binds it into the approval, so a human never approves one set and gets
 //! another. v2's reads are reused unchanged.
 
-use rusqlite::Connection;
+use toolgate_core::sql::Sql;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -154,7 +154,7 @@ fn check_selection(selection: &Selection<'_>) -> Result<(), ToolError> {
 
 /// The books `selection` picks, in its order; refuses no match, and more than
 /// [`MAX_CHANGED`] matches without a limit.
-fn select(conn: &Connection, selection: &Selection<'_>) -> Result<Selected, ToolError> {
+fn select(conn: &dyn Sql, selection: &Selection<'_>) -> Result<Selected, ToolError> {
     match writes::select(conn, &selection.filter, selection.sort, selection.limit) {
         Ok(selected) => Ok(selected),
         Err(Unselected::NoMatch) => Err(no_match(conn, &selection.filter)?),
@@ -170,7 +170,7 @@ fn select(conn: &Connection, selection: &Selection<'_>) -> Result<Selected, Tool
 /// The error for a selection nothing matches: it names the filters that match no book even
 /// on their own (a small model fills every optional field, `author: "none"`, `year_max: 0`),
 /// so the fix is to leave them out.
-fn no_match(conn: &Connection, filter: &BookFilter<'_>) -> Result<ToolError, ToolError> {
+fn no_match(conn: &dyn Sql, filter: &BookFilter<'_>) -> Result<ToolError, ToolError> {
     let mut empty = Vec::new();
     for (label, alone) in filter.parts() {
         if alone.to_sql(conn)?.count(conn)? == 0 {

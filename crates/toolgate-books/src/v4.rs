@@ -43,7 +43,7 @@
 //! same normalized filters as the write. Refuses: everything v3 refuses, plus a placeholder as
 //! the tag to add.
 
-use rusqlite::Connection;
+use toolgate_core::sql::Sql;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -472,7 +472,7 @@ impl Filters {
         }
     }
 
-    fn count(&self, conn: &Connection) -> Result<i64, ToolError> {
+    fn count(&self, conn: &dyn Sql) -> Result<i64, ToolError> {
         self.book_filter().to_sql(conn)?.count(conn)
     }
 }
@@ -518,7 +518,7 @@ pub fn widen(filters: &Filters, counts: &[(Part, i64, i64)]) -> Widening {
     }
 }
 
-fn widening(conn: &Connection, filters: &Filters) -> Result<Widening, ToolError> {
+fn widening(conn: &dyn Sql, filters: &Filters) -> Result<Widening, ToolError> {
     let mut counts = Vec::new();
     for part in filters.parts() {
         let alone = filters.only(part).count(conn)?;
@@ -659,7 +659,7 @@ fn search(store: &BooksStore) -> Result<Tool, DeclarationError> {
         .check(|args: &SearchArgs, _| normalize(&args.filters()).0.check_ranges())
         .read(move |_ctx, args: SearchArgs| {
             let store = store.clone();
-            async move { store.read(move |conn| run_search(conn, &args)).await.map(ToolOutput::new) }
+            async move { store.read_sql(move |conn| run_search(conn, &args)).await.map(ToolOutput::new) }
         })
 }
 
@@ -693,7 +693,7 @@ fn listed(book: &BookRow) -> Value {
 }
 
 fn first_in(
-    conn: &Connection,
+    conn: &dyn Sql,
     filters: &Filters,
     order: SortOrder,
 ) -> Result<Option<BookRow>, ToolError> {
@@ -701,7 +701,7 @@ fn first_in(
     Ok(clause.books(conn, order, 1, 0)?.pop())
 }
 
-fn run_search(conn: &Connection, args: &SearchArgs) -> Result<Value, ToolError> {
+fn run_search(conn: &dyn Sql, args: &SearchArgs) -> Result<Value, ToolError> {
     let (filters, ignored) = normalize(&args.filters());
     filters.check_ranges()?;
     let clause = filters.book_filter().to_sql(conn)?;
@@ -827,7 +827,7 @@ impl Selection {
     }
 }
 
-fn select(conn: &Connection, selection: &Selection) -> Result<Selected, ToolError> {
+fn select(conn: &dyn Sql, selection: &Selection) -> Result<Selected, ToolError> {
     let filter = selection.filters.book_filter();
     match writes::select(conn, &filter, selection.sort.order(), selection.limit) {
         Ok(selected) => Ok(selected),
@@ -851,7 +851,7 @@ fn select(conn: &Connection, selection: &Selection) -> Result<Selected, ToolErro
 }
 
 /// The refusal of a write nothing matches, with the corrected call as its example.
-fn no_match(conn: &Connection, selection: &Selection) -> Result<ToolError, ToolError> {
+fn no_match(conn: &dyn Sql, selection: &Selection) -> Result<ToolError, ToolError> {
     let widening = widening(conn, &selection.filters)?;
     let mut error = ToolError::not_found(format!(
         "no book matches {}; nothing was changed",

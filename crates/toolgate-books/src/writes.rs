@@ -8,7 +8,7 @@
 //! of a refusal, and the write's own result, stay each version's own: they are what its model
 //! read in its runs.
 
-use rusqlite::Connection;
+use toolgate_core::sql::Sql;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -53,7 +53,7 @@ impl From<ToolError> for Unselected {
 
 /// The books `filter` picks in `order`: the first `limit` (at most [`MAX_CHANGED`]).
 pub(crate) fn select(
-    conn: &Connection,
+    conn: &dyn Sql,
     filter: &BookFilter<'_>,
     order: SortOrder,
     limit: Option<u32>,
@@ -92,8 +92,8 @@ pub(crate) fn preview(selected: &Selected) -> Value {
 pub(crate) fn by_filter<A>(
     builder: ToolBuilder<A>,
     store: &BooksStore,
-    select: fn(&Connection, &A) -> Result<Selected, ToolError>,
-    apply: fn(&Connection, &A, &Selected) -> Result<WriteEffect, ToolError>,
+    select: fn(&dyn Sql, &A) -> Result<Selected, ToolError>,
+    apply: fn(&dyn Sql, &A, &Selected) -> Result<WriteEffect, ToolError>,
 ) -> Result<Tool, DeclarationError>
 where
     A: JsonSchema + DeserializeOwned + Send + 'static,
@@ -102,7 +102,7 @@ where
     let write_store = store.clone();
     builder
         .approval_preview(move |args: &A| {
-            let selected = preview_store.with_conn(|conn| select(conn, args))??;
+            let selected = preview_store.with_sql(|session| select(session, args))?;
             Ok(preview(&selected))
         })
         .receipts(store.receipt_log())
@@ -110,7 +110,7 @@ where
             let store = write_store.clone();
             async move {
                 store
-                    .write_once(&ctx, move |tx| {
+                    .write_once_sql(&ctx, move |tx| {
                         let selected = select(tx, &args)?;
                         apply(tx, &args, &selected)
                     })
@@ -123,10 +123,10 @@ where
 mod tests {
     use super::*;
 
-    fn with_catalogue<T>(work: impl FnOnce(&Connection) -> T) -> T {
+    fn with_catalogue<T>(work: impl FnOnce(&dyn Sql) -> T) -> T {
         let dir = tempfile::tempdir().unwrap();
         let store = BooksStore::init(&dir.path().join("books.sqlite")).unwrap();
-        store.with_conn(|conn| work(conn)).unwrap()
+        store.with_sql(|session| Ok(work(session))).unwrap()
     }
 
     fn outcome(selected: Result<Selected, Unselected>) -> String {

@@ -18,16 +18,61 @@ pub struct Fixture {
     pub _dir: tempfile::TempDir,
     pub store: BooksStore,
     pub dispatcher: Dispatcher,
+    /// Which database the store is on, for messages.
+    pub on: &'static str,
 }
 
+tokio::task_local! {
+    /// Set by [`on_both_stores`] while a test body runs on PostgreSQL.
+    static ON_POSTGRES: bool;
+}
+
+/// A fresh store with `toolset` over it: a SQLite file, or, inside [`on_both_stores`]'s second
+/// run, a fresh database of a real PostgreSQL server (the test process's own cluster).
 pub fn fixture(toolset: Toolset) -> Fixture {
+    if ON_POSTGRES.try_with(|on| *on).unwrap_or(false) {
+        let handle = tokio::runtime::Handle::current();
+        let shared = tokio::task::block_in_place(|| {
+            handle.block_on(async {
+                let cluster = toolgate_store::postgres::cluster::shared().unwrap();
+                let url = cluster.fresh_database().unwrap();
+                let pg = toolgate_store::postgres::PgStore::connect(&url, Default::default())
+                    .await
+                    .unwrap();
+                BooksStore::on_postgres(pg).await.unwrap()
+            })
+        });
+        return with_store(tempfile::tempdir().unwrap(), shared, toolset, "PostgreSQL");
+    }
     let dir = tempfile::tempdir().unwrap();
     let store = BooksStore::init(&dir.path().join("books.sqlite")).unwrap();
+    with_store(dir, store, toolset, "SQLite")
+}
+
+/// Runs a store contract test twice: on SQLite files, then on PostgreSQL. Needs tokio's
+/// multi-thread runtime (a preview waits on PostgreSQL from the calling thread).
+pub async fn on_both_stores<F, Fut>(test: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    test().await;
+    eprintln!("-- the same test on PostgreSQL");
+    ON_POSTGRES.scope(true, test()).await;
+}
+
+fn with_store(
+    dir: tempfile::TempDir,
+    store: BooksStore,
+    toolset: Toolset,
+    on: &'static str,
+) -> Fixture {
     let registry = Registry::new(toolset.tools(&store).unwrap()).unwrap();
     Fixture {
         _dir: dir,
         store,
         dispatcher: Dispatcher::new(Arc::new(registry)).unwrap(),
+        on,
     }
 }
 
@@ -89,20 +134,27 @@ impl Fixture {
         expected.len()
     }
 
+    /// A test's SQLite statement as PostgreSQL writes it when the store is there: LIKE that
+    /// ignores case, and NOCASE's order.
+    pub fn on_this_store(&self, sql: &str) -> String {
+        if self.on == "SQLite" {
+            return sql.to_owned();
+        }
+        sql.replace(" LIKE ", " ILIKE ")
+            .replace("title COLLATE NOCASE", "lower(title) COLLATE \"C\"")
+    }
+
     pub fn sql_i64(&self, sql: &str) -> i64 {
-        self.store
-            .with_conn(|c| c.query_row(sql, [], |r| r.get(0)).unwrap())
-            .unwrap()
+        self.store.with_sql(|c| Ok(c.query_i64(sql, &[])?)).unwrap()
     }
 
     pub fn sql_ids(&self, sql: &str) -> Vec<i64> {
         self.store
-            .with_conn(|c| {
-                let mut stmt = c.prepare(sql).unwrap();
-                stmt.query_map([], |r| r.get(0))
-                    .unwrap()
-                    .collect::<Result<Vec<i64>, _>>()
-                    .unwrap()
+            .with_sql(|c| {
+                Ok(c.query(&self.on_this_store(sql), &[])?
+                    .iter()
+                    .map(|r| r.i64(0).unwrap())
+                    .collect())
             })
             .unwrap()
     }

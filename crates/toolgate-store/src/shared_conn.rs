@@ -1,14 +1,22 @@
-//! One SQLite connection shared by a toolset's handlers, one call at a time; a poisoned lock (a
-//! panic while holding it) is an `internal` error rather than a second panic.
+//! The one connection a toolset's handlers share: a SQLite file (the embedded default) or a
+//! team's PostgreSQL database, one call at a time per SQLite file, pooled on PostgreSQL; a
+//! poisoned lock (a panic while holding it) is an `internal` error rather than a second panic.
 //!
-//! Writes run on tokio's blocking pool: they commit, and a commit may wait on the disk. A read
-//! runs on the calling task when the connection is free: it reads a local file without
-//! committing, which takes microseconds, while handing it to the blocking pool costs two
+//! Writes run on tokio's blocking pool: they commit, and a commit may wait on the disk. On
+//! SQLite a read runs on the calling task when the connection is free: it reads a local file
+//! without committing, which takes microseconds, while handing it to the blocking pool costs two
 //! thread switches (measured over MCP: 8.0k against 10.6k reads/s on one core). A read that
-//! finds the connection busy waits for it on the blocking pool, never on the task.
+//! finds the connection busy waits for it on the blocking pool, never on the task. On
+//! PostgreSQL every call goes to the blocking pool (a round trip to the server).
 //!
-//! A toolset's store dereferences to its `SharedConnection`, so these calls (`read`, `blocking`,
-//! `write_once`, `with_conn`, `receipt_log`) are the store's own, written once, here.
+//! The `*_sql` calls (`read_sql`, `blocking_sql`, `write_once_sql`, `with_sql`) hand the work
+//! [`Sql`]: statements written once run on either database, and a write's receipt commits in
+//! the same transaction on both. The calls without the suffix hand a rusqlite `Connection` and
+//! exist only for the notes toolset, whose statements have not moved to [`Sql`] yet: on a
+//! PostgreSQL store they refuse with an `internal` error and run nothing.
+//!
+//! A toolset's store dereferences to its `SharedConnection`, so these calls are the store's own,
+//! written once, here.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -16,35 +24,80 @@ use rusqlite::Connection;
 
 use toolgate_core::error::ToolError;
 use toolgate_core::idempotency::{
-    IdempotencyKey, Receipt, ReceiptLog, WriteEffect, recorded, run_once,
+    IdempotencyKey, Receipt, ReceiptLog, WriteEffect, recorded, run_once, run_once_on,
 };
+use toolgate_core::sql::{Dialect, Sql, SqlSession};
 use toolgate_core::tool::ExecContext;
+
+use crate::postgres::PgStore;
+use crate::postgres::sql::writer_lock;
 
 #[derive(Clone, Debug)]
 pub struct SharedConnection {
-    inner: Arc<Mutex<Connection>>,
+    backend: Backend,
     /// What the store is, for error messages ("the books store").
     name: &'static str,
 }
 
+#[derive(Clone, Debug)]
+enum Backend {
+    Sqlite(Arc<Mutex<Connection>>),
+    /// `writer_lock`: the advisory lock this store's writers take (from its name).
+    Postgres {
+        store: PgStore,
+        writer_lock: i64,
+    },
+}
+
 impl SharedConnection {
+    /// A store in the SQLite database `conn` holds.
     pub fn new(conn: Connection, name: &'static str) -> Self {
         SharedConnection {
-            inner: Arc::new(Mutex::new(conn)),
+            backend: Backend::Sqlite(Arc::new(Mutex::new(conn))),
             name,
         }
     }
 
-    pub fn lock(&self) -> Result<MutexGuard<'_, Connection>, ToolError> {
-        self.inner.lock().map_err(|_| unavailable(self.name))
+    /// A store in the shared PostgreSQL database; its writers serialize across instances.
+    pub fn postgres(store: PgStore, name: &'static str) -> Self {
+        SharedConnection {
+            backend: Backend::Postgres {
+                store,
+                writer_lock: writer_lock(name),
+            },
+            name,
+        }
     }
 
-    /// Runs `work` on the connection on a blocking thread (SQLite calls block).
+    /// Which database the store is on.
+    pub fn dialect(&self) -> Dialect {
+        match self.backend {
+            Backend::Sqlite(_) => Dialect::Sqlite,
+            Backend::Postgres { .. } => Dialect::Postgres,
+        }
+    }
+
+    fn sqlite(&self) -> Result<&Arc<Mutex<Connection>>, ToolError> {
+        match &self.backend {
+            Backend::Sqlite(inner) => Ok(inner),
+            Backend::Postgres { .. } => Err(ToolError::internal(format!(
+                "the {} is on PostgreSQL, and this call still needs SQLite",
+                self.name
+            ))),
+        }
+    }
+
+    /// The SQLite connection, locked (SQLite stores only).
+    pub fn lock(&self) -> Result<MutexGuard<'_, Connection>, ToolError> {
+        self.sqlite()?.lock().map_err(|_| unavailable(self.name))
+    }
+
+    /// Runs `work` on the SQLite connection on a blocking thread (SQLite stores only).
     pub async fn blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,
     ) -> Result<T, ToolError> {
-        let inner = Arc::clone(&self.inner);
+        let inner = Arc::clone(self.sqlite()?);
         let name = self.name;
         tokio::task::spawn_blocking(move || {
             let mut guard = inner.lock().map_err(|_| unavailable(name))?;
@@ -54,13 +107,13 @@ impl SharedConnection {
         .map_err(|_| ToolError::internal(format!("the {name} task failed")))?
     }
 
-    /// Runs the read `work` on the connection: here when the connection is free, else on a
-    /// blocking thread once it is.
+    /// Runs the read `work` on the SQLite connection: here when the connection is free, else
+    /// on a blocking thread once it is (SQLite stores only).
     pub async fn read<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,
     ) -> Result<T, ToolError> {
-        match self.inner.try_lock() {
+        match self.sqlite()?.try_lock() {
             Ok(mut guard) => return work(&mut guard),
             Err(std::sync::TryLockError::Poisoned(_)) => return Err(unavailable(self.name)),
             // The guard is gone before the wait, so this future stays Send.
@@ -69,8 +122,8 @@ impl SharedConnection {
         self.blocking(work).await
     }
 
-    /// Runs a write handler's effect at most once for the call's idempotency key, on a
-    /// blocking thread, recording the receipt in the same transaction.
+    /// Runs a write handler's rusqlite effect at most once for the call's idempotency key, on a
+    /// blocking thread, recording the receipt in the same transaction (SQLite stores only).
     pub async fn write_once(
         &self,
         ctx: &ExecContext,
@@ -84,10 +137,66 @@ impl SharedConnection {
             .await
     }
 
-    /// Runs `work` on the connection on this thread (for commands and tests).
+    /// Runs `work` on the SQLite connection on this thread (SQLite stores only; commands and
+    /// tests).
     pub fn with_conn<T>(&self, work: impl FnOnce(&mut Connection) -> T) -> Result<T, ToolError> {
         let mut guard = self.lock()?;
         Ok(work(&mut guard))
+    }
+
+    /// Runs `work` on a session of either database, on a blocking thread.
+    pub async fn blocking_sql<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut dyn SqlSession) -> Result<T, ToolError> + Send + 'static,
+    ) -> Result<T, ToolError> {
+        match &self.backend {
+            Backend::Sqlite(_) => self.blocking(move |conn| work(conn)).await,
+            Backend::Postgres { store, writer_lock } => store.blocking(*writer_lock, work).await,
+        }
+    }
+
+    /// Runs the read `work` on either database (on SQLite, here when the connection is free).
+    pub async fn read_sql<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&dyn Sql) -> Result<T, ToolError> + Send + 'static,
+    ) -> Result<T, ToolError> {
+        match &self.backend {
+            Backend::Sqlite(_) => self.read(move |conn| work(conn)).await,
+            Backend::Postgres { store, writer_lock } => {
+                store
+                    .blocking(*writer_lock, move |session| work(session))
+                    .await
+            }
+        }
+    }
+
+    /// Runs a write handler's effect at most once for the call's idempotency key, on either
+    /// database, recording the receipt in the same transaction.
+    pub async fn write_once_sql(
+        &self,
+        ctx: &ExecContext,
+        effect: impl FnOnce(&dyn Sql) -> Result<WriteEffect, ToolError> + Send + 'static,
+    ) -> Result<Receipt, ToolError> {
+        let key = ctx.write_key()?.clone();
+        let now = ctx.now_unix;
+        self.blocking_sql(move |session| run_once_on(session, &key, now, effect))
+            .await
+    }
+
+    /// Runs `work` on a session of either database on this thread (previews, commands and
+    /// tests). On PostgreSQL it blocks this thread for the round trips, which tokio allows only
+    /// on its multi-thread runtime: on another, it refuses with an `internal` error.
+    pub fn with_sql<T>(
+        &self,
+        work: impl FnOnce(&mut dyn SqlSession) -> Result<T, ToolError>,
+    ) -> Result<T, ToolError> {
+        match &self.backend {
+            Backend::Sqlite(_) => {
+                let mut guard = self.lock()?;
+                work(&mut *guard)
+            }
+            Backend::Postgres { store, writer_lock } => store.blocking_here(*writer_lock, work),
+        }
     }
 
     /// Where write tools record their receipts, for the dispatcher to replay retries from.
@@ -98,8 +207,16 @@ impl SharedConnection {
 
 impl ReceiptLog for SharedConnection {
     fn recorded(&self, key: &IdempotencyKey) -> Result<Option<Receipt>, ToolError> {
-        let conn = self.lock()?;
-        recorded(&*conn, key)
+        match &self.backend {
+            Backend::Sqlite(_) => {
+                let conn = self.lock()?;
+                recorded(&*conn, key)
+            }
+            // The dispatcher asks from a blocking thread.
+            Backend::Postgres { store, writer_lock } => {
+                store.blocking_here(*writer_lock, |session| recorded(session, key))
+            }
+        }
     }
 }
 

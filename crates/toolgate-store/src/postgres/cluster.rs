@@ -6,7 +6,8 @@
 //! Guarantees: nothing depends on a server already running or on the machine's own cluster;
 //! the server listens on 127.0.0.1 only (no Unix socket), requires a password
 //! (`scram-sha-256`) and is stopped (`pg_ctl stop -m immediate`) when the [`TempCluster`] is
-//! dropped, even by a failing test. PostgreSQL refuses to run as root, so under root the server
+//! dropped, even by a failing test; the one [`shared`] cluster of a test process is stopped by a
+//! watchdog once the process has exited. PostgreSQL refuses to run as root, so under root the server
 //! runs as the unprivileged `postgres` user the package creates, in a folder given to it.
 //! Refuses: a machine without PostgreSQL's binaries ([`ClusterError::NoPostgres`], naming the
 //! setup script), and says which step failed with the tool's own output otherwise.
@@ -15,6 +16,26 @@ use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// One cluster for every test of this process, started on first use with [`TempCluster::start`].
+/// Statics are never dropped, so a watchdog process stops the server and removes its folder
+/// once this process has exited, however it exits. Each test takes a database of its own
+/// ([`TempCluster::fresh_database`]).
+pub fn shared() -> Result<&'static TempCluster, ClusterError> {
+    static SHARED: OnceLock<Result<TempCluster, String>> = OnceLock::new();
+    let started = SHARED.get_or_init(|| {
+        let cluster = TempCluster::start().map_err(|e| e.to_string())?;
+        cluster.watch_this_process().map_err(|e| e.to_string())?;
+        Ok(cluster)
+    });
+    started.as_ref().map_err(|detail| ClusterError::Step {
+        step: "starting the shared cluster",
+        status: "earlier".into(),
+        output: detail.clone(),
+    })
+}
 
 /// The role the cluster is created with, and its password.
 pub const USER: &str = "toolgate";
@@ -149,6 +170,45 @@ impl TempCluster {
             .args(["-h", "127.0.0.1", "-p", &port, "-U", USER, name])
             .env("PGPASSWORD", PASSWORD);
         checked("createdb", command)
+    }
+
+    /// A new empty database with a name of its own, and its URL.
+    pub fn fresh_database(&self) -> Result<String, ClusterError> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "t{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        self.create_database(&name)?;
+        Ok(self.url_of(&name))
+    }
+
+    /// Starts a detached watchdog that stops the server and removes its folder once this
+    /// process is gone.
+    fn watch_this_process(&self) -> Result<(), ClusterError> {
+        let pg_ctl = self.bindir.join("pg_ctl");
+        let stop = match self.run_as {
+            Some(user) => format!("runuser -u {user} -- '{}'", pg_ctl.display()),
+            None => format!("'{}'", pg_ctl.display()),
+        };
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 1; done; {stop} stop -m immediate -D '{data}' >/dev/null 2>&1; rm -rf '{folder}'",
+            pid = std::process::id(),
+            data = self.data.display(),
+            folder = self._folder.path().display(),
+        );
+        Command::new("setsid")
+            .args(["sh", "-c", &script])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map(|_| ())
+            .map_err(|source| ClusterError::Spawn {
+                program: "setsid sh (the cluster's watchdog)".into(),
+                source,
+            })
     }
 
     /// Stops the server at once, as a crash would (for tests of a database that goes away);

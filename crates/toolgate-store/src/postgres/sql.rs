@@ -53,6 +53,38 @@ impl PgStore {
     }
 }
 
+impl PgStore {
+    /// Runs `work` on one pooled connection on this thread: a blocking thread (where tokio
+    /// allows waiting outright) or a thread of tokio's multi-thread runtime (which is told the
+    /// thread blocks). Anywhere else, an `internal` error and nothing runs.
+    pub fn blocking_here<T>(
+        &self,
+        writer_lock: i64,
+        work: impl FnOnce(&mut dyn SqlSession) -> Result<T, ToolError>,
+    ) -> Result<T, ToolError> {
+        let handle = Handle::try_current().map_err(|_| {
+            ToolError::internal("the shared store was used outside tokio's runtime")
+        })?;
+        let run = || {
+            let mut client = handle
+                .block_on(self.pool.get())
+                .map_err(|e| super::unreachable_store(&self.shown, &e.to_string()))?;
+            let mut session = PgSession {
+                client: &mut client,
+                handle: &handle,
+                writer_lock,
+            };
+            work(&mut session)
+        };
+        match handle.runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(run),
+            _ => Err(ToolError::internal(
+                "the shared store needs tokio's multi-thread runtime to wait on this thread",
+            )),
+        }
+    }
+}
+
 /// The advisory-lock key of a store's writers, from its name (stable across instances and
 /// versions: the first eight bytes of its SHA-256 would do as well; this is FNV-1a, which needs
 /// no dependency).
