@@ -371,17 +371,12 @@ impl McpServer {
         &self,
         principal: Principal,
         params: CallToolRequestParams,
+        key: Option<String>,
         channel: ApprovalChannel,
         ct: CancelToken,
         sources: Arc<TaintSources>,
     ) -> CallOutcome {
         let answer = approval::answer(&params);
-        let key = params
-            .meta
-            .as_ref()
-            .and_then(|meta| meta.get(IDEMPOTENCY_KEY_META))
-            .and_then(Value::as_str)
-            .map(str::to_string);
         let arguments = params
             .arguments
             .map_or(Value::Object(Default::default()), Value::Object);
@@ -636,13 +631,31 @@ impl ServerHandler for McpServer {
         // Boxed: the dispatcher's future holds every step's state (kilobytes), and rmcp keeps
         // a handler's future inline in the task it spawns per request, which tokio moves
         // several times; a pointer is all that moves then.
+        let given = given_idempotency_key(&params, &ctx);
         let outcome = Box::pin(with_cancellation(&ctx, |ct| {
-            self.dispatch(principal, params, channel, ct, sources)
+            self.dispatch(principal, params, given, channel, ct, sources)
         }))
         .await;
         self.remember(key, &ctx.id.to_string(), &outcome);
         self.respond(outcome)
     }
+}
+
+/// The idempotency key the client gave in the request's `_meta`. rmcp moves a request's `_meta`
+/// out of its params into the request context before the handler runs, so the context is
+/// where it is; params that still carry one (a call built in-process) are read as well.
+fn given_idempotency_key(
+    params: &CallToolRequestParams,
+    ctx: &RequestContext<RoleServer>,
+) -> Option<String> {
+    let in_params = params
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get(IDEMPOTENCY_KEY_META));
+    in_params
+        .or_else(|| ctx.meta.get(IDEMPOTENCY_KEY_META))
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 /// Runs `work` with a child of the request's cancellation token: rmcp cancels the request's

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use toolgate_core::trace::{NoTrace, TraceSink};
 use toolgate_core::{
-    ApprovalChannel, Approver, Caller, Dispatcher, Mode, Principal, Registry, Tool,
+    ApprovalChannel, ApprovalLedger, Approver, Caller, Dispatcher, Mode, Principal, Registry, Tool,
 };
 
 use toolgate_core::offers::Offers;
@@ -40,6 +40,9 @@ pub struct Seat {
     pub taint: TaintPolicy,
     /// Where the dispatcher's decisions and the exits' traffic are recorded.
     pub trace: Arc<dyn TraceSink>,
+    /// Where approval tickets are kept: `None` for this process's own memory; a shared store's
+    /// ([`crate::SharedStore::ledger`]) so that any instance redeems a ticket another issued.
+    pub ledger: Option<Arc<ApprovalLedger>>,
 }
 
 impl Seat {
@@ -52,7 +55,14 @@ impl Seat {
             mode: Mode::default(),
             taint: TaintPolicy::default(),
             trace: Arc::new(NoTrace),
+            ledger: None,
         }
+    }
+
+    /// Keeps approval tickets in `ledger` (a shared store's, for many instances).
+    pub fn with_ledger(mut self, ledger: Arc<ApprovalLedger>) -> Self {
+        self.ledger = Some(ledger);
+        self
     }
 
     /// Asks `approver` (and waits) for every call that needs a human.
@@ -158,10 +168,13 @@ pub fn assemble_with(
     };
     let registry = Arc::new(registry.withholding(withheld));
     let principal = seat.principal.with_catalogue(registry.names());
-    let dispatcher = Dispatcher::new(Arc::clone(&registry))?
+    let mut dispatcher = Dispatcher::new(Arc::clone(&registry))?
         .with_mode(seat.mode)
         .with_taint_policy(seat.taint)
         .with_trace(seat.trace);
+    if let Some(ledger) = seat.ledger {
+        dispatcher = dispatcher.with_ledger(ledger);
+    }
     Ok(Assembled {
         registry,
         caller: Caller::new(dispatcher).with_approval(seat.approval),

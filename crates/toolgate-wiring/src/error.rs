@@ -31,4 +31,10 @@ pub enum WiringError {
     Sandbox(#[from] toolgate_sandbox::SandboxError),
     #[error("no --db was given, none is configured, and neither XDG_DATA_HOME nor HOME is set")]
     NoDataFolder,
+    #[error(transparent)]
+    Shared(#[from] toolgate_store::postgres::PgError),
+    #[error(
+        "the {kind:?} store cannot be kept in the shared PostgreSQL store yet (its statements are still SQLite's): use --db FILE for it, or a books toolset with --store"
+    )]
+    NotShared { kind: StoreKind },
 }

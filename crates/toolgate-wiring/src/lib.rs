@@ -11,6 +11,8 @@
 //! - [`dispatch`]: [`tools`] and [`dispatcher`]: a toolset's tools on its store with its exits,
 //!   and a ready [`Dispatcher`](toolgate_core::Dispatcher) for a principal ([`Seat`]) whose
 //!   catalogue is exactly the toolset's tools.
+//! - [`shared`]: [`SharedStore`], a team's PostgreSQL database: the books store in it and the
+//!   approval tickets every instance shares.
 //! - [`imports`]: [`open_imports`]: the configured MCP servers' tools, reached through the
 //!   egress exit [`ExitsConfig`] builds, and [`extra_tools`] to hand them to a dispatcher.
 //!
@@ -24,6 +26,7 @@ pub mod dispatch;
 pub mod error;
 pub mod exits;
 pub mod imports;
+pub mod shared;
 pub mod store;
 pub mod toolset;
 
@@ -34,5 +37,6 @@ pub use dispatch::{
 pub use error::WiringError;
 pub use exits::{Exits, ExitsConfig};
 pub use imports::{OpenImportsError, extra_tools, open_imports};
+pub use shared::SharedStore;
 pub use store::{Store, StoreConfig, data_folder};
 pub use toolset::{StoreKind, ToolsetName, UnknownToolset};

@@ -144,8 +144,13 @@ pub struct ServeArgs {
     pub no_toolset: bool,
     /// The toolset's database; created with its initial contents when missing. Default: the
     /// configured one, else the data folder.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "store")]
     pub db: Option<PathBuf>,
+    /// A team's shared store, postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: [store] url
+    /// in the config): the toolset's data with its receipts and the approval tickets live there,
+    /// so any number of instances serve the same users. Books toolsets only, for now.
+    #[arg(long, value_name = "URL", conflicts_with = "no_toolset")]
+    pub store: Option<String>,
     /// Speak MCP on stdin/stdout (stdout carries protocol messages only; logs go to stderr).
     #[arg(long)]
     pub stdio: bool,
@@ -603,16 +608,26 @@ pub enum OutputFormat {
 #[derive(Debug, Subcommand)]
 pub enum BooksCommand {
     /// Create a new catalogue database (300 goodbooks-10k rows); refuses to overwrite a file.
+    /// With --store, fill the shared PostgreSQL store's empty catalogue instead.
     Init {
         /// Database file. Default: [books] db in the config, else the user data folder.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "store")]
         db: Option<PathBuf>,
+        /// A team's shared store, postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: [store]
+        /// url in the config): its schema is brought up to date, and its catalogue filled when
+        /// empty.
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
     },
     /// Restore a catalogue database to its initial state (no statuses, tags or receipts).
     Reset {
         /// Database file. Default: [books] db in the config, else the user data folder.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "store")]
         db: Option<PathBuf>,
+        /// A team's shared store (as for init): its catalogue and the books tools' receipts
+        /// are restored, nothing else.
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
     },
 }
 

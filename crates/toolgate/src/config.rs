@@ -39,6 +39,10 @@ pub struct Config {
     pub books: StoreConfig,
     #[serde(default)]
     pub notes: StoreConfig,
+    /// `[store]`: a team's shared PostgreSQL store (`url = "postgres://..."`), used instead of
+    /// the files of `[books]` when set.
+    #[serde(default)]
+    pub store: SharedStoreConfig,
     /// Where tools may connect: see toolgate-egress. Empty (nothing allowed) by default.
     #[serde(default)]
     pub egress: EgressConfig,
@@ -54,6 +58,13 @@ pub struct Config {
     /// `[sandbox]`: where `code_execution` runs (bubblewrap, interpreter, limits, layers).
     #[serde(default)]
     pub sandbox: toolgate_sandbox::Settings,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedStoreConfig {
+    /// `postgres://USER:PASSWORD@HOST:PORT/DATABASE`.
+    pub url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -147,6 +158,16 @@ impl Config {
             StoreKind::Notes => &self.notes,
         };
         configured.path(kind, flag)
+    }
+
+    /// The shared store's URL: the flag, else `[store] url`, else none (files). A `--db` flag
+    /// asks for a file, so it wins over the configured URL.
+    pub fn shared_store_url(&self, flag: Option<&str>, db_flag: Option<&Path>) -> Option<String> {
+        match (flag, db_flag) {
+            (Some(url), _) => Some(url.to_owned()),
+            (None, Some(_)) => None,
+            (None, None) => self.store.url.clone(),
+        }
     }
 
     /// The exits the configuration allows: the egress allowlist and the SMTP relay, if any.

@@ -4,13 +4,14 @@
 
 use std::sync::Arc;
 
+use toolgate_core::ApprovalLedger;
 use toolgate_core::Principal;
 use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
 use toolgate_mcp::auth::{AUTH_CONTENT_TYPES, AuthConfig, ResourceServer};
 use toolgate_mcp::http::{Access, serve_http_with};
 use toolgate_mcp::{HttpLimits, McpServer, ServeError, serve_stdio};
 use toolgate_mcp_client::imports::Imports;
-use toolgate_wiring::{ExtraTools, Seat};
+use toolgate_wiring::{ExtraTools, Seat, SharedStore, Store};
 
 use super::mcp::{open_imports, server_heading};
 use super::{CommandError, open_store, server_runtime};
@@ -33,7 +34,11 @@ pub fn run(
     let runtime = server_runtime()?;
     let imports = runtime.block_on(open_imports(config, mcp_config, Arc::clone(&trace)))?;
     announce_imports(args, imports.as_ref())?;
-    let (server, served) = build_server(config, args, imports.as_ref(), &trace)?;
+    let shared = match config.shared_store_url(args.store.as_deref(), args.db.as_deref()) {
+        Some(url) if !args.no_toolset => Some(runtime.block_on(open_shared(&url, args))?),
+        _ => None,
+    };
+    let (server, served) = build_server(config, args, imports.as_ref(), &trace, shared)?;
     match args.http {
         None => {
             eprintln!("toolgate: serving {served} over stdio");
@@ -92,6 +97,17 @@ fn check_flags(config: &Config, args: &ServeArgs) -> Result<Option<AuthConfig>, 
     Ok(auth_config)
 }
 
+/// The toolset's store in the shared database, and the approval tickets every instance shares.
+async fn open_shared(
+    url: &str,
+    args: &ServeArgs,
+) -> Result<(Store, Arc<ApprovalLedger>), CommandError> {
+    SharedStore::holds(args.toolset.store())?;
+    let shared = SharedStore::connect(url).await?;
+    let store = shared.store(args.toolset.store()).await?;
+    Ok((store, shared.ledger()))
+}
+
 /// The trace `--trace` names, or none.
 fn open_trace(args: &ServeArgs) -> Result<Arc<dyn TraceSink>, CommandError> {
     Ok(match &args.trace {
@@ -124,6 +140,7 @@ fn build_server(
     args: &ServeArgs,
     imports: Option<&Imports>,
     trace: &Arc<dyn TraceSink>,
+    shared: Option<(Store, Arc<ApprovalLedger>)>,
 ) -> Result<(McpServer, String), CommandError> {
     // No approval channel yet: every call that needs a human is denied (the MCP server asks
     // the host through the protocol, per call).
@@ -149,8 +166,14 @@ fn build_server(
         return Ok((server, "the imported tools".to_string()));
     }
     let kind = args.toolset.store();
-    let path = config.store_path(kind, args.db.as_deref())?;
-    let store = open_store(kind, &path)?;
+    let (store, seat) = match shared {
+        Some((store, ledger)) => (store, seat.with_ledger(ledger)),
+        None => (
+            open_store(kind, &config.store_path(kind, args.db.as_deref())?)?,
+            seat,
+        ),
+    };
+    let path = store.path().to_path_buf();
     let ready =
         toolgate_wiring::dispatcher_with(args.toolset, &store, &config.exits(), seat, extra)?;
     let imported = if imports.is_some() {

@@ -1,0 +1,64 @@
+//! A team's shared store: one PostgreSQL database (`--store postgres://...`, or `[store] url`)
+//! holding the toolsets' data with their receipts, and the approval tickets, for any number of
+//! instances at once.
+//!
+//! Guarantees: [`SharedStore::connect`] opens only a database whose schema this binary knows
+//! (migrating an older one, refusing a newer one, each failure typed with what to fix); every
+//! store and ledger handed out uses the one pool. Refuses: the notebook, whose statements are
+//! still SQLite's ([`WiringError::NotShared`]: it names the flag to use instead), rather than
+//! half-serving it.
+
+use std::sync::Arc;
+
+use toolgate_books::BooksStore;
+use toolgate_core::ApprovalLedger;
+use toolgate_store::postgres::tickets::PgTickets;
+use toolgate_store::postgres::{PgSettings, PgStore};
+
+use crate::error::WiringError;
+use crate::store::Store;
+use crate::toolset::StoreKind;
+
+/// An open shared database.
+#[derive(Clone, Debug)]
+pub struct SharedStore {
+    pg: PgStore,
+}
+
+impl SharedStore {
+    /// Connects to the database at `url` with a bounded pool and brings its schema up to date.
+    pub async fn connect(url: &str) -> Result<SharedStore, WiringError> {
+        let pg = PgStore::connect(url, PgSettings::default()).await?;
+        Ok(SharedStore { pg })
+    }
+
+    /// `postgres://host:port/database` (never the password).
+    pub fn shown(&self) -> String {
+        format!("postgres://{}", self.pg.shown())
+    }
+
+    /// Whether a store of `kind` can be kept here: asked before connecting, so a refusal
+    /// changes nothing.
+    pub fn holds(kind: StoreKind) -> Result<(), WiringError> {
+        match kind {
+            StoreKind::Books => Ok(()),
+            StoreKind::Notes => Err(WiringError::NotShared { kind }),
+        }
+    }
+
+    /// The store of `kind` in this database, with its initial contents when it has none.
+    pub async fn store(&self, kind: StoreKind) -> Result<Store, WiringError> {
+        Self::holds(kind)?;
+        match kind {
+            StoreKind::Books => Ok(Store::Books(
+                BooksStore::on_postgres(self.pg.clone()).await?,
+            )),
+            StoreKind::Notes => Err(WiringError::NotShared { kind }),
+        }
+    }
+
+    /// The approval tickets every instance on this database shares.
+    pub fn ledger(&self) -> Arc<ApprovalLedger> {
+        Arc::new(ApprovalLedger::on(PgTickets::new(self.pg.clone())))
+    }
+}

@@ -1,0 +1,232 @@
+//! A team's shared store through the real binary: `toolgate books init --store` fills a real
+//! PostgreSQL database (a cluster of the test's own on 127.0.0.1), two `toolgate serve --http`
+//! instances serve it at once, and a write sent to both with one idempotency key makes one
+//! effect and one receipt. Bad store URLs are refused before anything is served.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{text, toolgate};
+use serde_json::{Value, json};
+use toolgate_store::postgres::cluster::TempCluster;
+
+/// A `toolgate serve --http` process, killed when dropped.
+struct Instance {
+    child: Child,
+    address: String,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(dir: &std::path::Path, url: &str) -> Instance {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--toolset",
+            "books-v4",
+            "--store",
+            url,
+        ])
+        .current_dir(dir)
+        .env_remove("XDG_DATA_HOME")
+        .env("HOME", dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let started = Instant::now();
+    let address = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the server did not start"
+        );
+        let line = lines
+            .next()
+            .expect("the server said where it serves")
+            .unwrap();
+        if let Some(rest) = line.split(" at http://").nth(1) {
+            break rest.split("/mcp").next().unwrap().to_string();
+        }
+    };
+    // Keep reading stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Instance { child, address }
+}
+
+/// A 2026-07-28 `tools/call` of `books_set_status` with idempotency key `key`, over one
+/// plain HTTP/1.1 connection; the JSON-RPC result.
+fn set_status(instance: &Instance, key: &str, args: &Value) -> Value {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": "books_set_status",
+            "arguments": args,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "0"},
+                "toolgate/idempotencyKey": key
+            }
+        }
+    })
+    .to_string();
+    let mut stream = TcpStream::connect(&instance.address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: books_set_status\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        instance.address,
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let message = response
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:").map(str::trim).or(Some(l.trim())))
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .filter(|v| v.get("jsonrpc").is_some())
+        })
+        .unwrap_or_else(|| panic!("no JSON-RPC message in {response}"));
+    message["result"].clone()
+}
+
+fn count(url: &str, sql: &str) -> i64 {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let store = toolgate_store::postgres::PgStore::connect(url, Default::default())
+            .await
+            .unwrap();
+        let client = store.client().await.unwrap();
+        client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0)
+    })
+}
+
+#[test]
+fn two_instances_on_one_shared_store_make_one_effect_of_a_write_sent_to_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = TempCluster::start().unwrap();
+    let url = cluster.url();
+    let init = toolgate(&["books", "init", "--store", &url], dir.path());
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    assert!(
+        text(&init.stdout).contains("holds 300 books"),
+        "{}",
+        text(&init.stdout)
+    );
+    assert!(
+        !text(&init.stdout).contains("toolgate-test-password"),
+        "the password is never shown"
+    );
+
+    let (first, second) = (serve(dir.path(), &url), serve(dir.path(), &url));
+    let args = json!({"author": "Suzanne Collins", "status": "read"});
+    let through_first = set_status(&first, "mark-collins-read", &args);
+    let through_second = set_status(&second, "mark-collins-read", &args);
+    assert_eq!(through_first["isError"], false, "{through_first}");
+    assert_eq!(through_second["isError"], false, "{through_second}");
+    assert_eq!(
+        through_first["content"], through_second["content"],
+        "the second instance replays the first one's receipt"
+    );
+    assert_eq!(
+        count(&url, "SELECT count(*) FROM books WHERE my_status = 'read'"),
+        3
+    );
+    assert_eq!(
+        count(&url, "SELECT count(*) FROM tool_receipts"),
+        1,
+        "one effect, one receipt"
+    );
+
+    // Another key is another write (the books are already read: the status is set again).
+    let again = set_status(&second, "mark-collins-read-again", &args);
+    assert_eq!(again["isError"], false, "{again}");
+    assert_eq!(count(&url, "SELECT count(*) FROM tool_receipts"), 2);
+}
+
+#[test]
+fn a_store_url_that_cannot_be_used_is_refused_before_anything_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = listener.local_addr().unwrap().port();
+    drop(listener);
+    let cases = [
+        (
+            "not a URL",
+            "postgres://user:pw@/".to_string(),
+            "could not be read",
+        ),
+        (
+            "nobody listening",
+            format!("postgres://user:hunter2@127.0.0.1:{closed}/db"),
+            "could not be reached",
+        ),
+    ];
+    for (label, url, says) in cases {
+        let out = toolgate(
+            &[
+                "serve",
+                "--http",
+                "127.0.0.1:0",
+                "--toolset",
+                "books-v4",
+                "--store",
+                &url,
+            ],
+            dir.path(),
+        );
+        assert!(!out.status.success(), "{label}");
+        let said = text(&out.stderr);
+        assert!(said.contains(says), "{label}: {said}");
+        assert!(
+            !said.contains("hunter2"),
+            "{label}: the password is never shown: {said}"
+        );
+        assert!(
+            !said.contains("serving"),
+            "{label}: nothing was served: {said}"
+        );
+    }
+    let notes = toolgate(
+        &[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--toolset",
+            "notes",
+            "--store",
+            "postgres://u:p@127.0.0.1:1/db",
+        ],
+        dir.path(),
+    );
+    assert!(!notes.status.success());
+    assert!(
+        text(&notes.stderr).contains("cannot be kept in the shared PostgreSQL store yet"),
+        "{}",
+        text(&notes.stderr)
+    );
+}
