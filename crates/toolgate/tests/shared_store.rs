@@ -28,8 +28,12 @@ impl Drop for Instance {
     }
 }
 
-fn serve(dir: &std::path::Path, url: &str) -> Instance {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+fn serve(dir: &std::path::Path, url: &str, config: Option<&std::path::Path>) -> Instance {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
+    }
+    let mut child = command
         .args([
             "serve",
             "--http",
@@ -70,20 +74,33 @@ fn serve(dir: &std::path::Path, url: &str) -> Instance {
 /// A 2026-07-28 `tools/call` of `books_set_status` with idempotency key `key`, over one
 /// plain HTTP/1.1 connection; the JSON-RPC result.
 fn set_status(instance: &Instance, key: &str, args: &Value) -> Value {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {
-            "name": "books_set_status",
-            "arguments": args,
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "0"},
-                "toolgate/idempotencyKey": key
-            }
-        }
-    })
-    .to_string();
+    call(
+        instance,
+        args,
+        json!({}),
+        json!({"toolgate/idempotencyKey": key}),
+    )
+}
+
+/// A 2026-07-28 `tools/call` of `books_set_status` from a host that can ask its user, with
+/// `extra` merged into the params and `meta` into their `_meta`; the JSON-RPC result.
+fn call(instance: &Instance, args: &Value, extra: Value, meta: Value) -> Value {
+    let mut all_meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "0"}
+    });
+    all_meta
+        .as_object_mut()
+        .unwrap()
+        .extend(meta.as_object().unwrap().clone());
+    let mut params = json!({"name": "books_set_status", "arguments": args, "_meta": all_meta});
+    params
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string();
     let mut stream = TcpStream::connect(&instance.address).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
@@ -142,7 +159,7 @@ fn two_instances_on_one_shared_store_make_one_effect_of_a_write_sent_to_both() {
         "the password is never shown"
     );
 
-    let (first, second) = (serve(dir.path(), &url), serve(dir.path(), &url));
+    let (first, second) = (serve(dir.path(), &url, None), serve(dir.path(), &url, None));
     let args = json!({"author": "Suzanne Collins", "status": "read"});
     let through_first = set_status(&first, "mark-collins-read", &args);
     let through_second = set_status(&second, "mark-collins-read", &args);
@@ -166,6 +183,73 @@ fn two_instances_on_one_shared_store_make_one_effect_of_a_write_sent_to_both() {
     let again = set_status(&second, "mark-collins-read-again", &args);
     assert_eq!(again["isError"], false, "{again}");
     assert_eq!(count(&url, "SELECT count(*) FROM tool_receipts"), 2);
+}
+
+#[test]
+fn an_approval_asked_through_one_instance_is_answered_through_the_other_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = TempCluster::start().unwrap();
+    let url = cluster.url();
+    // In ask mode every write asks: the question's ticket lives in the shared store.
+    let config = dir.path().join("team.toml");
+    std::fs::write(&config, "mode = \"ask\"\n").unwrap();
+    let (first, second) = (
+        serve(dir.path(), &url, Some(&config)),
+        serve(dir.path(), &url, Some(&config)),
+    );
+    let args = json!({"author": "Rick Riordan", "status": "reading"});
+    let asked = call(&first, &args, json!({}), json!({}));
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let ticket = asked["requestState"].as_str().unwrap().to_string();
+    let approve = |ticket: &str| {
+        json!({
+            "requestState": ticket,
+            "inputResponses": {"approval": {"action": "accept", "content": {"approve": true}}}
+        })
+    };
+    let reading = "SELECT count(*) FROM books WHERE my_status = 'reading'";
+
+    let tampered = call(&second, &args, approve(&format!("{ticket}0")), json!({}));
+    assert_eq!(tampered["isError"], true, "{tampered}");
+    assert!(
+        tampered.to_string().contains("no such approval"),
+        "{tampered}"
+    );
+    let other_call = call(
+        &second,
+        &json!({"author": "Dan Brown", "status": "reading"}),
+        approve(&ticket),
+        json!({}),
+    );
+    assert_eq!(other_call["isError"], true, "{other_call}");
+    assert!(
+        other_call
+            .to_string()
+            .contains("different tool, version or arguments"),
+        "{other_call}"
+    );
+    assert_eq!(count(&url, reading), 0, "no refused answer wrote anything");
+
+    // The answer, through the other instance: the write runs once.
+    let answered = call(&second, &args, approve(&ticket), json!({}));
+    assert_eq!(answered["isError"], false, "{answered}");
+    let changed = count(&url, reading);
+    assert!(changed > 0, "{answered}");
+    // The same answered retry again (a host that lost the reply): through the instance that
+    // ran it, the recorded result comes back; through the other, the ticket is already used.
+    // Either way nothing is written a second time.
+    let replayed = call(&second, &args, approve(&ticket), json!({}));
+    assert_eq!(replayed["content"], answered["content"], "{replayed}");
+    let elsewhere = call(&first, &args, approve(&ticket), json!({}));
+    assert_eq!(elsewhere["isError"], true, "{elsewhere}");
+    assert!(elsewhere.to_string().contains("already used"), "{elsewhere}");
+    assert_eq!(count(&url, reading), changed);
+    assert_eq!(count(&url, "SELECT count(*) FROM tool_receipts"), 1);
+    assert_eq!(
+        count(&url, "SELECT count(*) FROM approval_tickets WHERE used_at IS NOT NULL"),
+        1,
+        "the ticket was redeemed once"
+    );
 }
 
 #[test]
