@@ -1,6 +1,6 @@
 //! A team's shared store: one PostgreSQL database (`--store postgres://...`, or `[store] url`)
-//! holding the toolsets' data with their receipts, and the approval tickets, for any number of
-//! instances at once.
+//! holding the toolsets' data with their receipts, the approval tickets and the decision records
+//! (the audit table), for any number of instances at once.
 //!
 //! Guarantees: [`SharedStore::connect`] opens only a database whose schema this binary knows
 //! (migrating an older one, refusing a newer one, each failure typed with what to fix); every
@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use toolgate_books::BooksStore;
 use toolgate_core::ApprovalLedger;
+pub use toolgate_store::postgres::audit::PgAudit;
 use toolgate_store::postgres::tickets::PgTickets;
 use toolgate_store::postgres::{PgSettings, PgStore};
 
@@ -55,6 +56,12 @@ impl SharedStore {
             )),
             StoreKind::Notes => Err(WiringError::NotShared { kind }),
         }
+    }
+
+    /// A trace sink that writes this instance's decision records to the audit table (started
+    /// on the current tokio runtime). `instance` names this process in each row.
+    pub fn audit(&self, instance: String) -> PgAudit {
+        PgAudit::start(self.pg.clone(), instance)
     }
 
     /// The approval tickets every instance on this database shares.

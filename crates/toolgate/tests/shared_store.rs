@@ -183,6 +183,27 @@ fn two_instances_on_one_shared_store_make_one_effect_of_a_write_sent_to_both() {
     let again = set_status(&second, "mark-collins-read-again", &args);
     assert_eq!(again["isError"], false, "{again}");
     assert_eq!(count(&url, "SELECT count(*) FROM tool_receipts"), 2);
+
+    // Every decision of both instances is in the audit table (written off the call path, so
+    // it may lag a moment): three calls, one of them a replay, from two instances.
+    let audited = "SELECT count(*) FROM decisions WHERE tool = 'books_set_status' AND principal = 'local-user'";
+    let started = Instant::now();
+    while count(&url, audited) < 3 && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(count(&url, audited), 3);
+    assert_eq!(
+        count(&url, "SELECT count(DISTINCT instance) FROM decisions"),
+        2
+    );
+    assert_eq!(
+        count(
+            &url,
+            "SELECT count(*) FROM decisions WHERE duplicate AND outcome = 'ok'"
+        ),
+        1,
+        "the replay is recorded as one"
+    );
 }
 
 #[test]
@@ -242,11 +263,17 @@ fn an_approval_asked_through_one_instance_is_answered_through_the_other_once() {
     assert_eq!(replayed["content"], answered["content"], "{replayed}");
     let elsewhere = call(&first, &args, approve(&ticket), json!({}));
     assert_eq!(elsewhere["isError"], true, "{elsewhere}");
-    assert!(elsewhere.to_string().contains("already used"), "{elsewhere}");
+    assert!(
+        elsewhere.to_string().contains("already used"),
+        "{elsewhere}"
+    );
     assert_eq!(count(&url, reading), changed);
     assert_eq!(count(&url, "SELECT count(*) FROM tool_receipts"), 1);
     assert_eq!(
-        count(&url, "SELECT count(*) FROM approval_tickets WHERE used_at IS NOT NULL"),
+        count(
+            &url,
+            "SELECT count(*) FROM approval_tickets WHERE used_at IS NOT NULL"
+        ),
         1,
         "the ticket was redeemed once"
     );

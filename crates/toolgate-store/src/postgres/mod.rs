@@ -10,6 +10,8 @@
 //!   write transactions that serialize a store's writers across instances.
 //! - [`tickets`]: the approval ledger's tickets, so a ticket issued through one instance is
 //!   redeemed through another, once.
+//! - [`audit`]: the decision records of every instance as a queryable table, written off the
+//!   call path.
 //! - [`cluster`]: a throwaway cluster of its own for tests and benchmarks.
 //!
 //! Guarantees: every way of not getting a working store at start is a typed [`PgError`] that
@@ -18,6 +20,7 @@
 //! `ledger_failed`) and the pool reconnects when it returns; waiting for a connection is
 //! bounded in time.
 
+pub mod audit;
 pub mod cluster;
 mod error;
 pub mod migrate;

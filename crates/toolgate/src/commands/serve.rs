@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use toolgate_core::ApprovalLedger;
 use toolgate_core::Principal;
-use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
+use toolgate_core::trace::{JsonlTrace, NoTrace, Tee, TraceSink};
 use toolgate_mcp::auth::{AUTH_CONTENT_TYPES, AuthConfig, ResourceServer};
 use toolgate_mcp::http::{Access, serve_http_with};
 use toolgate_mcp::{HttpLimits, McpServer, ServeError, serve_stdio};
 use toolgate_mcp_client::imports::Imports;
+use toolgate_wiring::shared::PgAudit;
 use toolgate_wiring::{ExtraTools, Seat, SharedStore, Store};
 
 use super::mcp::{open_imports, server_heading};
@@ -38,6 +39,12 @@ pub fn run(
         Some(url) if !args.no_toolset => Some(runtime.block_on(open_shared(&url, args))?),
         _ => None,
     };
+    // With a shared store, every decision record also goes to its audit table.
+    let trace: Arc<dyn TraceSink> = match &shared {
+        Some((_, _, audit)) => Arc::new(Tee(vec![trace, Arc::new(audit.clone())])),
+        None => trace,
+    };
+    let shared = shared.map(|(store, ledger, _)| (store, ledger));
     let (server, served) = build_server(config, args, imports.as_ref(), &trace, shared)?;
     match args.http {
         None => {
@@ -97,15 +104,18 @@ fn check_flags(config: &Config, args: &ServeArgs) -> Result<Option<AuthConfig>, 
     Ok(auth_config)
 }
 
-/// The toolset's store in the shared database, and the approval tickets every instance shares.
+/// The toolset's store in the shared database, the approval tickets every instance shares, and
+/// the audit table's writer for this instance.
 async fn open_shared(
     url: &str,
     args: &ServeArgs,
-) -> Result<(Store, Arc<ApprovalLedger>), CommandError> {
+) -> Result<(Store, Arc<ApprovalLedger>, PgAudit), CommandError> {
     SharedStore::holds(args.toolset.store())?;
     let shared = SharedStore::connect(url).await?;
     let store = shared.store(args.toolset.store()).await?;
-    Ok((store, shared.ledger()))
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let instance = format!("{}/{}", host.trim(), std::process::id());
+    Ok((store, shared.ledger(), shared.audit(instance)))
 }
 
 /// The trace `--trace` names, or none.

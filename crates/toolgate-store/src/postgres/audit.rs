@@ -1,0 +1,194 @@
+//! The decision records of every instance in the shared database's `decisions` table (migration
+//! V4), as a trace sink beside the JSONL trace.
+//!
+//! Why a writer task: a sink is called on the dispatcher's path, synchronously, and a database
+//! round trip there would add to every call; so [`PgAudit::record`] only queues the record, and
+//! one task per instance writes the queue in order, in batches.
+//!
+//! Guarantees: every decision record (`tool_call` events; other kinds are not the audit's) is
+//! written once, in the order recorded; while the database is unreachable the records wait in
+//! memory and the writer retries with a growing pause (at most [`MAX_PAUSE`]), so an outage
+//! delays the table and loses nothing while the process lives. [`PgAudit::flush`] waits until
+//! everything queued before it is written. Refuses: nothing; what it cannot write (a process
+//! killed while the database was down) is still on the JSONL trace when one is kept.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use toolgate_core::call::DecisionRecord;
+use toolgate_core::trace::{TraceEvent, TraceSink};
+
+use super::PgStore;
+
+/// The longest pause between two attempts to write while the database is unreachable.
+pub const MAX_PAUSE: Duration = Duration::from_secs(5);
+
+/// How many records one statement writes at most.
+const BATCH: usize = 64;
+
+enum Queued {
+    Record { time_unix_ms: i64, record: Value },
+    Flush(oneshot::Sender<()>),
+}
+
+/// A trace sink that writes decision records to the shared database.
+#[derive(Debug, Clone)]
+pub struct PgAudit {
+    queue: mpsc::UnboundedSender<Queued>,
+}
+
+impl std::fmt::Debug for Queued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Queued::Record { .. } => "Record",
+            Queued::Flush(_) => "Flush",
+        })
+    }
+}
+
+impl PgAudit {
+    /// Starts the writer on the current tokio runtime; `instance` names this process in each
+    /// row (a host name and port, say).
+    pub fn start(store: PgStore, instance: String) -> PgAudit {
+        let (queue, pending) = mpsc::unbounded_channel();
+        tokio::spawn(write_queue(store, instance, pending));
+        PgAudit { queue }
+    }
+
+    /// Waits until every record queued before this call is in the table.
+    pub async fn flush(&self) {
+        let (done, written) = oneshot::channel();
+        if self.queue.send(Queued::Flush(done)).is_ok() {
+            let _ = written.await;
+        }
+    }
+}
+
+impl TraceSink for PgAudit {
+    fn record(&self, event: Arc<dyn TraceEvent>) {
+        if event.kind() != "tool_call" {
+            return;
+        }
+        let any: Arc<dyn std::any::Any + Send + Sync> = event;
+        let Some(decision) = any.downcast_ref::<DecisionRecord>() else {
+            return;
+        };
+        let time_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        // A closed queue means the runtime is shutting down: nothing is left to write with.
+        let _ = self.queue.send(Queued::Record {
+            time_unix_ms,
+            record: decision.attributes(),
+        });
+    }
+}
+
+async fn write_queue(
+    store: PgStore,
+    instance: String,
+    mut pending: mpsc::UnboundedReceiver<Queued>,
+) {
+    let mut batch: Vec<(i64, Value)> = Vec::new();
+    while let Some(first) = pending.recv().await {
+        let mut flushes = Vec::new();
+        for queued in std::iter::once(first).chain(std::iter::from_fn(|| pending.try_recv().ok())) {
+            match queued {
+                Queued::Record {
+                    time_unix_ms,
+                    record,
+                } => batch.push((time_unix_ms, record)),
+                Queued::Flush(done) => {
+                    flushes.push(done);
+                    break;
+                }
+            }
+            if batch.len() >= BATCH {
+                break;
+            }
+        }
+        let mut pause = Duration::from_millis(100);
+        while !batch.is_empty() {
+            match insert(&store, &instance, &batch).await {
+                Ok(()) => batch.clear(),
+                Err(_) => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_PAUSE);
+                }
+            }
+        }
+        for done in flushes {
+            let _ = done.send(());
+        }
+    }
+}
+
+fn text(record: &Value, key: &str) -> Option<String> {
+    match record.get(key)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+/// What the approval column says: the record's status (`approved`, `denied`, ...).
+fn approval(record: &Value) -> String {
+    record
+        .get("approval")
+        .and_then(|a| a.get("status"))
+        .and_then(Value::as_str)
+        .unwrap_or("unknown")
+        .to_owned()
+}
+
+async fn insert(
+    store: &PgStore,
+    instance: &str,
+    batch: &[(i64, Value)],
+) -> Result<(), toolgate_core::ToolError> {
+    let mut client = store.client().await?;
+    let failed = |e: tokio_postgres::Error| super::unreachable_store(store.shown(), &e.to_string());
+    let tx = client.transaction().await.map_err(failed)?;
+    let statement = tx
+        .prepare_cached(
+            "INSERT INTO decisions (time_unix_ms, instance, call_id, parent_call_id, run_id, tenant,
+                 principal, tool, tool_version, origin, risk, stage, outcome, approval,
+                 idempotency_key, duplicate, record)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+        )
+        .await
+        .map_err(failed)?;
+    for (time_unix_ms, record) in batch {
+        let outcome = text(record, "outcome").unwrap_or_default();
+        tx.execute(
+            &statement,
+            &[
+                time_unix_ms,
+                &instance,
+                &text(record, "gen_ai.tool.call.id").unwrap_or_default(),
+                &text(record, "parent_call_id"),
+                &text(record, "run_id").unwrap_or_default(),
+                &text(record, "tenant").unwrap_or_default(),
+                &text(record, "principal").unwrap_or_default(),
+                &text(record, "gen_ai.tool.name").unwrap_or_default(),
+                &record.get("tool_version").and_then(Value::as_i64),
+                &text(record, "origin").unwrap_or_default(),
+                &text(record, "risk"),
+                &text(record, "stage").unwrap_or_default(),
+                &outcome,
+                &approval(record),
+                &text(record, "idempotency_key"),
+                &record
+                    .get("duplicate")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+                record,
+            ],
+        )
+        .await
+        .map_err(failed)?;
+    }
+    tx.commit().await.map_err(failed)
+}
