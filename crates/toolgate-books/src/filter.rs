@@ -9,11 +9,11 @@
 //! `WHERE`-less: refusing writes to the whole catalogue is the writer's job
 //! ([`BookFilter::is_empty`]).
 
-use toolgate_core::sql::{Dialect, Sql, SqlValue};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use toolgate_core::ToolError;
+use toolgate_core::sql::{Dialect, Sql, SqlValue};
 
 use crate::rows::{self, BookRow};
 

@@ -95,7 +95,9 @@ fn get_item(store: &BooksStore) -> Result<Tool, DeclarationError> {
         .read(move |_ctx, args: GetItemArgs| {
             let store = store.clone();
             async move {
-                let row = store.read_sql(move |conn| rows::by_id(conn, args.id)).await?;
+                let row = store
+                    .read_sql(move |conn| rows::by_id(conn, args.id))
+                    .await?;
                 let row = row.ok_or_else(|| ToolError::not_found("no item"))?;
                 Ok(ToolOutput::new(
                     serde_json::to_value(row).unwrap_or(Value::Null),
@@ -136,10 +138,7 @@ fn update_item(store: &BooksStore) -> Result<Tool, DeclarationError> {
         })
 }
 
-fn apply_update(
-    conn: &dyn Sql,
-    args: &UpdateItemArgs,
-) -> Result<WriteEffect, ToolError> {
+fn apply_update(conn: &dyn Sql, args: &UpdateItemArgs) -> Result<WriteEffect, ToolError> {
     let before = rows::by_id(conn, args.id)?.ok_or_else(|| ToolError::not_found("no item"))?;
     if args.fields.my_tags.is_none() && args.fields.my_status.is_none() {
         return Err(ToolError::invalid("fields", "no fields"));

@@ -189,10 +189,7 @@ impl SearchArgs {
     }
 }
 
-pub(crate) fn run_search(
-    conn: &dyn Sql,
-    args: &SearchArgs,
-) -> Result<Value, ToolError> {
+pub(crate) fn run_search(conn: &dyn Sql, args: &SearchArgs) -> Result<Value, ToolError> {
     let filter = args.filter().to_sql(conn)?;
     let total = filter.count(conn)?;
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
@@ -286,10 +283,7 @@ fn set_status(store: &BooksStore) -> Result<Tool, DeclarationError> {
         })
 }
 
-fn apply_status(
-    conn: &dyn Sql,
-    args: &SetStatusArgs,
-) -> Result<WriteEffect, ToolError> {
+fn apply_status(conn: &dyn Sql, args: &SetStatusArgs) -> Result<WriteEffect, ToolError> {
     let (before, missing) = rows::by_ids(conn, &args.ids)?;
     if !missing.is_empty() {
         return Err(unknown_ids_error(&missing));

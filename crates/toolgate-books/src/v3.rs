@@ -16,11 +16,11 @@
 //! the dispatcher binds it into the approval, so a human never approves one set and gets
 //! another. v2's reads are reused unchanged.
 
-use toolgate_core::sql::Sql;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use toolgate_core::idempotency::WriteEffect;
+use toolgate_core::sql::Sql;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError};
 

@@ -43,11 +43,11 @@
 //! same normalized filters as the write. Refuses: everything v3 refuses, plus a placeholder as
 //! the tag to add.
 
-use toolgate_core::sql::Sql;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use toolgate_core::idempotency::WriteEffect;
+use toolgate_core::sql::Sql;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError, ToolOutput};
 

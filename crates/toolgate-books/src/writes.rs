@@ -8,11 +8,11 @@
 //! of a refusal, and the write's own result, stay each version's own: they are what its model
 //! read in its runs.
 
-use toolgate_core::sql::Sql;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use toolgate_core::idempotency::WriteEffect;
+use toolgate_core::sql::Sql;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Tool, ToolBuilder, ToolError};
 

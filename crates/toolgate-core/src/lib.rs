@@ -39,6 +39,7 @@ pub mod display;
 pub mod error;
 pub mod error_chain;
 pub mod future;
+pub mod health;
 pub mod idempotency;
 pub mod observation;
 pub mod offers;
@@ -55,8 +56,8 @@ mod waits;
 
 pub use approval::{
     ApprovalAnswer, ApprovalChannel, ApprovalLedger, ApprovalRequest, ApprovalTicket, Approver,
-    ApproverError, Denial, DenyAll, Mode, ScriptedApprover, StoredTicket, TicketAnswer, TicketState,
-    TicketStore, redeemable,
+    ApproverError, Denial, DenyAll, Mode, ScriptedApprover, StoredTicket, TicketAnswer,
+    TicketState, TicketStore, redeemable,
 };
 pub use call::{
     ApprovalRecord, ApprovedVia, CallOutcome, CallRequest, CallResult, DecisionRecord, Origin,

@@ -36,6 +36,7 @@ use toolgate_core::{
 };
 use toolgate_store::SharedConnection;
 
+use super::breaker::{Admission, Reached};
 use super::pins::tool_digest;
 use super::plan::ImportPlan;
 use super::upstream::{Upstream, UpstreamError};
@@ -145,13 +146,34 @@ impl Forward {
         ))
     }
 
+    /// Refuses the call, sending nothing, while the server's breaker is open.
+    fn admitted(&self) -> Result<(), ToolError> {
+        match self.upstream.breaker().admit() {
+            Admission::Send | Admission::Probe => Ok(()),
+            Admission::Refuse { retry_after } => {
+                let seconds = retry_after.as_secs().max(1);
+                Err(ToolError::new(
+                    ErrorCode::TransientDependency,
+                    format!(
+                        "the `{}` MCP server is unavailable: its last calls could not reach it, so this one was not sent",
+                        self.server
+                    ),
+                )
+                .with_hint(format!(
+                    "nothing was sent; retry after {seconds} s, when one call will try the server again"
+                )))
+            }
+        }
+    }
+
     async fn send(
         &self,
         ctx: &ExecContext,
         args: Value,
         meta: Map<String, Value>,
     ) -> Result<Value, UpstreamError> {
-        self.upstream
+        let sent = self
+            .upstream
             .call(
                 &self.remote,
                 Self::arguments(args),
@@ -159,10 +181,13 @@ impl Forward {
                 self.deadline,
                 &ctx.cancel,
             )
-            .await
+            .await;
+        self.upstream.breaker().record(reached(&sent));
+        sent
     }
 
     async fn read(&self, ctx: ExecContext, args: Value) -> Result<ToolOutput, ToolError> {
+        self.admitted()?;
         self.check_unchanged().await?;
         let result = self
             .send(&ctx, args, Map::new())
@@ -177,6 +202,8 @@ impl Forward {
         args: Value,
         ledger: SharedConnection,
     ) -> Result<WriteOutput, ToolError> {
+        // Before the claim: a refused call leaves no claim behind.
+        self.admitted()?;
         self.check_unchanged().await?;
         let key = ctx.write_key()?.clone();
         let now = ctx.now_unix;
@@ -237,6 +264,29 @@ impl Forward {
 
     fn upstream_error(&self, error: &UpstreamError) -> ToolError {
         upstream_error(&self.server, &self.remote, error)
+    }
+}
+
+/// How a sent call ended, as the server's breaker counts it: the transport's failures count
+/// against the server, an answer (even an error) for it, and our own refusals not at all.
+fn reached(sent: &Result<Value, UpstreamError>) -> Reached {
+    match sent {
+        Ok(_) => Reached::Answered,
+        Err(error) => match error {
+            UpstreamError::Gone(_)
+            | UpstreamError::Handshake { .. }
+            | UpstreamError::Spawn(_)
+            | UpstreamError::Timeout { .. } => Reached::Unreachable,
+            UpstreamError::Refused { .. } | UpstreamError::Protocol(_) => Reached::Answered,
+            UpstreamError::Canceled
+            | UpstreamError::NoPath { .. }
+            | UpstreamError::NotFound { .. }
+            | UpstreamError::Egress(_)
+            | UpstreamError::NoEgress
+            | UpstreamError::BadHeader(_)
+            | UpstreamError::AuthorizationRequired { .. }
+            | UpstreamError::OAuth(_) => Reached::Abandoned,
+        },
     }
 }
 

@@ -18,10 +18,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
+use toolgate_core::health::{Check, HealthCheck};
 use toolgate_core::{Effect, Risk, Tool};
 use toolgate_store::SharedConnection;
 
@@ -48,6 +50,12 @@ pub struct McpSettings {
     pub call_timeout_secs: Option<u64>,
     /// Longest a server may take to start and finish the handshake, in seconds (default 30).
     pub connect_timeout_secs: Option<u64>,
+    /// Calls in a row that could not reach a server before its calls are refused without
+    /// being sent (default 5).
+    pub breaker_failures: Option<u32>,
+    /// How long a server's calls are refused before one call tries it again, in seconds
+    /// (default 30).
+    pub breaker_cool_down_secs: Option<u64>,
     /// The OAuth tokens `toolgate mcp login` stores, per (issuer, resource): a file only you
     /// may read (mode 0600; a wider one is refused). Default: the user data folder,
     /// `mcp-tokens.json`.
@@ -140,6 +148,12 @@ pub fn configured_options(
     }
     if let Some(secs) = settings.connect_timeout_secs {
         options.connect.connect_timeout = Duration::from_secs(secs.max(1));
+    }
+    if let Some(failures) = settings.breaker_failures {
+        options.connect.breaker.failures_to_open = failures.max(1);
+    }
+    if let Some(secs) = settings.breaker_cool_down_secs {
+        options.connect.breaker.cool_down = Duration::from_secs(secs.max(1));
     }
     options.connect.egress = egress;
     options.connect.tokens = Some(Arc::new(TokenFile::new(
@@ -308,7 +322,8 @@ pub struct Imports {
     pub tools: Vec<Tool>,
     /// Local name → why it is not offered.
     pub withheld: BTreeMap<String, String>,
-    upstreams: Vec<Arc<Upstream>>,
+    /// The connected servers, by namespace.
+    upstreams: Vec<(String, Arc<Upstream>)>,
     /// The catalogues as listed, per connected server.
     catalogues: BTreeMap<String, Vec<Value>>,
     lock: PinLock,
@@ -418,7 +433,7 @@ impl Imports {
             imports.tools.extend(tools);
             imports.withheld.extend(withheld);
             imports.catalogues.insert(namespace.clone(), catalogue);
-            imports.upstreams.push(upstream);
+            imports.upstreams.push((namespace.clone(), upstream));
             imports.servers.push(server);
         }
         if lock_changed {
@@ -495,14 +510,49 @@ impl Imports {
         Ok(self.catalogue(&entry.namespace).unwrap_or_default())
     }
 
+    /// One health check per connected server: its breaker's state (`closed`, `open`,
+    /// `half_open`), not required (the instance serves its other tools while one is down).
+    pub fn health_checks(&self) -> Vec<Arc<dyn HealthCheck>> {
+        self.upstreams
+            .iter()
+            .map(|(namespace, upstream)| {
+                let check: Arc<dyn HealthCheck> = Arc::new(UpstreamHealth {
+                    name: format!("upstream:{namespace}"),
+                    upstream: Arc::clone(upstream),
+                });
+                check
+            })
+            .collect()
+    }
+
     /// Ends every session (stdio servers exit).
     pub async fn close(self) {
         drop(self.tools);
-        for upstream in self.upstreams {
+        for (_, upstream) in self.upstreams {
             if let Ok(upstream) = Arc::try_unwrap(upstream) {
                 upstream.close().await;
             }
         }
+    }
+}
+
+/// A connected server as a health check: ready unless its breaker is open.
+struct UpstreamHealth {
+    name: String,
+    upstream: Arc<Upstream>,
+}
+
+impl HealthCheck for UpstreamHealth {
+    fn check(&self) -> toolgate_core::BoxFuture<'_, Check> {
+        let state = self.upstream.breaker().state();
+        Box::pin(async move {
+            Check {
+                name: self.name.clone(),
+                ready: !matches!(state, crate::breaker::BreakerState::Open { .. }),
+                required: false,
+                state: state.name().into(),
+            }
+        })
     }
 }
 

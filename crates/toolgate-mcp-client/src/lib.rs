@@ -15,6 +15,7 @@
 //!   tokens kept in [`credentials`];
 //! - [`imports`] puts it all together for every configured server, for every front end.
 
+pub mod breaker;
 pub mod config;
 pub mod credentials;
 pub mod diff;

@@ -34,6 +34,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::breaker::{Breaker, BreakerSettings};
+
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, MetaObject,
@@ -75,6 +77,8 @@ pub struct ConnectOptions {
     /// The OAuth tokens `toolgate mcp login` stored; without it, a server that asks for
     /// authorization is refused with the advice to log in.
     pub tokens: Option<Arc<TokenFile>>,
+    /// When the server's calls are refused for a while after failing to reach it.
+    pub breaker: BreakerSettings,
 }
 
 impl Default for ConnectOptions {
@@ -85,6 +89,7 @@ impl Default for ConnectOptions {
             revision: None,
             egress: None,
             tokens: None,
+            breaker: BreakerSettings::default(),
         }
     }
 }
@@ -248,6 +253,8 @@ pub struct Upstream {
     tools_changed: Arc<AtomicBool>,
     /// The tool list as last listed after the server announced a change.
     announced: tokio::sync::Mutex<Option<Arc<Vec<Value>>>>,
+    /// Refuses the server's calls for a while after they could not reach it.
+    breaker: Breaker,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -442,7 +449,13 @@ impl Upstream {
             list_timeout: options.list_timeout,
             tools_changed,
             announced: tokio::sync::Mutex::new(None),
+            breaker: Breaker::new(options.breaker),
         })
+    }
+
+    /// The server's breaker: whether its calls are let through now.
+    pub fn breaker(&self) -> &Breaker {
+        &self.breaker
     }
 
     /// The server's tool list as it is now, if it has announced a change since we connected

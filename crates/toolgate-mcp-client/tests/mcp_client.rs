@@ -1063,3 +1063,113 @@ async fn accept_pins_only_the_catalogue_diff_showed() {
     assert!(lock().contains("Finds notes by word."));
     assert!(!lock().contains("evil.example"));
 }
+
+/// Serves books-v2 over HTTP (2026-07-28 requests are self-contained) on `address`, as
+/// `books_over_http` does, on the catalogue in `dir`.
+async fn books_at(dir: &Path, address: std::net::SocketAddr) -> support::Spawned {
+    let store = Store::open_or_init(StoreKind::Books, &dir.join("books.sqlite")).unwrap();
+    let seat = Seat::new(Principal::local("local-user", &[]));
+    let ready =
+        toolgate_wiring::dispatcher(ToolsetName::BooksV2, &store, &ExitsConfig::default(), seat)
+            .unwrap();
+    let listener = tokio::net::TcpListener::bind(address).await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(toolgate_mcp::serve_http(
+        McpServer::new(ready, "upstream"),
+        listener,
+        HttpLimits::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    support::Spawned {
+        url: format!("http://{address}/mcp"),
+        stop: Some(stop),
+        served,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_went_down_is_not_called_until_a_probe_finds_it_back() {
+    let (mut upstream, egress, dir) = books_over_http().await;
+    let address: std::net::SocketAddr = upstream
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
+    let fixture = Fixture::new();
+    let mut connect = ConnectOptions {
+        revision: Some(ProtocolVersion::V_2026_07_28),
+        egress: Some(Arc::clone(&egress)),
+        ..ConnectOptions::default()
+    };
+    connect.breaker.failures_to_open = 2;
+    connect.breaker.cool_down = std::time::Duration::from_secs(1);
+    let imports = fixture
+        .open(
+            json!({"books": {"type": "http", "url": upstream.url}}),
+            "[books]\nrisk = \"low\"\neffect = \"read\"",
+            connect,
+        )
+        .await;
+    let ready = dispatcher(&imports, None);
+    let get = json!({"ids": [1]});
+    assert!(
+        untrusted_text(&call(&ready, "books__books_get", get.clone()).await)
+            .contains("Hunger Games")
+    );
+
+    // The server goes away: two calls fail reaching it, then the breaker refuses, unsent.
+    upstream.stop.take().unwrap().send(()).unwrap();
+    upstream.served.await.unwrap().unwrap();
+    for attempt in 1..=2 {
+        let failed = call(&ready, "books__books_get", get.clone()).await;
+        let error = failed
+            .error()
+            .unwrap_or_else(|| panic!("attempt {attempt}: {:?}", failed.result));
+        assert_eq!(
+            error.code,
+            ErrorCode::TransientDependency,
+            "attempt {attempt}: {error:?}"
+        );
+        assert!(
+            !error.message.contains("unavailable"),
+            "attempt {attempt} was sent: {error:?}"
+        );
+    }
+    let refused = call(&ready, "books__books_get", get.clone()).await;
+    let error = refused.error().unwrap();
+    assert_eq!(error.code, ErrorCode::TransientDependency);
+    assert!(error.message.contains("is unavailable"), "{error:?}");
+    assert!(
+        error
+            .hint
+            .as_deref()
+            .unwrap_or("")
+            .contains("nothing was sent; retry after"),
+        "{error:?}"
+    );
+    // What /readyz reports for it: open, and not required (the instance serves other tools).
+    let health = imports.health_checks();
+    let down = health[0].check().await;
+    assert_eq!(
+        (down.name.as_str(), down.state.as_str()),
+        ("upstream:books", "open")
+    );
+    assert!(!down.ready && !down.required, "{down:?}");
+
+    // Back on the same address: after the cool-down, one call probes, finds it, and calls
+    // flow again.
+    let _back = books_at(dir.path(), address).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let probe = call(&ready, "books__books_get", get.clone()).await;
+    assert!(
+        untrusted_text(&probe).contains("Hunger Games"),
+        "{:?}",
+        probe.result
+    );
+    assert!(untrusted_text(&call(&ready, "books__books_get", get).await).contains("Hunger Games"));
+    assert_eq!(health[0].check().await.state, "closed");
+    imports.close().await;
+}

@@ -44,6 +44,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
+use toolgate_core::health::HealthCheck;
 use toolgate_core::observation::UntrustedText;
 use toolgate_core::offers::{Offers, Prompt, ResourceSource};
 use toolgate_core::taint::{TaintSources, UntrustedSource};
@@ -95,6 +96,8 @@ struct Inner {
     requires_token: bool,
     /// What each session was shown: its taint sources.
     memory: Arc<TaintMemory>,
+    /// What `/readyz` checks (the shared database, each imported server).
+    health: Arc<[Arc<dyn HealthCheck>]>,
 }
 
 /// How many untrusted texts (and as many trusted results) one session's memory keeps.
@@ -253,6 +256,7 @@ impl McpServer {
                 prompts: Arc::new([]),
                 requires_token: false,
                 memory: Arc::default(),
+                health: Arc::new([]),
             }),
         }
     }
@@ -279,6 +283,17 @@ impl McpServer {
     pub fn requiring_tokens(mut self, yes: bool) -> Self {
         Arc::make_mut(&mut self.inner).requires_token = yes;
         self
+    }
+
+    /// Reports `checks` at `/readyz` (the HTTP server's readiness for a load balancer).
+    pub fn checking(mut self, checks: Vec<Arc<dyn HealthCheck>>) -> Self {
+        Arc::make_mut(&mut self.inner).health = checks.into();
+        self
+    }
+
+    /// What `/readyz` checks.
+    pub fn health_checks(&self) -> &[Arc<dyn HealthCheck>] {
+        &self.inner.health
     }
 
     /// Forgets what `sessions` were shown (they ended).

@@ -64,6 +64,11 @@ impl SharedStore {
         PgAudit::start(self.pg.clone(), instance)
     }
 
+    /// The database as a required health check of an instance (`/readyz`).
+    pub fn health_check(&self) -> Arc<dyn toolgate_core::health::HealthCheck> {
+        Arc::new(self.pg.clone())
+    }
+
     /// The approval tickets every instance on this database shares.
     pub fn ledger(&self) -> Arc<ApprovalLedger> {
         Arc::new(ApprovalLedger::on(PgTickets::new(self.pg.clone())))

@@ -127,6 +127,28 @@ fn call(instance: &Instance, args: &Value, extra: Value, meta: Value) -> Value {
     message["result"].clone()
 }
 
+/// A plain GET of `path`: the status code and the JSON body.
+fn get(instance: &Instance, path: &str) -> (u16, Value) {
+    let mut stream = TcpStream::connect(&instance.address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n",
+        instance.address
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(body.trim()).unwrap_or(Value::Null),
+    )
+}
+
 fn count(url: &str, sql: &str) -> i64 {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -276,6 +298,56 @@ fn an_approval_asked_through_one_instance_is_answered_through_the_other_once() {
         ),
         1,
         "the ticket was redeemed once"
+    );
+}
+
+#[test]
+fn readyz_follows_the_database_and_healthz_says_the_process_is_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = TempCluster::start().unwrap();
+    let url = cluster.url();
+    let instance = serve(dir.path(), &url, None);
+    assert_eq!(get(&instance, "/healthz"), (200, json!({"status": "up"})));
+    let (status, ready) = get(&instance, "/readyz");
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(
+        ready,
+        json!({"ready": true, "checks": [{"name": "database", "ready": true, "required": true, "state": "reachable"}]})
+    );
+
+    cluster.stop().unwrap();
+    let (status, down) = get(&instance, "/readyz");
+    assert_eq!(status, 503, "{down}");
+    assert_eq!(down["checks"][0]["state"], "unreachable", "{down}");
+    assert_eq!(get(&instance, "/healthz").0, 200, "the process is still up");
+    let refused = set_status(
+        &instance,
+        "while-down",
+        &json!({"author": "Dan Brown", "status": "read"}),
+    );
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        refused.to_string().contains("transient_dependency"),
+        "{refused}"
+    );
+
+    cluster.restart().unwrap();
+    let started = Instant::now();
+    while get(&instance, "/readyz").0 != 200 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "ready again once the database is back"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let after = set_status(
+        &instance,
+        "while-down",
+        &json!({"author": "Dan Brown", "status": "read"}),
+    );
+    assert_eq!(
+        after["isError"], false,
+        "the refused write runs once the database is back: {after}"
     );
 }
 

@@ -36,6 +36,10 @@ use super::{HttpLimits, MCP_PATH, ResponseBody};
 use crate::auth::{Authenticated, RequestFacts, ResourceServer};
 use crate::server::McpServer;
 
+/// Where a load balancer asks whether the process is up, and whether it should get requests.
+pub const HEALTHZ_PATH: &str = "/healthz";
+pub const READYZ_PATH: &str = "/readyz";
+
 /// One answer to an HTTP request. A stage that answers early returns it as its `Err`.
 type Answer = Response<ResponseBody>;
 
@@ -120,6 +124,9 @@ impl Front {
         if let Some(metadata) = self.resource_metadata(&request) {
             return Ok(metadata);
         }
+        if let Some(health) = self.health(&request).await {
+            return Ok(health);
+        }
         only_the_mcp_path(&request)?;
         let admitted = self.admit(&mut request).await?;
         if request.method() == Method::POST {
@@ -139,6 +146,39 @@ impl Front {
                 .iter()
                 .any(|p| p == request.uri().path());
         asked.then(|| json_response(StatusCode::OK, &auth.metadata()))
+    }
+
+    /// `GET /healthz`: the process is up (200, always). `GET /readyz`: whether this instance
+    /// should get requests: 200 when every required check (the shared database) passes, else
+    /// 503; each check's name and state either way, never a secret or a server's words. Both
+    /// answer without a token, like any load balancer's probe.
+    async fn health<B>(&self, request: &Request<B>) -> Option<Answer> {
+        if request.method() != Method::GET {
+            return None;
+        }
+        match request.uri().path() {
+            HEALTHZ_PATH => Some(json_response(
+                StatusCode::OK,
+                &serde_json::json!({"status": "up"}),
+            )),
+            READYZ_PATH => {
+                let mut checks = Vec::new();
+                for check in self.server.health_checks() {
+                    checks.push(check.check().await);
+                }
+                let ready = toolgate_core::health::ready(&checks);
+                let status = if ready {
+                    StatusCode::OK
+                } else {
+                    StatusCode::SERVICE_UNAVAILABLE
+                };
+                Some(json_response(
+                    status,
+                    &serde_json::json!({"ready": ready, "checks": checks}),
+                ))
+            }
+            _ => None,
+        }
     }
 
     /// Who is asking: the token's principal (with authorization) handed to the MCP server in

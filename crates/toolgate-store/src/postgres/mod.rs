@@ -148,3 +148,24 @@ fn shown(config: &tokio_postgres::Config) -> String {
     let database = config.get_dbname().unwrap_or("(the user's own)");
     format!("{host}:{port}/{database}")
 }
+
+/// The database as a required dependency of an instance: reachable when `SELECT 1` answers
+/// within two seconds.
+impl toolgate_core::health::HealthCheck for PgStore {
+    fn check(&self) -> toolgate_core::BoxFuture<'_, toolgate_core::health::Check> {
+        Box::pin(async move {
+            let answered = tokio::time::timeout(Duration::from_secs(2), async {
+                let client = self.pool.get().await.ok()?;
+                client.query_one("SELECT 1", &[]).await.ok()
+            })
+            .await;
+            let ready = matches!(answered, Ok(Some(_)));
+            toolgate_core::health::Check {
+                name: "database".into(),
+                ready,
+                required: true,
+                state: if ready { "reachable" } else { "unreachable" }.into(),
+            }
+        })
+    }
+}

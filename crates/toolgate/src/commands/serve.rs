@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use toolgate_core::ApprovalLedger;
 use toolgate_core::Principal;
+use toolgate_core::health::HealthCheck;
 use toolgate_core::trace::{JsonlTrace, NoTrace, Tee, TraceSink};
 use toolgate_mcp::auth::{AUTH_CONTENT_TYPES, AuthConfig, ResourceServer};
 use toolgate_mcp::http::{Access, serve_http_with};
@@ -41,11 +42,20 @@ pub fn run(
     };
     // With a shared store, every decision record also goes to its audit table.
     let trace: Arc<dyn TraceSink> = match &shared {
-        Some((_, _, audit)) => Arc::new(Tee(vec![trace, Arc::new(audit.clone())])),
+        Some(shared) => Arc::new(Tee(vec![trace, Arc::new(shared.audit.clone())])),
         None => trace,
     };
-    let shared = shared.map(|(store, ledger, _)| (store, ledger));
+    // What /readyz reports: the shared database (required) and each imported server.
+    let mut checks = imports
+        .as_ref()
+        .map(Imports::health_checks)
+        .unwrap_or_default();
+    if let Some(shared) = &shared {
+        checks.push(Arc::clone(&shared.health));
+    }
+    let shared = shared.map(|s| (s.store, s.ledger));
     let (server, served) = build_server(config, args, imports.as_ref(), &trace, shared)?;
+    let server = server.checking(checks);
     match args.http {
         None => {
             eprintln!("toolgate: serving {served} over stdio");
@@ -104,18 +114,28 @@ fn check_flags(config: &Config, args: &ServeArgs) -> Result<Option<AuthConfig>, 
     Ok(auth_config)
 }
 
-/// The toolset's store in the shared database, the approval tickets every instance shares, and
-/// the audit table's writer for this instance.
-async fn open_shared(
-    url: &str,
-    args: &ServeArgs,
-) -> Result<(Store, Arc<ApprovalLedger>, PgAudit), CommandError> {
+/// What an instance keeps in the shared database.
+struct Shared {
+    store: Store,
+    ledger: Arc<ApprovalLedger>,
+    audit: PgAudit,
+    health: Arc<dyn HealthCheck>,
+}
+
+/// The toolset's store in the shared database, the approval tickets every instance shares, the
+/// audit table's writer for this instance, and the database as a health check.
+async fn open_shared(url: &str, args: &ServeArgs) -> Result<Shared, CommandError> {
     SharedStore::holds(args.toolset.store())?;
     let shared = SharedStore::connect(url).await?;
     let store = shared.store(args.toolset.store()).await?;
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let instance = format!("{}/{}", host.trim(), std::process::id());
-    Ok((store, shared.ledger(), shared.audit(instance)))
+    Ok(Shared {
+        store,
+        ledger: shared.ledger(),
+        audit: shared.audit(instance),
+        health: shared.health_check(),
+    })
 }
 
 /// The trace `--trace` names, or none.
