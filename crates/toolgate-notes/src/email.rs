@@ -9,7 +9,7 @@
 //!
 //! Contract:
 //! - `email_draft {to, subject, body}` stores the draft (table `email_drafts`, status `draft`)
-//!   through `run_once` under the dispatcher's key, so a retried call stores it once, and
+//!   through `run_once_on` under the dispatcher's key, so a retried call stores it once, and
 //!   returns its id with exactly the message `email_send` would send. Recipients are bare
 //!   addresses (`ann@example.org`, no display names), 1 to [`MAX_RECIPIENTS`], no duplicates;
 //!   the subject is one line of at most [`SUBJECT_MAX_CHARS`] characters; the body is plain
@@ -21,7 +21,7 @@
 //!   retry of a send that already happened (its receipt recorded under the same key) replays
 //!   the receipt without asking: the dispatcher reads this store's receipts before approval.
 //! - A draft is sent at most once, whatever the retries, races and crashes. The send is a remote
-//!   effect under core's claim protocol ([`toolgate_core::idempotency::claim`]):
+//!   effect under core's claim protocol ([`toolgate_core::idempotency::claim_on`]):
 //!   1. claim the call's idempotency key, and in the same transaction move the draft `draft` ->
 //!      `sending` (recording the key). A key that already has a receipt returns that receipt (or
 //!      a `conflict` when it was used for other arguments) and sends nothing; a key claimed by
@@ -51,15 +51,17 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, params};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::idempotency::{
-    self, Claim, Claimed, IdempotencyKey, Receipt, WriteEffect, run_once, store_error,
+    Claim, Claimed, IdempotencyKey, Receipt, WriteEffect, claim_on, release_on, settle_on,
 };
+use toolgate_core::sql::Sql;
 use toolgate_core::tool::DeclarationError;
-use toolgate_core::{CancelToken, Effect, ErrorCode, Risk, Tool, ToolBuilder, ToolError};
+use toolgate_core::{
+    CancelToken, Effect, ErrorCode, Risk, Tool, ToolBuilder, ToolError, sql_params,
+};
 use toolgate_egress::{OutgoingEmail, SmtpRelay};
 
 use crate::store::NotesStore;
@@ -194,32 +196,26 @@ impl DraftRow {
 }
 
 /// The draft `id`, if it exists.
-pub fn draft_by_id(conn: &Connection, id: i64) -> Result<Option<DraftRow>, ToolError> {
-    let raw = conn
-        .query_row(
-            "SELECT id, recipients, subject, body, created, status, send_key, message_id, sent_at
-             FROM email_drafts WHERE id = ?1",
-            params![id],
-            |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, i64>(4)?,
-                    r.get::<_, String>(5)?,
-                    r.get::<_, Option<String>>(6)?,
-                    r.get::<_, Option<String>>(7)?,
-                    r.get::<_, Option<i64>>(8)?,
-                ))
-            },
-        )
-        .optional()
-        .map_err(store_error)?;
-    let Some((id, recipients, subject, body, created, status, send_key, message_id, sent_at)) = raw
+pub fn draft_by_id(conn: &dyn Sql, id: i64) -> Result<Option<DraftRow>, ToolError> {
+    let Some(row) = conn.query_opt(
+        "SELECT id, recipients, subject, body, created, status, send_key, message_id, sent_at
+         FROM email_drafts WHERE id = ?1",
+        sql_params![id],
+    )?
     else {
         return Ok(None);
     };
+    let (id, recipients, subject, body, created, status, send_key, message_id, sent_at) = (
+        row.i64(0)?,
+        row.text(1)?,
+        row.text(2)?,
+        row.text(3)?,
+        row.i64(4)?,
+        row.text(5)?,
+        row.opt_text(6)?,
+        row.opt_text(7)?,
+        row.opt_i64(8)?,
+    );
     let to: Vec<String> = serde_json::from_str(&recipients)
         .map_err(|_| ToolError::internal(format!("draft {id} has an unreadable recipient list")))?;
     let status = DraftStatus::parse(&status)
@@ -401,35 +397,29 @@ fn draft_tool(store: &NotesStore, design: EmailDesign) -> Result<Tool, Declarati
         .write(move |ctx, args: DraftArgs| {
             let store = store.clone();
             async move {
-                let key = ctx.write_key()?.clone();
                 let now = ctx.now_unix;
                 store
-                    .blocking(move |conn| run_once(conn, &key, now, |tx| apply_draft(tx, &args, now)))
+                    .write_once_sql(&ctx, move |tx| apply_draft(tx, &args, now))
                     .await
             }
         })
 }
 
-fn apply_draft(
-    conn: &Connection,
-    args: &DraftArgs,
-    now_unix: u64,
-) -> Result<WriteEffect, ToolError> {
+fn apply_draft(conn: &dyn Sql, args: &DraftArgs, now_unix: u64) -> Result<WriteEffect, ToolError> {
     let to = args.to.to_list();
     let recipients = serde_json::to_string(&to)
         .map_err(|_| ToolError::internal("the recipient list could not be stored"))?;
-    conn.execute(
+    let id = conn.query_i64(
         "INSERT INTO email_drafts (recipients, subject, body, created, status)
-         VALUES (?1, ?2, ?3, ?4, 'draft')",
-        params![
+         VALUES (?1, ?2, ?3, ?4, 'draft')
+         RETURNING id",
+        sql_params![
             recipients,
-            args.subject,
-            args.body,
+            &args.subject,
+            &args.body,
             i64::try_from(now_unix).unwrap_or(i64::MAX)
         ],
-    )
-    .map_err(store_error)?;
-    let id = conn.last_insert_rowid();
+    )?;
     Ok(WriteEffect {
         result: json!({
             "draft_id": id,
@@ -452,26 +442,18 @@ fn no_relay() -> ToolError {
 }
 
 /// `draft_id` as a draft this store holds, or the refusal that teaches how to get one.
-fn draft_exists(conn: &Connection, id: i64) -> Result<(), ToolError> {
+fn draft_exists(conn: &dyn Sql, id: i64) -> Result<(), ToolError> {
     if draft_by_id(conn, id)?.is_some() {
         return Ok(());
     }
-    let mut stmt = conn
-        .prepare_cached(
+    let drafts = conn
+        .query(
             "SELECT id, subject, recipients FROM email_drafts WHERE status = 'draft' ORDER BY id DESC LIMIT 5",
-        )
-        .map_err(store_error)?;
-    let drafts = stmt
-        .query_map([], |row| {
-            Ok((
-                row.get::<_, i64>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-            ))
-        })
-        .map_err(store_error)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(store_error)?;
+            &[],
+        )?
+        .iter()
+        .map(|row| Ok((row.i64(0)?, row.text(1)?, row.text(2)?)))
+        .collect::<Result<Vec<_>, toolgate_core::sql::SqlError>>()?;
     let error = ToolError::not_found(format!("no email draft has id {id}"))
         .with_field("draft_id")
         .with_received(json!(id));
@@ -517,13 +499,13 @@ fn send_tool(
         .check(move |args: &SendArgs, _| {
             if design == EmailDesign::DraftFirst {
                 let id = args.draft_id;
-                check_store.with_conn(|conn| draft_exists(conn, id))??;
+                check_store.with_sql(|conn| draft_exists(conn, id))?;
             }
             if configured { Ok(()) } else { Err(no_relay()) }
         })
         .approval_preview(move |args: &SendArgs| {
             let id = args.draft_id;
-            let draft = preview_store.with_conn(|conn| draft_by_id(conn, id))??;
+            let draft = preview_store.with_sql(|conn| draft_by_id(conn, id))?;
             draft.map(|d| d.preview()).ok_or_else(|| unknown_draft(id))
         })
         .receipts(store.receipt_log())
@@ -565,11 +547,11 @@ impl Outbox {
         let (id, key, now) = (self.draft_id, self.key.clone(), self.now_unix);
         let claimed = self
             .store
-            .blocking(move |conn| {
+            .blocking_sql(move |session| {
                 let check = format!(
                     "whether the email of draft {id} was delivered (its recipients' inboxes or the relay's log)"
                 );
-                idempotency::claim(conn, &key, now, &check, |tx| mark_sending(tx, id, &key))
+                claim_on(session, &key, now, &check, |tx| mark_sending(tx, id, &key))
             })
             .await?;
         let (claim, draft) = match claimed {
@@ -602,15 +584,14 @@ impl Outbox {
     async fn release(&self, claim: Claim) -> Result<(), ToolError> {
         let (id, key) = (self.draft_id, self.key.key.clone());
         self.store
-            .blocking(move |conn| {
-                idempotency::release(conn, claim, |tx| {
+            .blocking_sql(move |session| {
+                release_on(session, claim, |tx| {
                     tx.execute(
                         "UPDATE email_drafts SET status = 'draft', send_key = NULL
                          WHERE id = ?1 AND status = 'sending' AND send_key = ?2",
-                        params![id, key],
-                    )
-                    .map(|_| ())
-                    .map_err(store_error)
+                        sql_params![id, key],
+                    )?;
+                    Ok(())
                 })
             })
             .await
@@ -630,8 +611,8 @@ impl Outbox {
         let (key, now) = (self.key.clone(), self.now_unix);
         let shown_id = message_id.clone();
         self.store
-            .blocking(move |conn| {
-                idempotency::settle(conn, claim, now, |tx| {
+            .blocking_sql(move |session| {
+                settle_on(session, claim, now, |tx| {
                     mark_sent(tx, &draft, &key, &message_id, now)
                 })
             })
@@ -646,16 +627,15 @@ impl Outbox {
 }
 
 /// Step 1 of a send, inside the claim's transaction: the draft must be unsent and unclaimed.
-fn mark_sending(conn: &Connection, id: i64, key: &IdempotencyKey) -> Result<DraftRow, ToolError> {
+fn mark_sending(conn: &dyn Sql, id: i64, key: &IdempotencyKey) -> Result<DraftRow, ToolError> {
     let draft = draft_by_id(conn, id)?.ok_or_else(|| unknown_draft(id))?;
     match draft.status {
         DraftStatus::Draft => {
             conn.execute(
                 "UPDATE email_drafts SET status = 'sending', send_key = ?1
                  WHERE id = ?2 AND status = 'draft'",
-                params![key.key, id],
-            )
-            .map_err(store_error)?;
+                sql_params![&key.key, id],
+            )?;
             Ok(draft)
         }
         DraftStatus::Sent => Err(already_sent(&draft)),
@@ -689,24 +669,22 @@ fn already_sent(draft: &DraftRow) -> ToolError {
 
 /// Step 3 of a send: the effect recorded with the receipt.
 fn mark_sent(
-    conn: &Connection,
+    conn: &dyn Sql,
     draft: &DraftRow,
     key: &IdempotencyKey,
     message_id: &str,
     now_unix: u64,
 ) -> Result<WriteEffect, ToolError> {
-    let changed = conn
-        .execute(
-            "UPDATE email_drafts SET status = 'sent', message_id = ?1, sent_at = ?2
-             WHERE id = ?3 AND status = 'sending' AND send_key = ?4",
-            params![
-                message_id,
-                i64::try_from(now_unix).unwrap_or(i64::MAX),
-                draft.id,
-                key.key
-            ],
-        )
-        .map_err(store_error)?;
+    let changed = conn.execute(
+        "UPDATE email_drafts SET status = 'sent', message_id = ?1, sent_at = ?2
+         WHERE id = ?3 AND status = 'sending' AND send_key = ?4",
+        sql_params![
+            message_id,
+            i64::try_from(now_unix).unwrap_or(i64::MAX),
+            draft.id,
+            &key.key
+        ],
+    )?;
     if changed != 1 {
         return Err(ToolError::internal(format!(
             "draft {} is no longer claimed by this send",

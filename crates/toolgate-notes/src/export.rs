@@ -3,7 +3,7 @@
 //! and `index.json` listing every note's id, title, notebook, kind, tags, dates and whether it
 //! is untrusted, so a script can filter before it opens a file.
 //!
-//! Guarantees: one consistent snapshot (one read transaction); untrusted notes say so in their
+//! Guarantees: one consistent snapshot (one statement reads every note); untrusted notes say so in their
 //! front matter and in the index; the export is private to the user running it from the
 //! moment each part exists (the folder made 0700, `notes/` created 0700, every file created
 //! 0600: never readable by another local user, not even briefly before the sandbox seals it;
@@ -15,11 +15,11 @@ use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::Path;
 
-use rusqlite::Connection;
 use serde_json::json;
 use toolgate_core::ToolError;
+use toolgate_core::sql::Sql;
 
-use crate::rows::{COLUMNS, NoteRow, from_row};
+use crate::rows::{self, COLUMNS, NoteRow};
 
 /// What an export wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +73,7 @@ fn private_file(path: &Path) -> Result<std::fs::File, ToolError> {
 
 /// Writes every note of `conn` into `dir` (empty), private to this user; see the module
 /// documentation.
-pub fn export_notebook(conn: &mut Connection, dir: &Path) -> Result<ExportSummary, ToolError> {
+pub fn export_notebook(conn: &dyn Sql, dir: &Path) -> Result<ExportSummary, ToolError> {
     let listed = std::fs::read_dir(dir).map_err(|e| io(dir, e))?;
     if listed.count() > 0 {
         return Err(ToolError::internal(format!(
@@ -81,18 +81,12 @@ pub fn export_notebook(conn: &mut Connection, dir: &Path) -> Result<ExportSummar
             dir.display()
         )));
     }
-    let tx = conn
-        .transaction()
-        .map_err(|e| ToolError::internal(format!("reading the notebook failed: {e}")))?;
-    let rows: Vec<NoteRow> = {
-        let mut stmt = tx
-            .prepare(&format!("SELECT {COLUMNS} FROM notes ORDER BY id"))
-            .map_err(|e| ToolError::internal(format!("reading the notebook failed: {e}")))?;
-        stmt.query_map([], from_row)
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| ToolError::internal(format!("reading the notebook failed: {e}")))?
-    };
-    drop(tx);
+    let rows: Vec<NoteRow> = rows::query(
+        conn,
+        &format!("SELECT {COLUMNS} FROM notes ORDER BY id"),
+        &[],
+    )
+    .map_err(|e| ToolError::internal(format!("reading the notebook failed: {e}")))?;
     // The folder is the export's own (it had to be empty): closed before anything is in it.
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
         .map_err(|e| io(dir, e))?;

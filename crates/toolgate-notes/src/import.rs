@@ -14,10 +14,10 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
-use toolgate_core::Clock;
 use toolgate_core::clock::{SystemClock, civil_from_unix_days, unix_secs};
+use toolgate_core::sql::{SqlError, in_write_transaction};
+use toolgate_core::{Clock, ToolError, sql_params};
 
 use crate::frontmatter::note_from_markdown;
 use crate::rows::{self, NewNote};
@@ -64,13 +64,13 @@ pub enum ImportError {
         path: String,
         source: std::io::Error,
     },
-    #[error("SQLite error while importing into {path}, nothing was imported: {source}")]
-    Sqlite {
+    #[error("the store failed while importing into {path}, nothing was imported: {source}")]
+    Store { path: String, source: SqlError },
+    #[error("the notes store {path} is unavailable, nothing was imported: {source}")]
+    Unavailable {
         path: String,
-        source: rusqlite::Error,
+        source: Box<ToolError>,
     },
-    #[error("the notes store {path} is unavailable after an earlier failure; open it again")]
-    Poisoned { path: String },
 }
 
 fn is_markdown(path: &Path) -> bool {
@@ -180,24 +180,23 @@ pub fn import_dir(store: &NotesStore, dir: &Path) -> Result<ImportReport, Import
     }
     let shown = store.path().display().to_string();
     let written = store
-        .with_conn(
-            |conn| -> rusqlite::Result<(Vec<ImportedFile>, Vec<DuplicateFile>)> {
-                let tx = conn.transaction()?;
+        .with_sql(|session| {
+            Ok(in_write_transaction(session, |tx| {
                 let mut imported = Vec::new();
                 let mut duplicates = Vec::new();
                 for (file, note) in parsed {
-                    let existing: Option<i64> = tx
-                        .query_row(
+                    let existing = tx
+                        .query_opt(
                             "SELECT id FROM notes WHERE title = ?1 AND created = ?2 AND body = ?3
-                         ORDER BY id LIMIT 1",
-                            params![note.title, note.created, note.body],
-                            |r| r.get(0),
-                        )
-                        .optional()?;
+                             ORDER BY id LIMIT 1",
+                            sql_params![&note.title, &note.created, &note.body],
+                        )?
+                        .map(|r| r.i64(0))
+                        .transpose()?;
                     match existing {
                         Some(existing_id) => duplicates.push(DuplicateFile { file, existing_id }),
                         None => {
-                            let id = rows::insert(&tx, &note)?;
+                            let id = rows::insert(tx, &note)?;
                             imported.push(ImportedFile {
                                 file,
                                 id,
@@ -206,14 +205,14 @@ pub fn import_dir(store: &NotesStore, dir: &Path) -> Result<ImportReport, Import
                         }
                     }
                 }
-                tx.commit()?;
-                Ok((imported, duplicates))
-            },
-        )
-        .map_err(|_| ImportError::Poisoned {
+                Ok::<_, SqlError>((imported, duplicates))
+            }))
+        })
+        .map_err(|source| ImportError::Unavailable {
             path: shown.clone(),
+            source: Box::new(source),
         })?;
-    let (imported, duplicates) = written.map_err(|source| ImportError::Sqlite {
+    let (imported, duplicates) = written.map_err(|source| ImportError::Store {
         path: shown,
         source,
     })?;

@@ -1,4 +1,6 @@
-//! toolgate-notes: the notes assistant's toolset over one SQLite file. Domain code only: a
+//! toolgate-notes: the notes assistant's toolset over one SQLite file, or a team's shared
+//! PostgreSQL database ([`NotesStore::on_postgres`]; every statement is written once against
+//! core's `Sql`, the search's few differences in [`search_sql`]). Domain code only: a
 //! store, the tools' handlers, undo, a Markdown importer and a bundled sample notebook; this
 //! crate knows nothing of models or MCP, and reaches the network only through the egress exit
 //! it is handed.
@@ -16,8 +18,9 @@
 //! - [`sample`]: the bundled notebook and [`generate_notes`].
 //! - [`note_ref`]: notes named by the user's words; [`writes_by_words`]: `notes-v4`'s
 //!   `notes_tag` and `create_todos_from_meeting`, which take them instead of ids.
-//! - [`search`]: `notes_search`'s query building and ranking; [`snippet`]: its fragments
-//!   centred on the matched words.
+//! - [`search`]: `notes_search`'s query building and ranking; [`search_sql`]: its statements
+//!   on each database (FTS5, or PostgreSQL's tsvector); [`snippet`]: its fragments centred on
+//!   the matched words.
 
 pub mod actions;
 pub mod email;
@@ -30,6 +33,7 @@ pub mod offers;
 pub mod rows;
 pub mod sample;
 pub mod search;
+pub mod search_sql;
 pub mod snippet;
 pub mod store;
 pub mod tools;

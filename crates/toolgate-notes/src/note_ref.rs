@@ -21,9 +21,8 @@
 
 use std::cmp::Reverse;
 
-use rusqlite::{Connection, params};
-use toolgate_core::ToolError;
-use toolgate_core::idempotency::store_error;
+use toolgate_core::sql::Sql;
+use toolgate_core::{ToolError, sql_params};
 
 use crate::rows::{self, COLUMNS, Kind, NoteRow};
 
@@ -163,7 +162,7 @@ fn plain_id(text: &str) -> Option<i64> {
 /// The notes `reference` names within `scope`: one note, or several for "every …" when the
 /// scope allows many (at most `max`).
 pub fn resolve(
-    conn: &Connection,
+    conn: &dyn Sql,
     reference: &NoteRef,
     scope: Scope,
     max: usize,
@@ -194,11 +193,7 @@ pub fn resolve(
 /// The user's own notes of `kind` whose titles have the most of the words of `text` (at least
 /// one), best first, at most [`CANDIDATES`]: what a refusal offers when the call's other
 /// words are all there is to go on.
-pub fn closest(
-    conn: &Connection,
-    text: &str,
-    kind: Option<Kind>,
-) -> Result<Vec<NoteRow>, ToolError> {
+pub fn closest(conn: &dyn Sql, text: &str, kind: Option<Kind>) -> Result<Vec<NoteRow>, ToolError> {
     let content = match parse(text) {
         NoteRef::Words(words) => words.content,
         NoteRef::Id(_) => Vec::new(),
@@ -210,7 +205,7 @@ pub fn closest(
 }
 
 /// The user's own notes of `kind`, newest first, at most [`CANDIDATES`].
-pub fn newest(conn: &Connection, kind: Option<Kind>) -> Result<Vec<NoteRow>, ToolError> {
+pub fn newest(conn: &dyn Sql, kind: Option<Kind>) -> Result<Vec<NoteRow>, ToolError> {
     Ok(newest_first(own_notes(conn, kind)?, CANDIDATES))
 }
 
@@ -335,18 +330,14 @@ fn title_has(title: &str, word: &str) -> bool {
 }
 
 /// The user's own notes (never untrusted ones), of `kind` when given.
-fn own_notes(conn: &Connection, kind: Option<Kind>) -> Result<Vec<NoteRow>, ToolError> {
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM notes WHERE untrusted = 0 AND (?1 IS NULL OR kind = ?1) ORDER BY id"
-        ))
-        .map_err(store_error)?;
-    let notes = stmt
-        .query_map(params![kind.map(Kind::as_str)], rows::from_row)
-        .map_err(store_error)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(store_error)?;
-    Ok(notes)
+fn own_notes(conn: &dyn Sql, kind: Option<Kind>) -> Result<Vec<NoteRow>, ToolError> {
+    Ok(rows::query(
+        conn,
+        &format!(
+            "SELECT {COLUMNS} FROM notes WHERE untrusted = 0 AND (kind = ?1 OR ?1 IS NULL) ORDER BY id"
+        ),
+        sql_params![kind.map(Kind::as_str)],
+    )?)
 }
 
 /// `notes`, newest first (ties by id), at most `n`.

@@ -5,12 +5,11 @@
 //! commas); a to-do always has `done` set (0 or 1) and any other kind never does; a clip is
 //! always untrusted. The last two are also enforced by CHECK constraints in the schema.
 
-use rusqlite::{Connection, OptionalExtension, params};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use toolgate_core::ToolError;
-use toolgate_core::idempotency::store_error;
+use toolgate_core::sql::{Dialect, Sql, SqlError, SqlRow};
+use toolgate_core::{ToolError, sql_params};
 
 /// What a note is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -104,29 +103,34 @@ pub struct NoteRow {
 pub const COLUMNS: &str =
     "id, title, body, notebook, tags, due, created, kind, source_url, untrusted, done, meeting_id";
 
-pub fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<NoteRow> {
-    let kind_text: String = row.get(7)?;
-    let kind = Kind::parse(&kind_text).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(
-            7,
-            rusqlite::types::Type::Text,
-            format!("unknown note kind `{kind_text}`").into(),
-        )
+pub fn from_row(row: &SqlRow) -> Result<NoteRow, SqlError> {
+    let kind_text = row.text(7)?;
+    let kind = Kind::parse(&kind_text).ok_or_else(|| SqlError::Type {
+        detail: format!("unknown note kind `{kind_text}`"),
     })?;
     Ok(NoteRow {
-        id: row.get(0)?,
-        title: row.get(1)?,
-        body: row.get(2)?,
-        notebook: row.get(3)?,
-        tags: row.get(4)?,
-        due: row.get(5)?,
-        created: row.get(6)?,
+        id: row.i64(0)?,
+        title: row.text(1)?,
+        body: row.text(2)?,
+        notebook: row.text(3)?,
+        tags: row.text(4)?,
+        due: row.opt_text(5)?,
+        created: row.text(6)?,
         kind,
-        source_url: row.get(8)?,
-        untrusted: row.get::<_, i64>(9)? != 0,
-        done: row.get::<_, Option<i64>>(10)?.map(|d| d != 0),
-        meeting_id: row.get(11)?,
+        source_url: row.opt_text(8)?,
+        untrusted: row.i64(9)? != 0,
+        done: row.opt_i64(10)?.map(|d| d != 0),
+        meeting_id: row.opt_i64(11)?,
     })
+}
+
+/// Every row `sql` returns, read as notes (its columns must be [`COLUMNS`]).
+pub fn query(
+    conn: &dyn Sql,
+    sql: &str,
+    params: &[toolgate_core::sql::SqlValue],
+) -> Result<Vec<NoteRow>, SqlError> {
+    conn.query(sql, params)?.iter().map(from_row).collect()
 }
 
 impl NoteRow {
@@ -182,39 +186,41 @@ pub fn valid_tag(tag: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, ' ' | '_' | '-'))
 }
 
-pub fn insert(conn: &Connection, note: &NewNote) -> rusqlite::Result<i64> {
-    let mut stmt = conn.prepare_cached(
+/// Inserts `note` and returns its id (`RETURNING id`, which both databases support).
+pub fn insert(conn: &dyn Sql, note: &NewNote) -> Result<i64, SqlError> {
+    conn.query_i64(
         "INSERT INTO notes (title, body, notebook, tags, due, created, kind, source_url,
                             untrusted, done, meeting_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )?;
-    stmt.execute(params![
-        note.title,
-        note.body,
-        note.notebook,
-        note.tags,
-        note.due,
-        note.created,
-        note.kind.as_str(),
-        note.source_url,
-        i64::from(note.untrusted),
-        note.done.map(i64::from),
-        note.meeting_id,
-    ])?;
-    Ok(conn.last_insert_rowid())
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+         RETURNING id",
+        sql_params![
+            &note.title,
+            &note.body,
+            &note.notebook,
+            &note.tags,
+            note.due.as_deref(),
+            &note.created,
+            note.kind.as_str(),
+            note.source_url.as_deref(),
+            i64::from(note.untrusted),
+            note.done.map(i64::from),
+            note.meeting_id,
+        ],
+    )
 }
 
-pub fn by_id(conn: &Connection, id: i64) -> Result<Option<NoteRow>, ToolError> {
-    let mut stmt = conn
-        .prepare_cached(&format!("SELECT {COLUMNS} FROM notes WHERE id = ?1"))
-        .map_err(store_error)?;
-    stmt.query_row(params![id], from_row)
-        .optional()
-        .map_err(store_error)
+pub fn by_id(conn: &dyn Sql, id: i64) -> Result<Option<NoteRow>, ToolError> {
+    Ok(query(
+        conn,
+        &format!("SELECT {COLUMNS} FROM notes WHERE id = ?1"),
+        sql_params![id],
+    )?
+    .into_iter()
+    .next())
 }
 
 /// Rows for `ids`, in the order given; ids with no row are returned separately.
-pub fn by_ids(conn: &Connection, ids: &[i64]) -> Result<(Vec<NoteRow>, Vec<i64>), ToolError> {
+pub fn by_ids(conn: &dyn Sql, ids: &[i64]) -> Result<(Vec<NoteRow>, Vec<i64>), ToolError> {
     let mut found = Vec::new();
     let mut missing = Vec::new();
     for id in ids {
@@ -227,48 +233,43 @@ pub fn by_ids(conn: &Connection, ids: &[i64]) -> Result<(Vec<NoteRow>, Vec<i64>)
 }
 
 /// The to-dos made from meeting `meeting_id`, oldest first.
-pub fn todos_of_meeting(conn: &Connection, meeting_id: i64) -> Result<Vec<NoteRow>, ToolError> {
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM notes WHERE meeting_id = ?1 AND kind = 'todo' ORDER BY id"
-        ))
-        .map_err(store_error)?;
-    let rows = stmt
-        .query_map(params![meeting_id], from_row)
-        .map_err(store_error)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(store_error)?;
-    Ok(rows)
+pub fn todos_of_meeting(conn: &dyn Sql, meeting_id: i64) -> Result<Vec<NoteRow>, ToolError> {
+    Ok(query(
+        conn,
+        &format!("SELECT {COLUMNS} FROM notes WHERE meeting_id = ?1 AND kind = 'todo' ORDER BY id"),
+        sql_params![meeting_id],
+    )?)
 }
 
-pub fn set_tags(conn: &Connection, id: i64, tags: &str) -> Result<bool, ToolError> {
-    let changed = conn
-        .execute(
-            "UPDATE notes SET tags = ?1 WHERE id = ?2",
-            params![tags, id],
-        )
-        .map_err(store_error)?;
+pub fn set_tags(conn: &dyn Sql, id: i64, tags: &str) -> Result<bool, ToolError> {
+    let changed = conn.execute(
+        "UPDATE notes SET tags = ?1 WHERE id = ?2",
+        sql_params![tags, id],
+    )?;
     Ok(changed > 0)
 }
 
 /// Deletes note `id`; false when there was no such note.
-pub fn delete(conn: &Connection, id: i64) -> Result<bool, ToolError> {
-    let changed = conn
-        .execute("DELETE FROM notes WHERE id = ?1", params![id])
-        .map_err(store_error)?;
+pub fn delete(conn: &dyn Sql, id: i64) -> Result<bool, ToolError> {
+    let changed = conn.execute("DELETE FROM notes WHERE id = ?1", sql_params![id])?;
     Ok(changed > 0)
 }
 
-/// The distinct notebook names, sorted.
-pub fn notebooks(conn: &Connection) -> Result<Vec<String>, ToolError> {
-    let mut stmt = conn
-        .prepare_cached("SELECT DISTINCT notebook FROM notes ORDER BY notebook COLLATE NOCASE")
-        .map_err(store_error)?;
-    let names = stmt
-        .query_map([], |r| r.get::<_, String>(0))
-        .map_err(store_error)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(store_error)?;
+/// The distinct notebook names, sorted ignoring ASCII case (SQLite's NOCASE; on PostgreSQL
+/// the same order as `lower()` under the C collation).
+pub fn notebooks(conn: &dyn Sql) -> Result<Vec<String>, ToolError> {
+    let sql = match conn.dialect() {
+        Dialect::Sqlite => "SELECT DISTINCT notebook FROM notes ORDER BY notebook COLLATE NOCASE",
+        Dialect::Postgres => {
+            "SELECT notebook FROM (SELECT DISTINCT notebook FROM notes) n
+             ORDER BY lower(notebook) COLLATE \"C\""
+        }
+    };
+    let names = conn
+        .query(sql, &[])?
+        .iter()
+        .map(|r| r.text(0))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(names)
 }
 

@@ -1,5 +1,7 @@
 //! Full-text search over titles and bodies: BM25-ranked (FTS5 `bm25()`, titles weighted above
-//! bodies), each hit a bounded snippet rather than the whole note.
+//! bodies), each hit a bounded snippet rather than the whole note. On PostgreSQL the same code
+//! runs over a `tsvector` ranked by `ts_rank_cd` with the same weights: the statements that
+//! differ, and where that ranking differs from BM25, are in [`crate::search_sql`].
 //!
 //! Guarantees: no user text can produce an FTS5 syntax error or reach FTS5 as an operator:
 //! [`fts_query`] keeps only words and quotes each one, so `"`, `*`, `-`, `:`, `^`, `(`, `NEAR`,
@@ -20,15 +22,15 @@
 //! notes of any kind that match (and says so), and when it hides matches of other kinds, says
 //! how many; and ends with a next step naming the call that reads another hit.
 
-use rusqlite::{Connection, params};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolgate_core::idempotency::store_error;
-use toolgate_core::{ToolError, ToolOutput, UntrustedText};
+use toolgate_core::sql::{Sql, SqlError, SqlValue};
+use toolgate_core::{ToolError, ToolOutput, UntrustedText, sql_params};
 
 use crate::rows::{self, Kind, NoteRow};
-use crate::snippet::{MARK_CLOSE, MARK_OPEN, SnippetShape, centred_snippet};
+use crate::search_sql;
+use crate::snippet::{SnippetShape, centred_snippet};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema, Default)]
 #[serde(rename_all = "snake_case")]
@@ -122,8 +124,6 @@ pub const DETAILED_SNIPPET: SnippetShape = SnippetShape {
 };
 /// Words of a query that are searched; the rest are dropped (and the result says so).
 pub const MAX_TERMS: usize = 12;
-/// Title columns count this many times as much as body columns in the ranking.
-const TITLE_WEIGHT: f64 = 8.0;
 
 /// Words too common to narrow a search; dropped from a query that has other words.
 const STOPWORDS: &[&str] = &[
@@ -209,41 +209,27 @@ struct Page {
 }
 
 fn page(
-    conn: &Connection,
+    conn: &dyn Sql,
     expr: &str,
     kind: Option<Kind>,
     limit: u32,
     offset: u32,
 ) -> Result<Page, ToolError> {
     let kind = kind.map(Kind::as_str);
-    let mut stmt = conn
-        .prepare_cached(&format!(
-            "WITH matched AS MATERIALIZED (
-                 SELECT rowid AS id, bm25(notes_fts, {TITLE_WEIGHT:.1}, 1.0) AS score
-                 FROM notes_fts WHERE notes_fts MATCH ?1
-             )
-             SELECT m.id, count(*) OVER () FROM matched m JOIN notes n ON n.id = m.id
-             WHERE ?2 IS NULL OR n.kind = ?2
-             ORDER BY m.score, n.created DESC, m.id DESC
-             LIMIT ?3 OFFSET ?4"
-        ))
-        .map_err(search_error)?;
-    let rows = stmt
-        .query_map(params![expr, kind, limit, offset], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
-        })
+    let rows = conn
+        .query(
+            &search_sql::page(conn.dialect()),
+            sql_params![expr, kind, limit, offset],
+        )
         .map_err(search_error)?
-        .collect::<rusqlite::Result<Vec<_>>>()
+        .iter()
+        .map(|r| Ok((r.i64(0)?, r.i64(1)?)))
+        .collect::<Result<Vec<_>, SqlError>>()
         .map_err(search_error)?;
     let total = match rows.first() {
         Some((_, total)) => *total,
         None if offset > 0 => conn
-            .query_row(
-                "SELECT count(*) FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid
-                 WHERE notes_fts MATCH ?1 AND (?2 IS NULL OR n.kind = ?2)",
-                params![expr, kind],
-                |r| r.get(0),
-            )
+            .query_i64(search_sql::count(conn.dialect()), sql_params![expr, kind])
             .map_err(search_error)?,
         None => 0,
     };
@@ -254,30 +240,29 @@ fn page(
 }
 
 /// A failed MATCH is our bug (the query is built to be valid), never the caller's.
-fn search_error(e: rusqlite::Error) -> ToolError {
-    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::Unknown) && e.to_string().contains("fts5")
-    {
-        ToolError::internal("the search index refused a query it should have accepted")
-    } else {
-        store_error(e)
+fn search_error(e: SqlError) -> ToolError {
+    match &e {
+        SqlError::Failed { detail } if detail.contains("fts5") || detail.contains("tsquery") => {
+            ToolError::internal("the search index refused a query it should have accepted")
+        }
+        _ => e.into(),
     }
 }
 
-/// The body of note `id` with FTS5's own matches of `expr` marked, cut into centred fragments.
-fn snippet(
-    conn: &Connection,
-    expr: &str,
-    id: i64,
-    shape: SnippetShape,
-) -> Result<String, ToolError> {
-    conn.query_row(
-        "SELECT highlight(notes_fts, 1, ?3, ?4) FROM notes_fts
-         WHERE notes_fts MATCH ?1 AND rowid = ?2",
-        params![expr, id, MARK_OPEN.to_string(), MARK_CLOSE.to_string()],
-        |r| r.get::<_, Option<String>>(0),
-    )
-    .map(|marked| centred_snippet(&marked.unwrap_or_default(), shape))
-    .map_err(search_error)
+/// The body of note `id` with the database's own matches of `expr` marked, cut into centred
+/// fragments.
+fn snippet(conn: &dyn Sql, expr: &str, id: i64, shape: SnippetShape) -> Result<String, ToolError> {
+    let (sql, marks) = search_sql::highlight(conn.dialect());
+    let mut params = vec![SqlValue::from(expr), SqlValue::from(id)];
+    params.extend(marks.into_iter().map(SqlValue::from));
+    let rows = conn.query(sql, &params).map_err(search_error)?;
+    let Some(row) = rows.first() else {
+        return Err(search_error(SqlError::Failed {
+            detail: format!("note {id} of the page did not match when highlighted"),
+        }));
+    };
+    let marked = row.opt_text(0).map_err(search_error)?;
+    Ok(centred_snippet(&marked.unwrap_or_default(), shape))
 }
 
 /// What a hit shows of its note's text.
@@ -342,7 +327,7 @@ fn hit(
 }
 
 /// Runs one search in the `notes` design; see the module documentation.
-pub fn run_search(conn: &Connection, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
+pub fn run_search(conn: &dyn Sql, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
     search(
         conn,
         &Request {
@@ -357,7 +342,7 @@ pub fn run_search(conn: &Connection, args: &SearchArgs) -> Result<ToolOutput, To
 }
 
 /// Runs one search in the `notes-v2` design; see the module documentation.
-pub fn run_search_v2(conn: &Connection, args: &SearchArgsV2) -> Result<ToolOutput, ToolError> {
+pub fn run_search_v2(conn: &dyn Sql, args: &SearchArgsV2) -> Result<ToolOutput, ToolError> {
     search(
         conn,
         &Request {
@@ -384,7 +369,7 @@ struct Found {
 /// Every word first, then any word; in v2, a kind that leaves nothing is dropped at each step
 /// before falling back further, since the words say more about the note than its kind.
 fn find(
-    conn: &Connection,
+    conn: &dyn Sql,
     query: &FtsQuery,
     (all, any): (String, String),
     request: &Request<'_>,
@@ -427,10 +412,14 @@ fn find(
     last.ok_or_else(|| ToolError::internal("a search with words ran no step"))
 }
 
-fn search(conn: &Connection, request: &Request<'_>) -> Result<ToolOutput, ToolError> {
+fn search(conn: &dyn Sql, request: &Request<'_>) -> Result<ToolOutput, ToolError> {
     let query = fts_query(request.query);
     let offset = request.offset;
-    let (Some(all), Some(any)) = (query.all_words(), query.any_word()) else {
+    let dialect = conn.dialect();
+    let (Some(all), Some(any)) = (
+        search_sql::expression(&query, true, dialect),
+        search_sql::expression(&query, false, dialect),
+    ) else {
         return Ok(ToolOutput::new(json!({
             "total_matches": 0,
             "offset": offset,

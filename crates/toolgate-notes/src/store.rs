@@ -11,13 +11,22 @@
 //! sent or was sent cannot have its recipients, subject or body changed (a trigger refuses it);
 //! `reset` restores the state the file was created with (empty, or the bundled notebook, and no
 //! drafts) in one transaction, so a failure leaves the previous state.
+//!
+//! For a team, the same tables live in the shared PostgreSQL database (migration V5,
+//! [`NotesStore::on_postgres`]): every statement of the toolset runs unchanged there (the search
+//! differs, see [`crate::search_sql`]). The first instance to open an empty notes table fills
+//! it with the bundled sample notebook, in one transaction; `reset` there restores that
+//! notebook and deletes only the notes toolset's own rows (notes, drafts, undone marks) and the
+//! receipts of its tools ([`OWN_RECEIPTS`]), never another toolset's.
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, params};
+use rusqlite::params;
 use toolgate_core::idempotency;
-use toolgate_core::{ToolError, ToolOutput};
+use toolgate_core::sql::{Dialect, Sql, SqlError, in_write_transaction};
+use toolgate_core::{ToolError, ToolOutput, sql_params};
 use toolgate_store::file::{self, FileError};
+use toolgate_store::postgres::PgStore;
 use toolgate_store::shared_conn::SharedConnection;
 
 use crate::rows::{self, NewNote};
@@ -50,8 +59,15 @@ pub enum StoreError {
         path: String,
         source: rusqlite::Error,
     },
-    #[error("the notes store {path} is unavailable after an earlier failure; open it again")]
-    Poisoned { path: String },
+    /// The store could not be used (unreachable, or lost to an earlier failure).
+    #[error("the notes store {path} failed: {source}")]
+    Store {
+        path: String,
+        source: Box<ToolError>,
+    },
+    /// A statement failed (either database); nothing of its transaction was kept.
+    #[error("a statement on the notes store {path} failed: {source}")]
+    Statement { path: String, source: SqlError },
     #[error(transparent)]
     Sample(#[from] SampleError),
 }
@@ -119,9 +135,16 @@ pub struct NoteTitle {
     pub kind: String,
 }
 
+/// The receipts of the notes toolset's tools in a receipts table other toolsets share (the
+/// PostgreSQL store's): `notes_*`, `email_*`, `web_clip` and `create_todos_from_meeting`.
+pub const OWN_RECEIPTS: &str =
+    "(tool LIKE 'notes\\_%' ESCAPE '\\' OR tool LIKE 'email\\_%' ESCAPE '\\'
+     OR tool IN ('web_clip', 'create_todos_from_meeting'))";
+
 /// A handle on one notes database; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct NotesStore {
+    /// The SQLite file, or `postgres://host:port/database` (no password) for a shared store.
     path: PathBuf,
     conn: SharedConnection,
 }
@@ -217,13 +240,37 @@ impl NotesStore {
                  VALUES ('store', ?1), ('schema_version', ?2), ('contents', ?3)",
                 params![STORE_NAME, SCHEMA_VERSION, contents.as_str()],
             )?;
-            for note in &notes {
-                rows::insert(&tx, note)?;
-            }
+            insert_all(&*tx, &notes).map_err(sqlite_side)?;
             tx.commit()
         })
         .map_err(|e| StoreError::of_file(path, e))?;
         Self::open(path)
+    }
+
+    /// The notes in the shared PostgreSQL database `store` (its schema already migrated); an
+    /// empty notes table is filled with the bundled sample notebook first (what
+    /// [`Self::init_sample`] holds), in one transaction, by whichever instance gets there first.
+    pub async fn on_postgres(store: PgStore) -> Result<Self, StoreError> {
+        let notes = Contents::Sample.notes()?;
+        let location = format!("postgres://{}", store.shown());
+        let conn = SharedConnection::postgres(store, "notes store");
+        conn.blocking_sql(move |session| {
+            in_write_transaction(session, |tx| {
+                if tx.query_i64("SELECT count(*) FROM notes", &[])? == 0 {
+                    insert_all(tx, &notes)?;
+                }
+                Ok::<_, ToolError>(())
+            })
+        })
+        .await
+        .map_err(|source| StoreError::Store {
+            path: location.clone(),
+            source: Box::new(source),
+        })?;
+        Ok(NotesStore {
+            path: PathBuf::from(location),
+            conn,
+        })
     }
 
     /// Opens an existing notes database.
@@ -270,99 +317,140 @@ impl NotesStore {
         &self.path
     }
 
-    fn sql_error(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
-        move |source| StoreError::Sqlite {
+    /// A failure through the shared connection, in this store's words.
+    fn failed(&self, source: ToolError) -> StoreError {
+        StoreError::Store {
+            path: self.path.display().to_string(),
+            source: Box::new(source),
+        }
+    }
+
+    fn statement_failed(&self, source: SqlError) -> StoreError {
+        StoreError::Statement {
             path: self.path.display().to_string(),
             source,
         }
     }
 
-    /// The connection, with a poisoned lock as this store's error (the connection's own
-    /// `lock` says it as a tool error).
-    fn locked(&self) -> Result<std::sync::MutexGuard<'_, Connection>, StoreError> {
-        self.conn.lock().map_err(|_| StoreError::Poisoned {
-            path: self.path.display().to_string(),
-        })
-    }
-
-    /// What the database was created with (and what [`Self::reset`] restores).
+    /// What the database was created with (and what [`Self::reset`] restores): on PostgreSQL
+    /// always the sample notebook ([`Self::on_postgres`] fills an empty store with it).
     pub fn contents(&self) -> Result<Contents, StoreError> {
-        let conn = self.locked()?;
-        let text: String = conn
-            .query_row(
-                "SELECT value FROM toolgate_meta WHERE key = 'contents'",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(self.sql_error())?;
-        Contents::parse(&text).ok_or_else(|| StoreError::NotANotesDatabase {
-            path: self.path.display().to_string(),
-        })
+        if self.conn.dialect() == Dialect::Postgres {
+            return Ok(Contents::Sample);
+        }
+        let text = self
+            .conn
+            .with_sql(|conn| {
+                Ok(conn.query_opt(
+                    "SELECT value FROM toolgate_meta WHERE key = 'contents'",
+                    &[],
+                )?)
+            })
+            .map_err(|e| self.failed(e))?
+            .map(|row| row.text(0))
+            .transpose()
+            .map_err(|e| self.statement_failed(e))?;
+        text.as_deref()
+            .and_then(Contents::parse)
+            .ok_or_else(|| StoreError::NotANotesDatabase {
+                path: self.path.display().to_string(),
+            })
     }
 
-    /// Restores the initial state in one transaction: the notes the file was created with
-    /// (ids from 1 again), no email drafts (ids from 1 again), no receipts, nothing undone.
+    /// Restores the initial state in one transaction: the notes the store was created with
+    /// (ids from 1 again), no email drafts (ids from 1 again), no receipts, nothing undone. On
+    /// PostgreSQL only the notes toolset's rows and its tools' receipts ([`OWN_RECEIPTS`]).
     pub fn reset(&self) -> Result<(), StoreError> {
         let notes = self.contents()?.notes()?;
-        let sql = self.sql_error();
-        let mut conn = self.locked()?;
-        let tx = conn.transaction().map_err(&sql)?;
-        tx.execute_batch(
-            "DELETE FROM notes;
-             DELETE FROM sqlite_sequence WHERE name = 'notes';
-             DELETE FROM email_drafts;
-             DELETE FROM sqlite_sequence WHERE name = 'email_drafts';
-             DELETE FROM tool_receipts;
-             DELETE FROM notes_undone;",
-        )
-        .map_err(&sql)?;
-        for note in &notes {
-            rows::insert(&tx, note).map_err(&sql)?;
-        }
-        tx.commit().map_err(&sql)
+        self.conn
+            .with_sql(|session| {
+                Ok(in_write_transaction(session, |tx| {
+                    tx.execute_batch(&reset_statements(tx.dialect()))?;
+                    insert_all(tx, &notes)
+                }))
+            })
+            .map_err(|e| self.failed(e))?
+            .map_err(|e| self.statement_failed(e))
     }
 
     /// Inserts `notes` in one transaction; returns their ids in order.
     pub fn insert_notes(&self, notes: &[NewNote]) -> Result<Vec<i64>, StoreError> {
-        let sql = self.sql_error();
-        let mut conn = self.locked()?;
-        let tx = conn.transaction().map_err(&sql)?;
-        let mut ids = Vec::with_capacity(notes.len());
-        for note in notes {
-            ids.push(rows::insert(&tx, note).map_err(&sql)?);
-        }
-        tx.commit().map_err(&sql)?;
-        Ok(ids)
+        self.conn
+            .with_sql(|session| {
+                Ok(in_write_transaction(session, |tx| {
+                    let mut ids = Vec::with_capacity(notes.len());
+                    for note in notes {
+                        ids.push(rows::insert(tx, note)?);
+                    }
+                    Ok::<_, SqlError>(ids)
+                }))
+            })
+            .map_err(|e| self.failed(e))?
+            .map_err(|e| self.statement_failed(e))
     }
 
     /// Runs `notes_search` directly on this thread (what the tool's handler runs, without the
     /// dispatcher), for commands and benchmarks.
     pub fn search(&self, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
-        self.with_conn(|conn| search::run_search(conn, args))?
+        self.with_sql(|conn| search::run_search(conn, args))
     }
 
     /// Up to `limit` notes with an id over `after`, in id order: the pages a front end lists
     /// (MCP resources). Reading a note's contents goes through `notes_get`.
     pub fn titles_after(&self, after: i64, limit: u32) -> Result<Vec<NoteTitle>, ToolError> {
         self.conn
-            .with_conn(|conn| {
-                let mut statement = conn.prepare_cached(
+            .with_sql(|conn| {
+                conn.query(
                     "SELECT id, title, kind FROM notes WHERE id > ?1 ORDER BY id LIMIT ?2",
-                )?;
-                let rows = statement.query_map(rusqlite::params![after, limit], |row| {
+                    sql_params![after, limit],
+                )?
+                .iter()
+                .map(|row| {
                     Ok(NoteTitle {
-                        id: row.get(0)?,
-                        title: row.get(1)?,
-                        kind: row.get(2)?,
+                        id: row.i64(0)?,
+                        title: row.text(1)?,
+                        kind: row.text(2)?,
                     })
-                })?;
-                rows.collect::<Result<Vec<_>, _>>()
-            })?
-            .map_err(|e| ToolError::internal(format!("listing notes failed: {e}")))
+                })
+                .collect::<Result<Vec<_>, SqlError>>()
+                .map_err(ToolError::from)
+            })
+            .map_err(|e| ToolError::internal(format!("listing notes failed: {}", e.message)))
     }
 }
 
-/// The shared connection's calls (`read`, `blocking`, `write_once`, `with_conn`,
+/// What `reset` empties before the notes go back in, on `dialect`'s store.
+fn reset_statements(dialect: Dialect) -> String {
+    match dialect {
+        Dialect::Sqlite => "DELETE FROM notes;
+             DELETE FROM sqlite_sequence WHERE name = 'notes';
+             DELETE FROM email_drafts;
+             DELETE FROM sqlite_sequence WHERE name = 'email_drafts';
+             DELETE FROM tool_receipts;
+             DELETE FROM notes_undone;"
+            .to_owned(),
+        Dialect::Postgres => format!(
+            "TRUNCATE notes, email_drafts, notes_undone RESTART IDENTITY;
+             DELETE FROM tool_receipts WHERE {OWN_RECEIPTS};"
+        ),
+    }
+}
+
+/// Inserts `notes` in order (the caller's transaction).
+fn insert_all(tx: &dyn Sql, notes: &[NewNote]) -> Result<(), SqlError> {
+    for note in notes {
+        rows::insert(tx, note)?;
+    }
+    Ok(())
+}
+
+/// A statement failure inside a SQLite-only step (creating the file), carried in rusqlite's
+/// error so the file step reports it.
+fn sqlite_side(e: SqlError) -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure(Box::new(e))
+}
+
+/// The shared connection's calls (`read_sql`, `blocking_sql`, `write_once_sql`, `with_sql`,
 /// `receipt_log`) are the store's: the handlers and commands call them on the store.
 impl std::ops::Deref for NotesStore {
     type Target = SharedConnection;

@@ -11,18 +11,18 @@
 //! | `create_todos_from_meeting` | medium | undoable write | delete the created to-dos |
 //! | `notes_delete` | high | irreversible | none |
 //!
-//! Guarantees: every write goes through `run_once` under the dispatcher's idempotency key, so a
+//! Guarantees: every write goes through `run_once_on` under the dispatcher's idempotency key, so a
 //! retried call is applied once; a write that fails (unknown id, near-miss notebook) changes
 //! nothing and records no receipt; text of untrusted notes never reaches a result's trusted
 //! content, only its untrusted list; to-dos are never made from untrusted notes, so clipped
 //! text cannot become trusted text.
 
-use rusqlite::Connection;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolgate_core::idempotency::{WriteEffect, store_error};
+use toolgate_core::idempotency::WriteEffect;
 use toolgate_core::schema::edit_distance;
+use toolgate_core::sql::Sql;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError, ToolOutput, UntrustedText};
 
@@ -173,7 +173,7 @@ fn search_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
         .parallel_safe()
         .read(move |_ctx, args: SearchArgs| {
             let store = store.clone();
-            async move { store.read(move |conn| search::run_search(conn, &args)).await }
+            async move { store.read_sql(move |conn| search::run_search(conn, &args)).await }
         })
 }
 
@@ -196,7 +196,7 @@ fn search_tool_v2(store: &NotesStore) -> Result<Tool, DeclarationError> {
         .answers_repeats()
         .read(move |_ctx, args: SearchArgsV2| {
             let store = store.clone();
-            async move { store.read(move |conn| search::run_search_v2(conn, &args)).await }
+            async move { store.read_sql(move |conn| search::run_search_v2(conn, &args)).await }
         })
 }
 
@@ -244,7 +244,7 @@ fn get_tool(store: &NotesStore, answers_repeats: bool) -> Result<Tool, Declarati
             async move {
                 let id = args.note_id;
                 let note = store
-                    .read(move |conn| rows::by_id(conn, id))
+                    .read_sql(move |conn| rows::by_id(conn, id))
                     .await?
                     .ok_or_else(|| unknown_note(id, "note_id"))?;
                 Ok(note_output(&note))
@@ -284,10 +284,7 @@ pub fn note_output(note: &NoteRow) -> ToolOutput {
 
 /// The notebook a new note goes to: the default, an existing notebook (whatever the case
 /// given), or a new name; a near miss of an existing name is refused as a likely typo.
-pub(crate) fn resolve_notebook(
-    conn: &Connection,
-    given: Option<&str>,
-) -> Result<String, ToolError> {
+pub(crate) fn resolve_notebook(conn: &dyn Sql, given: Option<&str>) -> Result<String, ToolError> {
     let Some(given) = given.map(str::trim).filter(|g| !g.is_empty()) else {
         return Ok(DEFAULT_NOTEBOOK.into());
     };
@@ -349,16 +346,12 @@ fn create_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
             let store = store.clone();
             async move {
                 let today = ctx.today.clone();
-                store.write_once(&ctx, move |tx| apply_create(tx, &args, &today)).await
+                store.write_once_sql(&ctx, move |tx| apply_create(tx, &args, &today)).await
             }
         })
 }
 
-fn apply_create(
-    conn: &Connection,
-    args: &CreateArgs,
-    today: &str,
-) -> Result<WriteEffect, ToolError> {
+fn apply_create(conn: &dyn Sql, args: &CreateArgs, today: &str) -> Result<WriteEffect, ToolError> {
     let notebook = resolve_notebook(conn, args.notebook.as_deref())?;
     let kind = if args.due.is_some() {
         Kind::Todo
@@ -378,7 +371,7 @@ fn apply_create(
         done: (kind == Kind::Todo).then_some(false),
         meeting_id: None,
     };
-    let id = rows::insert(conn, &note).map_err(store_error)?;
+    let id = rows::insert(conn, &note)?;
     let mut created = json!({
         "id": id,
         "title": note.title,
@@ -432,11 +425,11 @@ fn tag_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
         .receipts(store.receipt_log())
         .write(move |ctx, args: TagArgs| {
             let store = store.clone();
-            async move { store.write_once(&ctx, move |tx| apply_tags(tx, &args)).await }
+            async move { store.write_once_sql(&ctx, move |tx| apply_tags(tx, &args)).await }
         })
 }
 
-fn apply_tags(conn: &Connection, args: &TagArgs) -> Result<WriteEffect, ToolError> {
+fn apply_tags(conn: &dyn Sql, args: &TagArgs) -> Result<WriteEffect, ToolError> {
     let (before, missing) = rows::by_ids(conn, &args.note_ids)?;
     if !missing.is_empty() {
         return Err(unknown_ids_error(&missing));
@@ -446,7 +439,7 @@ fn apply_tags(conn: &Connection, args: &TagArgs) -> Result<WriteEffect, ToolErro
 
 /// Adds `add` and removes `remove` on each of `before` (rows read in this transaction).
 pub(crate) fn apply_tags_to(
-    conn: &Connection,
+    conn: &dyn Sql,
     before: &[NoteRow],
     add: &[String],
     remove: &[String],
@@ -496,7 +489,7 @@ fn delete_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
                 // The human sees which note, not just a number; the preview is bound into
                 // the approval, so it covers exactly this note as it is now.
                 let note = store
-                    .with_conn(|conn| rows::by_id(conn, args.note_id))??
+                    .with_sql(|conn| rows::by_id(conn, args.note_id))?
                     .ok_or_else(|| unknown_note(args.note_id, "note_id"))?;
                 let first_line: String = note.body.lines().next().unwrap_or("").chars().take(120).collect();
                 Ok(json!({
@@ -509,11 +502,11 @@ fn delete_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
         .receipts(store.receipt_log())
         .write(move |ctx, args: DeleteArgs| {
             let store = store.clone();
-            async move { store.write_once(&ctx, move |tx| apply_delete(tx, args.note_id)).await }
+            async move { store.write_once_sql(&ctx, move |tx| apply_delete(tx, args.note_id)).await }
         })
 }
 
-fn apply_delete(conn: &Connection, id: i64) -> Result<WriteEffect, ToolError> {
+fn apply_delete(conn: &dyn Sql, id: i64) -> Result<WriteEffect, ToolError> {
     let note = rows::by_id(conn, id)?.ok_or_else(|| unknown_note(id, "note_id"))?;
     rows::delete(conn, id)?;
     let mut deleted = label(&note);
@@ -546,14 +539,14 @@ fn todos_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
             async move {
                 let today = ctx.today.clone();
                 store
-                    .write_once(&ctx, move |tx| apply_todos(tx, args.meeting_note_id, &today))
+                    .write_once_sql(&ctx, move |tx| apply_todos(tx, args.meeting_note_id, &today))
                     .await
             }
         })
 }
 
 pub(crate) fn apply_todos(
-    conn: &Connection,
+    conn: &dyn Sql,
     meeting_id: i64,
     today: &str,
 ) -> Result<WriteEffect, ToolError> {
@@ -606,7 +599,7 @@ pub(crate) fn apply_todos(
             done: Some(false),
             meeting_id: Some(meeting_id),
         };
-        let id = rows::insert(conn, &todo).map_err(store_error)?;
+        let id = rows::insert(conn, &todo)?;
         created_ids.push(id);
         created.push(json!({"id": id, "title": title, "due": item.due}));
     }

