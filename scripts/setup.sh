@@ -11,7 +11,8 @@
 #  - oidc-provider (pinned npm package, in the same folder), the real OAuth 2.1 authorization
 #    server the MCP OAuth tests run on 127.0.0.1 (crates/toolgate-mcp/tests/oauth/provider.mjs);
 #  - PostgreSQL's server programs (Debian's postgresql package): the tests of the shared store
-#    start a cluster of their own in a temporary folder (initdb, pg_ctl), never the machine's.
+#    start a cluster of their own in a temporary folder (initdb, pg_ctl), never the machine's;
+#    and nginx (Debian's package), the load balancer of the team deployment's test.
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,9 @@ command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 [ -x /usr/bin/python3 ] || missing+=(python3)
 # The shared store's tests: Debian keeps initdb and pg_ctl under /usr/lib/postgresql/N/bin.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+# The load balancer in front of several instances in the team deployment's test (it starts its
+# own nginx on 127.0.0.1 with a configuration of its own, never the system's).
+[ -x /usr/sbin/nginx ] || missing+=(nginx)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "== installing Debian packages: ${missing[*]}"
   sudo_cmd=""

@@ -6,73 +6,15 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::team::{Instance, count, exchange, modern_call, serve};
 use common::{text, toolgate};
 use serde_json::{Value, json};
 use toolgate_store::postgres::cluster::TempCluster;
 
-/// A `toolgate serve --http` process, killed when dropped.
-struct Instance {
-    child: Child,
-    address: String,
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(dir: &std::path::Path, url: &str, config: Option<&std::path::Path>) -> Instance {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
-    if let Some(config) = config {
-        command.arg("--config").arg(config);
-    }
-    let mut child = command
-        .args([
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--toolset",
-            "books-v4",
-            "--store",
-            url,
-        ])
-        .current_dir(dir)
-        .env_remove("XDG_DATA_HOME")
-        .env("HOME", dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let started = Instant::now();
-    let address = loop {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the server did not start"
-        );
-        let line = lines
-            .next()
-            .expect("the server said where it serves")
-            .unwrap();
-        if let Some(rest) = line.split(" at http://").nth(1) {
-            break rest.split("/mcp").next().unwrap().to_string();
-        }
-    };
-    // Keep reading stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Instance { child, address }
-}
-
-/// A 2026-07-28 `tools/call` of `books_set_status` with idempotency key `key`, over one
-/// plain HTTP/1.1 connection; the JSON-RPC result.
+/// A 2026-07-28 `tools/call` of `books_set_status` with idempotency key `key`; the JSON-RPC
+/// result.
 fn set_status(instance: &Instance, key: &str, args: &Value) -> Value {
     call(
         instance,
@@ -85,83 +27,18 @@ fn set_status(instance: &Instance, key: &str, args: &Value) -> Value {
 /// A 2026-07-28 `tools/call` of `books_set_status` from a host that can ask its user, with
 /// `extra` merged into the params and `meta` into their `_meta`; the JSON-RPC result.
 fn call(instance: &Instance, args: &Value, extra: Value, meta: Value) -> Value {
-    let mut all_meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "0"}
-    });
-    all_meta
-        .as_object_mut()
-        .unwrap()
-        .extend(meta.as_object().unwrap().clone());
-    let mut params = json!({"name": "books_set_status", "arguments": args, "_meta": all_meta});
-    params
-        .as_object_mut()
-        .unwrap()
-        .extend(extra.as_object().unwrap().clone());
-    let body =
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string();
-    let mut stream = TcpStream::connect(&instance.address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    write!(
-        stream,
-        "POST /mcp HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: books_set_status\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        instance.address,
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    let message = response
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:").map(str::trim).or(Some(l.trim())))
-        .find_map(|l| {
-            serde_json::from_str::<Value>(l)
-                .ok()
-                .filter(|v| v.get("jsonrpc").is_some())
-        })
-        .unwrap_or_else(|| panic!("no JSON-RPC message in {response}"));
-    message["result"].clone()
+    let reply = modern_call(&instance.address, "books_set_status", args, extra, meta).unwrap();
+    assert_eq!(reply.status, 200, "{reply:?}");
+    reply.message().unwrap()["result"].clone()
 }
 
 /// A plain GET of `path`: the status code and the JSON body.
 fn get(instance: &Instance, path: &str) -> (u16, Value) {
-    let mut stream = TcpStream::connect(&instance.address).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n",
-        instance.address
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response[9..12].parse().unwrap();
-    let body = response.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let reply = exchange(&instance.address, "GET", path, &[], "").unwrap();
     (
-        status,
-        serde_json::from_str(body.trim()).unwrap_or(Value::Null),
+        reply.status,
+        serde_json::from_str(reply.body.trim()).unwrap_or(Value::Null),
     )
-}
-
-fn count(url: &str, sql: &str) -> i64 {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let store = toolgate_store::postgres::PgStore::connect(url, Default::default())
-            .await
-            .unwrap();
-        let client = store.client().await.unwrap();
-        client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0)
-    })
 }
 
 #[test]

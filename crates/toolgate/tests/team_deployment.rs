@@ -1,0 +1,290 @@
+//! The team deployment of issue 34, with every part real: three `toolgate serve --http`
+//! instances on one PostgreSQL (a cluster of the test's own), Debian's nginx in front of them
+//! (round robin, no affinity), and 32 clients over both protocol revisions for a bounded time,
+//! each sending every write three times with one idempotency key, through nginx, while one
+//! instance is killed with SIGKILL. Then the database is read: every write a client saw
+//! acknowledged exists exactly once, no other write exists more than once, and reads found
+//! what was acknowledged.
+//!
+//! 2025-11-25 sessions live in the instance that opened them: a request of a session that
+//! lands on another instance is answered 404, the client initialises again and resends, and
+//! nothing is lost or doubled (the design in docs/a-teams-shared-store.md).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::team::{Reply, count, exchange, modern_call, nginx, serve};
+use common::{text, toolgate};
+use serde_json::{Value, json};
+use toolgate_store::postgres::cluster::TempCluster;
+
+const AUTHORS: [&str; 4] = [
+    "Suzanne Collins",
+    "Rick Riordan",
+    "Dan Brown",
+    "Stephen King",
+];
+const LOAD: Duration = Duration::from_secs(8);
+const KILL_AFTER: Duration = Duration::from_secs(3);
+const CLIENTS: usize = 32;
+
+/// A 2025-11-25 host: a session opened with `initialize`, opened again when an instance that
+/// does not know it answers 404.
+struct LegacyHost {
+    address: String,
+    session: Option<String>,
+}
+
+impl LegacyHost {
+    fn headers<'a>(&'a self, method: &'a str) -> Vec<(&'a str, &'a str)> {
+        let mut headers = vec![
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2025-11-25"),
+            ("mcp-method", method),
+        ];
+        if let Some(session) = &self.session {
+            headers.push(("mcp-session-id", session.as_str()));
+        }
+        headers
+    }
+
+    fn initialize(&mut self) -> std::io::Result<()> {
+        self.session = None;
+        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "legacy", "version": "0"}}})
+        .to_string();
+        let reply = exchange(
+            &self.address,
+            "POST",
+            "/mcp",
+            &self.headers("initialize"),
+            &body,
+        )?;
+        let session = reply
+            .header("mcp-session-id")
+            .ok_or_else(|| std::io::Error::other(format!("no session: {reply:?}")))?;
+        self.session = Some(session.to_string());
+        let initialized =
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+        exchange(
+            &self.address,
+            "POST",
+            "/mcp",
+            &self.headers("notifications/initialized"),
+            &initialized,
+        )?;
+        Ok(())
+    }
+
+    fn call(&mut self, tool: &str, args: &Value, key: Option<&str>) -> std::io::Result<Reply> {
+        if self.session.is_none() {
+            self.initialize()?;
+        }
+        let meta = key.map_or(json!({}), |k| json!({"toolgate/idempotencyKey": k}));
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": args, "_meta": meta}})
+        .to_string();
+        let reply = exchange(
+            &self.address,
+            "POST",
+            "/mcp",
+            &self.headers("tools/call"),
+            &body,
+        )?;
+        if reply.status == 404 {
+            // The session is another instance's: open one here and let the caller resend.
+            self.session = None;
+        }
+        Ok(reply)
+    }
+}
+
+/// One client's host, of either revision.
+enum Host {
+    Modern(String),
+    Legacy(LegacyHost),
+}
+
+impl Host {
+    fn call(&mut self, tool: &str, args: &Value, key: Option<&str>) -> std::io::Result<Reply> {
+        match self {
+            Host::Modern(address) => {
+                let meta = key.map_or(json!({}), |k| json!({"toolgate/idempotencyKey": k}));
+                modern_call(address, tool, args, json!({}), meta)
+            }
+            Host::Legacy(host) => host.call(tool, args, key),
+        }
+    }
+
+    /// Sends until an answer comes back (a 502 from nginx, a dropped connection or a 404 of
+    /// a session another instance opened are resent), at most 40 times; the tool result and
+    /// how many sends were not answered.
+    fn answered(&mut self, tool: &str, args: &Value, key: Option<&str>) -> (Option<Value>, usize) {
+        for resent in 0..40 {
+            if let Ok(reply) = self.call(tool, args, key)
+                && reply.status == 200
+                && let Some(message) = reply.message()
+                && message.get("result").is_some()
+            {
+                return (Some(message["result"].clone()), resent);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (None, 40)
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    /// tag → acknowledged (a result without error for at least one of its three sends).
+    writes: BTreeMap<String, bool>,
+    /// Reads of an acknowledged tag that did not find it.
+    stale_reads: Vec<String>,
+    answered: usize,
+    /// Sends that got no answer (nginx's 502 for the killed instance, a session's 404).
+    resent: usize,
+}
+
+fn client(mut host: Host, index: usize, stop: Arc<AtomicBool>, tally: Arc<Mutex<Tally>>) {
+    let mut n = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let tag = format!("c{index} w{n}");
+        let key = format!("client-{index}-write-{n}");
+        let args = json!({"author": AUTHORS[(index + n) % AUTHORS.len()], "limit": 1, "tag": tag});
+        let mut acknowledged = false;
+        for _ in 0..3 {
+            let (result, resent) = host.answered("books_tag", &args, Some(&key));
+            let mut tally = tally.lock().unwrap();
+            tally.resent += resent;
+            if let Some(result) = result {
+                acknowledged |= result["isError"] == false;
+                tally.answered += 1;
+            }
+        }
+        if acknowledged {
+            let (found, _) = host.answered("books_search", &json!({"has_tag": tag}), None);
+            let seen = found.is_some_and(|r| r.to_string().contains("\\\"total_matches\\\":1"));
+            if !seen {
+                tally.lock().unwrap().stale_reads.push(tag.clone());
+            }
+        }
+        tally.lock().unwrap().writes.insert(tag, acknowledged);
+        n += 1;
+    }
+}
+
+#[test]
+fn three_instances_behind_nginx_write_once_through_a_killed_instance_on_both_revisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = TempCluster::start().unwrap();
+    let url = cluster.url();
+    let init = toolgate(&["books", "init", "--store", &url], dir.path());
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    let mut instances: Vec<_> = (0..3).map(|_| serve(dir.path(), &url, None)).collect();
+    let backends: Vec<&str> = instances.iter().map(|i| i.address.as_str()).collect();
+    let balancer = nginx(&backends);
+
+    // A 2025-11-25 session opened on one instance is unknown to another: 404, so the host
+    // initialises again (and loses nothing: its writes carry their keys).
+    let mut opened = LegacyHost {
+        address: instances[0].address.clone(),
+        session: None,
+    };
+    opened.initialize().unwrap();
+    let elsewhere = LegacyHost {
+        address: instances[2].address.clone(),
+        session: opened.session.clone(),
+    };
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let unknown = exchange(
+        &elsewhere.address,
+        "POST",
+        "/mcp",
+        &elsewhere.headers("tools/list"),
+        &body,
+    )
+    .unwrap();
+    assert_eq!(unknown.status, 404, "{unknown:?}");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|index| {
+            let host = if index % 4 == 0 {
+                Host::Legacy(LegacyHost {
+                    address: balancer.address.clone(),
+                    session: None,
+                })
+            } else {
+                Host::Modern(balancer.address.clone())
+            };
+            let (stop, tally) = (Arc::clone(&stop), Arc::clone(&tally));
+            std::thread::spawn(move || client(host, index, stop, tally))
+        })
+        .collect();
+    let started = Instant::now();
+    std::thread::sleep(KILL_AFTER);
+    instances[1].kill();
+    std::thread::sleep(LOAD.saturating_sub(started.elapsed()));
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().unwrap();
+    }
+
+    let tally = tally.lock().unwrap();
+    let acknowledged = tally.writes.values().filter(|a| **a).count();
+    eprintln!(
+        "{} writes by {CLIENTS} clients, {acknowledged} acknowledged, {} answers, {} sends resent",
+        tally.writes.len(),
+        tally.answered,
+        tally.resent
+    );
+    // The load reached all three instances, the killed one included, before the kill.
+    assert_eq!(
+        count(&url, "SELECT count(DISTINCT instance) FROM decisions"),
+        3
+    );
+    assert!(
+        acknowledged >= CLIENTS,
+        "every client got writes through: {acknowledged}"
+    );
+    assert!(
+        tally.stale_reads.is_empty(),
+        "reads missed acknowledged writes: {:?}",
+        tally.stale_reads
+    );
+    for (tag, acked) in tally.writes.iter() {
+        let present = count(
+            &url,
+            &format!("SELECT count(*) FROM books WHERE (',' || my_tags || ',') LIKE '%,{tag},%'"),
+        );
+        if *acked {
+            assert_eq!(present, 1, "acknowledged {tag} exists once");
+        } else {
+            assert!(present <= 1, "{tag} exists at most once");
+        }
+    }
+    // One receipt per effect, and no write the audit saw run twice.
+    let effects = count(
+        &url,
+        "SELECT count(*) FROM tool_receipts WHERE tool = 'books_tag'",
+    );
+    assert!(
+        effects >= acknowledged as i64 && effects <= tally.writes.len() as i64,
+        "{effects}"
+    );
+    let most = count(
+        &url,
+        "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM decisions WHERE tool = 'books_tag' AND outcome = 'ok' AND NOT duplicate GROUP BY record->'arguments'->>'tag') runs",
+    );
+    assert!(most <= 1, "a write ran {most} times");
+    drop(balancer);
+    drop(instances);
+}
