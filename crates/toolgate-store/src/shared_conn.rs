@@ -11,9 +11,10 @@
 //!
 //! The `*_sql` calls (`read_sql`, `blocking_sql`, `write_once_sql`, `with_sql`) hand the work
 //! [`Sql`]: statements written once run on either database, and a write's receipt commits in
-//! the same transaction on both. The calls without the suffix hand a rusqlite `Connection` and
-//! exist only for the notes toolset, whose statements have not moved to [`Sql`] yet: on a
-//! PostgreSQL store they refuse with an `internal` error and run nothing.
+//! the same transaction on both; every toolset's handlers use them. The calls without the
+//! suffix (`blocking`, `with_conn`, `lock`) hand a rusqlite `Connection` and remain for SQLite
+//! only callers (the MCP client's forwarded writes, the eval's checks, commands and tests): on
+//! a PostgreSQL store they refuse with an `internal` error and run nothing.
 //!
 //! A toolset's store dereferences to its `SharedConnection`, so these calls are the store's own,
 //! written once, here.
@@ -24,7 +25,7 @@ use rusqlite::Connection;
 
 use toolgate_core::error::ToolError;
 use toolgate_core::idempotency::{
-    IdempotencyKey, Receipt, ReceiptLog, WriteEffect, recorded, run_once, run_once_on,
+    IdempotencyKey, Receipt, ReceiptLog, WriteEffect, recorded, run_once_on,
 };
 use toolgate_core::sql::{Dialect, Sql, SqlSession};
 use toolgate_core::tool::ExecContext;
@@ -109,7 +110,7 @@ impl SharedConnection {
 
     /// Runs the read `work` on the SQLite connection: here when the connection is free, else
     /// on a blocking thread once it is (SQLite stores only).
-    pub async fn read<T: Send + 'static>(
+    async fn read<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,
     ) -> Result<T, ToolError> {
@@ -120,21 +121,6 @@ impl SharedConnection {
             Err(std::sync::TryLockError::WouldBlock) => {}
         }
         self.blocking(work).await
-    }
-
-    /// Runs a write handler's rusqlite effect at most once for the call's idempotency key, on a
-    /// blocking thread, recording the receipt in the same transaction (SQLite stores only).
-    pub async fn write_once(
-        &self,
-        ctx: &ExecContext,
-        effect: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<WriteEffect, ToolError>
-        + Send
-        + 'static,
-    ) -> Result<Receipt, ToolError> {
-        let key = ctx.write_key()?.clone();
-        let now = ctx.now_unix;
-        self.blocking(move |conn| run_once(conn, &key, now, effect))
-            .await
     }
 
     /// Runs `work` on the SQLite connection on this thread (SQLite stores only; commands and
