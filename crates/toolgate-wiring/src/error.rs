@@ -33,8 +33,4 @@ pub enum WiringError {
     NoDataFolder,
     #[error(transparent)]
     Shared(#[from] toolgate_store::postgres::PgError),
-    #[error(
-        "the {kind:?} store cannot be kept in the shared PostgreSQL store yet (its statements are still SQLite's): use --db FILE for it, or a books toolset with --store"
-    )]
-    NotShared { kind: StoreKind },
 }

@@ -4,13 +4,14 @@
 //!
 //! Guarantees: [`SharedStore::connect`] opens only a database whose schema this binary knows
 //! (migrating an older one, refusing a newer one, each failure typed with what to fix); every
-//! store and ledger handed out uses the one pool. Refuses: the notebook, whose statements are
-//! still SQLite's ([`WiringError::NotShared`]: it names the flag to use instead), rather than
-//! half-serving it.
+//! store and ledger handed out uses the one pool; the book catalogue and the notebook are
+//! filled with their initial contents by whichever instance finds them empty first. Refuses
+//! nothing the layers below accept.
 
 use std::sync::Arc;
 
 use toolgate_books::BooksStore;
+use toolgate_notes::NotesStore;
 use toolgate_core::ApprovalLedger;
 pub use toolgate_store::postgres::audit::PgAudit;
 use toolgate_store::postgres::tickets::PgTickets;
@@ -38,23 +39,15 @@ impl SharedStore {
         format!("postgres://{}", self.pg.shown())
     }
 
-    /// Whether a store of `kind` can be kept here: asked before connecting, so a refusal
-    /// changes nothing.
-    pub fn holds(kind: StoreKind) -> Result<(), WiringError> {
-        match kind {
-            StoreKind::Books => Ok(()),
-            StoreKind::Notes => Err(WiringError::NotShared { kind }),
-        }
-    }
-
     /// The store of `kind` in this database, with its initial contents when it has none.
     pub async fn store(&self, kind: StoreKind) -> Result<Store, WiringError> {
-        Self::holds(kind)?;
         match kind {
             StoreKind::Books => Ok(Store::Books(
                 BooksStore::on_postgres(self.pg.clone()).await?,
             )),
-            StoreKind::Notes => Err(WiringError::NotShared { kind }),
+            StoreKind::Notes => Ok(Store::Notes(
+                NotesStore::on_postgres(self.pg.clone()).await?,
+            )),
         }
     }
 

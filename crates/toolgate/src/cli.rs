@@ -441,8 +441,13 @@ pub struct AgentArgs {
     pub toolset: ToolsetName,
     /// Books database (created from the embedded catalogue if missing). Default: [books] db
     /// in the config, else the user data folder.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "store")]
     pub db: Option<PathBuf>,
+    /// A team's shared store, postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: [store] url
+    /// in the config): the toolset's data, its receipts, the approval tickets and the audit
+    /// table in one PostgreSQL database.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
     /// Write the run's trace (JSON Lines: model turns, tool decisions, run end) here.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
@@ -532,14 +537,20 @@ fn toolset_parser() -> impl TypedValueParser<Value = ToolsetName> {
 
 #[derive(Debug, Subcommand)]
 pub enum NotesCommand {
-    /// Create a notes database: the bundled sample notebook (default) or an empty one.
+    /// Create a notes database: the bundled sample notebook (default) or an empty one. With
+    /// --store, fill the shared PostgreSQL store's notebook with the sample when it is empty.
     Init {
         /// The notes database. Default: [notes] db in the config, else the user data folder.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "store")]
         db: Option<PathBuf>,
         /// Start empty instead of with the sample notebook.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "store")]
         empty: bool,
+        /// A team's shared store, postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: [store]
+        /// url in the config): its schema is brought up to date and an empty notebook filled
+        /// with the sample.
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
     },
     /// Restore the database to what it was created with (sample or empty).
     Reset {

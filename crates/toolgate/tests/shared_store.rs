@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::team::{Instance, count, exchange, modern_call, serve};
+use common::team::{Instance, count, exchange, modern_call, serve, serve_toolset};
 use common::{text, toolgate};
 use serde_json::{Value, json};
 use toolgate_store::postgres::cluster::TempCluster;
@@ -271,22 +271,80 @@ fn a_store_url_that_cannot_be_used_is_refused_before_anything_is_served() {
             "{label}: nothing was served: {said}"
         );
     }
-    let notes = toolgate(
-        &[
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--toolset",
-            "notes",
-            "--store",
-            "postgres://u:p@127.0.0.1:1/db",
-        ],
-        dir.path(),
-    );
-    assert!(!notes.status.success());
     assert!(
-        text(&notes.stderr).contains("cannot be kept in the shared PostgreSQL store yet"),
+        !toolgate(
+            &["notes", "init", "--store", "postgres://u:p@/", "--empty"],
+            dir.path()
+        )
+        .status
+        .success(),
+        "--empty is a file's option"
+    );
+}
+
+#[test]
+fn the_notebook_is_shared_too_a_note_written_through_one_instance_is_found_through_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = TempCluster::start().unwrap();
+    let url = cluster.url();
+    let init = toolgate(&["notes", "init", "--store", &url], dir.path());
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    assert!(
+        text(&init.stdout).contains(" notes"),
         "{}",
-        text(&notes.stderr)
+        text(&init.stdout)
+    );
+    let sample = count(&url, "SELECT count(*) FROM notes");
+    assert!(sample > 0, "the sample notebook fills the empty store");
+
+    let first = serve_toolset(dir.path(), &url, "notes-v2", None);
+    let second = serve_toolset(dir.path(), &url, "notes-v2", None);
+    let note = json!({"title": "Shared store check", "body": "The zanzibar figure is 42."});
+    let created = modern_call(
+        &first.address,
+        "notes_create",
+        &note,
+        json!({}),
+        json!({"toolgate/idempotencyKey": "create-zanzibar"}),
+    )
+    .unwrap();
+    assert_eq!(
+        created.message().unwrap()["result"]["isError"],
+        false,
+        "{created:?}"
+    );
+    // The same write again through the other instance replays it.
+    let again = modern_call(
+        &second.address,
+        "notes_create",
+        &note,
+        json!({}),
+        json!({"toolgate/idempotencyKey": "create-zanzibar"}),
+    )
+    .unwrap();
+    assert_eq!(
+        again.message().unwrap()["result"]["isError"],
+        false,
+        "{again:?}"
+    );
+    assert_eq!(
+        count(&url, "SELECT count(*) FROM notes"),
+        sample + 1,
+        "one note, not two"
+    );
+
+    let found = modern_call(
+        &second.address,
+        "notes_search",
+        &json!({"query": "zanzibar figure"}),
+        json!({}),
+        json!({}),
+    )
+    .unwrap();
+    let result = found.message().unwrap()["result"].clone();
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(
+        result.to_string().contains("Shared store check"),
+        "{result}"
     );
 }

@@ -9,7 +9,7 @@ use toolgate_agent::{
     TerminalApprover,
 };
 use toolgate_core::display::{visible, visible_line};
-use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
+use toolgate_core::trace::{JsonlTrace, NoTrace, Tee, TraceSink};
 use toolgate_core::{ApprovalChannel, CallResult, Mode, Principal};
 use toolgate_llm::embedded::{
     CodeCalls, EmbeddedConfig, EmbeddedModel, Progress, ProgressFn, fetched_model_path,
@@ -23,7 +23,7 @@ use std::path::Path;
 use toolgate_wiring::{CodeOptions, ExtraTools, Seat, ToolsetName};
 
 use super::mcp::{open_imports, server_heading};
-use super::{CommandError, open_store, runtime};
+use super::{CommandError, open_located_store, runtime};
 use crate::cli::{AgentArgs, AskArgs, ModeName};
 use crate::config::Config;
 use crate::model_spec::{self, ModelSpec};
@@ -96,8 +96,22 @@ fn build(
         None => Arc::new(NoTrace),
     };
     let kind = args.toolset.store();
-    let path = config.store_path(kind, args.db.as_deref())?;
-    let store = open_store(kind, &path)?;
+    let (store, shared) = open_located_store(
+        config,
+        kind,
+        args.db.as_deref(),
+        args.store.as_deref(),
+        rt,
+    )?;
+    // With a shared store, its audit table gets every decision as well.
+    let trace: Arc<dyn TraceSink> = match &shared {
+        Some(shared) => {
+            let instance = format!("ask/{}", std::process::id());
+            let audit = rt.block_on(async { shared.audit(instance) });
+            Arc::new(Tee(vec![trace, Arc::new(audit)]))
+        }
+        None => trace,
+    };
     // A person at a terminal is asked; without one, nobody can be, and every call that needs
     // approval is denied.
     let approval = match TerminalApprover::if_terminal() {
@@ -109,11 +123,14 @@ fn build(
         Some(ModeName::Ask) => Mode::Ask,
         None => config.mode.unwrap_or_default(),
     };
-    let seat = Seat::new(Principal::local("local-user", &[]))
+    let mut seat = Seat::new(Principal::local("local-user", &[]))
         .with_approval(approval)
         .with_mode(mode)
         .with_taint_policy(config.policy)
         .with_trace(Arc::clone(&trace));
+    if let Some(shared) = &shared {
+        seat = seat.with_ledger(shared.ledger());
+    }
     let imports = rt.block_on(open_imports(config, mcp_config, Arc::clone(&trace)))?;
     let extra = match &imports {
         Some(imports) => {
@@ -136,6 +153,7 @@ fn build(
             .transpose()?,
         ..extra
     };
+    let path = store.path().to_path_buf();
     let ready =
         toolgate_wiring::dispatcher_with(args.toolset, &store, &config.exits(), seat, extra)?;
     let spec = choose_model(args.model.as_deref().or(config.model.name.as_deref()))?;

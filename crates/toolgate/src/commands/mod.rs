@@ -108,6 +108,30 @@ fn runtime() -> Result<tokio::runtime::Runtime, CommandError> {
         .build()?)
 }
 
+/// The store of `kind` for a command that runs on `rt`: in the team's shared database when
+/// `--store` (or `[store] url`, unless `--db` asks for a file) names one, with that database
+/// for approval tickets and audit; else the file, created with its initial contents (and
+/// saying so) when missing.
+fn open_located_store(
+    config: &Config,
+    kind: StoreKind,
+    db: Option<&Path>,
+    store: Option<&str>,
+    rt: &tokio::runtime::Runtime,
+) -> Result<(Store, Option<toolgate_wiring::SharedStore>), CommandError> {
+    match config.shared_store_url(store, db) {
+        Some(url) => {
+            let (store, shared) = rt.block_on(async {
+                let shared = toolgate_wiring::SharedStore::connect(&url).await?;
+                let store = shared.store(kind).await?;
+                Ok::<_, WiringError>((store, shared))
+            })?;
+            Ok((store, Some(shared)))
+        }
+        None => Ok((open_store(kind, &config.store_path(kind, db)?)?, None)),
+    }
+}
+
 /// Opens the store of `kind` at `path`, creating it with its initial contents (and saying so)
 /// when missing.
 fn open_store(kind: StoreKind, path: &Path) -> Result<Store, CommandError> {

@@ -2,24 +2,39 @@
 
 use toolgate_notes::{NotesStore, import_dir, undo_last};
 
-use toolgate_wiring::StoreKind;
+use toolgate_wiring::{SharedStore, Store, StoreKind};
 
-use super::CommandError;
+use super::{CommandError, runtime};
 use crate::cli::NotesCommand;
 use crate::config::Config;
 
 fn count_notes(store: &NotesStore) -> i64 {
     store
-        .with_conn(|c| {
-            c.query_row("SELECT count(*) FROM notes", [], |r| r.get(0))
-                .unwrap_or(0)
-        })
+        .with_sql(|c| Ok(c.query_i64("SELECT count(*) FROM notes", &[])?))
         .unwrap_or(0)
 }
 
 pub fn run(config: &Config, command: NotesCommand) -> Result<(), CommandError> {
     match command {
-        NotesCommand::Init { db, empty } => {
+        NotesCommand::Init { db, empty, store } => {
+            if let Some(url) = config.shared_store_url(store.as_deref(), db.as_deref()) {
+                // Inside the runtime its connections live on.
+                return runtime()?.block_on(async {
+                    let shared = SharedStore::connect(&url).await?;
+                    let Store::Notes(notes) = shared.store(StoreKind::Notes).await? else {
+                        return Err(CommandError::Usage(
+                            "the shared store gave a catalogue where the notebook was asked for"
+                                .into(),
+                        ));
+                    };
+                    println!(
+                        "{} holds {} notes",
+                        notes.path().display(),
+                        count_notes(&notes)
+                    );
+                    Ok(())
+                });
+            }
             let path = config.store_path(StoreKind::Notes, db.as_deref())?;
             let store = if empty {
                 NotesStore::init(&path)?

@@ -34,6 +34,11 @@ impl Drop for Instance {
 /// `toolgate [--config CONFIG] serve --http 127.0.0.1:0 --toolset books-v4 --store URL`, once
 /// it says where it serves.
 pub fn serve(dir: &Path, url: &str, config: Option<&Path>) -> Instance {
+    serve_toolset(dir, url, "books-v4", config)
+}
+
+/// As [`serve`], with another toolset.
+pub fn serve_toolset(dir: &Path, url: &str, toolset: &str, config: Option<&Path>) -> Instance {
     let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
     if let Some(config) = config {
         command.arg("--config").arg(config);
@@ -44,7 +49,7 @@ pub fn serve(dir: &Path, url: &str, config: Option<&Path>) -> Instance {
             "--http",
             "127.0.0.1:0",
             "--toolset",
-            "books-v4",
+            toolset,
             "--store",
             url,
         ])
