@@ -22,43 +22,20 @@ pub struct Fixture {
     pub on: &'static str,
 }
 
-tokio::task_local! {
-    /// Set by [`on_both_stores`] while a test body runs on PostgreSQL.
-    static ON_POSTGRES: bool;
-}
+pub use toolgate_store::postgres::both::on_both_stores;
 
 /// A fresh store with `toolset` over it: a SQLite file, or, inside [`on_both_stores`]'s second
 /// run, a fresh database of a real PostgreSQL server (the test process's own cluster).
 pub fn fixture(toolset: Toolset) -> Fixture {
-    if ON_POSTGRES.try_with(|on| *on).unwrap_or(false) {
-        let handle = tokio::runtime::Handle::current();
-        let shared = tokio::task::block_in_place(|| {
-            handle.block_on(async {
-                let cluster = toolgate_store::postgres::cluster::shared().unwrap();
-                let url = cluster.fresh_database().unwrap();
-                let pg = toolgate_store::postgres::PgStore::connect(&url, Default::default())
-                    .await
-                    .unwrap();
-                BooksStore::on_postgres(pg).await.unwrap()
-            })
+    if toolgate_store::postgres::both::on_postgres() {
+        let shared = toolgate_store::postgres::both::fresh_store(|pg| async move {
+            BooksStore::on_postgres(pg).await.unwrap()
         });
         return with_store(tempfile::tempdir().unwrap(), shared, toolset, "PostgreSQL");
     }
     let dir = tempfile::tempdir().unwrap();
     let store = BooksStore::init(&dir.path().join("books.sqlite")).unwrap();
     with_store(dir, store, toolset, "SQLite")
-}
-
-/// Runs a store contract test twice: on SQLite files, then on PostgreSQL. Needs tokio's
-/// multi-thread runtime (a preview waits on PostgreSQL from the calling thread).
-pub async fn on_both_stores<F, Fut>(test: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    test().await;
-    eprintln!("-- the same test on PostgreSQL");
-    ON_POSTGRES.scope(true, test()).await;
 }
 
 fn with_store(

@@ -18,27 +18,7 @@ pub const TODAY: &str = "2025-12-05";
 /// 2025-12-05 10:00 UTC.
 pub const NOW_UNIX: u64 = 20_427 * 86_400 + 10 * 3_600;
 
-tokio::task_local! {
-    /// Set by [`on_both_stores`] while a test body runs on PostgreSQL.
-    static ON_POSTGRES: bool;
-}
-
-/// Whether this test body runs on PostgreSQL.
-pub fn on_postgres() -> bool {
-    ON_POSTGRES.try_with(|on| *on).unwrap_or(false)
-}
-
-/// Runs a store test twice: on SQLite files, then on PostgreSQL. Needs tokio's multi-thread
-/// runtime (previews and the tests' own statements wait on PostgreSQL from the calling thread).
-pub async fn on_both_stores<F, Fut>(test: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    test().await;
-    eprintln!("-- the same test on PostgreSQL");
-    ON_POSTGRES.scope(true, test()).await;
-}
+pub use toolgate_store::postgres::both::{on_both_stores, on_postgres};
 
 /// A store holding the sample notebook: a new SQLite file in the returned folder, or a fresh
 /// PostgreSQL database filled by `NotesStore::on_postgres`.
@@ -48,16 +28,8 @@ pub fn sample_store() -> (tempfile::TempDir, NotesStore) {
         let store = NotesStore::init_sample(&dir.path().join("notes.sqlite")).unwrap();
         return (dir, store);
     }
-    let handle = tokio::runtime::Handle::current();
-    let store = tokio::task::block_in_place(|| {
-        handle.block_on(async {
-            let cluster = toolgate_store::postgres::cluster::shared().unwrap();
-            let url = cluster.fresh_database().unwrap();
-            let pg = toolgate_store::postgres::PgStore::connect(&url, Default::default())
-                .await
-                .unwrap();
-            NotesStore::on_postgres(pg).await.unwrap()
-        })
+    let store = toolgate_store::postgres::both::fresh_store(|pg| async move {
+        NotesStore::on_postgres(pg).await.unwrap()
     });
     (dir, store)
 }

@@ -12,6 +12,7 @@
 //!   redeemed through another, once.
 //! - [`audit`]: the decision records of every instance as a queryable table, written off the
 //!   call path.
+//! - [`both`]: a store test run on SQLite and then on PostgreSQL.
 //! - [`cluster`]: a throwaway cluster of its own for tests and benchmarks.
 //!
 //! Guarantees: every way of not getting a working store at start is a typed [`PgError`] that
@@ -21,6 +22,7 @@
 //! bounded in time.
 
 pub mod audit;
+pub mod both;
 pub mod cluster;
 mod error;
 pub mod migrate;

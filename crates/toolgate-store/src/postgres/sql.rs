@@ -18,6 +18,7 @@
 use std::error::Error as _;
 
 use bytes::BytesMut;
+use deadpool_postgres::GenericClient;
 use tokio::runtime::Handle;
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use toolgate_core::ToolError;
@@ -116,33 +117,11 @@ impl Sql for PgSession<'_> {
     }
 
     fn query(&self, sql: &str, params: &[SqlValue]) -> Result<Vec<SqlRow>, SqlError> {
-        self.handle.block_on(async {
-            let statement = self
-                .client
-                .prepare_cached(&postgres_placeholders(sql))
-                .await
-                .map_err(pg_error)?;
-            let rows = self
-                .client
-                .query(&statement, &refs(&wrapped(params)))
-                .await
-                .map_err(pg_error)?;
-            rows.iter().map(read_row).collect()
-        })
+        self.handle.block_on(query_on(&*self.client, sql, params))
     }
 
     fn execute(&self, sql: &str, params: &[SqlValue]) -> Result<u64, SqlError> {
-        self.handle.block_on(async {
-            let statement = self
-                .client
-                .prepare_cached(&postgres_placeholders(sql))
-                .await
-                .map_err(pg_error)?;
-            self.client
-                .execute(&statement, &refs(&wrapped(params)))
-                .await
-                .map_err(pg_error)
-        })
+        self.handle.block_on(execute_on(&*self.client, sql, params))
     }
 
     fn execute_batch(&self, sql: &str) -> Result<(), SqlError> {
@@ -150,6 +129,38 @@ impl Sql for PgSession<'_> {
             .block_on(self.client.batch_execute(sql))
             .map_err(pg_error)
     }
+}
+
+/// Runs `sql` (prepared once per connection) on a pooled connection or a transaction.
+async fn query_on(
+    client: &impl GenericClient,
+    sql: &str,
+    params: &[SqlValue],
+) -> Result<Vec<SqlRow>, SqlError> {
+    let statement = client
+        .prepare_cached(&postgres_placeholders(sql))
+        .await
+        .map_err(pg_error)?;
+    let rows = client
+        .query(&statement, &refs(&wrapped(params)))
+        .await
+        .map_err(pg_error)?;
+    rows.iter().map(read_row).collect()
+}
+
+async fn execute_on(
+    client: &impl GenericClient,
+    sql: &str,
+    params: &[SqlValue],
+) -> Result<u64, SqlError> {
+    let statement = client
+        .prepare_cached(&postgres_placeholders(sql))
+        .await
+        .map_err(pg_error)?;
+    client
+        .execute(&statement, &refs(&wrapped(params)))
+        .await
+        .map_err(pg_error)
 }
 
 impl SqlSession for PgSession<'_> {
@@ -173,33 +184,11 @@ impl Sql for PgTx<'_> {
     }
 
     fn query(&self, sql: &str, params: &[SqlValue]) -> Result<Vec<SqlRow>, SqlError> {
-        self.handle.block_on(async {
-            let statement = self
-                .tx
-                .prepare_cached(&postgres_placeholders(sql))
-                .await
-                .map_err(pg_error)?;
-            let rows = self
-                .tx
-                .query(&statement, &refs(&wrapped(params)))
-                .await
-                .map_err(pg_error)?;
-            rows.iter().map(read_row).collect()
-        })
+        self.handle.block_on(query_on(&self.tx, sql, params))
     }
 
     fn execute(&self, sql: &str, params: &[SqlValue]) -> Result<u64, SqlError> {
-        self.handle.block_on(async {
-            let statement = self
-                .tx
-                .prepare_cached(&postgres_placeholders(sql))
-                .await
-                .map_err(pg_error)?;
-            self.tx
-                .execute(&statement, &refs(&wrapped(params)))
-                .await
-                .map_err(pg_error)
-        })
+        self.handle.block_on(execute_on(&self.tx, sql, params))
     }
 
     fn execute_batch(&self, sql: &str) -> Result<(), SqlError> {
