@@ -22,6 +22,7 @@ pub struct Fixture {
     pub on: &'static str,
 }
 
+#[allow(unused_imports)] // not every test binary runs on both stores
 pub use toolgate_store::postgres::both::on_both_stores;
 
 /// A fresh store with `toolset` over it: a SQLite file, or, inside [`on_both_stores`]'s second

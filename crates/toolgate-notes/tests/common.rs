@@ -18,6 +18,7 @@ pub const TODAY: &str = "2025-12-05";
 /// 2025-12-05 10:00 UTC.
 pub const NOW_UNIX: u64 = 20_427 * 86_400 + 10 * 3_600;
 
+#[allow(unused_imports)] // not every test binary runs on both stores
 pub use toolgate_store::postgres::both::{on_both_stores, on_postgres};
 
 /// A store holding the sample notebook: a new SQLite file in the returned folder, or a fresh
