@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use toolgate_books::BooksStore;
-use toolgate_notes::NotesStore;
 use toolgate_core::ApprovalLedger;
+use toolgate_notes::NotesStore;
 pub use toolgate_store::postgres::audit::PgAudit;
 use toolgate_store::postgres::tickets::PgTickets;
 use toolgate_store::postgres::{PgSettings, PgStore};

@@ -96,13 +96,8 @@ fn build(
         None => Arc::new(NoTrace),
     };
     let kind = args.toolset.store();
-    let (store, shared) = open_located_store(
-        config,
-        kind,
-        args.db.as_deref(),
-        args.store.as_deref(),
-        rt,
-    )?;
+    let (store, shared) =
+        open_located_store(config, kind, args.db.as_deref(), args.store.as_deref(), rt)?;
     // With a shared store, its audit table gets every decision as well.
     let trace: Arc<dyn TraceSink> = match &shared {
         Some(shared) => {
