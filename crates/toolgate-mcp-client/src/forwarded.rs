@@ -213,8 +213,8 @@ impl Forward {
         );
         let claim_key = key.clone();
         let claimed = ledger
-            .blocking(move |conn| {
-                idempotency::claim(conn, &claim_key, now, &what_to_check, |_| Ok(()))
+            .blocking_sql(move |session| {
+                idempotency::claim_on(session, &claim_key, now, &what_to_check, |_| Ok(()))
             })
             .await?;
         let claim = match claimed {
@@ -238,8 +238,8 @@ impl Forward {
             Ok(output) => {
                 let result = json!({"server": self.server, "tool": self.remote, "done": true});
                 let receipt = ledger
-                    .blocking(move |conn| {
-                        idempotency::settle(conn, claim, now, |_| {
+                    .blocking_sql(move |session| {
+                        idempotency::settle_on(session, claim, now, |_| {
                             Ok(WriteEffect { result, undo: None })
                         })
                     })
@@ -252,7 +252,9 @@ impl Forward {
             }
             Err(error) if outcome_known => {
                 ledger
-                    .blocking(move |conn| idempotency::release(conn, claim, |_| Ok(())))
+                    .blocking_sql(move |session| {
+                        idempotency::release_on(session, claim, |_| Ok(()))
+                    })
                     .await?;
                 Err(error)
             }

@@ -35,6 +35,7 @@ use toolgate_mcp_client::imports::{
 use toolgate_mcp_client::pins::Drift;
 use toolgate_mcp_client::plan::ServerRatings;
 use toolgate_mcp_client::upstream::ConnectOptions;
+use toolgate_store::SharedConnection;
 use toolgate_wiring::{Assembled, ExitsConfig, Seat, Store, StoreKind, ToolsetName, assemble};
 
 /// A human who says yes to everything, and remembers what was asked.
@@ -104,9 +105,21 @@ impl Fixture {
     }
 
     async fn open(&self, servers: Value, ratings: &str, connect: ConnectOptions) -> Imports {
+        let receipts = open_receipts(&self.path("receipts.sqlite")).unwrap();
+        self.open_claiming_in(servers, ratings, connect, receipts)
+            .await
+    }
+
+    /// As [`Fixture::open`], with forwarded writes claimed in `receipts`.
+    async fn open_claiming_in(
+        &self,
+        servers: Value,
+        ratings: &str,
+        connect: ConnectOptions,
+        receipts: SharedConnection,
+    ) -> Imports {
         let text = json!({"mcpServers": servers}).to_string();
         let parsed = parse(&text, &BTreeMap::new()).unwrap();
-        let receipts = open_receipts(&self.path("receipts.sqlite")).unwrap();
         let mut options = ImportOptions::new(parsed, self.path("servers.lock.json"), receipts);
         options.ratings = toml::from_str::<BTreeMap<String, ServerRatings>>(ratings).unwrap();
         options.connect = connect;
@@ -240,20 +253,37 @@ async fn a_stdio_server_sees_only_the_environment_its_entry_names() {
     imports.close().await;
 }
 
-#[tokio::test]
+/// Forwarded writes are claimed in a SQLite file, then, in a second run, in a team's shared
+/// PostgreSQL store (a fresh database of the test process's own cluster).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filesystem_writes_are_claimed_and_a_retry_replays_instead_of_writing_again() {
-    let fixture = Fixture::new();
+    toolgate_store::postgres::both::on_both_stores(|| async {
+        let fixture = Fixture::new();
+        let receipts = if toolgate_store::postgres::both::on_postgres() {
+            toolgate_store::postgres::both::fresh_store(|pg| async move {
+                SharedConnection::postgres(pg, "MCP receipts database")
+            })
+        } else {
+            open_receipts(&fixture.path("receipts.sqlite")).unwrap()
+        };
+        filesystem_writes_once(&fixture, receipts).await;
+    })
+    .await;
+}
+
+async fn filesystem_writes_once(fixture: &Fixture, receipts: SharedConnection) {
     let root = fixture.path("files");
     std::fs::create_dir_all(&root).unwrap();
     let root = root.canonicalize().unwrap();
     std::fs::write(root.join("hello.txt"), "Hello from the disk").unwrap();
     let imports = fixture
-        .open(
+        .open_claiming_in(
             json!({"filesystem": npm_entry("@modelcontextprotocol/server-filesystem",
                                            &[root.to_str().unwrap()], json!({}))}),
             "[filesystem]\nrisk = \"low\"\neffect = \"read\"\n\
              [filesystem.tools.write_file]\nrisk = \"medium\"\neffect = \"undoable_write\"",
             ConnectOptions::default(),
+            receipts.clone(),
         )
         .await;
     let ready = dispatcher(&imports, None);
@@ -281,6 +311,18 @@ async fn filesystem_writes_are_claimed_and_a_retry_replays_instead_of_writing_ag
     let again = call(&ready, "filesystem__write_file", args).await;
     assert!(again.observation().is_some(), "{:?}", again.result);
     assert!(!target.exists(), "the retry wrote the file again");
+    let recorded = receipts
+        .with_sql(|s| {
+            Ok(s.query_i64(
+                "SELECT count(*) FROM tool_receipts WHERE tool = 'filesystem__write_file'",
+                &[],
+            )?)
+        })
+        .unwrap();
+    assert_eq!(
+        recorded, 1,
+        "one receipt, in the store the writes were claimed in"
+    );
     imports.close().await;
 }
 

@@ -87,9 +87,24 @@ pub async fn open_imports(
     exits: &ExitsConfig,
     trace: Arc<dyn TraceSink>,
 ) -> Result<Option<Imports>, OpenImportsError> {
-    let Some(options) = import_options(settings, flag, exits, trace)? else {
+    open_imports_claiming_in(settings, flag, exits, trace, None).await
+}
+
+/// As [`open_imports`], with the forwarded writes claimed and settled in `receipts` when given
+/// (a team's shared store: [`crate::SharedStore::mcp_receipts`]) instead of `[mcp] receipts`.
+pub async fn open_imports_claiming_in(
+    settings: &McpSettings,
+    flag: Option<&Path>,
+    exits: &ExitsConfig,
+    trace: Arc<dyn TraceSink>,
+    receipts: Option<toolgate_store::SharedConnection>,
+) -> Result<Option<Imports>, OpenImportsError> {
+    let Some(mut options) = import_options(settings, flag, exits, trace)? else {
         return Ok(None);
     };
+    if let Some(receipts) = receipts {
+        options.receipts = receipts;
+    }
     Ok(Some(Imports::open(options).await?))
 }
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use toolgate_books::BooksStore;
 use toolgate_core::ApprovalLedger;
 use toolgate_notes::NotesStore;
+pub use toolgate_store::SharedConnection;
 pub use toolgate_store::postgres::audit::PgAudit;
 use toolgate_store::postgres::tickets::PgTickets;
 use toolgate_store::postgres::{PgSettings, PgStore};
@@ -55,6 +56,12 @@ impl SharedStore {
     /// on the current tokio runtime). `instance` names this process in each row.
     pub fn audit(&self, instance: String) -> PgAudit {
         PgAudit::start(self.pg.clone(), instance)
+    }
+
+    /// Where the imported tools' forwarded writes are claimed and settled, in this database, so
+    /// a retry at any instance finds the claim.
+    pub fn mcp_receipts(&self) -> toolgate_store::SharedConnection {
+        toolgate_store::SharedConnection::postgres(self.pg.clone(), "MCP receipts database")
     }
 
     /// The database as a required health check of an instance (`/readyz`).

@@ -148,8 +148,9 @@ pub struct ServeArgs {
     pub db: Option<PathBuf>,
     /// A team's shared store, postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: [store] url
     /// in the config): the toolset's data with its receipts and the approval tickets live there,
-    /// so any number of instances serve the same users. Books toolsets only, for now.
-    #[arg(long, value_name = "URL", conflicts_with = "no_toolset")]
+    /// so any number of instances serve the same users; the imported tools' forwarded writes
+    /// are claimed there too.
+    #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// Speak MCP on stdin/stdout (stdout carries protocol messages only; logs go to stderr).
     #[arg(long)]

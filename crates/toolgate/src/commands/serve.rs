@@ -15,7 +15,7 @@ use toolgate_mcp_client::imports::Imports;
 use toolgate_wiring::shared::PgAudit;
 use toolgate_wiring::{ExtraTools, Seat, SharedStore, Store};
 
-use super::mcp::{open_imports, server_heading};
+use super::mcp::server_heading;
 use super::{CommandError, open_store, server_runtime};
 use crate::cli::ServeArgs;
 use crate::config::Config;
@@ -34,12 +34,20 @@ pub fn run(
     let auth_config = check_flags(config, args)?;
     let trace = open_trace(args)?;
     let runtime = server_runtime()?;
-    let imports = runtime.block_on(open_imports(config, mcp_config, Arc::clone(&trace)))?;
-    announce_imports(args, imports.as_ref())?;
     let shared = match config.shared_store_url(args.store.as_deref(), args.db.as_deref()) {
-        Some(url) if !args.no_toolset => Some(runtime.block_on(open_shared(&url, args))?),
-        _ => None,
+        Some(url) => Some(runtime.block_on(open_shared(&url, args))?),
+        None => None,
     };
+    // With a shared store, forwarded writes are claimed there, so a retry at any instance
+    // finds the claim.
+    let imports = runtime.block_on(toolgate_wiring::open_imports_claiming_in(
+        &config.mcp,
+        mcp_config,
+        &config.exits(),
+        Arc::clone(&trace),
+        shared.as_ref().map(|s| s.mcp_receipts.clone()),
+    ))?;
+    announce_imports(args, imports.as_ref())?;
     // With a shared store, every decision record also goes to its audit table.
     let trace: Arc<dyn TraceSink> = match &shared {
         Some(shared) => Arc::new(Tee(vec![trace, Arc::new(shared.audit.clone())])),
@@ -53,7 +61,6 @@ pub fn run(
     if let Some(shared) = &shared {
         checks.push(Arc::clone(&shared.health));
     }
-    let shared = shared.map(|s| (s.store, s.ledger));
     let (server, served) = build_server(config, args, imports.as_ref(), &trace, shared)?;
     let server = server.checking(checks);
     match args.http {
@@ -116,17 +123,23 @@ fn check_flags(config: &Config, args: &ServeArgs) -> Result<Option<AuthConfig>, 
 
 /// What an instance keeps in the shared database.
 struct Shared {
-    store: Store,
+    /// The toolset's store (none for `--no-toolset`).
+    store: Option<Store>,
     ledger: Arc<ApprovalLedger>,
     audit: PgAudit,
     health: Arc<dyn HealthCheck>,
+    mcp_receipts: toolgate_wiring::shared::SharedConnection,
 }
 
 /// The toolset's store in the shared database, the approval tickets every instance shares, the
 /// audit table's writer for this instance, and the database as a health check.
 async fn open_shared(url: &str, args: &ServeArgs) -> Result<Shared, CommandError> {
     let shared = SharedStore::connect(url).await?;
-    let store = shared.store(args.toolset.store()).await?;
+    let store = if args.no_toolset {
+        None
+    } else {
+        Some(shared.store(args.toolset.store()).await?)
+    };
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let instance = format!("{}/{}", host.trim(), std::process::id());
     Ok(Shared {
@@ -134,6 +147,7 @@ async fn open_shared(url: &str, args: &ServeArgs) -> Result<Shared, CommandError
         ledger: shared.ledger(),
         audit: shared.audit(instance),
         health: shared.health_check(),
+        mcp_receipts: shared.mcp_receipts(),
     })
 }
 
@@ -169,14 +183,21 @@ fn build_server(
     args: &ServeArgs,
     imports: Option<&Imports>,
     trace: &Arc<dyn TraceSink>,
-    shared: Option<(Store, Arc<ApprovalLedger>)>,
+    shared: Option<Shared>,
 ) -> Result<(McpServer, String), CommandError> {
     // No approval channel yet: every call that needs a human is denied (the MCP server asks
     // the host through the protocol, per call).
-    let seat = Seat::new(Principal::local("local-user", &[]))
+    let mut seat = Seat::new(Principal::local("local-user", &[]))
         .with_mode(config.mode.unwrap_or_default())
         .with_taint_policy(config.policy)
         .with_trace(Arc::clone(trace));
+    let shared_store = match shared {
+        Some(shared) => {
+            seat = seat.with_ledger(shared.ledger);
+            shared.store
+        }
+        None => None,
+    };
     let extra = imports.map_or_else(ExtraTools::default, |i| {
         toolgate_wiring::extra_tools(i, false)
     });
@@ -195,12 +216,9 @@ fn build_server(
         return Ok((server, "the imported tools".to_string()));
     }
     let kind = args.toolset.store();
-    let (store, seat) = match shared {
-        Some((store, ledger)) => (store, seat.with_ledger(ledger)),
-        None => (
-            open_store(kind, &config.store_path(kind, args.db.as_deref())?)?,
-            seat,
-        ),
+    let store = match shared_store {
+        Some(store) => store,
+        None => open_store(kind, &config.store_path(kind, args.db.as_deref())?)?,
     };
     let path = store.path().to_path_buf();
     let ready =
