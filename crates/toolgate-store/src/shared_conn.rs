@@ -11,10 +11,10 @@
 //!
 //! The `*_sql` calls (`read_sql`, `blocking_sql`, `write_once_sql`, `with_sql`) hand the work
 //! [`Sql`]: statements written once run on either database, and a write's receipt commits in
-//! the same transaction on both; every toolset's handlers use them. The calls without the
-//! suffix (`blocking`, `with_conn`, `lock`) hand a rusqlite `Connection` and remain for SQLite
-//! only callers (the MCP client's forwarded writes, the eval's checks, commands and tests): on
-//! a PostgreSQL store they refuse with an `internal` error and run nothing.
+//! the same transaction on both; every toolset's handlers and the MCP client's forwarded writes
+//! use them. `with_conn` and `lock` hand a rusqlite `Connection` and remain for SQLite-only
+//! callers (the eval's checks, commands and tests): on a PostgreSQL store they refuse with an
+//! `internal` error and run nothing.
 //!
 //! A toolset's store dereferences to its `SharedConnection`, so these calls are the store's own,
 //! written once, here.
@@ -94,7 +94,7 @@ impl SharedConnection {
     }
 
     /// Runs `work` on the SQLite connection on a blocking thread (SQLite stores only).
-    pub async fn blocking<T: Send + 'static>(
+    async fn blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,
     ) -> Result<T, ToolError> {
