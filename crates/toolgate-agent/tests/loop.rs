@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_agent::run::{READ_FIRST_CALL_ID, whole_message};
 use toolgate_agent::{Agent, AgentConfig, ReadFirst, RepeatAnswered, StopCause};
-use toolgate_core::idempotency::{self, WriteEffect, run_once, store_error};
+use toolgate_core::idempotency::{self, WriteEffect, run_once_on, store_error};
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
     Caller, DenyAll, Dispatcher, Effect, ManualClock, Origin, Principal, Registry, Risk, Tool,
@@ -112,12 +112,11 @@ impl World {
                 async move {
                     let key = ctx.write_key()?.clone();
                     let mut conn = Connection::open(&db).map_err(store_error)?;
-                    run_once(&mut conn, &key, ctx.now_unix, |tx| {
+                    run_once_on(&mut conn, &key, ctx.now_unix, |tx| {
                         tx.execute(
                             "INSERT INTO reminders VALUES (?1, ?2)",
-                            [&args.text, &args.due],
-                        )
-                        .map_err(store_error)?;
+                            toolgate_core::sql_params![&args.text, &args.due],
+                        )?;
                         Ok(WriteEffect {
                             result: json!({"saved": args.text, "due": args.due}),
                             undo: None,
@@ -148,9 +147,11 @@ impl World {
                     *runs.lock().unwrap() += 1;
                     let key = ctx.write_key()?.clone();
                     let mut conn = Connection::open(&db).map_err(store_error)?;
-                    run_once(&mut conn, &key, ctx.now_unix, |tx| {
-                        tx.execute("INSERT INTO sent VALUES (?1)", [&args.topic])
-                            .map_err(store_error)?;
+                    run_once_on(&mut conn, &key, ctx.now_unix, |tx| {
+                        tx.execute(
+                            "INSERT INTO sent VALUES (?1)",
+                            toolgate_core::sql_params![&args.topic],
+                        )?;
                         Ok(WriteEffect {
                             result: json!({"sent": true}),
                             undo: None,

@@ -16,9 +16,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::canonical::{canonical_json, digest_parts};
-use toolgate_core::idempotency::{self, IdempotencyKey, WriteEffect, run_once, store_error};
+use toolgate_core::idempotency::{self, IdempotencyKey, WriteEffect, run_once_on};
 use toolgate_core::observation;
 use toolgate_core::schema;
+use toolgate_core::sql::Sql;
+use toolgate_core::sql_params;
 use toolgate_core::trace::{JsonlTrace, MemoryTrace, TraceSink};
 use toolgate_core::{
     CallOutcome, CallRequest, CancelToken, Clock, Dispatcher, Effect, Principal, Receipt, Registry,
@@ -63,10 +65,11 @@ fn open_db(path: &Path) -> Connection {
     conn
 }
 
-fn insert_note(tx: &rusqlite::Connection, title: &str) -> Result<WriteEffect, ToolError> {
-    tx.execute("INSERT INTO notes (title) VALUES (?1)", [title])
-        .map_err(store_error)?;
-    let id = tx.last_insert_rowid();
+fn insert_note(tx: &dyn Sql, title: &str) -> Result<WriteEffect, ToolError> {
+    let id = tx.query_i64(
+        "INSERT INTO notes (title) VALUES (?1) RETURNING id",
+        sql_params![title],
+    )?;
     Ok(WriteEffect {
         result: json!({"note_id": id}),
         undo: Some(json!({"delete_note": id})),
@@ -102,7 +105,7 @@ fn registry(db: SharedDb) -> Registry {
                     let mut conn = db
                         .lock()
                         .map_err(|_| ToolError::internal("database lock poisoned"))?;
-                    run_once(&mut conn, &key, now, |tx| insert_note(tx, &args.title))
+                    run_once_on(&mut *conn, &key, now, |tx| insert_note(tx, &args.title))
                 })
                 .await
                 .map_err(|e| ToolError::internal(format!("write task failed: {e}")))?
@@ -521,7 +524,7 @@ fn main() {
                     let db = Arc::clone(&db_direct);
                     async move {
                         let conn = db.lock().expect("lock");
-                        insert_note(&conn, &format!("direct {i}")).expect("insert");
+                        insert_note(&*conn, &format!("direct {i}")).expect("insert");
                     }
                 },
             )
@@ -544,7 +547,7 @@ fn main() {
                             "bench_note_add",
                             &args.to_string(),
                         );
-                        let receipt = run_once(&mut conn, &key, 0, |tx| {
+                        let receipt = run_once_on(&mut *conn, &key, 0, |tx| {
                             insert_note(tx, &format!("receipt {i}"))
                         })
                         .expect("run_once");

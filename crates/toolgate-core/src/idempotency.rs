@@ -1,10 +1,11 @@
 //! Idempotent writes: every effect is recorded under a key, at most once.
 //!
 //! Two mechanisms share one receipts table:
-//! - Local effects ([`run_once`]): the effect and its receipt are written in one immediate SQLite
-//!   transaction, so for one key the effect happens at most once however many callers race, and
+//! - Local effects ([`run_once_on`]): the effect and its receipt are written in one write
+//!   transaction (SQLite's immediate one, or PostgreSQL's under the store's advisory lock;
+//!   statements through [`crate::sql::Sql`]), so for one key the effect happens at most once however many callers race, and
 //!   an effect that fails leaves neither the effect nor the key.
-//! - Effects outside the database ([`claim`], [`settle`], [`release`]): an email handed to a
+//! - Effects outside the database ([`claim_on`], [`settle_on`], [`release_on`]): an email handed to a
 //!   relay, a call to another server. The key is claimed before the effect, settled with the
 //!   receipt after it, and released only when the effect surely did not happen. While a claim is
 //!   unsettled (an attempt in progress, or one whose process died between effect and receipt) a
@@ -17,7 +18,7 @@
 //! `conflict`. A [`Receipt`] can only be made here, by recording or reading an effect: its
 //! fields are private and it cannot be deserialized, so a handler cannot forge one.
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -255,29 +256,8 @@ pub fn run_once_on(
     })
 }
 
-/// [`run_once_on`] for a handler whose effect is written against rusqlite (the notes toolset,
-/// until its statements move to [`Sql`]).
-pub fn run_once(
-    conn: &mut Connection,
-    key: &IdempotencyKey,
-    now_unix: u64,
-    effect: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<WriteEffect, ToolError>,
-) -> Result<Receipt, ToolError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(store_error)?;
-    if let Some(receipt) = recorded(&*tx, key)? {
-        return Ok(receipt);
-    }
-    refuse_unsettled(&*tx, key)?;
-    let done = effect(&tx)?;
-    let receipt = insert_receipt(&*tx, key, now_unix, done)?;
-    tx.commit().map_err(store_error)?;
-    Ok(receipt)
-}
-
 /// A claimed key: proof that this attempt, and no other, may perform the remote effect. It is
-/// consumed by [`settle`] or [`release`].
+/// consumed by [`settle_on`] or [`release_on`].
 #[derive(Debug)]
 #[must_use = "a claim must be settled (the effect happened) or released (it surely did not)"]
 pub struct Claim {
@@ -290,7 +270,7 @@ impl Claim {
     }
 }
 
-/// What [`claim`] found.
+/// What [`claim_on`] found.
 #[derive(Debug)]
 pub enum Claimed<T> {
     /// The key is ours now: perform the effect, then settle or release. `T` is what the local
@@ -356,22 +336,6 @@ pub fn claim_on<T>(
     })
 }
 
-/// [`claim_on`] with rusqlite bookkeeping.
-pub fn claim<T>(
-    conn: &mut Connection,
-    key: &IdempotencyKey,
-    now_unix: u64,
-    what_to_check: &str,
-    local: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, ToolError>,
-) -> Result<Claimed<T>, ToolError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(store_error)?;
-    let claimed = claim_in(&*tx, key, now_unix, what_to_check, || local(&tx))?;
-    tx.commit().map_err(store_error)?;
-    Ok(claimed)
-}
-
 /// Settles a claim after the effect happened: `local` records it in the store (for example
 /// the draft becomes `sent`), and the receipt is stored and the claim removed, all in one
 /// transaction.
@@ -390,25 +354,6 @@ pub fn settle_on(
     })
 }
 
-/// [`settle_on`] with rusqlite bookkeeping.
-pub fn settle(
-    conn: &mut Connection,
-    claim: Claim,
-    now_unix: u64,
-    local: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<WriteEffect, ToolError>,
-) -> Result<Receipt, ToolError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(store_error)?;
-    if unclaim(&*tx, &claim)? != 1 {
-        return Err(lost_claim());
-    }
-    let done = local(&tx)?;
-    let receipt = insert_receipt(&*tx, &claim.key, now_unix, done)?;
-    tx.commit().map_err(store_error)?;
-    Ok(receipt)
-}
-
 /// Releases a claim whose effect surely did not happen (it failed before it started, or was
 /// refused), so a later attempt may run. `local` undoes the claim's bookkeeping.
 pub fn release_on(
@@ -420,20 +365,6 @@ pub fn release_on(
         unclaim(tx, &claim)?;
         local(tx)
     })
-}
-
-/// [`release_on`] with rusqlite bookkeeping.
-pub fn release(
-    conn: &mut Connection,
-    claim: Claim,
-    local: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<(), ToolError>,
-) -> Result<(), ToolError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(store_error)?;
-    unclaim(&*tx, &claim)?;
-    local(&tx)?;
-    tx.commit().map_err(store_error)
 }
 
 /// Refuses a key that an earlier attempt claimed and never settled or released.

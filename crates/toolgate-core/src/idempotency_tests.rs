@@ -16,9 +16,8 @@ fn open(path: &std::path::Path) -> Connection {
     conn
 }
 
-fn add_effect(tx: &rusqlite::Transaction<'_>) -> Result<WriteEffect, ToolError> {
-    tx.execute("INSERT INTO effects (n) VALUES (1)", [])
-        .map_err(store_error)?;
+fn add_effect(tx: &dyn crate::sql::Sql) -> Result<WriteEffect, ToolError> {
+    tx.execute("INSERT INTO effects (n) VALUES (1)", &[])?;
     Ok(WriteEffect {
         result: json!({"added": 1}),
         undo: None,
@@ -37,7 +36,7 @@ fn sixteen_racing_duplicates_on_separate_connections_leave_one_effect() {
             let key = key.clone();
             std::thread::spawn(move || {
                 let mut conn = open(&path);
-                run_once(&mut conn, &key, 1, add_effect).unwrap()
+                run_once_on(&mut conn, &key, 1, add_effect).unwrap()
             })
         })
         .collect();
@@ -61,7 +60,7 @@ fn failed_effect_records_neither_effect_nor_key() {
     let dir = tempfile::tempdir().unwrap();
     let mut conn = open(&dir.path().join("f.sqlite"));
     let key = IdempotencyKey::derived(&alice(), "run", "demo_add", "{}");
-    let failed = run_once(&mut conn, &key, 1, |tx| {
+    let failed = run_once_on(&mut conn, &key, 1, |tx| {
         add_effect(tx)?;
         Err(ToolError::invalid("x", "refused after writing"))
     });
@@ -74,7 +73,7 @@ fn failed_effect_records_neither_effect_nor_key() {
         )
         .unwrap();
     assert_eq!(rows, 0);
-    let retried = run_once(&mut conn, &key, 2, add_effect).unwrap();
+    let retried = run_once_on(&mut conn, &key, 2, add_effect).unwrap();
     assert!(!retried.duplicate);
 }
 
@@ -84,8 +83,8 @@ fn reusing_a_given_key_for_other_arguments_is_a_conflict() {
     let mut conn = open(&dir.path().join("c.sqlite"));
     let first = IdempotencyKey::given("k1", &alice(), "demo_add", r#"{"n":1}"#);
     let second = IdempotencyKey::given("k1", &alice(), "demo_add", r#"{"n":2}"#);
-    run_once(&mut conn, &first, 1, add_effect).unwrap();
-    let err = run_once(&mut conn, &second, 2, add_effect).unwrap_err();
+    run_once_on(&mut conn, &first, 1, add_effect).unwrap();
+    let err = run_once_on(&mut conn, &second, 2, add_effect).unwrap_err();
     assert_eq!(err.code, ErrorCode::Conflict);
 }
 
@@ -109,7 +108,7 @@ fn same_write_by_two_principals_gets_two_keys() {
 }
 
 fn claimed(conn: &mut Connection, key: &IdempotencyKey) -> Result<Claimed<()>, ToolError> {
-    claim(conn, key, 1, "the demo effects table", |_| Ok(()))
+    claim_on(conn, key, 1, "the demo effects table", |_| Ok(()))
 }
 
 #[test]
@@ -121,11 +120,11 @@ fn remote_effect_that_failed_before_it_started_releases_its_claim_and_a_retry_ru
         panic!("a fresh key is claimed");
     };
     // The relay refused before anything was sent.
-    release(&mut conn, first, |_| Ok(())).unwrap();
+    release_on(&mut conn, first, |_| Ok(())).unwrap();
     let Claimed::New(second, ()) = claimed(&mut conn, &key).unwrap() else {
         panic!("a released key can be claimed again");
     };
-    let receipt = settle(&mut conn, second, 2, add_effect).unwrap();
+    let receipt = settle_on(&mut conn, second, 2, add_effect).unwrap();
     assert!(!receipt.duplicate());
     match claimed(&mut conn, &key).unwrap() {
         Claimed::Recorded(again) => {
@@ -150,7 +149,7 @@ fn unsettled_claim_refuses_a_second_attempt_and_says_what_to_check() {
     };
     for attempt in [
         claimed(&mut conn, &key).map(|_| ()),
-        run_once(&mut conn, &key, 3, add_effect).map(|_| ()),
+        run_once_on(&mut conn, &key, 3, add_effect).map(|_| ()),
     ] {
         let refused = attempt.unwrap_err();
         assert_eq!(refused.code, ErrorCode::Conflict);

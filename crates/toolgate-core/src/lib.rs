@@ -8,7 +8,7 @@
 //! For remote callers (an MCP server, imported tools, code calling tools back):
 //! - a call names its run and principal ([`CallRequest`]); a write's effect identity is derived
 //!   from principal, tenant, run, tool and arguments, never from a transport's request id;
-//! - effects outside the database are claimed, settled and released ([`idempotency::claim`]);
+//! - effects outside the database are claimed, settled and released ([`idempotency::claim_on`]);
 //! - approval is a channel chosen per call ([`ApprovalChannel`]): ask now, or return a ticket
 //!   ([`CallResult::ApprovalRequired`]) kept in a ticket store ([`ApprovalLedger`]: SQLite here,
 //!   PostgreSQL for a team) that a retry redeems;

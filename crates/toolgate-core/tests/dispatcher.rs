@@ -14,8 +14,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::approval::{ApprovalAnswer, ApprovalRequest, Approver, ApproverError};
 use toolgate_core::idempotency::{
-    self, IdempotencyKey, Receipt, ReceiptLog, WriteEffect, run_once, store_error,
+    self, IdempotencyKey, Receipt, ReceiptLog, WriteEffect, run_once_on, store_error,
 };
+use toolgate_core::sql_params;
 use toolgate_core::tool::{BoxFuture, Tool};
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
@@ -198,10 +199,11 @@ fn note_add_tool(db: PathBuf, runs: Arc<Runs>) -> Tool {
                 let now = ctx.now_unix;
                 blocking_write(move || {
                     let mut conn = open_db(&db).map_err(store_error)?;
-                    run_once(&mut conn, &key, now, |tx| {
-                        tx.execute("INSERT INTO notes (title) VALUES (?1)", [&args.title])
-                            .map_err(store_error)?;
-                        let id = tx.last_insert_rowid();
+                    run_once_on(&mut conn, &key, now, |tx| {
+                        let id = tx.query_i64(
+                            "INSERT INTO notes (title) VALUES (?1) RETURNING id",
+                            sql_params![&args.title],
+                        )?;
                         Ok(WriteEffect {
                             result: json!({"note_id": id, "title": args.title}),
                             undo: Some(json!({"delete_note": id})),
@@ -250,14 +252,13 @@ fn email_send_tool(db: PathBuf, runs: Arc<Runs>) -> Tool {
                 let now = ctx.now_unix;
                 blocking_write(move || {
                     let mut conn = open_db(&db).map_err(store_error)?;
-                    run_once(&mut conn, &key, now, |tx| {
-                        tx.execute(
-                            "INSERT INTO outbox (recipient, subject, body) VALUES (?1, ?2, ?3)",
-                            [&args.to, &args.subject, &args.body],
-                        )
-                        .map_err(store_error)?;
+                    run_once_on(&mut conn, &key, now, |tx| {
+                        let id = tx.query_i64(
+                            "INSERT INTO outbox (recipient, subject, body) VALUES (?1, ?2, ?3) RETURNING id",
+                            sql_params![&args.to, &args.subject, &args.body],
+                        )?;
                         Ok(WriteEffect {
-                            result: json!({"outbox_id": tx.last_insert_rowid()}),
+                            result: json!({"outbox_id": id}),
                             undo: None,
                         })
                     })

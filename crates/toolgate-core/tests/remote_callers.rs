@@ -18,8 +18,9 @@ use serde::Deserialize;
 use serde_json::json;
 use toolgate_core::approval::ApprovalLedger;
 use toolgate_core::idempotency::{
-    self, Claimed, IdempotencyKey, Receipt, ReceiptLog, WriteEffect, run_once, store_error,
+    self, Claimed, IdempotencyKey, Receipt, ReceiptLog, WriteEffect, run_once_on,
 };
+use toolgate_core::sql_params;
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
     ApprovalAnswer, ApprovalChannel, ApprovalRecord, ApprovalRequest, ApprovedVia, Approver,
@@ -105,11 +106,13 @@ fn note_tool(db: PathBuf) -> Tool {
                 let key = ctx.write_key()?.clone();
                 let principal = ctx.principal.id.clone();
                 tokio::task::spawn_blocking(move || {
-                    run_once(&mut open_db(&db), &key, ctx.now_unix, |tx| {
-                        tx.execute("INSERT INTO notes (title) VALUES (?1)", [&args.title])
-                            .map_err(store_error)?;
+                    run_once_on(&mut open_db(&db), &key, ctx.now_unix, |tx| {
+                        let id = tx.query_i64(
+                            "INSERT INTO notes (title) VALUES (?1) RETURNING id",
+                            sql_params![&args.title],
+                        )?;
                         Ok(WriteEffect {
-                            result: json!({"note_id": tx.last_insert_rowid(), "by": principal}),
+                            result: json!({"note_id": id, "by": principal}),
                             undo: None,
                         })
                     })
@@ -155,7 +158,7 @@ fn send_tool(db: PathBuf, remote: Remote, attempts: Arc<AtomicUsize>) -> Tool {
                 let now = ctx.now_unix;
                 let claim_db = db.clone();
                 let claimed = tokio::task::spawn_blocking(move || {
-                    idempotency::claim(
+                    idempotency::claim_on(
                         &mut open_db(&claim_db),
                         &key,
                         now,
@@ -178,7 +181,7 @@ fn send_tool(db: PathBuf, remote: Remote, attempts: Arc<AtomicUsize>) -> Tool {
                     }
                     Remote::RefusedBeforeStart => {
                         tokio::task::spawn_blocking(move || {
-                            idempotency::release(&mut open_db(&db), claim, |_| Ok(()))
+                            idempotency::release_on(&mut open_db(&db), claim, |_| Ok(()))
                         })
                         .await
                         .map_err(|_| ToolError::internal("task failed"))??;
@@ -188,11 +191,13 @@ fn send_tool(db: PathBuf, remote: Remote, attempts: Arc<AtomicUsize>) -> Tool {
                         ))
                     }
                     Remote::Delivers => tokio::task::spawn_blocking(move || {
-                        idempotency::settle(&mut open_db(&db), claim, now, |tx| {
-                            tx.execute("INSERT INTO sent (recipient) VALUES (?1)", [&args.to])
-                                .map_err(store_error)?;
+                        idempotency::settle_on(&mut open_db(&db), claim, now, |tx| {
+                            let id = tx.query_i64(
+                                "INSERT INTO sent (recipient) VALUES (?1) RETURNING id",
+                                sql_params![&args.to],
+                            )?;
                             Ok(WriteEffect {
-                                result: json!({"sent_id": tx.last_insert_rowid()}),
+                                result: json!({"sent_id": id}),
                                 undo: None,
                             })
                         })
