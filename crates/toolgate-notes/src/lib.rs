@@ -9,7 +9,8 @@
 //!   by triggers.
 //! - [`tools`](mod@tools): `notes_search`, `notes_get`, `notes_create`, `notes_tag`, `notes_delete`,
 //!   `create_todos_from_meeting`.
-//! - [`web_clip`]: `web_clip`, through the egress exit ([`extract`] makes pages readable).
+//! - [`web_clip`]: `web_clip`, through the egress exit ([`extract`] makes pages readable);
+//!   [`notebook_words`]: `notes-v5`'s notebooks named in the user's words.
 //! - [`email`]: `email_draft` and `email_send`, through the SMTP relay of the egress exit.
 //! - [`undo`]: [`undo_last`] reverts the newest undoable writes.
 //! - [`import`]: [`import_dir`] reads a folder of Markdown notes ([`frontmatter`] format).
@@ -29,6 +30,7 @@ pub mod extract;
 pub mod frontmatter;
 pub mod import;
 pub mod note_ref;
+pub mod notebook_words;
 pub mod offers;
 pub mod rows;
 pub mod sample;
@@ -75,10 +77,18 @@ pub fn designed_assistant_tools(
     design: Design,
 ) -> Result<Vec<Tool>, DeclarationError> {
     let mut all = tools::designed_notes_tools(store, design)?;
-    all.extend(web_clip::web_clip_tools(store, egress)?);
+    let clip_design = match design {
+        Design::V1 | Design::V2 | Design::V4 => web_clip::ClipDesign::Plain,
+        Design::V5 => web_clip::ClipDesign::UsersPage,
+    };
+    all.extend(web_clip::designed_web_clip_tools(
+        store,
+        egress,
+        clip_design,
+    )?);
     let email_design = match design {
         Design::V1 | Design::V2 => email::EmailDesign::Saved,
-        Design::V4 => email::EmailDesign::DraftFirst,
+        Design::V4 | Design::V5 => email::EmailDesign::DraftFirst,
     };
     all.extend(email::designed_email_tools(store, relay, email_design)?);
     Ok(all)

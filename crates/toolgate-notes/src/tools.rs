@@ -108,8 +108,8 @@ pub struct TodosArgs {
     pub meeting_note_id: i64,
 }
 
-/// Which design of the notes tools: the toolsets `notes`, `notes-v2` (and `notes-v3`) and
-/// `notes-v4`.
+/// Which design of the notes tools: the toolsets `notes`, `notes-v2` (and `notes-v3`),
+/// `notes-v4` and `notes-v5`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Design {
     /// `notes`: the search returns snippets and takes a limit and a response format.
@@ -121,6 +121,10 @@ pub enum Design {
     /// `notes-v4`: notes-v2's reads, and writes that take notes by the user's words instead of
     /// ids the model must find first (see [`crate::writes_by_words`]).
     V4,
+    /// `notes-v5`: notes-v4's tools, with a `web_clip` only for a URL the user gave, which
+    /// sends a page the user already clipped to `notes_search` and takes the notebook in the
+    /// user's words (see [`crate::web_clip::ClipDesign::UsersPage`]).
+    V5,
 }
 
 /// The notes tools proper (search, get, create, tag, delete, to-dos from a meeting), bound to
@@ -136,11 +140,11 @@ pub fn designed_notes_tools(
 ) -> Result<Vec<Tool>, DeclarationError> {
     let (search, get) = match design {
         Design::V1 => (search_tool(store)?, get_tool(store, false)?),
-        Design::V2 | Design::V4 => (search_tool_v2(store)?, get_tool(store, true)?),
+        Design::V2 | Design::V4 | Design::V5 => (search_tool_v2(store)?, get_tool(store, true)?),
     };
     let (tag, todos) = match design {
         Design::V1 | Design::V2 => (tag_tool(store)?, todos_tool(store)?),
-        Design::V4 => (
+        Design::V4 | Design::V5 => (
             crate::writes_by_words::tag_tool(store)?,
             crate::writes_by_words::todos_tool(store)?,
         ),
