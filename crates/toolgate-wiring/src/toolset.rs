@@ -40,6 +40,9 @@ pub enum ToolsetName {
     /// meeting") instead of ids, and refuse a name that fits no note or several with the
     /// candidates and the call to make.
     NotesV4,
+    /// notes-v4 whose `web_clip` is only for a URL the user gave (a page the user already
+    /// clipped is found with `notes_search`) and takes the notebook in the user's words.
+    NotesV5,
 }
 
 /// The kind of store a toolset works on (a suite's `store = "books" | "notes"`).
@@ -65,7 +68,7 @@ fn known_names() -> String {
 
 impl ToolsetName {
     /// Every toolset, in the order listings show them.
-    pub const ALL: [ToolsetName; 9] = [
+    pub const ALL: [ToolsetName; 10] = [
         ToolsetName::BooksV1,
         ToolsetName::BooksV2,
         ToolsetName::BooksV3,
@@ -75,6 +78,7 @@ impl ToolsetName {
         ToolsetName::NotesV2,
         ToolsetName::NotesV3,
         ToolsetName::NotesV4,
+        ToolsetName::NotesV5,
     ];
 
     /// The name it is given by (flags, reports, run records).
@@ -90,6 +94,7 @@ impl ToolsetName {
             ToolsetName::NotesV2 => "notes-v2",
             ToolsetName::NotesV3 => "notes-v3",
             ToolsetName::NotesV4 => "notes-v4",
+            ToolsetName::NotesV5 => "notes-v5",
         }
     }
 
@@ -117,6 +122,9 @@ impl ToolsetName {
             ToolsetName::NotesV4 => {
                 "notes-v2 whose writes take notes by the user's words instead of ids, and refuse a name that fits no note or several with the call to make"
             }
+            ToolsetName::NotesV5 => {
+                "notes-v4 whose web_clip is only for a URL the user gave, sends pages already clipped to notes_search and takes the notebook in the user's words"
+            }
         }
     }
 
@@ -131,7 +139,8 @@ impl ToolsetName {
             ToolsetName::Notes
             | ToolsetName::NotesV2
             | ToolsetName::NotesV3
-            | ToolsetName::NotesV4 => StoreKind::Notes,
+            | ToolsetName::NotesV4
+            | ToolsetName::NotesV5 => StoreKind::Notes,
         }
     }
 
@@ -146,7 +155,8 @@ impl ToolsetName {
             ToolsetName::Notes
             | ToolsetName::NotesV2
             | ToolsetName::NotesV3
-            | ToolsetName::NotesV4 => None,
+            | ToolsetName::NotesV4
+            | ToolsetName::NotesV5 => None,
         }
     }
 
@@ -163,7 +173,8 @@ impl ToolsetName {
             | ToolsetName::Notes => AgentConfig::default(),
             // notes-v4 changes the tools only, so it runs notes-v2's loop: the paired eval
             // measures the writes by words and nothing else.
-            ToolsetName::NotesV2 | ToolsetName::NotesV4 => AgentConfig {
+            // notes-v5 likewise: it changes web_clip only.
+            ToolsetName::NotesV2 | ToolsetName::NotesV4 | ToolsetName::NotesV5 => AgentConfig {
                 correct_described_calls: true,
                 end_tools_after_repeats: true,
                 first_round_must_call: true,
@@ -216,6 +227,7 @@ impl ToolsetName {
             // The same tools as notes-v2: v3 changes only the loop.
             ToolsetName::NotesV2 | ToolsetName::NotesV3 => Some(NotesDesign::V2),
             ToolsetName::NotesV4 => Some(NotesDesign::V4),
+            ToolsetName::NotesV5 => Some(NotesDesign::V5),
         }
     }
 }
@@ -285,7 +297,7 @@ mod tests {
             names,
             [
                 "books-v1", "books-v2", "books-v3", "books-v4", "books-v5", "notes", "notes-v2",
-                "notes-v3", "notes-v4"
+                "notes-v3", "notes-v4", "notes-v5"
             ]
         );
         for toolset in ToolsetName::ALL {
@@ -332,6 +344,11 @@ mod tests {
         assert_ne!(
             ToolsetName::NotesV4.notes_design(),
             ToolsetName::NotesV2.notes_design()
+        );
+        // notes-v5 is notes-v4's loop exactly, with another web_clip.
+        assert_eq!(
+            format!("{:?}", ToolsetName::NotesV5.agent_config()),
+            format!("{:?}", ToolsetName::NotesV4.agent_config())
         );
         for toolset in ToolsetName::ALL {
             let config = toolset.agent_config();
@@ -387,7 +404,8 @@ mod tests {
                 ToolsetName::Notes,
                 ToolsetName::NotesV2,
                 ToolsetName::NotesV3,
-                ToolsetName::NotesV4
+                ToolsetName::NotesV4,
+                ToolsetName::NotesV5
             ]
         );
         for toolset in ToolsetName::ALL {

@@ -29,7 +29,10 @@ fn measured_calls(toolset: ToolsetName) -> Vec<(&'static str, Value)> {
             ),
             ("notes_get", json!({"note_id": 5})),
         ],
-        ToolsetName::NotesV2 | ToolsetName::NotesV3 | ToolsetName::NotesV4 => vec![
+        ToolsetName::NotesV2
+        | ToolsetName::NotesV3
+        | ToolsetName::NotesV4
+        | ToolsetName::NotesV5 => vec![
             ("notes_search", json!({"query": "design team budget"})),
             ("notes_get", json!({"note_id": 5})),
         ],
