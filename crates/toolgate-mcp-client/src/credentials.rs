@@ -34,6 +34,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
 use serde::{Deserialize, Serialize};
 
+use crate::vault::TokenVault;
+use crate::vault_keys::SealError;
+
 /// The default file name, in the user data folder.
 pub const DEFAULT_TOKEN_FILE: &str = "mcp-tokens.json";
 
@@ -88,6 +91,16 @@ pub enum CredentialError {
     Malformed { path: String, detail: String },
     #[error("cannot write the token file {path}: {detail}")]
     Write { path: String, detail: String },
+    #[error("the token vault cannot be used: {0}")]
+    Vault(String),
+    #[error(transparent)]
+    Sealed(#[from] SealError),
+    #[error("the vault entry of {holder} for {resource} is refused: {error}")]
+    Entry {
+        holder: String,
+        resource: String,
+        error: SealError,
+    },
 }
 
 /// Why a file of mode `mode` must not hold tokens, if it must not: any permission bit for the
@@ -263,7 +276,7 @@ impl TokenFile {
 }
 
 /// Refuses an existing `path` that is not a regular file or is open to others.
-fn check_existing(path: &Path) -> Result<bool, CredentialError> {
+pub(crate) fn check_existing(path: &Path) -> Result<bool, CredentialError> {
     let shown = || path.display().to_string();
     let metadata = match std::fs::symlink_metadata(path) {
         Ok(metadata) => metadata,
@@ -300,48 +313,128 @@ fn read_private(path: &Path) -> Result<Option<String>, CredentialError> {
         })
 }
 
-/// rmcp's credential slot for one (issuer, resource) entry of a [`TokenFile`].
+/// Whose tokens a connection uses: the person running toolgate (`toolgate mcp login`'s file),
+/// or one user of a gateway (their entries in the vault).
 #[derive(Debug, Clone)]
-pub struct FileCredentialStore {
-    file: Arc<TokenFile>,
+pub enum TokenHolder {
+    File(Arc<TokenFile>),
+    /// `holder` is [`toolgate_core::approval::holder`] of the user, `user` their id as shown.
+    Vault {
+        vault: Arc<TokenVault>,
+        holder: String,
+        user: String,
+    },
+}
+
+impl TokenHolder {
+    /// The credentials held for `key`.
+    pub async fn get(
+        &self,
+        key: &CredentialKey,
+    ) -> Result<Option<StoredCredentials>, CredentialError> {
+        match self {
+            TokenHolder::File(file) => {
+                let (file, key) = (Arc::clone(file), key.clone());
+                tokio::task::spawn_blocking(move || file.get(&key))
+                    .await
+                    .map_err(|e| CredentialError::Vault(e.to_string()))?
+            }
+            TokenHolder::Vault { vault, holder, .. } => vault.get(holder, key).await,
+        }
+    }
+
+    /// Stores (or, with `None`, removes) the credentials for `key`.
+    pub async fn put(
+        &self,
+        key: &CredentialKey,
+        credentials: Option<StoredCredentials>,
+    ) -> Result<(), CredentialError> {
+        match self {
+            TokenHolder::File(file) => {
+                let (file, key) = (Arc::clone(file), key.clone());
+                tokio::task::spawn_blocking(move || file.put(&key, credentials))
+                    .await
+                    .map_err(|e| CredentialError::Vault(e.to_string()))?
+            }
+            TokenHolder::Vault { vault, holder, .. } => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                vault.put(holder, key, credentials, now).await
+            }
+        }
+    }
+
+    /// Refuses a holder that could not store a token (before anyone is sent to log in).
+    pub async fn check(&self) -> Result<(), CredentialError> {
+        match self {
+            TokenHolder::File(file) => {
+                let file = Arc::clone(file);
+                tokio::task::spawn_blocking(move || file.entries().map(drop))
+                    .await
+                    .map_err(|e| CredentialError::Vault(e.to_string()))?
+            }
+            TokenHolder::Vault { vault, holder, .. } => vault.entries(holder).await.map(drop),
+        }
+    }
+
+    /// Where the tokens are kept, for messages (never a token).
+    pub fn shown(&self) -> String {
+        match self {
+            TokenHolder::File(file) => file.path().display().to_string(),
+            TokenHolder::Vault { vault, user, .. } => format!(
+                "the token vault, as {user}'s own (sealed under the key `{}`)",
+                vault.current_key()
+            ),
+        }
+    }
+
+    /// One user's entries in `vault`.
+    pub fn user(vault: &Arc<TokenVault>, principal: &toolgate_core::Principal) -> TokenHolder {
+        TokenHolder::Vault {
+            vault: Arc::clone(vault),
+            holder: toolgate_core::approval::holder(principal),
+            user: principal.id.clone(),
+        }
+    }
+
+    /// rmcp's credential slot for `key` of this holder.
+    pub fn slot(&self, key: CredentialKey) -> HeldCredentials {
+        HeldCredentials {
+            holder: self.clone(),
+            key,
+        }
+    }
+}
+
+/// rmcp's credential slot for one (issuer, resource) entry of a [`TokenHolder`].
+#[derive(Debug, Clone)]
+pub struct HeldCredentials {
+    holder: TokenHolder,
     key: CredentialKey,
 }
 
-impl FileCredentialStore {
-    pub fn new(file: Arc<TokenFile>, key: CredentialKey) -> Self {
-        FileCredentialStore { file, key }
-    }
-
-    pub fn key(&self) -> &CredentialKey {
-        &self.key
-    }
-
-    async fn blocking<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&TokenFile, &CredentialKey) -> Result<T, CredentialError> + Send + 'static,
-    ) -> Result<T, AuthError> {
-        let file = Arc::clone(&self.file);
-        let key = self.key.clone();
-        tokio::task::spawn_blocking(move || work(&file, &key))
-            .await
-            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?
-            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))
-    }
-}
-
 #[async_trait::async_trait]
-impl CredentialStore for FileCredentialStore {
+impl CredentialStore for HeldCredentials {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
-        self.blocking(|file, key| file.get(key)).await
+        self.holder
+            .get(&self.key)
+            .await
+            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))
     }
 
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
-        self.blocking(move |file, key| file.put(key, Some(credentials)))
+        self.holder
+            .put(&self.key, Some(credentials))
             .await
+            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))
     }
 
     async fn clear(&self) -> Result<(), AuthError> {
-        self.blocking(|file, key| file.put(key, None)).await
+        self.holder
+            .put(&self.key, None)
+            .await
+            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))
     }
 }
 

@@ -40,7 +40,52 @@ use super::breaker::{Admission, Reached};
 use super::pins::tool_digest;
 use super::plan::ImportPlan;
 use super::upstream::{Upstream, UpstreamError};
+use super::users::UserSessions;
 use crate::IDEMPOTENCY_KEY_META;
+
+/// Which session a call goes through.
+#[derive(Clone, Debug)]
+pub enum Route {
+    /// One session for every caller: a server that asks for no authorization, or one the
+    /// gateway calls with its own login.
+    Shared(Arc<Upstream>),
+    /// Each caller's own session, with their own token ([`UserSessions`]); `listing` is the
+    /// gateway's session, which listed the catalogue and whose breaker counts every user's
+    /// calls to the server.
+    PerUser {
+        listing: Arc<Upstream>,
+        users: Arc<UserSessions>,
+    },
+}
+
+impl Route {
+    fn breaker(&self) -> &super::breaker::Breaker {
+        match self {
+            Route::Shared(upstream)
+            | Route::PerUser {
+                listing: upstream, ..
+            } => upstream.breaker(),
+        }
+    }
+
+    async fn session(
+        &self,
+        principal: &toolgate_core::Principal,
+    ) -> Result<Arc<Upstream>, UpstreamError> {
+        match self {
+            Route::Shared(upstream) => Ok(Arc::clone(upstream)),
+            Route::PerUser { users, .. } => users.session_for(principal).await,
+        }
+    }
+
+    /// After a call through `principal`'s session was lost, their next call reconnects.
+    fn lost(&self, principal: &toolgate_core::Principal) {
+        match self {
+            Route::Shared(_) => {}
+            Route::PerUser { users, .. } => users.forget(principal),
+        }
+    }
+}
 
 /// Most bytes of a server's error words passed on (the rest is cut, and the message says so).
 pub const ERROR_TEXT_CAP: usize = 2000;
@@ -50,11 +95,11 @@ const MIME_MAX: usize = 100;
 /// Longest a forwarded call may take by default.
 pub const DEFAULT_CALL_DEADLINE: Duration = Duration::from_secs(60);
 
-/// Declares `plan` as a tool of ours whose calls go to `upstream`; `receipts` is the ledger
+/// Declares `plan` as a tool of ours whose calls go through `route`; `receipts` is the ledger
 /// writes are claimed and settled in.
 pub fn declare(
     plan: &ImportPlan,
-    upstream: Arc<Upstream>,
+    route: Route,
     receipts: SharedConnection,
     deadline: Duration,
 ) -> Result<Tool, DeclarationError> {
@@ -75,7 +120,7 @@ pub fn declare(
         .deadline(deadline)
         .more_hint("ask the server for less");
     let forward = Forward {
-        upstream,
+        route,
         server,
         remote,
         deadline,
@@ -98,7 +143,7 @@ pub fn declare(
 
 #[derive(Clone)]
 struct Forward {
-    upstream: Arc<Upstream>,
+    route: Route,
     server: String,
     remote: String,
     deadline: Duration,
@@ -117,9 +162,8 @@ impl Forward {
 
     /// Refuses the call when the server announced a new tool list in which this tool is not
     /// the one declared.
-    async fn check_unchanged(&self) -> Result<(), ToolError> {
-        let Some(tools) = self
-            .upstream
+    async fn check_unchanged(&self, session: &Upstream) -> Result<(), ToolError> {
+        let Some(tools) = session
             .announced_tools()
             .await
             .map_err(|e| self.upstream_error(&e))?
@@ -148,7 +192,7 @@ impl Forward {
 
     /// Refuses the call, sending nothing, while the server's breaker is open.
     fn admitted(&self) -> Result<(), ToolError> {
-        match self.upstream.breaker().admit() {
+        match self.route.breaker().admit() {
             Admission::Send | Admission::Probe => Ok(()),
             Admission::Refuse { retry_after } => {
                 let seconds = retry_after.as_secs().max(1);
@@ -166,14 +210,26 @@ impl Forward {
         }
     }
 
+    /// The caller's session, checked: admitted by the breaker, the tool unchanged in it.
+    /// Nothing is sent when this fails.
+    async fn session(&self, ctx: &ExecContext) -> Result<Arc<Upstream>, ToolError> {
+        self.admitted()?;
+        let session = self.route.session(&ctx.principal).await.map_err(|e| {
+            self.route.breaker().record(reached_by_connect(&e));
+            self.upstream_error(&e)
+        })?;
+        self.check_unchanged(&session).await?;
+        Ok(session)
+    }
+
     async fn send(
         &self,
+        session: &Upstream,
         ctx: &ExecContext,
         args: Value,
         meta: Map<String, Value>,
     ) -> Result<Value, UpstreamError> {
-        let sent = self
-            .upstream
+        let sent = session
             .call(
                 &self.remote,
                 Self::arguments(args),
@@ -182,15 +238,17 @@ impl Forward {
                 &ctx.cancel,
             )
             .await;
-        self.upstream.breaker().record(reached(&sent));
+        if matches!(sent, Err(UpstreamError::Gone(_))) {
+            self.route.lost(&ctx.principal);
+        }
+        self.route.breaker().record(reached(&sent));
         sent
     }
 
     async fn read(&self, ctx: ExecContext, args: Value) -> Result<ToolOutput, ToolError> {
-        self.admitted()?;
-        self.check_unchanged().await?;
+        let session = self.session(&ctx).await?;
         let result = self
-            .send(&ctx, args, Map::new())
+            .send(&session, &ctx, args, Map::new())
             .await
             .map_err(|e| self.upstream_error(&e))?;
         observe(&self.server, &self.remote, &result)
@@ -203,8 +261,7 @@ impl Forward {
         ledger: SharedConnection,
     ) -> Result<WriteOutput, ToolError> {
         // Before the claim: a refused call leaves no claim behind.
-        self.admitted()?;
-        self.check_unchanged().await?;
+        let session = self.session(&ctx).await?;
         let key = ctx.write_key()?.clone();
         let now = ctx.now_unix;
         let what_to_check = format!(
@@ -223,7 +280,7 @@ impl Forward {
         };
         let mut meta = Map::new();
         meta.insert(IDEMPOTENCY_KEY_META.into(), Value::String(key.key.clone()));
-        let sent = self.send(&ctx, args, meta).await;
+        let sent = self.send(&session, &ctx, args, meta).await;
         let observed = match &sent {
             Ok(result) => observe(&self.server, &self.remote, result),
             Err(e) => Err(self.upstream_error(e)),
@@ -287,9 +344,15 @@ fn reached(sent: &Result<Value, UpstreamError>) -> Reached {
             | UpstreamError::NoEgress
             | UpstreamError::BadHeader(_)
             | UpstreamError::AuthorizationRequired { .. }
+            | UpstreamError::UserNotConnected { .. }
             | UpstreamError::OAuth(_) => Reached::Abandoned,
         },
     }
+}
+
+/// How opening a user's session ended, as the server's breaker counts it: like a call.
+fn reached_by_connect(error: &UpstreamError) -> Reached {
+    reached(&Err(error.clone()))
 }
 
 /// `error` of `server`'s `tool` as the model sees it: our words in the message, the server's
@@ -310,6 +373,7 @@ fn upstream_error(server: &str, tool: &str, error: &UpstreamError) -> ToolError 
         | UpstreamError::OAuth(_)
         | UpstreamError::Refused { .. }
         | UpstreamError::Protocol(_) => ErrorCode::PermanentDependency,
+        UpstreamError::UserNotConnected { .. } => ErrorCode::Unauthorized,
     };
     let hint = if error.never_sent() {
         "nothing was sent"

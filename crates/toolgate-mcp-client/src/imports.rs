@@ -28,13 +28,16 @@ use toolgate_core::{Effect, Risk, Tool};
 use toolgate_store::SharedConnection;
 
 use super::config::{ServerEntry, Transport};
-use super::credentials::TokenFile;
-use super::forwarded::{DEFAULT_CALL_DEADLINE, declare};
+use super::credentials::{CredentialError, TokenFile, TokenHolder};
+use super::forwarded::{DEFAULT_CALL_DEADLINE, Route, declare};
 use super::lock::{LockError, PinLock};
 use super::oauth::{LoggedIn, LoginClient, OAuthError};
 use super::pins::{Drift, Review, ServerPins, pin, review};
 use super::plan::{ImportPlan, ImportRefusal, RiskSource, ServerRatings, local_name, plan_server};
 use super::upstream::{ConnectOptions, Upstream, UpstreamError, authorization_challenge};
+use super::users::{RouteKind, UserSessions, route_kind};
+use super::vault::TokenVault;
+use super::vault_keys::{KeyFileError, VaultKeys};
 
 /// `[mcp]` in `toolgate.toml`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -60,10 +63,40 @@ pub struct McpSettings {
     /// may read (mode 0600; a wider one is refused). Default: the user data folder,
     /// `mcp-tokens.json`.
     pub tokens: Option<PathBuf>,
+    /// Each user's own downstream tokens, sealed (for a gateway in front of many users).
+    pub vault: Option<VaultSettings>,
     /// Our ratings, per server (by its namespace: the name normalized, `server-everything` →
     /// `server_everything`).
     #[serde(default)]
     pub servers: BTreeMap<String, ServerRatings>,
+}
+
+/// `[mcp.vault]` in `toolgate.toml`: where each user's downstream tokens are kept.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VaultSettings {
+    /// The key file (`KEY-ID BASE64` per line, the current key first; mode 0600).
+    pub keys_file: PathBuf,
+    /// The SQLite file of the vault when no shared store is given. Default: the user data
+    /// folder, `mcp-vault.sqlite`.
+    pub path: Option<PathBuf>,
+}
+
+/// The vault file's default name, in the user data folder.
+pub const DEFAULT_VAULT_FILE: &str = "mcp-vault.sqlite";
+
+/// The vault `settings` describe: in `shared` (a team's store) when given, else in its SQLite
+/// file (`default_path` unless the settings name one).
+pub fn open_vault(
+    settings: &VaultSettings,
+    default_path: &Path,
+    shared: Option<SharedConnection>,
+) -> Result<Arc<TokenVault>, ImportsError> {
+    let keys = Arc::new(VaultKeys::load(&settings.keys_file)?);
+    Ok(Arc::new(match shared {
+        Some(conn) => TokenVault::on(conn, keys),
+        None => TokenVault::open_sqlite(settings.path.as_deref().unwrap_or(default_path), keys)?,
+    }))
 }
 
 /// The pin lock beside `config`: `servers.json` → `servers.lock.json`.
@@ -110,6 +143,14 @@ pub enum ImportsError {
     NotHttp { server: String },
     #[error("logging in to `{server}` failed: {error}")]
     Login { server: String, error: OAuthError },
+    #[error(transparent)]
+    VaultKeys(#[from] KeyFileError),
+    #[error(transparent)]
+    Vault(#[from] CredentialError),
+    #[error(
+        "`--as` stores a user's own token in the token vault, and none is configured: set `[mcp.vault] keys_file`"
+    )]
+    NoVault,
 }
 
 /// The options for the servers in the `mcpServers` file `servers_file`, under `settings`:
@@ -156,12 +197,12 @@ pub fn configured_options(
         options.connect.breaker.cool_down = Duration::from_secs(secs.max(1));
     }
     options.connect.egress = egress;
-    options.connect.tokens = Some(Arc::new(TokenFile::new(
+    options.connect.tokens = Some(TokenHolder::File(Arc::new(TokenFile::new(
         settings
             .tokens
             .clone()
             .unwrap_or_else(|| default_tokens.to_path_buf()),
-    )));
+    ))));
     Ok(options)
 }
 
@@ -171,6 +212,31 @@ pub fn configured_options(
 pub async fn login(
     options: &ImportOptions,
     server: &str,
+    wait: Duration,
+    show: impl FnOnce(&str),
+) -> Result<LoggedIn, ImportsError> {
+    let tokens = options.connect.tokens.clone();
+    login_into(options, server, tokens, wait, show).await
+}
+
+/// As [`login`], storing the tokens as `user`'s own in the vault (`toolgate mcp login --as`):
+/// what the gateway sends when `user` calls the server's tools.
+pub async fn login_as(
+    options: &ImportOptions,
+    server: &str,
+    user: &toolgate_core::Principal,
+    wait: Duration,
+    show: impl FnOnce(&str),
+) -> Result<LoggedIn, ImportsError> {
+    let vault = options.vault.as_ref().ok_or(ImportsError::NoVault)?;
+    let tokens = Some(TokenHolder::user(vault, user));
+    login_into(options, server, tokens, wait, show).await
+}
+
+async fn login_into(
+    options: &ImportOptions,
+    server: &str,
+    tokens: Option<TokenHolder>,
     wait: Duration,
     show: impl FnOnce(&str),
 ) -> Result<LoggedIn, ImportsError> {
@@ -197,9 +263,7 @@ pub async fn login(
         .egress
         .as_ref()
         .ok_or_else(|| unreachable(UpstreamError::NoEgress))?;
-    let tokens = options
-        .connect
-        .tokens
+    let tokens = tokens
         .as_ref()
         .ok_or_else(|| failed(OAuthError::Flow("no token file is configured".into())))?;
     let challenge = match authorization_challenge(entry, &options.connect)
@@ -249,6 +313,11 @@ pub struct ImportOptions {
     pub receipts: SharedConnection,
     pub connect: ConnectOptions,
     pub call_deadline: Duration,
+    /// Each user's own tokens, for servers called with them.
+    pub vault: Option<Arc<TokenVault>>,
+    /// The front end serves many users (`[serve.auth]`): a server that asks for OAuth is called
+    /// with each user's own token unless its `credentials` say `gateway`.
+    pub per_user_by_default: bool,
 }
 
 impl ImportOptions {
@@ -264,6 +333,8 @@ impl ImportOptions {
             receipts,
             connect: ConnectOptions::default(),
             call_deadline: DEFAULT_CALL_DEADLINE,
+            vault: None,
+            per_user_by_default: false,
         }
     }
 }
@@ -421,14 +492,38 @@ impl Imports {
                 }
             };
             let upstream = Arc::new(upstream);
-            let (entries, tools, withheld) = import_server(
-                namespace,
-                &catalogue,
-                &pins,
-                options.ratings.get(namespace),
-                &upstream,
-                &options,
-            );
+            let ratings = options.ratings.get(namespace);
+            let route = match route_kind(
+                ratings.and_then(|r| r.credentials),
+                options.per_user_by_default,
+                upstream.with_token(),
+                options.vault.is_some(),
+            ) {
+                Ok(RouteKind::Shared) => Route::Shared(Arc::clone(&upstream)),
+                Ok(RouteKind::PerUser) => match &options.vault {
+                    Some(vault) => Route::PerUser {
+                        listing: Arc::clone(&upstream),
+                        users: Arc::new(UserSessions::new(
+                            entry.clone(),
+                            options.connect.clone(),
+                            Arc::clone(vault),
+                        )),
+                    },
+                    None => Route::Shared(Arc::clone(&upstream)),
+                },
+                Err(refusal) => {
+                    for remote in pins.tools.keys() {
+                        imports.withheld.insert(
+                            shown_name(namespace, remote),
+                            format!("its MCP server `{namespace}` is not offered: {refusal}"),
+                        );
+                    }
+                    imports.servers.push(server);
+                    continue;
+                }
+            };
+            let (entries, tools, withheld) =
+                import_server(namespace, &catalogue, &pins, ratings, route, &options);
             server.tools = entries;
             imports.tools.extend(tools);
             imports.withheld.extend(withheld);
@@ -589,7 +684,7 @@ fn import_server(
     catalogue: &[Value],
     pins: &ServerPins,
     ratings: Option<&ServerRatings>,
-    upstream: &Arc<Upstream>,
+    route: Route,
     options: &ImportOptions,
 ) -> ServerTools {
     let reviewed = review(pins, catalogue);
@@ -632,7 +727,7 @@ fn import_server(
     for plan in plans {
         match declare(
             &plan,
-            Arc::clone(upstream),
+            route.clone(),
             options.receipts.clone(),
             options.call_deadline,
         ) {

@@ -12,7 +12,9 @@
 //! - [`pins`] and [`lock`] pin each server's tool definitions and quarantine drift, and
 //!   [`diff`] shows the drift;
 //! - [`oauth`] logs in to servers that ask for OAuth and authorizes connections to them, with
-//!   tokens kept in [`credentials`];
+//!   tokens kept in [`credentials`] (the person's own file) or, for a gateway acting for many
+//!   users, in each user's sealed entries of the [`vault`];
+//! - [`users`] holds each user's own session with a server that asks for OAuth;
 //! - [`imports`] puts it all together for every configured server, for every front end.
 
 pub mod breaker;
@@ -26,6 +28,9 @@ pub mod oauth;
 pub mod pins;
 pub mod plan;
 pub mod upstream;
+pub mod users;
+pub mod vault;
+pub mod vault_keys;
 
 /// The `_meta` key under which a client may pass its own idempotency key for a `tools/call`:
 /// the server reads it, and [`forwarded`] sends it with every forwarded write, so a toolgate

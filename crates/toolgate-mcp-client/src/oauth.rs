@@ -46,7 +46,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolgate_core::error_chain::error_chain;
 use toolgate_egress::Egress;
 
-use super::credentials::{CredentialError, CredentialKey, FileCredentialStore, TokenFile};
+use super::credentials::{CredentialError, CredentialKey, TokenHolder};
 
 /// How long `login` waits for the browser to come back, by default.
 pub const DEFAULT_LOGIN_WAIT: Duration = Duration::from_secs(300);
@@ -336,21 +336,17 @@ pub enum Stored {
 pub async fn stored_authorization(
     url: &str,
     challenge: Option<&str>,
-    tokens: &Arc<TokenFile>,
+    tokens: &TokenHolder,
     egress: &Arc<Egress>,
 ) -> Result<Stored, OAuthError> {
     let (mut manager, accepted) = discovered_manager(url, challenge, egress).await?;
     let resource = resource_of(&mut manager).await?;
     let key = CredentialKey::new(accepted.issuer, resource);
-    let file = Arc::clone(tokens);
-    let lookup = key.clone();
-    let stored = tokio::task::spawn_blocking(move || file.get(&lookup))
-        .await
-        .map_err(|e| OAuthError::Flow(e.to_string()))??;
+    let stored = tokens.get(&key).await?;
     if stored.is_none_or(|c| c.token_response.is_none()) {
         return Ok(Stored::NotLoggedIn(key));
     }
-    manager.set_credential_store(FileCredentialStore::new(Arc::clone(tokens), key.clone()));
+    manager.set_credential_store(tokens.slot(key.clone()));
     // With the metadata set, this only loads the entry and configures its client id (and
     // clears it if the issuer it was stored under changed, which the key already rules out).
     if !manager
@@ -391,13 +387,13 @@ pub async fn login(
     url: &str,
     challenge: Option<&str>,
     client: &LoginClient,
-    tokens: &Arc<TokenFile>,
+    tokens: &TokenHolder,
     egress: &Arc<Egress>,
     wait: Duration,
     show: impl FnOnce(&str),
 ) -> Result<LoggedIn, OAuthError> {
-    // A token file that would be refused later is refused before the person is sent anywhere.
-    tokens.entries()?;
+    // A token store that would be refused later is refused before the person is sent anywhere.
+    tokens.check().await?;
     let (manager, accepted) = discovered_manager(url, challenge, egress).await?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", client.callback_port.unwrap_or(0)))
         .await
@@ -430,7 +426,7 @@ pub async fn login(
     let key = CredentialKey::new(accepted.issuer, resource);
     session
         .auth_manager
-        .set_credential_store(FileCredentialStore::new(Arc::clone(tokens), key.clone()));
+        .set_credential_store(tokens.slot(key.clone()));
 
     show(&authorization_url);
     let callback = match tokio::time::timeout(wait, receive_callback(&listener, &state)).await {

@@ -48,6 +48,11 @@ pub struct ServerRatings {
     /// Per tool, by the server's own name for it.
     #[serde(default)]
     pub tools: BTreeMap<String, Rating>,
+    /// Whose token a call carries when the server asks for OAuth (see
+    /// [`crate::users::CredentialMode`]); unset: each user's own behind `[serve.auth]`, the
+    /// gateway's own login otherwise.
+    #[serde(default)]
+    pub credentials: Option<crate::users::CredentialMode>,
 }
 
 /// Where an imported tool's risk came from, for `toolgate tools` and `toolgate mcp list`.

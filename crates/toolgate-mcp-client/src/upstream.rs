@@ -52,7 +52,7 @@ use toolgate_core::CancelToken;
 use toolgate_egress::Egress;
 
 use super::config::{ServerEntry, Transport};
-use super::credentials::TokenFile;
+use super::credentials::TokenHolder;
 use super::oauth::{self, Stored};
 
 /// Lines of a stdio server's stderr kept for error messages.
@@ -74,9 +74,10 @@ pub struct ConnectOptions {
     pub revision: Option<ProtocolVersion>,
     /// The exit HTTP servers are reached through; without one, HTTP servers are refused.
     pub egress: Option<Arc<Egress>>,
-    /// The OAuth tokens `toolgate mcp login` stored; without it, a server that asks for
-    /// authorization is refused with the advice to log in.
-    pub tokens: Option<Arc<TokenFile>>,
+    /// Whose OAuth tokens a server that asks for authorization gets: the ones `toolgate mcp
+    /// login` stored, or one user's in the vault; without any, such a server is refused with
+    /// the advice to log in.
+    pub tokens: Option<TokenHolder>,
     /// When the server's calls are refused for a while after failing to reach it.
     pub breaker: BreakerSettings,
 }
@@ -115,6 +116,10 @@ pub enum UpstreamError {
         "the server asks for authorization (OAuth) and no token is stored for it: run `toolgate mcp login {server}`"
     )]
     AuthorizationRequired { server: String },
+    #[error(
+        "`{server}` asks for authorization, and this gateway calls it with each user's own token: `{user}` has none for it; connect with `toolgate mcp login {server} --as {user}`"
+    )]
+    UserNotConnected { server: String, user: String },
     #[error("OAuth with the server failed: {0}")]
     OAuth(String),
     #[error("the MCP handshake failed: {detail}{stderr}")]
@@ -167,6 +172,7 @@ impl UpstreamError {
             | UpstreamError::NoEgress
             | UpstreamError::BadHeader(_)
             | UpstreamError::AuthorizationRequired { .. }
+            | UpstreamError::UserNotConnected { .. }
             | UpstreamError::OAuth(_)
             | UpstreamError::Timeout { .. }
             | UpstreamError::Protocol(_)
@@ -184,6 +190,7 @@ impl UpstreamError {
             | UpstreamError::NoEgress
             | UpstreamError::BadHeader(_)
             | UpstreamError::AuthorizationRequired { .. }
+            | UpstreamError::UserNotConnected { .. }
             | UpstreamError::OAuth(_)
             | UpstreamError::Handshake { .. } => true,
             UpstreamError::Timeout { .. }
@@ -255,6 +262,8 @@ pub struct Upstream {
     announced: tokio::sync::Mutex<Option<Arc<Vec<Value>>>>,
     /// Refuses the server's calls for a while after they could not reach it.
     breaker: Breaker,
+    /// The server asked for authorization and got a token.
+    with_token: bool,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -341,6 +350,7 @@ impl Upstream {
             tools_changed: Arc::clone(&tools_changed),
         };
         let mode = lifecycle(options.revision.as_ref());
+        let mut with_token = false;
         let started = match &entry.transport {
             Transport::Stdio {
                 command,
@@ -408,11 +418,12 @@ impl Upstream {
                             // Refused with the stored token even after a refresh: it was
                             // revoked or is for other scopes; a new login is the fix.
                             Ok(Err(e)) if e.is_authorization_required() => {
-                                return Err(UpstreamError::AuthorizationRequired {
-                                    server: entry.given_name.clone(),
-                                });
+                                return Err(not_logged_in(entry, options));
                             }
-                            authorized => authorized,
+                            authorized => {
+                                with_token = true;
+                                authorized
+                            }
                         }
                     }
                     plain => plain,
@@ -429,9 +440,7 @@ impl Upstream {
                 });
             }
             Ok(Err(e)) if e.is_authorization_required() => {
-                return Err(UpstreamError::AuthorizationRequired {
-                    server: entry.given_name.clone(),
-                });
+                return Err(not_logged_in(entry, options));
             }
             Ok(Err(e)) => {
                 // Give the child a moment to explain itself on stderr.
@@ -450,7 +459,13 @@ impl Upstream {
             tools_changed,
             announced: tokio::sync::Mutex::new(None),
             breaker: Breaker::new(options.breaker),
+            with_token,
         })
+    }
+
+    /// Whether the server asked for authorization and this session carries a token.
+    pub fn with_token(&self) -> bool {
+        self.with_token
     }
 
     /// The server's breaker: whether its calls are let through now.
@@ -602,6 +617,20 @@ async fn http_handshake(
     })
 }
 
+/// The error for a server that asks for authorization and gets no usable token from
+/// `options.tokens`: whose login would fix it.
+fn not_logged_in(entry: &ServerEntry, options: &ConnectOptions) -> UpstreamError {
+    match &options.tokens {
+        Some(TokenHolder::Vault { user, .. }) => UpstreamError::UserNotConnected {
+            server: entry.given_name.clone(),
+            user: user.clone(),
+        },
+        Some(TokenHolder::File(_)) | None => UpstreamError::AuthorizationRequired {
+            server: entry.given_name.clone(),
+        },
+    }
+}
+
 /// The manager holding the stored tokens for `entry`'s server, which asked for authorization
 /// with `challenge`.
 async fn stored_manager(
@@ -611,9 +640,7 @@ async fn stored_manager(
     options: &ConnectOptions,
     egress: &Arc<Egress>,
 ) -> Result<rmcp::transport::auth::AuthorizationManager, UpstreamError> {
-    let not_logged_in = || UpstreamError::AuthorizationRequired {
-        server: entry.given_name.clone(),
-    };
+    let not_logged_in = || not_logged_in(entry, options);
     let tokens = options.tokens.as_ref().ok_or_else(not_logged_in)?;
     match oauth::stored_authorization(url, challenge, tokens, egress).await {
         Ok(Stored::Authorized(manager)) => Ok(*manager),

@@ -26,7 +26,7 @@ use toolgate_mcp::auth::{AUTH_CONTENT_TYPES, AuthConfig, ResourceServer};
 use toolgate_mcp::http::{Access, serve_http_with};
 use toolgate_mcp::{HttpLimits, McpServer};
 use toolgate_mcp_client::config::parse;
-use toolgate_mcp_client::credentials::{CredentialKey, TokenFile};
+use toolgate_mcp_client::credentials::{CredentialKey, TokenFile, TokenHolder};
 use toolgate_mcp_client::imports::{ImportOptions, Imports, ImportsError, login, open_receipts};
 use toolgate_mcp_client::oauth::OAuthError;
 use toolgate_mcp_client::plan::ServerRatings;
@@ -41,8 +41,27 @@ const WAIT: Duration = Duration::from_secs(30);
 struct NotesServer {
     url: String,
     port: u16,
+    /// Its decision records (JSONL): who called which tool.
+    trace: PathBuf,
     _stop: tokio::sync::oneshot::Sender<()>,
     _dir: tempfile::TempDir,
+}
+
+impl NotesServer {
+    /// (principal, tool) of every call it decided, in order.
+    fn callers(&self) -> Vec<(String, String)> {
+        std::fs::read_to_string(&self.trace)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter_map(|record| {
+                Some((
+                    record.get("principal")?.as_str()?.to_string(),
+                    record.get("gen_ai.tool.name")?.as_str()?.to_string(),
+                ))
+            })
+            .collect()
+    }
 }
 
 async fn notes_server(
@@ -53,25 +72,48 @@ async fn notes_server(
     let dir = tempfile::tempdir().unwrap();
     let port = listener.local_addr().unwrap().port();
     let store = Store::open_or_init(StoreKind::Notes, &dir.path().join("notes.sqlite")).unwrap();
-    let seat = Seat::new(Principal::local("local-user", &[]));
+    let trace = dir.path().join("trace.jsonl");
+    let seat = Seat::new(Principal::local("local-user", &[])).with_trace(Arc::new(
+        toolgate_core::trace::JsonlTrace::create(&trace).unwrap(),
+    ));
     let ready =
         toolgate_wiring::dispatcher(ToolsetName::Notes, &store, &ExitsConfig::default(), seat)
             .unwrap();
     let server = McpServer::new(ready, "oauth-upstream");
-    let tools: Vec<String> = server.tools().iter().map(|t| t.name.to_string()).collect();
     let mut scopes = BTreeMap::new();
     scopes.insert(
         "notes:read".to_string(),
         vec!["notes_search".to_string(), "notes_get".to_string()],
     );
     scopes.insert("notes:write".to_string(), vec!["notes".to_string()]);
+    let stop = serve_protected("notes", server, listener, resource, issuer, scopes).await;
+    NotesServer {
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        port,
+        trace,
+        _stop: stop,
+        _dir: dir,
+    }
+}
+
+/// Serves `server` (of `toolset`) on `listener` as an OAuth resource server for `resource`,
+/// trusting `issuer`, granting tools by `scopes`; stops when the sender is dropped.
+async fn serve_protected(
+    toolset: &str,
+    server: McpServer,
+    listener: tokio::net::TcpListener,
+    resource: &str,
+    issuer: &str,
+    scopes: BTreeMap<String, Vec<String>>,
+) -> tokio::sync::oneshot::Sender<()> {
+    let tools: Vec<String> = server.tools().iter().map(|t| t.name.to_string()).collect();
     let mut config = AuthConfig::new(issuer, resource, scopes);
     config.clock_skew_secs = 5;
     let as_port = url::Url::parse(issuer).unwrap().port().unwrap();
     let egress = toolgate_wiring::ExitsConfig::new(allow_ports(&[as_port]).clone(), None)
         .egress_answering(&AUTH_CONTENT_TYPES, Arc::new(toolgate_core::trace::NoTrace))
         .unwrap();
-    let resource_server = ResourceServer::start(&config, "notes", &tools, egress)
+    let resource_server = ResourceServer::start(&config, toolset, &tools, egress)
         .await
         .unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -84,12 +126,7 @@ async fn notes_server(
             let _ = stopped.await;
         },
     ));
-    NotesServer {
-        url: format!("http://127.0.0.1:{port}/mcp"),
-        port,
-        _stop: stop,
-        _dir: dir,
-    }
+    stop
 }
 
 fn allow_ports(ports: &[u16]) -> EgressConfig {
@@ -162,7 +199,7 @@ impl Client {
             .collect();
         options.connect = ConnectOptions {
             egress: Some(egress),
-            tokens: Some(Arc::new(self.tokens())),
+            tokens: Some(TokenHolder::File(Arc::new(self.tokens()))),
             ..ConnectOptions::default()
         };
         options
@@ -174,21 +211,38 @@ async fn login_as_browser(
     options: &ImportOptions,
     server: &str,
 ) -> Result<toolgate_mcp_client::oauth::LoggedIn, ImportsError> {
+    let (show, browser) = browser_of("alice");
+    let outcome = login(options, server, WAIT, show).await;
+    browser.check(outcome.is_ok()).await;
+    outcome
+}
+
+/// A person (`name` at the authorization server's login form) waiting for a login to show them
+/// its URL.
+struct WaitingBrowser(tokio::task::JoinHandle<Option<(u16, String)>>);
+
+impl WaitingBrowser {
+    /// After a successful login, the callback page said so.
+    async fn check(self, logged_in: bool) {
+        if let (Some((status, body)), true) = (self.0.await.unwrap(), logged_in) {
+            assert_eq!(status, 200, "the callback page: {body}");
+        }
+    }
+}
+
+/// The `show` a login hands its URL to, and the browser `name` follows it in.
+fn browser_of(name: &'static str) -> (impl FnOnce(&str), WaitingBrowser) {
     let (url_tx, url_rx) = tokio::sync::oneshot::channel::<String>();
     let browser = tokio::spawn(async move {
         let Ok(url) = url_rx.await else {
             return None;
         };
-        Some(Browser::new().authorize(&url).await)
+        Some(Browser::named(name).authorize(&url).await)
     });
-    let outcome = login(options, server, WAIT, |url| {
+    let show = move |url: &str| {
         let _ = url_tx.send(url.to_string());
-    })
-    .await;
-    if let (Some((status, body)), true) = (browser.await.unwrap(), outcome.is_ok()) {
-        assert_eq!(status, 200, "the callback page: {body}");
-    }
-    outcome
+    };
+    (show, WaitingBrowser(browser))
 }
 
 /// A person's browser, as far as oidc-provider's development interactions need one: cookies,
@@ -196,12 +250,15 @@ async fn login_as_browser(
 struct Browser {
     http: reqwest::Client,
     cookies: BTreeMap<String, String>,
+    /// What the login form is filled in with: the subject of the tokens.
+    name: &'static str,
 }
 
 impl Browser {
-    fn new() -> Browser {
+    fn named(name: &'static str) -> Browser {
         let _ = rustls::crypto::ring::default_provider().install_default();
         Browser {
+            name,
             http: reqwest::Client::builder()
                 .no_proxy()
                 .redirect(reqwest::redirect::Policy::none())
@@ -272,7 +329,7 @@ impl Browser {
             if body.contains(r#"name="prompt" value="login""#) {
                 form = Some(vec![
                     ("prompt", "login"),
-                    ("login", "alice"),
+                    ("login", self.name),
                     ("password", "x"),
                 ]);
             } else if body.contains(r#"name="prompt" value="consent""#) {
@@ -696,5 +753,310 @@ async fn a_preregistered_client_logs_in_on_its_callback_port_with_the_scopes_its
     assert_eq!(names, ["notes__notes_get", "notes__notes_search"]);
     let outcome = call(&imports, "notes__notes_search", json!({"query": "x"})).await;
     assert!(outcome.observation().is_some(), "{:?}", outcome.result);
+    imports.close().await;
+}
+
+/// A TCP relay on `listener` to 127.0.0.1:`target` that records every bearer token sent
+/// through it (what the server behind it was shown); at most 256 connections.
+async fn recording_relay(
+    listener: tokio::net::TcpListener,
+    target: u16,
+    seen: Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    for _ in 0..256 {
+        let Ok((client, _)) = listener.accept().await else {
+            return;
+        };
+        let seen = Arc::clone(&seen);
+        tokio::spawn(async move {
+            let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else {
+                return;
+            };
+            let (mut from_client, mut to_client) = client.into_split();
+            let (mut from_server, mut to_server) = server.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+                let _ = to_client.shutdown().await;
+            });
+            let mut buf = vec![0u8; 16 * 1024];
+            let mut pending: Vec<u8> = Vec::new();
+            loop {
+                let n = match from_client.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                pending.extend_from_slice(&buf[..n]);
+                while let Some(end) = pending.windows(2).position(|w| w == b"\r\n") {
+                    let line = String::from_utf8_lossy(&pending[..end]).to_string();
+                    pending.drain(..end + 2);
+                    if line
+                        .to_ascii_lowercase()
+                        .starts_with("authorization: bearer ")
+                    {
+                        seen.lock()
+                            .unwrap()
+                            .push(line["authorization: bearer ".len()..].into());
+                    }
+                }
+                if pending.len() > 64 * 1024 {
+                    pending.clear();
+                }
+                if to_server.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+            let _ = to_server.shutdown().await;
+        });
+    }
+}
+
+/// (audience, subject) of each recorded token.
+fn audiences_and_subjects(seen: &std::sync::Mutex<Vec<String>>) -> Vec<(String, String)> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .map(|token| {
+            let (_, claims) = oidc::decode_unverified(token);
+            (
+                claims["aud"].as_str().unwrap_or_default().to_string(),
+                claims["sub"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// What a host of the gateway gets back for `tool`, as the person `name` logged in to it.
+async fn call_through_gateway(host: &Client, options: &ImportOptions, tool: &str) -> Value {
+    let entry = options.servers.get("gateway").unwrap();
+    let upstream = toolgate_mcp_client::upstream::Upstream::connect(entry, &options.connect)
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", host.dir.path().display()));
+    let result = upstream
+        .call(
+            tool,
+            json!({"query": "budget"}).as_object().unwrap().clone(),
+            serde_json::Map::new(),
+            WAIT,
+            &toolgate_core::CancelToken::new(),
+        )
+        .await
+        .unwrap();
+    upstream.close().await;
+    result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_user_calls_upstreams_with_their_own_token_never_another_users_or_the_front_token() {
+    use toolgate_mcp_client::imports::login_as;
+    use toolgate_mcp_client::vault::TokenVault;
+    use toolgate_mcp_client::vault_keys::VaultKeys;
+
+    // Two upstream notes servers (our own server as an OAuth resource server), each behind a
+    // relay that records the tokens it is shown, and the gateway's front: three resources of
+    // one authorization server.
+    let (one_listener, _) = bound().await;
+    let (one_relay, one_url) = bound().await;
+    let (two_listener, _) = bound().await;
+    let (two_relay, two_url) = bound().await;
+    let (front_listener, front_url) = bound().await;
+    let auth = AuthServer::start_with(
+        &[&one_url, &two_url, &front_url],
+        &SCOPES,
+        &[TestKey::generate("k1")],
+        300,
+        &["--registration"],
+    );
+    let issuer = auth.issuer();
+    let one_port = one_listener.local_addr().unwrap().port();
+    let two_port = two_listener.local_addr().unwrap().port();
+    let one = notes_server(one_listener, &one_url, &issuer).await;
+    let two = notes_server(two_listener, &two_url, &issuer).await;
+    let seen_one = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen_two = Arc::new(std::sync::Mutex::new(Vec::new()));
+    tokio::spawn(recording_relay(one_relay, one_port, Arc::clone(&seen_one)));
+    tokio::spawn(recording_relay(two_relay, two_port, Arc::clone(&seen_two)));
+    let ports = [
+        port_of(&one_url),
+        port_of(&two_url),
+        port_of(&front_url),
+        port_of(&issuer),
+    ];
+
+    // The gateway: both upstreams, each user's tokens sealed in its vault, many users.
+    let gateway = Client::new();
+    let keys = gateway.dir.path().join("vault.keys");
+    std::fs::write(&keys, "k1 AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n").unwrap();
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let vault_path = gateway.dir.path().join("vault.sqlite");
+    let vault = Arc::new(
+        TokenVault::open_sqlite(&vault_path, Arc::new(VaultKeys::load(&keys).unwrap())).unwrap(),
+    );
+    let gateway_options = || {
+        let mut options = gateway.options(
+            json!({"notes": {"type": "http", "url": one_url},
+                   "notes_two": {"type": "http", "url": two_url}}),
+            egress(&ports),
+        );
+        options.vault = Some(Arc::clone(&vault));
+        options.per_user_by_default = true;
+        options
+    };
+    let user = |id: &str| Principal {
+        id: id.into(),
+        tenant: issuer.clone(),
+        scopes: Arc::default(),
+        catalogue: None,
+    };
+    // The gateway's own login lists and pins the catalogues; alice and bob connect their own
+    // accounts to `notes` (`toolgate mcp login notes --as USER`); nobody to `notes_two`.
+    for server in ["notes", "notes_two"] {
+        let (show, browser) = browser_of("operator");
+        let outcome = login(&gateway_options(), server, WAIT, show).await;
+        browser.check(outcome.is_ok()).await;
+        outcome.unwrap();
+    }
+    for name in ["alice", "bob"] {
+        let (show, browser) = browser_of(name);
+        let outcome = login_as(&gateway_options(), "notes", &user(name), WAIT, show).await;
+        browser.check(outcome.is_ok()).await;
+        assert_eq!(outcome.unwrap().key, CredentialKey::new(&issuer, &one_url));
+    }
+    let imports = Imports::open(gateway_options()).await.unwrap();
+    for server in &imports.servers {
+        assert!(server.connected.is_ok(), "{server:?}");
+    }
+    let assembled = assemble(
+        imports.tools.clone(),
+        imports.withheld.clone(),
+        Seat::new(Principal::local("local-user", &[])),
+    )
+    .unwrap();
+    let front = McpServer::serving(
+        &assembled.registry,
+        assembled.caller,
+        assembled.principal,
+        "gateway-run",
+    );
+    let tool_names: Vec<String> = front.tools().iter().map(|t| t.name.to_string()).collect();
+    assert!(
+        tool_names.contains(&"notes__notes_search".to_string()),
+        "{tool_names:?}"
+    );
+    let mut front_scopes = BTreeMap::new();
+    front_scopes.insert("notes:read".to_string(), tool_names.clone());
+    let _front = serve_protected(
+        "gateway",
+        front,
+        front_listener,
+        &front_url,
+        &issuer,
+        front_scopes,
+    )
+    .await;
+
+    // Each person's MCP host logs in to the gateway (the front token) and calls through it.
+    let mut front_tokens = Vec::new();
+    let mut results = BTreeMap::new();
+    for name in ["alice", "bob", "carol"] {
+        let host = Client::new();
+        let options = host.options(
+            json!({"gateway": {"type": "http", "url": front_url}}),
+            egress(&ports),
+        );
+        let (show, browser) = browser_of(name);
+        let outcome = login(&options, "gateway", WAIT, show).await;
+        browser.check(outcome.is_ok()).await;
+        outcome.unwrap();
+        let entries = host.tokens().entries().unwrap();
+        let token = serde_json::to_value(entries[0].credentials.token_response.as_ref().unwrap())
+            .unwrap()["access_token"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        front_tokens.push(token);
+        for tool in ["notes__notes_search", "notes_two__notes_search"] {
+            let result = call_through_gateway(&host, &options, tool).await;
+            results.insert((name, tool), result);
+        }
+    }
+
+    // alice's and bob's calls to `notes` went through, each as themselves at the upstream.
+    for name in ["alice", "bob"] {
+        let result = &results[&(name, "notes__notes_search")];
+        assert_ne!(result["isError"], json!(true), "{name}: {result}");
+    }
+    let callers = one.callers();
+    for name in ["alice", "bob"] {
+        assert!(
+            callers
+                .iter()
+                .any(|(who, tool)| who.contains(name) && tool == "notes_search"),
+            "{name} not among the upstream's callers: {callers:?}"
+        );
+    }
+    assert!(
+        !callers.iter().any(|(who, _)| who.contains("carol")),
+        "{callers:?}"
+    );
+    // carol has no token of her own for `notes`, and nobody has one for `notes_two`: the typed
+    // error says how to connect, and nothing reached the upstream's tools.
+    for (name, tool, server) in [
+        ("carol", "notes__notes_search", "notes"),
+        ("alice", "notes_two__notes_search", "notes_two"),
+        ("bob", "notes_two__notes_search", "notes_two"),
+    ] {
+        let result = &results[&(name, tool)];
+        assert_eq!(result["isError"], json!(true), "{name} {tool}: {result}");
+        let text = result.to_string();
+        assert!(text.contains("unauthorized"), "{name} {tool}: {text}");
+        assert!(
+            text.contains(&format!("toolgate mcp login {server} --as {name}")),
+            "{name} {tool}: {text}"
+        );
+    }
+    assert!(two.callers().is_empty(), "{:?}", two.callers());
+
+    // What each upstream was shown: only tokens minted for it, of the gateway's own login or of
+    // the user calling; never a front token, never one minted for the other server.
+    let at_one = audiences_and_subjects(&seen_one);
+    let at_two = audiences_and_subjects(&seen_two);
+    assert!(at_one.iter().all(|(aud, _)| *aud == one_url), "{at_one:?}");
+    assert!(at_two.iter().all(|(aud, _)| *aud == two_url), "{at_two:?}");
+    for name in ["alice", "bob", "operator"] {
+        assert!(
+            at_one.iter().any(|(_, sub)| sub == name),
+            "{name}: {at_one:?}"
+        );
+    }
+    assert!(
+        at_two.iter().all(|(_, sub)| sub == "operator"),
+        "{at_two:?}"
+    );
+    let shown: Vec<String> = [&seen_one, &seen_two]
+        .iter()
+        .flat_map(|seen| seen.lock().unwrap().clone())
+        .collect();
+    for token in &front_tokens {
+        assert!(!shown.contains(token), "a front token reached an upstream");
+    }
+    // At rest the vault holds no token in clear.
+    let stored = vault
+        .get(
+            &toolgate_core::approval::holder(&user("alice")),
+            &CredentialKey::new(&issuer, &one_url),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let access = serde_json::to_value(stored.token_response.unwrap()).unwrap()["access_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let bytes = std::fs::read(&vault_path).unwrap();
+    assert!(
+        !bytes.windows(access.len()).any(|w| w == access.as_bytes()),
+        "alice's token is in the vault file in clear"
+    );
+    assert_eq!(mode(&vault_path), 0o600);
     imports.close().await;
 }

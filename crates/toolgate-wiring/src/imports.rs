@@ -16,8 +16,11 @@ use std::sync::Arc;
 use toolgate_core::trace::TraceSink;
 use toolgate_mcp_client::credentials::DEFAULT_TOKEN_FILE;
 use toolgate_mcp_client::imports::{
-    ImportOptions, Imports, ImportsError, McpSettings, configured_options,
+    DEFAULT_VAULT_FILE, ImportOptions, Imports, ImportsError, McpSettings, configured_options,
+    open_vault,
 };
+use toolgate_mcp_client::vault::TokenVault;
+use toolgate_store::SharedConnection;
 
 use crate::dispatch::ExtraTools;
 use crate::error::WiringError;
@@ -49,15 +52,30 @@ pub fn servers_file(settings: &McpSettings, flag: Option<&Path>) -> Option<PathB
         .or_else(|| settings.config.clone())
 }
 
+/// Where the imports keep what instances share, and whom the front end serves.
+#[derive(Clone, Default)]
+pub struct Placement {
+    /// Forwarded writes are claimed and settled here instead of `[mcp] receipts` (a team's
+    /// shared store: [`crate::SharedStore::mcp_receipts`]).
+    pub receipts: Option<SharedConnection>,
+    /// Each user's downstream tokens are kept here instead of `[mcp.vault] path` (a team's
+    /// shared store: [`crate::SharedStore::token_vault`]).
+    pub vault: Option<SharedConnection>,
+    /// The front end serves many users (`serve --http` behind `[serve.auth]`): a server that
+    /// asks for OAuth is called with each user's own token unless configured otherwise.
+    pub many_users: bool,
+}
+
 /// How the configured MCP servers are reached; `None` when no `mcpServers` file is
 /// configured. HTTP servers go through the egress exit `exits` builds (its relay, if any, is
 /// not built: imports send no mail); `${VAR}` in the file is expanded from this process's
-/// environment.
+/// environment. The vault of `[mcp.vault]` is opened (in `placement.vault` when given).
 pub fn import_options(
     settings: &McpSettings,
     flag: Option<&Path>,
     exits: &ExitsConfig,
     trace: Arc<dyn TraceSink>,
+    placement: &Placement,
 ) -> Result<Option<ImportOptions>, OpenImportsError> {
     let Some(file) = servers_file(settings, flag) else {
         if !settings.servers.is_empty() {
@@ -75,8 +93,33 @@ pub fn import_options(
         Some(path) => path.clone(),
         None => data_folder()?.join(DEFAULT_TOKEN_FILE),
     };
-    let options = configured_options(settings, &file, &receipts, &tokens, &env, Some(egress))?;
+    let mut options = configured_options(settings, &file, &receipts, &tokens, &env, Some(egress))?;
+    if let Some(receipts) = &placement.receipts {
+        options.receipts = receipts.clone();
+    }
+    options.vault = token_vault(settings, placement)?;
+    options.per_user_by_default = placement.many_users;
     Ok(Some(options))
+}
+
+/// The token vault `[mcp.vault]` configures (in `placement.vault` when given, else its SQLite
+/// file); `None` when none is configured.
+pub fn token_vault(
+    settings: &McpSettings,
+    placement: &Placement,
+) -> Result<Option<Arc<TokenVault>>, OpenImportsError> {
+    let Some(vault) = &settings.vault else {
+        return Ok(None);
+    };
+    let default_path = match &vault.path {
+        Some(path) => path.clone(),
+        None => data_folder()?.join(DEFAULT_VAULT_FILE),
+    };
+    Ok(Some(open_vault(
+        vault,
+        &default_path,
+        placement.vault.clone(),
+    )?))
 }
 
 /// Connects to every configured MCP server and imports its tools; `None` when no
@@ -87,24 +130,20 @@ pub async fn open_imports(
     exits: &ExitsConfig,
     trace: Arc<dyn TraceSink>,
 ) -> Result<Option<Imports>, OpenImportsError> {
-    open_imports_claiming_in(settings, flag, exits, trace, None).await
+    open_imports_placed(settings, flag, exits, trace, &Placement::default()).await
 }
 
-/// As [`open_imports`], with the forwarded writes claimed and settled in `receipts` when given
-/// (a team's shared store: [`crate::SharedStore::mcp_receipts`]) instead of `[mcp] receipts`.
-pub async fn open_imports_claiming_in(
+/// As [`open_imports`], with what instances share kept where `placement` says.
+pub async fn open_imports_placed(
     settings: &McpSettings,
     flag: Option<&Path>,
     exits: &ExitsConfig,
     trace: Arc<dyn TraceSink>,
-    receipts: Option<toolgate_store::SharedConnection>,
+    placement: &Placement,
 ) -> Result<Option<Imports>, OpenImportsError> {
-    let Some(mut options) = import_options(settings, flag, exits, trace)? else {
+    let Some(options) = import_options(settings, flag, exits, trace, placement)? else {
         return Ok(None);
     };
-    if let Some(receipts) = receipts {
-        options.receipts = receipts;
-    }
     Ok(Some(Imports::open(options).await?))
 }
 
@@ -137,9 +176,16 @@ mod tests {
             None,
             &ExitsConfig::default(),
             Arc::new(NoTrace),
+            &Placement::default(),
         );
         assert!(matches!(none, Ok(None)));
-        let rated = import_options(&ratings(), None, &ExitsConfig::default(), Arc::new(NoTrace));
+        let rated = import_options(
+            &ratings(),
+            None,
+            &ExitsConfig::default(),
+            Arc::new(NoTrace),
+            &Placement::default(),
+        );
         assert!(matches!(
             rated,
             Err(OpenImportsError::RatingsWithoutServersFile)
@@ -162,6 +208,7 @@ mod tests {
             Some(flag),
             &exits,
             Arc::new(NoTrace),
+            &Placement::default(),
         );
         match opened {
             Err(OpenImportsError::Egress(_)) => {}

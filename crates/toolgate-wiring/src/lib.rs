@@ -36,7 +36,7 @@ pub use dispatch::{
 };
 pub use error::WiringError;
 pub use exits::{Exits, ExitsConfig};
-pub use imports::{OpenImportsError, extra_tools, open_imports, open_imports_claiming_in};
+pub use imports::{OpenImportsError, Placement, extra_tools, open_imports, open_imports_placed};
 pub use shared::SharedStore;
 pub use store::{Store, StoreConfig, data_folder};
 pub use toolset::{StoreKind, ToolsetName, UnknownToolset};

@@ -64,6 +64,12 @@ impl SharedStore {
         toolgate_store::SharedConnection::postgres(self.pg.clone(), "MCP receipts database")
     }
 
+    /// Where each user's sealed downstream tokens are kept, in this database, so every
+    /// instance calls an upstream with the same user's token.
+    pub fn token_vault(&self) -> toolgate_store::SharedConnection {
+        toolgate_store::SharedConnection::postgres(self.pg.clone(), "token vault")
+    }
+
     /// The database as a required health check of an instance (`/readyz`).
     pub fn health_check(&self) -> Arc<dyn toolgate_core::health::HealthCheck> {
         Arc::new(self.pg.clone())

@@ -123,12 +123,33 @@ pub enum McpCommand {
     /// in your browser, waits for the redirect back to 127.0.0.1, and stores the tokens (per
     /// issuer and resource, in a file only you can read: [mcp] tokens). The authorization
     /// server must be on the [egress] allowlist.
+    ///
+    /// With --as USER, the tokens are USER's own, for a gateway that serves many users behind
+    /// [serve.auth]: sealed in the token vault ([mcp.vault]; the team's database with --store
+    /// or [store] url), and sent only when USER calls SERVER's tools. USER is the subject the
+    /// gateway's authorization server gives them; the person logging in must be USER.
     Login {
         /// The server (its name as the mcpServers file gives it, or its namespace).
         server: String,
         /// How long to wait for the browser to come back, in seconds (default 300).
         #[arg(long = "wait-secs")]
         wait_secs: Option<u64>,
+        /// Store the tokens as this user's own (their subject at [serve.auth] issuer).
+        #[arg(long = "as", value_name = "USER")]
+        as_user: Option<String>,
+        /// The team's shared store holding the token vault, postgres://... (default: [store]
+        /// url in the config).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+    },
+    /// Seal every user's stored token again under the current vault key (the first line of
+    /// [mcp.vault] keys_file): run after adding a new key first, before removing the old one.
+    /// All entries or none: one that does not open is named and nothing changes.
+    Rekey {
+        /// The team's shared store holding the token vault, postgres://... (default: [store]
+        /// url in the config).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
     },
 }
 

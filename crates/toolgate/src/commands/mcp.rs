@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use toolgate_core::Principal;
 use toolgate_core::display::visible;
 use toolgate_core::trace::TraceSink;
 use toolgate_mcp_client::diff;
@@ -26,18 +27,57 @@ pub(crate) async fn open_imports(
 }
 
 /// How the configured MCP servers are reached; `None` when no `mcpServers` file is
-/// configured.
-fn import_options(
+/// configured. The token vault is in the team's store `store` (else `[store] url`) when one
+/// is given.
+async fn import_options(
     config: &Config,
     flag: Option<&Path>,
     trace: Arc<dyn TraceSink>,
+    store: Option<&str>,
 ) -> Result<Option<ImportOptions>, CommandError> {
+    let placement = vault_placement(config, store).await?;
     Ok(toolgate_wiring::imports::import_options(
         &config.mcp,
         flag,
         &config.exits(),
         trace,
+        &placement,
     )?)
+}
+
+/// The token vault in the team's store `store` (else `[store] url`), when one is given.
+async fn vault_placement(
+    config: &Config,
+    store: Option<&str>,
+) -> Result<toolgate_wiring::Placement, CommandError> {
+    let mut placement = toolgate_wiring::Placement::default();
+    if let Some(url) = config.shared_store_url(store, None) {
+        let shared = toolgate_wiring::SharedStore::connect(&url).await?;
+        placement.vault = Some(shared.token_vault());
+    }
+    Ok(placement)
+}
+
+/// The user `--as USER` names: their subject at the issuer of `[serve.auth]`, the tenant the
+/// gateway gives every caller it authenticates.
+fn user_named(config: &Config, user: &str) -> Result<Principal, CommandError> {
+    let Some(auth) = &config.serve.auth else {
+        return Err(CommandError::Usage(
+            "--as names a user of the gateway by their subject at its authorization server:              set [serve.auth] issuer in toolgate.toml"
+                .into(),
+        ));
+    };
+    if user.trim().is_empty() || user.chars().any(char::is_control) {
+        return Err(CommandError::Usage(
+            "--as needs a user's subject (not empty, no control characters)".into(),
+        ));
+    }
+    Ok(Principal {
+        id: user.to_string(),
+        tenant: auth.issuer.clone(),
+        scopes: Arc::default(),
+        catalogue: None,
+    })
 }
 
 const NO_SERVERS: &str = "no MCP servers are configured: pass --mcp-config FILE (an mcpServers \
@@ -47,11 +87,24 @@ pub fn run(config: &Config, flag: Option<&Path>, command: McpCommand) -> Result<
     let rt = runtime()?;
     rt.block_on(async {
         let trace: Arc<dyn TraceSink> = Arc::new(toolgate_core::trace::NoTrace);
-        if let McpCommand::Login { server, wait_secs } = &command {
-            let Some(options) = import_options(config, flag, trace)? else {
+        if let McpCommand::Login {
+            server,
+            wait_secs,
+            as_user,
+            store,
+        } = &command
+        {
+            let user = as_user
+                .as_deref()
+                .map(|u| user_named(config, u))
+                .transpose()?;
+            let Some(options) = import_options(config, flag, trace, store.as_deref()).await? else {
                 return Err(CommandError::Usage(NO_SERVERS.into()));
             };
-            return login(&options, server, *wait_secs).await;
+            return login(&options, server, *wait_secs, user.as_ref()).await;
+        }
+        if let McpCommand::Rekey { store } = &command {
+            return rekey(config, store.as_deref()).await;
         }
         let Some(mut imports) = open_imports(config, flag, trace).await? else {
             return Err(CommandError::Usage(NO_SERVERS.into()));
@@ -68,42 +121,71 @@ async fn login(
     options: &ImportOptions,
     server: &str,
     wait_secs: Option<u64>,
+    user: Option<&Principal>,
 ) -> Result<(), CommandError> {
     let wait = wait_secs
         .map(|s| std::time::Duration::from_secs(s.max(1)))
         .unwrap_or(DEFAULT_LOGIN_WAIT);
     let shown_wait = wait.as_secs();
-    let logged_in = toolgate_mcp_client::imports::login(options, server, wait, |url| {
+    let show = |url: &str| {
         eprintln!(
             "Open this URL in your browser to authorize toolgate (waiting up to {shown_wait} s \
              for the redirect back to this machine):\n\n  {url}\n"
         );
-    })
-    .await?;
+    };
+    let logged_in = match user {
+        None => toolgate_mcp_client::imports::login(options, server, wait, show).await?,
+        Some(user) => {
+            toolgate_mcp_client::imports::login_as(options, server, user, wait, show).await?
+        }
+    };
+    let stored = match user {
+        None => options
+            .connect
+            .tokens
+            .as_ref()
+            .map(|t| t.shown())
+            .unwrap_or_default(),
+        Some(user) => format!("the token vault, as {}'s own", visible(&user.id)),
+    };
     let scopes = if logged_in.scopes.is_empty() {
         "the server's default scopes".to_string()
     } else {
         format!("scopes {}", logged_in.scopes.join(" "))
     };
     println!(
-        "{server}: logged in (issuer {}, resource {}, client {}, {scopes}); the token is stored in {}",
-        logged_in.key.issuer,
-        logged_in.key.resource,
-        logged_in.client_id,
-        options
-            .connect
-            .tokens
-            .as_ref()
-            .map(|t| t.path().display().to_string())
-            .unwrap_or_default()
+        "{server}: logged in (issuer {}, resource {}, client {}, {scopes}); the token is stored in {stored}",
+        logged_in.key.issuer, logged_in.key.resource, logged_in.client_id,
+    );
+    Ok(())
+}
+
+/// `toolgate mcp rekey`: every user's token sealed again under the current vault key.
+async fn rekey(config: &Config, store: Option<&str>) -> Result<(), CommandError> {
+    let placement = vault_placement(config, store).await?;
+    let Some(vault) = toolgate_wiring::imports::token_vault(&config.mcp, &placement)? else {
+        return Err(CommandError::Usage(
+            "no token vault is configured: set [mcp.vault] keys_file in toolgate.toml".into(),
+        ));
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let done = vault
+        .rekey(now)
+        .await
+        .map_err(toolgate_mcp_client::imports::ImportsError::from)?;
+    println!(
+        "token vault: {} entries sealed again under the key `{}`, {} already under it",
+        done.resealed, done.key_id, done.current
     );
     Ok(())
 }
 
 fn act(imports: &mut Imports, command: McpCommand) -> Result<(), CommandError> {
     match command {
-        McpCommand::Login { .. } => Err(CommandError::Usage(
-            "login does not open the servers' tools".into(),
+        McpCommand::Login { .. } | McpCommand::Rekey { .. } => Err(CommandError::Usage(
+            "login and rekey do not open the servers' tools".into(),
         )),
         McpCommand::List => {
             // Names, versions and definitions come from the servers: shown visibly.

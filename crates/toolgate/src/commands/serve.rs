@@ -39,13 +39,19 @@ pub fn run(
         None => None,
     };
     // With a shared store, forwarded writes are claimed there, so a retry at any instance
-    // finds the claim.
-    let imports = runtime.block_on(toolgate_wiring::open_imports_claiming_in(
+    // finds the claim, and each user's downstream tokens are kept there. Behind
+    // [serve.auth], a server that asks for OAuth is called with each user's own token.
+    let placement = toolgate_wiring::Placement {
+        receipts: shared.as_ref().map(|s| s.mcp_receipts.clone()),
+        vault: shared.as_ref().map(|s| s.token_vault.clone()),
+        many_users: args.http.is_some() && auth_config.is_some(),
+    };
+    let imports = runtime.block_on(toolgate_wiring::open_imports_placed(
         &config.mcp,
         mcp_config,
         &config.exits(),
         Arc::clone(&trace),
-        shared.as_ref().map(|s| s.mcp_receipts.clone()),
+        &placement,
     ))?;
     announce_imports(args, imports.as_ref())?;
     // With a shared store, every decision record also goes to its audit table.
@@ -129,6 +135,7 @@ struct Shared {
     audit: PgAudit,
     health: Arc<dyn HealthCheck>,
     mcp_receipts: toolgate_wiring::shared::SharedConnection,
+    token_vault: toolgate_wiring::shared::SharedConnection,
 }
 
 /// The toolset's store in the shared database, the approval tickets every instance shares, the
@@ -148,6 +155,7 @@ async fn open_shared(url: &str, args: &ServeArgs) -> Result<Shared, CommandError
         audit: shared.audit(instance),
         health: shared.health_check(),
         mcp_receipts: shared.mcp_receipts(),
+        token_vault: shared.token_vault(),
     })
 }
 
