@@ -28,6 +28,16 @@ pub trait HealthCheck: Send + Sync {
     fn check(&self) -> BoxFuture<'_, Check>;
 }
 
+/// Which tools are out of service now: their server is down and configured to hide them
+/// (`on_outage = "hide"`), so a front end lists only what can be called, and tells the clients
+/// that keep a session when that changes.
+pub trait Availability: Send + Sync {
+    /// The names of the tools hidden now.
+    fn hidden(&self) -> std::collections::BTreeSet<String>;
+    /// A receiver that sees a new value each time the hidden set changed.
+    fn changes(&self) -> tokio::sync::watch::Receiver<u64>;
+}
+
 /// Whether an instance with these checks should receive requests.
 pub fn ready(checks: &[Check]) -> bool {
     checks.iter().all(|c| c.ready || !c.required)

@@ -215,7 +215,7 @@ impl Forward {
     async fn session(&self, ctx: &ExecContext) -> Result<Arc<Upstream>, ToolError> {
         self.admitted()?;
         let session = self.route.session(&ctx.principal).await.map_err(|e| {
-            self.route.breaker().record(reached_by_connect(&e));
+            self.route.breaker().record(reached_by(&e));
             self.upstream_error(&e)
         })?;
         self.check_unchanged(&session).await?;
@@ -331,28 +331,29 @@ impl Forward {
 fn reached(sent: &Result<Value, UpstreamError>) -> Reached {
     match sent {
         Ok(_) => Reached::Answered,
-        Err(error) => match error {
-            UpstreamError::Gone(_)
-            | UpstreamError::Handshake { .. }
-            | UpstreamError::Spawn(_)
-            | UpstreamError::Timeout { .. } => Reached::Unreachable,
-            UpstreamError::Refused { .. } | UpstreamError::Protocol(_) => Reached::Answered,
-            UpstreamError::Canceled
-            | UpstreamError::NoPath { .. }
-            | UpstreamError::NotFound { .. }
-            | UpstreamError::Egress(_)
-            | UpstreamError::NoEgress
-            | UpstreamError::BadHeader(_)
-            | UpstreamError::AuthorizationRequired { .. }
-            | UpstreamError::UserNotConnected { .. }
-            | UpstreamError::OAuth(_) => Reached::Abandoned,
-        },
+        Err(error) => reached_by(error),
     }
 }
 
-/// How opening a user's session ended, as the server's breaker counts it: like a call.
-fn reached_by_connect(error: &UpstreamError) -> Reached {
-    reached(&Err(error.clone()))
+/// How a request that failed with `error` counts for the server's breaker (also opening a
+/// user's session, and the outage watcher's probe).
+pub(crate) fn reached_by(error: &UpstreamError) -> Reached {
+    match error {
+        UpstreamError::Gone(_)
+        | UpstreamError::Handshake { .. }
+        | UpstreamError::Spawn(_)
+        | UpstreamError::Timeout { .. } => Reached::Unreachable,
+        UpstreamError::Refused { .. } | UpstreamError::Protocol(_) => Reached::Answered,
+        UpstreamError::Canceled
+        | UpstreamError::NoPath { .. }
+        | UpstreamError::NotFound { .. }
+        | UpstreamError::Egress(_)
+        | UpstreamError::NoEgress
+        | UpstreamError::BadHeader(_)
+        | UpstreamError::AuthorizationRequired { .. }
+        | UpstreamError::UserNotConnected { .. }
+        | UpstreamError::OAuth(_) => Reached::Abandoned,
+    }
 }
 
 /// `error` of `server`'s `tool` as the model sees it: our words in the message, the server's

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
-use toolgate_core::health::{Check, HealthCheck};
+use toolgate_core::health::{Availability, Check, HealthCheck};
 use toolgate_core::{Effect, Risk, Tool};
 use toolgate_store::SharedConnection;
 
@@ -32,6 +32,7 @@ use super::credentials::{CredentialError, TokenFile, TokenHolder};
 use super::forwarded::{DEFAULT_CALL_DEADLINE, Route, declare};
 use super::lock::{LockError, PinLock};
 use super::oauth::{LoggedIn, LoginClient, OAuthError};
+use super::outage::{OutageWatch, WATCH_TICK, Watched};
 use super::pins::{Drift, Review, ServerPins, pin, review};
 use super::plan::{ImportPlan, ImportRefusal, RiskSource, ServerRatings, local_name, plan_server};
 use super::upstream::{ConnectOptions, Upstream, UpstreamError, authorization_challenge};
@@ -384,6 +385,38 @@ pub struct ServerImport {
     pub tools: Vec<ToolEntry>,
     /// Keys of its entry toolgate does not act on.
     pub ignored_keys: Vec<String>,
+    /// How it is called and what its clients see while it is down.
+    pub terms: ServerTerms,
+}
+
+/// How one server is called, from `[mcp]` and `[mcp.servers.NAME]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerTerms {
+    pub on_outage: super::outage::OutageMode,
+    pub call_timeout: Duration,
+    pub connect_timeout: Duration,
+    /// Calls carry each user's own token (it asks for OAuth and is called per user).
+    pub per_user: bool,
+}
+
+impl ServerTerms {
+    /// One line for `toolgate mcp list` and the other listings.
+    pub fn describe(&self) -> String {
+        let outage = match self.on_outage {
+            super::outage::OutageMode::Fail => "listed, calls refused at once",
+            super::outage::OutageMode::Hide => "its tools hidden until it is back",
+        };
+        let credentials = if self.per_user {
+            "; calls carry each user's own token"
+        } else {
+            ""
+        };
+        format!(
+            "calls time out after {} s, connecting after {} s; while down: {outage}{credentials}",
+            self.call_timeout.as_secs(),
+            self.connect_timeout.as_secs()
+        )
+    }
 }
 
 /// Every configured server's tools, imported.
@@ -395,6 +428,8 @@ pub struct Imports {
     pub withheld: BTreeMap<String, String>,
     /// The connected servers, by namespace.
     upstreams: Vec<(String, Arc<Upstream>)>,
+    /// Which tools are hidden now because their server is down (`on_outage = "hide"`).
+    outage: Arc<OutageWatch>,
     /// The catalogues as listed, per connected server.
     catalogues: BTreeMap<String, Vec<Value>>,
     lock: PinLock,
@@ -434,10 +469,12 @@ impl Imports {
             tools: Vec::new(),
             withheld: BTreeMap::new(),
             upstreams: Vec::new(),
+            outage: OutageWatch::start(Vec::new(), WATCH_TICK),
             catalogues: BTreeMap::new(),
             lock: PinLock::default(),
             lock_path: options.lock_path.clone(),
         };
+        let mut watched = Vec::new();
         let connected = futures_join(&options).await;
         let mut lock_changed = false;
         for ((namespace, entry), connection) in options.servers.iter().zip(connected) {
@@ -448,6 +485,16 @@ impl Imports {
                 newly_pinned: false,
                 tools: Vec::new(),
                 ignored_keys: entry.ignored_keys.clone(),
+                terms: ServerTerms {
+                    on_outage: options
+                        .ratings
+                        .get(namespace)
+                        .map(|r| r.on_outage)
+                        .unwrap_or_default(),
+                    call_timeout: call_deadline_for(&options, namespace),
+                    connect_timeout: connect_options_for(&options, namespace).connect_timeout,
+                    per_user: false,
+                },
             };
             let pins = lock.servers.get(namespace).cloned();
             let listed = match connection {
@@ -501,14 +548,17 @@ impl Imports {
             ) {
                 Ok(RouteKind::Shared) => Route::Shared(Arc::clone(&upstream)),
                 Ok(RouteKind::PerUser) => match &options.vault {
-                    Some(vault) => Route::PerUser {
-                        listing: Arc::clone(&upstream),
-                        users: Arc::new(UserSessions::new(
-                            entry.clone(),
-                            options.connect.clone(),
-                            Arc::clone(vault),
-                        )),
-                    },
+                    Some(vault) => {
+                        server.terms.per_user = true;
+                        Route::PerUser {
+                            listing: Arc::clone(&upstream),
+                            users: Arc::new(UserSessions::new(
+                                entry.clone(),
+                                connect_options_for(&options, namespace),
+                                Arc::clone(vault),
+                            )),
+                        }
+                    }
                     None => Route::Shared(Arc::clone(&upstream)),
                 },
                 Err(refusal) => {
@@ -524,6 +574,15 @@ impl Imports {
             };
             let (entries, tools, withheld) =
                 import_server(namespace, &catalogue, &pins, ratings, route, &options);
+            watched.push(Watched {
+                mode: ratings.map(|r| r.on_outage).unwrap_or_default(),
+                upstream: Arc::clone(&upstream),
+                tools: entries
+                    .iter()
+                    .filter(|e| matches!(e.state, ToolState::Offered(_)))
+                    .filter_map(|e| e.local_name.clone())
+                    .collect(),
+            });
             server.tools = entries;
             imports.tools.extend(tools);
             imports.withheld.extend(withheld);
@@ -535,6 +594,7 @@ impl Imports {
             lock.save(&options.lock_path)?;
         }
         imports.lock = lock;
+        imports.outage = OutageWatch::start(watched, WATCH_TICK);
         Ok(imports)
     }
 
@@ -607,6 +667,12 @@ impl Imports {
 
     /// One health check per connected server: its breaker's state (`closed`, `open`,
     /// `half_open`), not required (the instance serves its other tools while one is down).
+    /// Which imported tools are hidden now (their server is down and hides them), for a front
+    /// end's `tools/list`.
+    pub fn availability(&self) -> Arc<dyn Availability> {
+        Arc::clone(&self.outage) as Arc<dyn Availability>
+    }
+
     pub fn health_checks(&self) -> Vec<Arc<dyn HealthCheck>> {
         self.upstreams
             .iter()
@@ -623,6 +689,8 @@ impl Imports {
     /// Ends every session (stdio servers exit).
     pub async fn close(self) {
         drop(self.tools);
+        // The watcher holds the sessions too; it ends at its next tick.
+        drop(self.outage);
         for (_, upstream) in self.upstreams {
             if let Ok(upstream) = Arc::try_unwrap(upstream) {
                 upstream.close().await;
@@ -652,11 +720,35 @@ impl HealthCheck for UpstreamHealth {
 }
 
 /// Connects to every server at once (a slow one does not hold up the others).
+/// How `namespace`'s server is connected to: `options.connect`, with its own timeouts.
+fn connect_options_for(options: &ImportOptions, namespace: &str) -> ConnectOptions {
+    let mut connect = options.connect.clone();
+    if let Some(secs) = options
+        .ratings
+        .get(namespace)
+        .and_then(|r| r.connect_timeout_secs)
+    {
+        connect.connect_timeout = Duration::from_secs(secs.max(1));
+    }
+    connect
+}
+
+/// The longest one call to `namespace`'s server may take.
+fn call_deadline_for(options: &ImportOptions, namespace: &str) -> Duration {
+    options
+        .ratings
+        .get(namespace)
+        .and_then(|r| r.call_timeout_secs)
+        .map_or(options.call_deadline, |secs| {
+            Duration::from_secs(secs.max(1))
+        })
+}
+
 async fn futures_join(options: &ImportOptions) -> Vec<Result<Upstream, UpstreamError>> {
     let mut set = tokio::task::JoinSet::new();
-    for (index, entry) in options.servers.values().enumerate() {
+    for (index, (namespace, entry)) in options.servers.iter().enumerate() {
         let entry = entry.clone();
-        let connect = options.connect.clone();
+        let connect = connect_options_for(options, namespace);
         set.spawn(async move { (index, Upstream::connect(&entry, &connect).await) });
     }
     let mut results: Vec<Option<Result<Upstream, UpstreamError>>> =
@@ -729,7 +821,7 @@ fn import_server(
             &plan,
             route.clone(),
             options.receipts.clone(),
-            options.call_deadline,
+            call_deadline_for(options, namespace),
         ) {
             Ok(tool) => {
                 tools.push(tool);
@@ -771,6 +863,38 @@ mod tests {
             default_lock_path(Path::new("mcp.json")),
             PathBuf::from("mcp.lock.json")
         );
+    }
+
+    #[test]
+    fn a_servers_own_timeouts_override_the_defaults_and_only_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let receipts = open_receipts(&dir.path().join("r.sqlite")).unwrap();
+        let mut options = ImportOptions::new(BTreeMap::new(), dir.path().join("l.json"), receipts);
+        options.call_deadline = Duration::from_secs(60);
+        options.connect.connect_timeout = Duration::from_secs(30);
+        options.ratings = toml::from_str(
+            "[slow]\ncall_timeout_secs = 300\nconnect_timeout_secs = 90\n[zero]\ncall_timeout_secs = 0\n[plain]\nrisk = \"low\"",
+        )
+        .unwrap();
+        let cases = [
+            ("slow", 300, 90),
+            // A zero would refuse every call before it is sent: at least a second.
+            ("zero", 1, 30),
+            ("plain", 60, 30),
+            ("unrated", 60, 30),
+        ];
+        for (server, call, connect) in cases {
+            assert_eq!(
+                call_deadline_for(&options, server),
+                Duration::from_secs(call),
+                "{server}"
+            );
+            assert_eq!(
+                connect_options_for(&options, server).connect_timeout,
+                Duration::from_secs(connect),
+                "{server}"
+            );
+        }
     }
 
     #[test]

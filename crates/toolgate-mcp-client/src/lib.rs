@@ -14,6 +14,7 @@
 //! - [`oauth`] logs in to servers that ask for OAuth and authorizes connections to them, with
 //!   tokens kept in [`credentials`] (the person's own file) or, for a gateway acting for many
 //!   users, in each user's sealed entries of the [`vault`];
+//! - [`outage`] decides what clients see while a server is down (`fail` or `hide`);
 //! - [`users`] holds each user's own session with a server that asks for OAuth;
 //! - [`imports`] puts it all together for every configured server, for every front end.
 
@@ -25,6 +26,7 @@ pub mod forwarded;
 pub mod imports;
 pub mod lock;
 pub mod oauth;
+pub mod outage;
 pub mod pins;
 pub mod plan;
 pub mod upstream;

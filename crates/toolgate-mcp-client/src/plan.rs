@@ -53,6 +53,16 @@ pub struct ServerRatings {
     /// gateway's own login otherwise.
     #[serde(default)]
     pub credentials: Option<crate::users::CredentialMode>,
+    /// What clients see while the server is down: its tools listed and failing fast
+    /// (`fail`, the default), or left out of the list until it is back (`hide`).
+    #[serde(default)]
+    pub on_outage: crate::outage::OutageMode,
+    /// Longest one call to this server may take, in seconds (default: `[mcp]
+    /// call_timeout_secs`).
+    pub call_timeout_secs: Option<u64>,
+    /// Longest this server may take to start and finish the handshake, in seconds (default:
+    /// `[mcp] connect_timeout_secs`).
+    pub connect_timeout_secs: Option<u64>,
 }
 
 /// Where an imported tool's risk came from, for `toolgate tools` and `toolgate mcp list`.

@@ -34,7 +34,9 @@ use toolgate_mcp_client::imports::{
 };
 use toolgate_mcp_client::pins::Drift;
 use toolgate_mcp_client::plan::ServerRatings;
-use toolgate_mcp_client::upstream::ConnectOptions;
+use toolgate_mcp_client::upstream::{ConnectOptions, Upstream};
+
+const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 use toolgate_store::SharedConnection;
 use toolgate_wiring::{Assembled, ExitsConfig, Seat, Store, StoreKind, ToolsetName, assemble};
 
@@ -1213,5 +1215,148 @@ async fn a_server_that_went_down_is_not_called_until_a_probe_finds_it_back() {
     );
     assert!(untrusted_text(&call(&ready, "books__books_get", get).await).contains("Hunger Games"));
     assert_eq!(health[0].check().await.state, "closed");
+    imports.close().await;
+}
+
+/// The tool names `list` (a `tools/list` as JSON values) holds.
+fn listed_names(list: &[Value]) -> Vec<String> {
+    list.iter()
+        .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_string))
+        .collect()
+}
+
+/// Waits (bounded) until `host` hears that its server's tool list changed and the list it then
+/// gets holds `books__books_get` or not, as `present` says; its names.
+async fn announced_with_books(host: &Upstream, present: bool, what: &str) -> Vec<String> {
+    let mut heard = Vec::new();
+    for _ in 0..100 {
+        if let Some(list) = host.announced_tools().await.unwrap() {
+            let names = listed_names(&list);
+            if names.contains(&"books__books_get".to_string()) == present {
+                return names;
+            }
+            heard.push(names);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("no notifications/tools/list_changed with the list {what} within 10 s; heard {heard:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hiding_server_leaves_the_gateways_list_while_down_and_sessions_hear_of_it() {
+    let (mut upstream, egress, dir) = books_over_http().await;
+    let address: std::net::SocketAddr = upstream
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
+    let fixture = Fixture::new();
+    let mut connect = ConnectOptions {
+        revision: Some(ProtocolVersion::V_2026_07_28),
+        egress: Some(Arc::clone(&egress)),
+        ..ConnectOptions::default()
+    };
+    connect.breaker.failures_to_open = 2;
+    connect.breaker.cool_down = std::time::Duration::from_secs(1);
+    let imports = fixture
+        .open(
+            json!({"books": {"type": "http", "url": upstream.url}}),
+            "[books]\nrisk = \"low\"\neffect = \"read\"\non_outage = \"hide\"",
+            connect,
+        )
+        .await;
+    // The gateway: our MCP server over HTTP serving the imported tools, hiding what is down.
+    let ready = dispatcher(&imports, None);
+    let front = McpServer::serving(
+        &ready.registry,
+        ready.caller.clone(),
+        ready.principal.clone(),
+        "gateway",
+    )
+    .hiding(imports.availability());
+    let gateway = support::spawn(front, HttpLimits::default()).await;
+    // A host with a 2025-11-25 session, which hears notifications.
+    let gateway_port: u16 = url::Url::parse(&gateway.url).unwrap().port().unwrap();
+    let host_egress = Arc::new(
+        Egress::new(
+            support::loopback_http_allowlist(&[gateway_port]),
+            Arc::new(StaticResolver::new()),
+            Arc::new(toolgate_core::trace::NoTrace),
+        )
+        .unwrap(),
+    );
+    let entries = parse(
+        &json!({"mcpServers": {"gateway": {"type": "http", "url": gateway.url}}}).to_string(),
+        &BTreeMap::new(),
+    )
+    .unwrap();
+    let host = Upstream::connect(
+        &entries["gateway"],
+        &ConnectOptions {
+            revision: Some(ProtocolVersion::V_2025_11_25),
+            egress: Some(host_egress),
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let all = listed_names(&host.list_tools().await.unwrap());
+    assert!(all.contains(&"books__books_get".to_string()), "{all:?}");
+
+    // The server goes away: two calls fail reaching it; the breaker opens; the tools leave the
+    // list and the host is told.
+    upstream.stop.take().unwrap().send(()).unwrap();
+    upstream.served.await.unwrap().unwrap();
+    let get = || json!({"ids": [1]}).as_object().unwrap().clone();
+    let cancel = toolgate_core::CancelToken::new();
+    for attempt in 1..=2 {
+        let failed = host
+            .call("books__books_get", get(), Default::default(), WAIT, &cancel)
+            .await
+            .unwrap();
+        assert_eq!(
+            failed["isError"],
+            json!(true),
+            "attempt {attempt}: {failed}"
+        );
+    }
+    let while_down = announced_with_books(&host, false, "without the server's tools").await;
+    assert!(
+        !while_down.iter().any(|name| name.starts_with("books__")),
+        "{while_down:?}"
+    );
+    assert_eq!(
+        listed_names(&host.list_tools().await.unwrap()),
+        while_down,
+        "a fresh listing agrees"
+    );
+    // A client that still calls a hidden tool gets the typed refusal, nothing sent.
+    let refused = host
+        .call("books__books_get", get(), Default::default(), WAIT, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(
+        refused["structuredContent"]["code"],
+        json!("transient_dependency")
+    );
+    assert_eq!(refused["structuredContent"]["retryable"], json!(true));
+    assert!(refused.to_string().contains("retry after"), "{refused}");
+
+    // Back on the same address: no call can reach a hidden tool, so the gateway's watcher
+    // probes after the cool-down; the tools return and the host is told again.
+    let _back = books_at(dir.path(), address).await;
+    let returned = announced_with_books(&host, true, "with the server's tools again").await;
+    assert!(
+        returned.contains(&"books__books_get".to_string()),
+        "{returned:?}"
+    );
+    let answer = host
+        .call("books__books_get", get(), Default::default(), WAIT, &cancel)
+        .await
+        .unwrap();
+    assert_ne!(answer["isError"], json!(true), "{answer}");
+    assert!(answer.to_string().contains("Hunger Games"), "{answer}");
+    host.close().await;
     imports.close().await;
 }

@@ -41,10 +41,10 @@ use rmcp::model::{
     ReadResourceResponse, ReadResourceResult, ResourceContents, ResourcesCapability,
     ServerCapabilities, ServerConfig, TextContent, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use toolgate_core::health::HealthCheck;
+use toolgate_core::health::{Availability, HealthCheck};
 use toolgate_core::observation::UntrustedText;
 use toolgate_core::offers::{Offers, Prompt, ResourceSource};
 use toolgate_core::taint::{TaintSources, UntrustedSource};
@@ -98,6 +98,8 @@ struct Inner {
     memory: Arc<TaintMemory>,
     /// What `/readyz` checks (the shared database, each imported server).
     health: Arc<[Arc<dyn HealthCheck>]>,
+    /// Tools left out of `tools/list` while their server is down (imports that hide).
+    availability: Option<Arc<dyn Availability>>,
 }
 
 /// How many untrusted texts (and as many trusted results) one session's memory keeps.
@@ -257,6 +259,7 @@ impl McpServer {
                 requires_token: false,
                 memory: Arc::default(),
                 health: Arc::new([]),
+                availability: None,
             }),
         }
     }
@@ -288,6 +291,14 @@ impl McpServer {
     /// Reports `checks` at `/readyz` (the HTTP server's readiness for a load balancer).
     pub fn checking(mut self, checks: Vec<Arc<dyn HealthCheck>>) -> Self {
         Arc::make_mut(&mut self.inner).health = checks.into();
+        self
+    }
+
+    /// Leaves the tools `availability` hides out of `tools/list`, and tells each session that
+    /// can hear it (`notifications/tools/list_changed`, 2025-11-25 sessions; 2026-07-28 clients
+    /// list again when the list's time to live is up) each time that changes.
+    pub fn hiding(mut self, availability: Arc<dyn Availability>) -> Self {
+        Arc::make_mut(&mut self.inner).availability = Some(availability);
         self
     }
 
@@ -528,7 +539,14 @@ fn untrusted_block(text: &UntrustedText) -> ContentBlock {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        let mut capabilities = if self.inner.availability.is_some() {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build()
+        } else {
+            ServerCapabilities::builder().enable_tools().build()
+        };
         if self.inner.resources.is_some() {
             capabilities.resources = Some(ResourcesCapability::default());
         }
@@ -537,6 +555,22 @@ impl ServerHandler for McpServer {
         }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // A session that hears notifications learns each change of what is hidden; the task
+        // ends with the session (a failed send) or with the imports (the watch closes).
+        if let Some(availability) = &self.inner.availability {
+            let mut changes = availability.changes();
+            let peer = context.peer;
+            tokio::spawn(async move {
+                while changes.changed().await.is_ok() {
+                    if peer.notify_tool_list_changed().await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
@@ -549,11 +583,17 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let principal = self.principal_for(&ctx)?;
+        let hidden = self
+            .inner
+            .availability
+            .as_ref()
+            .map(|a| a.hidden())
+            .unwrap_or_default();
         let tools = self
             .inner
             .tools
             .iter()
-            .filter(|tool| principal.in_catalogue(&tool.name))
+            .filter(|tool| principal.in_catalogue(&tool.name) && !hidden.contains(&*tool.name))
             .cloned()
             .collect();
         let list = ListToolsResult::with_all_items(tools);

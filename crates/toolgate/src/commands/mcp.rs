@@ -310,7 +310,7 @@ pub(crate) fn server_heading(server: &ServerImport) -> String {
         ),
         Err(e) => format!("UNREACHABLE: {e}"),
     };
-    let mut line = format!("{name}: {status}");
+    let mut line = format!("{name}: {status}\n  {}", server.terms.describe());
     if !server.ignored_keys.is_empty() {
         line.push_str(&format!(
             "\n  ignored keys (toolgate does not act on them): {}",

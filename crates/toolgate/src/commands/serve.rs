@@ -68,7 +68,11 @@ pub fn run(
         checks.push(Arc::clone(&shared.health));
     }
     let (server, served) = build_server(config, args, imports.as_ref(), &trace, shared)?;
-    let server = server.checking(checks);
+    let mut server = server.checking(checks);
+    // Imported tools whose server is down and set to hide leave tools/list until it is back.
+    if let Some(imports) = &imports {
+        server = server.hiding(imports.availability());
+    }
     match args.http {
         None => {
             eprintln!("toolgate: serving {served} over stdio");
