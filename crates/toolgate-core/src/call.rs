@@ -248,6 +248,10 @@ pub struct DecisionRecord {
     pub run_id: String,
     pub principal: String,
     pub tenant: String,
+    /// The digest of the catalogue the call was decided against ([`crate::Registry::digest`]):
+    /// which tool definitions were in force, so an audit can tell catalogue versions apart.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub catalogue_digest: String,
     pub origin: Origin,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent_call_id: Option<String>,
@@ -295,6 +299,7 @@ impl DecisionRecord {
             run_id: request.run_id.clone(),
             principal: request.principal.id.clone(),
             tenant: request.principal.tenant.clone(),
+            catalogue_digest: String::new(),
             origin: request.origin,
             parent_call_id: request.parent_call_id.clone(),
             arguments: Value::Null,

@@ -198,6 +198,7 @@ impl Dispatcher {
         let started = Instant::now();
         let mode = request.mode.unwrap_or(self.inner.mode);
         let mut record = DecisionRecord::begin(&request, mode);
+        record.catalogue_digest = self.inner.registry.digest().to_string();
         let mut arguments = request.arguments.clone();
         observation::redact_value(&mut arguments);
         record.arguments = arguments;

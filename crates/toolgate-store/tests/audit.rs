@@ -77,6 +77,16 @@ async fn decisions_made_while_the_database_is_down_are_written_once_it_returns()
     assert!(!dispatcher.call(call("before")).await.is_error());
     audit.flush().await;
     assert_eq!(audited(&store).await.len(), 1);
+    // Which catalogue decided: the dispatcher's, in its own column.
+    let digest: Option<String> = store
+        .client()
+        .await
+        .unwrap()
+        .query_one("SELECT catalogue_digest FROM decisions", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(digest.as_deref(), Some(dispatcher.registry().digest()));
 
     cluster.stop().unwrap();
     // Calls go on while the database is down: the audit waits, the calls do not.

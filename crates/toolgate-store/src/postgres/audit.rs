@@ -155,8 +155,8 @@ async fn insert(
         .prepare_cached(
             "INSERT INTO decisions (time_unix_ms, instance, call_id, parent_call_id, run_id, tenant,
                  principal, tool, tool_version, origin, risk, stage, outcome, approval,
-                 idempotency_key, duplicate, record)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+                 idempotency_key, duplicate, record, catalogue_digest)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
         )
         .await
         .map_err(failed)?;
@@ -185,6 +185,7 @@ async fn insert(
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
                 record,
+                &text(record, "catalogue_digest"),
             ],
         )
         .await
