@@ -438,6 +438,12 @@ pub struct EvalRunArgs {
     /// Continue an interrupted eval in --out.
     #[arg(long, requires = "out")]
     pub resume: bool,
+    /// Run on PostgreSQL instead of a SQLite file: postgres://USER:PASSWORD@HOST:PORT/DATABASE
+    /// names a server and a role that may create databases (CREATEDB). The eval creates a
+    /// database of its own beside DATABASE (toolgate_eval_...), restores it before every run
+    /// and drops it at the end; DATABASE itself is never changed. Not read from [store] url.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -574,11 +580,17 @@ pub enum NotesCommand {
         #[arg(long, value_name = "URL")]
         store: Option<String>,
     },
-    /// Restore the database to what it was created with (sample or empty).
+    /// Restore the database to what it was created with (sample or empty). With --store,
+    /// restore the shared store's notebook to the sample (its notes, drafts and the notes
+    /// tools' receipts; nothing else of the database).
     Reset {
         /// The notes database. Default: [notes] db in the config, else the user data folder.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "store")]
         db: Option<PathBuf>,
+        /// A team's shared store, postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: [store]
+        /// url in the config).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
     },
     /// Import a folder of Markdown notes (optional front matter: title, notebook, tags, due,
     /// created, kind, source_url, untrusted).
@@ -586,8 +598,12 @@ pub enum NotesCommand {
         /// The folder to read.
         dir: PathBuf,
         /// The notes database. Default: [notes] db in the config, else the user data folder.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "store")]
         db: Option<PathBuf>,
+        /// A team's shared store, postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: [store]
+        /// url in the config): the notes are imported into its notebook.
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
     },
     /// Revert the last N undoable writes (notes created, tags changed, to-dos made), newest
     /// first.
@@ -596,8 +612,13 @@ pub enum NotesCommand {
         #[arg(default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
         count: u32,
         /// The notes database. Default: [notes] db in the config, else the user data folder.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "store")]
         db: Option<PathBuf>,
+        /// A team's shared store, postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: [store]
+        /// url in the config): the writes reverted are its notebook's, by whichever instance
+        /// made them.
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
     },
 }
 

@@ -1,4 +1,6 @@
-//! `toolgate notes init|reset|import|undo`.
+//! `toolgate notes init|reset|import|undo`, on a notebook file or in a team's shared store
+//! (`--store`, or `[store] url`): the same code runs on both, through the notes store's `Sql`
+//! calls.
 
 use toolgate_notes::{NotesStore, import_dir, undo_last};
 
@@ -18,19 +20,11 @@ pub fn run(config: &Config, command: NotesCommand) -> Result<(), CommandError> {
     match command {
         NotesCommand::Init { db, empty, store } => {
             if let Some(url) = config.shared_store_url(store.as_deref(), db.as_deref()) {
-                // Inside the runtime its connections live on.
-                return runtime()?.block_on(async {
-                    let shared = SharedStore::connect(&url).await?;
-                    let Store::Notes(notes) = shared.store(StoreKind::Notes).await? else {
-                        return Err(CommandError::Usage(
-                            "the shared store gave a catalogue where the notebook was asked for"
-                                .into(),
-                        ));
-                    };
+                return on_shared_notes(&url, |notes| {
                     println!(
                         "{} holds {} notes",
                         notes.path().display(),
-                        count_notes(&notes)
+                        count_notes(notes)
                     );
                     Ok(())
                 });
@@ -52,65 +46,109 @@ pub fn run(config: &Config, command: NotesCommand) -> Result<(), CommandError> {
                 count_notes(&store)
             );
         }
-        NotesCommand::Reset { db } => {
-            let store = NotesStore::open(&config.store_path(StoreKind::Notes, db.as_deref())?)?;
-            store.reset()?;
-            println!(
-                "restored {} to what it was created with ({} notes; drafts, receipts and undo history cleared)",
-                store.path().display(),
-                count_notes(&store)
-            );
+        NotesCommand::Reset { db, store } => {
+            if let Some(url) = config.shared_store_url(store.as_deref(), db.as_deref()) {
+                return on_shared_notes(&url, reset);
+            }
+            reset(&NotesStore::open(
+                &config.store_path(StoreKind::Notes, db.as_deref())?,
+            )?)?;
         }
-        NotesCommand::Import { dir, db } => {
+        NotesCommand::Import { dir, db, store } => {
+            if let Some(url) = config.shared_store_url(store.as_deref(), db.as_deref()) {
+                return on_shared_notes(&url, |notes| import(notes, &dir));
+            }
             let path = config.store_path(StoreKind::Notes, db.as_deref())?;
             let store = if path.exists() {
                 NotesStore::open(&path)?
             } else {
                 NotesStore::init(&path)?
             };
-            let report = import_dir(&store, &dir)?;
-            for file in &report.imported {
-                println!(
-                    "imported  {} -> note {} \"{}\"",
-                    file.file, file.id, file.title
-                );
-            }
-            for file in &report.duplicates {
-                println!("duplicate {} (already there)", file.file);
-            }
-            for file in &report.rejected {
-                eprintln!("rejected  {}: {}", file.file, file.reason);
-            }
-            if !report.ignored.is_empty() {
-                println!(
-                    "ignored {} file(s) that are not Markdown",
-                    report.ignored.len()
-                );
-            }
-            println!(
-                "{} imported, {} duplicate(s), {} rejected into {}",
-                report.imported.len(),
-                report.duplicates.len(),
-                report.rejected.len(),
-                store.path().display()
-            );
-            if !report.rejected.is_empty() {
-                return Err(CommandError::RunFailed(format!(
-                    "{} file(s) were rejected (listed above); fix them and import again",
-                    report.rejected.len()
-                )));
-            }
+            import(&store, &dir)?;
         }
-        NotesCommand::Undo { count, db } => {
-            let store = NotesStore::open(&config.store_path(StoreKind::Notes, db.as_deref())?)?;
-            let undone = undo_last(&store, count as usize)?;
-            if undone.is_empty() {
-                println!("nothing to undo");
+        NotesCommand::Undo { count, db, store } => {
+            if let Some(url) = config.shared_store_url(store.as_deref(), db.as_deref()) {
+                return on_shared_notes(&url, |notes| undo(notes, count));
             }
-            for action in &undone {
-                println!("undid {}: {}", action.tool, action.summary);
-            }
+            undo(
+                &NotesStore::open(&config.store_path(StoreKind::Notes, db.as_deref())?)?,
+                count,
+            )?;
         }
+    }
+    Ok(())
+}
+
+/// Runs `work` on the notebook in the shared store at `url` (filled with the sample when
+/// empty), inside the runtime its connections live on.
+fn on_shared_notes(
+    url: &str,
+    work: impl FnOnce(&NotesStore) -> Result<(), CommandError>,
+) -> Result<(), CommandError> {
+    runtime()?.block_on(async {
+        let shared = SharedStore::connect(url).await?;
+        match shared.store(StoreKind::Notes).await? {
+            Store::Notes(notes) => work(&notes),
+            Store::Books(_) => Err(CommandError::Usage(
+                "the shared store gave a catalogue where the notebook was asked for".into(),
+            )),
+        }
+    })
+}
+
+fn reset(store: &NotesStore) -> Result<(), CommandError> {
+    store.reset()?;
+    println!(
+        "restored {} to what it was created with ({} notes; drafts, receipts and undo history cleared)",
+        store.path().display(),
+        count_notes(store)
+    );
+    Ok(())
+}
+
+fn import(store: &NotesStore, dir: &std::path::Path) -> Result<(), CommandError> {
+    let report = import_dir(store, dir)?;
+    for file in &report.imported {
+        println!(
+            "imported  {} -> note {} \"{}\"",
+            file.file, file.id, file.title
+        );
+    }
+    for file in &report.duplicates {
+        println!("duplicate {} (already there)", file.file);
+    }
+    for file in &report.rejected {
+        eprintln!("rejected  {}: {}", file.file, file.reason);
+    }
+    if !report.ignored.is_empty() {
+        println!(
+            "ignored {} file(s) that are not Markdown",
+            report.ignored.len()
+        );
+    }
+    println!(
+        "{} imported, {} duplicate(s), {} rejected into {}",
+        report.imported.len(),
+        report.duplicates.len(),
+        report.rejected.len(),
+        store.path().display()
+    );
+    if !report.rejected.is_empty() {
+        return Err(CommandError::RunFailed(format!(
+            "{} file(s) were rejected (listed above); fix them and import again",
+            report.rejected.len()
+        )));
+    }
+    Ok(())
+}
+
+fn undo(store: &NotesStore, count: u32) -> Result<(), CommandError> {
+    let undone = undo_last(store, count as usize)?;
+    if undone.is_empty() {
+        println!("nothing to undo");
+    }
+    for action in &undone {
+        println!("undid {}: {}", action.tool, action.summary);
     }
     Ok(())
 }
