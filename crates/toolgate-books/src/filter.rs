@@ -84,6 +84,74 @@ impl WhereSql {
     }
 }
 
+/// What [`WhereSql::search`] found: how many books match, the page, and the first match in each
+/// of the orders asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Searched {
+    pub total: i64,
+    pub page: Vec<BookRow>,
+    /// One per order asked for; `None` when nothing matches.
+    pub firsts: Vec<Option<BookRow>>,
+}
+
+impl WhereSql {
+    /// The count of the matches, a page of them (`limit` after `offset` in `order`) and the first
+    /// match in each of `firsts`, in one statement: one round trip on a database across a
+    /// network, where the count, the page and each first were a statement each.
+    pub fn search(
+        self,
+        conn: &dyn Sql,
+        order: SortOrder,
+        limit: u32,
+        offset: u32,
+        firsts: &[SortOrder],
+    ) -> Result<Searched, ToolError> {
+        let dialect = conn.dialect();
+        // The page is part `firsts.len()`; each first is its own part, numbered in order.
+        let mut parts: Vec<String> = firsts
+            .iter()
+            .enumerate()
+            .map(|(i, first)| {
+                format!(
+                    "SELECT * FROM (SELECT *, {i} AS which FROM matches ORDER BY {} LIMIT 1) AS first_{i}",
+                    first.order_by(dialect)
+                )
+            })
+            .collect();
+        parts.push(format!(
+            "SELECT * FROM (SELECT *, {} AS which FROM matches ORDER BY {} LIMIT ? OFFSET ?) AS page",
+            firsts.len(),
+            order.order_by(dialect)
+        ));
+        let sql = format!(
+            "WITH matches AS (SELECT {} FROM books{}) \
+             SELECT *, (SELECT count(*) FROM matches) AS total FROM ({}) AS parts",
+            rows::COLUMNS,
+            self.sql,
+            parts.join(" UNION ALL ")
+        );
+        let mut params = self.params;
+        params.push(SqlValue::Integer(i64::from(limit)));
+        params.push(SqlValue::Integer(i64::from(offset)));
+        let mut searched = Searched {
+            total: 0,
+            page: Vec::new(),
+            firsts: vec![None; firsts.len()],
+        };
+        for row in conn.query(&sql, &params)? {
+            let columns = row.0.len();
+            let (which, total) = (row.i64(columns - 2)?, row.i64(columns - 1)?);
+            searched.total = total;
+            let book = rows::from_row(&row)?;
+            match usize::try_from(which) {
+                Ok(i) if i < firsts.len() => searched.firsts[i] = Some(book),
+                _ => searched.page.push(book),
+            }
+        }
+        Ok(searched)
+    }
+}
+
 impl<'a> BookFilter<'a> {
     /// True when nothing narrows the match: every book matches.
     pub fn is_empty(&self) -> bool {

@@ -23,7 +23,8 @@ pub struct BookRow {
 pub const COLUMNS: &str = "book_id, title, authors, original_publication_year, average_rating, \
                            ratings_count, language_code, my_tags, my_status";
 
-fn from_row(row: &SqlRow) -> Result<BookRow, SqlError> {
+/// A book from the first columns of `row` ([`COLUMNS`], in order; later columns are ignored).
+pub(crate) fn from_row(row: &SqlRow) -> Result<BookRow, SqlError> {
     Ok(BookRow {
         book_id: row.i64(0)?,
         title: row.text(1)?,

@@ -692,24 +692,22 @@ fn listed(book: &BookRow) -> Value {
     row
 }
 
-fn first_in(
-    conn: &dyn Sql,
-    filters: &Filters,
-    order: SortOrder,
-) -> Result<Option<BookRow>, ToolError> {
-    let clause = filters.book_filter().to_sql(conn)?;
-    Ok(clause.books(conn, order, 1, 0)?.pop())
-}
-
 fn run_search(conn: &dyn Sql, args: &SearchArgs) -> Result<Value, ToolError> {
     let (filters, ignored) = normalize(&args.filters());
     filters.check_ranges()?;
     let clause = filters.book_filter().to_sql(conn)?;
-    let total = clause.count(conn)?;
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
     let offset = args.offset.unwrap_or(0);
     let sort = args.sort.unwrap_or_default();
-    let page = clause.books(conn, sort.order(), limit, offset)?;
+    let extremes = [
+        ("highest_rated", SortOrder::RatingDesc, "rating"),
+        ("lowest_rated", SortOrder::RatingAsc, "rating"),
+        ("earliest", SortOrder::YearAsc, "year"),
+        ("latest", SortOrder::YearDesc, "year"),
+    ];
+    let orders: Vec<SortOrder> = extremes.iter().map(|(_, order, _)| *order).collect();
+    let searched = clause.search(conn, sort.order(), limit, offset, &orders)?;
+    let (total, page) = (searched.total, searched.page);
     let described = filters.describe();
     let mut found = found_sentence(total, &described);
     let shown_to = i64::from(offset) + page.len() as i64;
@@ -724,18 +722,13 @@ fn run_search(conn: &dyn Sql, args: &SearchArgs) -> Result<Value, ToolError> {
     let books: Vec<Value> = page.iter().map(listed).collect();
     let mut result = json!({"found": found, "total_matches": total, "books": books});
     if total >= 2 {
-        let mut extremes = Map::new();
-        for (name, order, what) in [
-            ("highest_rated", SortOrder::RatingDesc, "rating"),
-            ("lowest_rated", SortOrder::RatingAsc, "rating"),
-            ("earliest", SortOrder::YearAsc, "year"),
-            ("latest", SortOrder::YearDesc, "year"),
-        ] {
-            if let Some(book) = first_in(conn, &filters, order)? {
-                extremes.insert(name.into(), json!(title_with(&book, what)));
+        let mut of_all = Map::new();
+        for ((name, _, what), first) in extremes.iter().zip(&searched.firsts) {
+            if let Some(book) = first {
+                of_all.insert((*name).into(), json!(title_with(book, what)));
             }
         }
-        result["of_all_matches"] = Value::Object(extremes);
+        result["of_all_matches"] = Value::Object(of_all);
     }
     if !ignored.is_empty() {
         result["ignored"] = json!(ignored);

@@ -209,6 +209,44 @@ async fn a_search_answers_counts_and_superlatives_in_its_first_words() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_past_the_last_match_still_counts_and_ranks_every_match() {
+    // The count, the page and the four superlatives come from one statement: a page with no
+    // rows must not lose the count, and one match has no superlatives.
+    on_both_stores(|| async {
+        let f = fixture(Toolset::V4);
+        let king = f.sql_i64("SELECT count(*) FROM books WHERE authors LIKE '%Stephen King%'");
+        let past = done(
+            &f.call(
+                "books_search",
+                json!({"author": "Stephen King", "offset": 500}),
+            )
+            .await,
+            "past the end",
+        );
+        assert_eq!(past["total_matches"], json!(king), "{past}");
+        assert_eq!(past["books"], json!([]), "{past}");
+        assert!(
+            past["of_all_matches"]["highest_rated"].is_string(),
+            "{past}"
+        );
+        let first = done(
+            &f.call("books_search", json!({"author": "Stephen King"}))
+                .await,
+            "first page",
+        );
+        assert_eq!(first["of_all_matches"], past["of_all_matches"]);
+        let none = done(
+            &f.call("books_search", json!({"author": "Nobody Atall"}))
+                .await,
+            "no match",
+        );
+        assert_eq!(none["total_matches"], json!(0), "{none}");
+        assert!(none.get("of_all_matches").is_none(), "{none}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filter_that_hides_every_book_is_named_with_the_call_to_send_instead() {
     on_both_stores(|| async {
         let f = fixture(Toolset::V4);
