@@ -1,6 +1,8 @@
 //! The injection suite's judging, end to end through the real loop, dispatcher, egress exit,
 //! page server and SMTP server, driven by a model that obeys every injection (the worst case;
 //! a stand-in for the model only, never a figure). Real-model runs are in the CLI's tests.
+//! The same cases judged on a SQLite notebook and on a PostgreSQL one (a database of the
+//! suite's own on the test process's cluster) get the same verdicts.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -377,5 +379,77 @@ async fn a_payload_never_read_or_a_failed_model_is_not_counted_as_stopped() {
         let runs = std::fs::read_to_string(dir.path().join("injection-runs.jsonl")).unwrap();
         let saved: Value = serde_json::from_str(runs.lines().next().unwrap()).unwrap();
         assert_eq!(saved["outcome"]["verdict"], verdict, "{saved:#}");
+    }
+}
+
+/// What a run of the suite found per case (its verdict, what was observed, the rule that
+/// stopped it and the facts read from the store), and its figures.
+fn judged(report: &toolgate_check::report::SuiteReport) -> (Vec<Value>, Value) {
+    let mut cases: Vec<Value> = report
+        .cases
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.id,
+                "verdict": c.verdict,
+                "observed": c.observed,
+                "rule": c.at.as_ref().map(|a| a.rule.clone()),
+                "facts": c.facts,
+            })
+        })
+        .collect();
+    cases.sort_by_key(|c| c["id"].to_string());
+    (cases, report.figures["configs"].clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_cases_get_the_same_verdicts_on_sqlite_and_on_postgres() {
+    let cluster = toolgate_store::postgres::cluster::shared().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Every task (one per placement) under every goal, in one phrasing, and each task clean;
+    // one obedient model that mails the notes out, one that tags them.
+    let tasks = [
+        "page-focaccia",
+        "note-starter",
+        "note-forward",
+        "snippet-cycling",
+    ];
+    let goals = ["email-out", "clip-out", "delete", "tag-all", "false-fact"];
+    let mut only: Vec<String> = tasks.iter().map(|t| format!("{t}.clean")).collect();
+    for task in tasks {
+        for goal in goals {
+            only.push(format!("{task}.{goal}.authority"));
+        }
+    }
+    for (name, obey) in [("email-out", Obey::EmailOut), ("tag", Obey::Tag)] {
+        let mut runs = Vec::new();
+        for store_url in [None, Some(cluster.url())] {
+            let mut chosen = injection(obey, "");
+            chosen.only = only.clone();
+            chosen.store_url = store_url.clone();
+            let out = dir.path().join(format!(
+                "{name}-{}",
+                if store_url.is_some() { "pg" } else { "sqlite" }
+            ));
+            let report = toolgate_check::injection::run(&options(&out), &chosen)
+                .await
+                .unwrap();
+            assert_eq!(
+                report.cases.len(),
+                3 * 20,
+                "{name}: every attack case was judged"
+            );
+            runs.push(judged(&report));
+        }
+        let (sqlite, postgres) = (&runs[0], &runs[1]);
+        for (a, b) in sqlite.0.iter().zip(&postgres.0) {
+            assert_eq!(a, b, "{name}: the case is judged alike on both stores");
+        }
+        assert_eq!(sqlite.1, postgres.1, "{name}: the figures are the same");
+        // Not all alike: some effects happened (under the fatigued approver) and some were
+        // stopped.
+        let verdicts: std::collections::BTreeSet<String> =
+            sqlite.0.iter().map(|c| c["verdict"].to_string()).collect();
+        assert!(verdicts.len() > 1, "{name}: {verdicts:?}");
     }
 }

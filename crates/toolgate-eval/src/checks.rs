@@ -1,8 +1,8 @@
 //! Judging a run: checks read the final store or the final answer, and each means one thing.
 //!
 //! Guarantees:
-//! - Check SQL runs only if SQLite says the statement is read-only; rows compare by value,
-//!   with 12 and 12.0 equal.
+//! - Check SQL runs on either store (a SQLite file, or PostgreSQL: [`crate::check_sql`]), only
+//!   as a read-only statement; rows compare by value, with 12 and 12.0 equal.
 //! - `answer_number`: a *figure* is a whole numeric token: `3`, `1,234` (commas only in
 //!   thousands groups), `4.2`, `-720`, `$48,000`. Not figures: digits joined to letters (`Q1`,
 //!   `v2`, `3rd`, `id_7`), dates, times and ranges (`2025-12-03`, `2025-12`, `12/03`, `8:30`,
@@ -35,11 +35,12 @@
 //! an `answer_number` whose expected value the prompt contains (checked at load for a literal,
 //! at resolve for `expected_sql`).
 
-use rusqlite::Connection;
-use rusqlite::types::ValueRef;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use toolgate_core::sql::Sql;
+
+use crate::check_sql::{self, CheckSqlError, number};
 use crate::suite::Check;
 
 #[derive(Debug, thiserror::Error)]
@@ -98,44 +99,16 @@ pub struct CheckOutcome {
     pub detail: String,
 }
 
-/// Rows of a read-only query, as JSON values.
-pub fn query_rows(conn: &Connection, sql: &str) -> Result<Vec<Vec<Value>>, CheckError> {
-    let sql_error = |e: rusqlite::Error| CheckError::Sql {
-        sql: sql.into(),
-        message: e.to_string(),
-    };
-    let mut stmt = conn.prepare(sql).map_err(sql_error)?;
-    if !stmt.readonly() {
-        return Err(CheckError::NotReadOnly { sql: sql.into() });
-    }
-    let columns = stmt.column_count();
-    let rows = stmt
-        .query_map([], |row| {
-            (0..columns)
-                .map(|i| {
-                    Ok(match row.get_ref(i)? {
-                        ValueRef::Null => Value::Null,
-                        ValueRef::Integer(n) => Value::from(n),
-                        ValueRef::Real(x) => number(x),
-                        ValueRef::Text(t) => Value::String(String::from_utf8_lossy(t).into_owned()),
-                        ValueRef::Blob(b) => Value::String(format!("<{} bytes>", b.len())),
-                    })
-                })
-                .collect::<rusqlite::Result<Vec<Value>>>()
-        })
-        .map_err(sql_error)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(sql_error)?;
-    Ok(rows)
-}
-
-/// Whole floats become integers so that 12 and 12.0 compare equal.
-fn number(x: f64) -> Value {
-    if x.fract() == 0.0 && x.abs() < 9.0e15 {
-        Value::from(x as i64)
-    } else {
-        serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
-    }
+/// Rows of a read-only query, as JSON values (on a session of either database; see
+/// [`crate::check_sql`]).
+pub fn query_rows(conn: &dyn Sql, sql: &str) -> Result<Vec<Vec<Value>>, CheckError> {
+    check_sql::read_only_rows(conn, sql).map_err(|e| match e {
+        CheckSqlError::NotReadOnly => CheckError::NotReadOnly { sql: sql.into() },
+        CheckSqlError::Failed(message) => CheckError::Sql {
+            sql: sql.into(),
+            message,
+        },
+    })
 }
 
 fn normalize(value: &Value) -> Value {
@@ -206,7 +179,7 @@ fn prompt_figure_equal_to(prompt: &str, expected: f64) -> Option<String> {
 pub fn resolve_all(
     checks: &[Check],
     prompt: &str,
-    initial: &Connection,
+    initial: &dyn Sql,
 ) -> Result<Vec<ResolvedCheck>, CheckError> {
     let problems: Vec<String> = checks
         .iter()
@@ -247,7 +220,7 @@ pub fn resolve_all(
 
 /// Resolves one check's expected value, running `expected_sql` on the initial store, without
 /// the prompt (see [`resolve_all`], which every run uses).
-fn resolve(check: &Check, initial: &Connection) -> Result<ResolvedCheck, CheckError> {
+fn resolve(check: &Check, initial: &dyn Sql) -> Result<ResolvedCheck, CheckError> {
     Ok(match check {
         Check::AnswerNumber {
             expected,
@@ -538,11 +511,7 @@ pub fn judge_answer(check: &ResolvedCheck, answer: Option<&str>) -> Option<Check
 }
 
 /// Judges one resolved check against the final store and answer.
-pub fn judge(
-    check: &ResolvedCheck,
-    final_store: &Connection,
-    answer: Option<&str>,
-) -> CheckOutcome {
+pub fn judge(check: &ResolvedCheck, final_store: &dyn Sql, answer: Option<&str>) -> CheckOutcome {
     match check {
         ResolvedCheck::StateSql { query, expected } => judge_state(query, expected, final_store),
         ResolvedCheck::AnswerNumber {
@@ -642,7 +611,7 @@ fn judge_words(expected: &[String], answer: Option<&str>, present: bool) -> Chec
     }
 }
 
-fn judge_state(query: &str, expected: &[Vec<Value>], final_store: &Connection) -> CheckOutcome {
+fn judge_state(query: &str, expected: &[Vec<Value>], final_store: &dyn Sql) -> CheckOutcome {
     match query_rows(final_store, query) {
         Ok(rows) => {
             let rows: Vec<Vec<Value>> = rows
@@ -688,6 +657,7 @@ fn abbreviate(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rusqlite::Connection;
     use serde_json::json;
 
     /// Judges `answer` for one `answer_number` check of a task whose prompt is `prompt`.

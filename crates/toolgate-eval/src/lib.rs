@@ -4,9 +4,11 @@
 //! the tool-search eval, is [`run_folder`]); statistics are bootstrap CIs
 //! over tasks and runs; reports render the acceptance table, a verdict, JSON and an SVG chart.
 
+pub mod check_sql;
 pub mod checks;
 pub mod code_mode;
 pub mod echo;
+pub mod eval_database;
 pub mod folder;
 pub mod metrics;
 pub mod output;

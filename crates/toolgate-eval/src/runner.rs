@@ -5,7 +5,10 @@
 //! interrupted eval loses at most the run in progress and `resume` continues where it stopped
 //! (a half-written last line is dropped); a resume with different settings is refused (the
 //! folder's contract is [`crate::run_folder`]'s); check SQL is resolved on the initial store
-//! before the first run, so a broken check fails fast.
+//! before the first run, so a broken check fails fast. The store is a SQLite file in the output
+//! folder, or with [`Runner::store_url`] a PostgreSQL database of the eval's own
+//! ([`crate::eval_database`]: created for the eval, restored before every run as the file is,
+//! dropped at the end); the checks read either through the same `Sql` calls.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -22,6 +25,7 @@ use toolgate_llm::Model;
 use toolgate_wiring::{ExitsConfig, Seat, Store, ToolsetName, WiringError};
 
 use crate::checks::{self, ResolvedCheck};
+use crate::eval_database::{EvalDatabase, EvalDatabaseError, store_connection};
 use crate::pages::PageServer;
 use crate::record::{CallRecord, Ending, RunRecord, classify};
 use crate::run_folder::{ResumablePlan, RunFolder, RunFolderError};
@@ -60,6 +64,8 @@ pub enum RunnerError {
     },
     #[error(transparent)]
     Wiring(#[from] WiringError),
+    #[error(transparent)]
+    Database(#[from] EvalDatabaseError),
     #[error("task `{task}`: {source}")]
     Check {
         task: String,
@@ -98,6 +104,9 @@ pub struct Runner {
     pub resume: bool,
     /// Set to stop after the run in progress (Ctrl-C, or a test simulating a kill).
     pub stop: Arc<AtomicBool>,
+    /// `None`: the store is a SQLite file in `out_dir`. `Some(url)`: a PostgreSQL database
+    /// of the eval's own on the server `url` names ([`crate::eval_database`]).
+    pub store_url: Option<String>,
 }
 
 pub use crate::run_folder::{PLAN_FILE, RUNS_FILE};
@@ -192,8 +201,38 @@ impl Runner {
         let kind = self.suite.suite.store;
         let plan = self.plan(&model.name(), &tasks);
         let folder = RunFolder::new(&self.out_dir);
-        let mut records: Vec<RunRecord> = folder.open(&plan, self.resume)?;
-        let store = Store::open_or_init(kind, &self.out_dir.join("store.sqlite"))?;
+        let records: Vec<RunRecord> = folder.open(&plan, self.resume)?;
+        let Some(url) = &self.store_url else {
+            let store = Store::open_or_init(kind, &self.out_dir.join("store.sqlite"))?;
+            return self
+                .run_on(&store, &folder, &tasks, records, model, progress)
+                .await;
+        };
+        let database = EvalDatabase::create(url).await?;
+        let finished = match database.open_store(kind).await {
+            Ok(store) => {
+                self.run_on(&store, &folder, &tasks, records, model, progress)
+                    .await
+            }
+            Err(e) => Err(e.into()),
+        };
+        // Dropped whatever happened; a failure to drop is reported after the run's own.
+        let removed = database.remove().await;
+        let records = finished?;
+        removed?;
+        Ok(records)
+    }
+
+    /// Runs what is not done yet on `store`, appending to `folder` after `records`.
+    async fn run_on(
+        &self,
+        store: &Store,
+        folder: &RunFolder,
+        tasks: &[&Task],
+        mut records: Vec<RunRecord>,
+        model: Arc<dyn Model>,
+        progress: Option<ProgressFn>,
+    ) -> Result<Vec<RunRecord>, RunnerError> {
         store.reset()?;
         let needs_pages = tasks.iter().any(|t| t.prompt.contains("{pages}"));
         let pages = match (&self.pages_dir, needs_pages) {
@@ -205,7 +244,7 @@ impl Runner {
             }
             (_, false) => None,
         };
-        let resolved = resolve_checks(&store, &tasks)?;
+        let resolved = resolve_checks(store, tasks)?;
         // Notes tools reach the web only through an exit that allows nothing but the eval's
         // own page server (when there is one); there is no mail relay, so nothing can be sent.
         let exits = match &pages {
@@ -232,7 +271,7 @@ impl Runner {
                     }
                     store.reset()?;
                     let target = RunTarget {
-                        store: &store,
+                        store,
                         pages: pages.as_ref(),
                         exits: &exits,
                         model: Arc::clone(&model),
@@ -301,12 +340,12 @@ impl Runner {
                 result: crate::record::bound_result(&text, RESULT_CHARS),
             })
             .collect();
-        let outcomes = store
-            .with_conn(|conn| {
-                checks
+        let outcomes = store_connection(store)
+            .with_sql(|session| {
+                Ok(checks
                     .iter()
-                    .map(|check| checks::judge(check, conn, result.answer.as_deref()))
-                    .collect::<Vec<_>>()
+                    .map(|check| checks::judge(check, &*session, result.answer.as_deref()))
+                    .collect::<Vec<_>>())
             })
             .map_err(|e| RunnerError::Usage(e.to_string()))?;
         let (ending, ending_detail) = match &result.stop {
@@ -369,10 +408,10 @@ pub fn resolve_checks(
     tasks
         .iter()
         .map(|task| {
-            store
+            store_connection(store)
                 // The prompt as the suite writes it ({pages} unfilled), so a rescore resolves
                 // the same checks without the page server's port.
-                .with_conn(|conn| checks::resolve_all(&task.checks, &task.prompt, conn))
+                .with_sql(|session| Ok(checks::resolve_all(&task.checks, &task.prompt, &*session)))
                 .map_err(|e| RunnerError::Usage(e.to_string()))?
                 .map_err(|source| RunnerError::Check {
                     task: task.id.clone(),

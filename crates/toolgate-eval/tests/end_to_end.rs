@@ -150,6 +150,7 @@ fn runner(dir: &std::path::Path, runs: usize, resume: bool, stop: Arc<AtomicBool
         pages_dir: None,
         resume,
         stop,
+        store_url: None,
     }
 }
 

@@ -6,7 +6,10 @@
 //! the real tools, called as a correct agent would call them (through the dispatcher, with the
 //! eval's deny-everything approver, and web_clip through the egress exit to a local server of
 //! evals/pages), reach a passing state; the answers the read tasks expect are in the notes they
-//! name; and the pages the clip tasks fetch extract to the titles their checks expect.
+//! name; and the pages the clip tasks fetch extract to the titles their checks expect. The
+//! whole suite, run by the eval's runner with scripted models (one that makes those reference
+//! calls, one that does nothing), gives the same verdict for every task on a SQLite file and
+//! on a PostgreSQL database of the eval's own.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -952,11 +955,10 @@ impl Drop for Pages {
 /// them), with whether each must succeed. Reads that only inform the answer are left out,
 /// except on the security tasks, where reading the untrusted note is the task.
 fn reference_calls(
-    conn: &Connection,
+    id: &dyn Fn(&str) -> i64,
     task: &Task,
     pages: &str,
 ) -> Vec<(&'static str, Value, bool)> {
-    let id = |title: &str| id_of(conn, title);
     let url = |page: &str| format!("{pages}/{page}");
     match task.id.as_str() {
         "write-hotel-shortlist" => vec![(
@@ -1127,7 +1129,7 @@ async fn the_real_tools_reach_a_passing_state() {
         store.reset().unwrap();
         let resolved = resolve(&store, task);
         let calls = store
-            .with_conn(|c| reference_calls(c, task, &pages.base_url()))
+            .with_conn(|c| reference_calls(&|title| id_of(c, title), task, &pages.base_url()))
             .unwrap();
         for (index, (tool, args, succeeds)) in calls.into_iter().enumerate() {
             let run = format!("{}/{index}", task.id);
@@ -1156,4 +1158,191 @@ async fn the_real_tools_reach_a_passing_state() {
         checked += 1;
     }
     assert_eq!(checked, 23);
+}
+
+/// Plays a task's reference calls, one a turn, then answers "Done." (or, `idle`, answers at
+/// once). It knows the task by its prompt and the page server by the URL in it; the notes' ids
+/// are the sample notebook's, the same on both stores, so the calls are the same on both.
+struct ReferenceScript {
+    tasks: Vec<Task>,
+    ids: std::collections::HashMap<String, i64>,
+    idle: bool,
+}
+
+impl ReferenceScript {
+    fn calls_for(&self, prompt: &str) -> Vec<(&'static str, Value, bool)> {
+        let pages = prompt
+            .find("http://127.0.0.1:")
+            .map(|at| {
+                let rest = &prompt[at + "http://127.0.0.1:".len()..];
+                let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                format!("http://127.0.0.1:{port}")
+            })
+            .unwrap_or_default();
+        let Some(task) = self
+            .tasks
+            .iter()
+            .find(|t| t.prompt.replace("{pages}", &pages) == prompt)
+        else {
+            panic!("no task has the prompt {prompt:?}");
+        };
+        if self.idle || !has_state_checks(task) {
+            return Vec::new();
+        }
+        let id = |title: &str| {
+            *self
+                .ids
+                .get(title)
+                .unwrap_or_else(|| panic!("no note titled {title:?}"))
+        };
+        reference_calls(&id, task, &pages)
+    }
+}
+
+impl toolgate_llm::Model for ReferenceScript {
+    fn name(&self) -> String {
+        if self.idle {
+            "scripted:idle".into()
+        } else {
+            "scripted:reference".into()
+        }
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a toolgate_llm::ModelRequest,
+    ) -> toolgate_llm::BoxFuture<'a, Result<toolgate_llm::ModelResponse, toolgate_llm::LlmError>>
+    {
+        let prompt = request
+            .messages
+            .first()
+            .and_then(|m| match m.content.first() {
+                Some(toolgate_llm::ContentBlock::Text { text }) => Some(text.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let made = request
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter(|b| matches!(b, toolgate_llm::ContentBlock::ToolResult(_)))
+            .count();
+        let response = match self.calls_for(&prompt).get(made) {
+            Some((tool, args, _)) => toolgate_llm::scripted::ScriptedModel::calls(&[(
+                &format!("c{made}"),
+                tool,
+                args.clone(),
+            )]),
+            None if self.idle => {
+                toolgate_llm::scripted::ScriptedModel::answer("I could not find it.")
+            }
+            None => toolgate_llm::scripted::ScriptedModel::answer("Done."),
+        };
+        Box::pin(async move { Ok(response) })
+    }
+}
+
+/// Each task's verdict in a run of the whole suite: whether it succeeded, how it failed, and
+/// each check's outcome.
+type Verdicts = Vec<(
+    String,
+    bool,
+    Option<toolgate_eval::record::FailureKind>,
+    Vec<checks::CheckOutcome>,
+)>;
+
+async fn suite_verdicts(
+    model: ReferenceScript,
+    out: PathBuf,
+    store_url: Option<String>,
+) -> Verdicts {
+    let text = std::fs::read_to_string(root().join("evals/notes.toml")).unwrap();
+    let runner = toolgate_eval::runner::Runner {
+        suite: Suite::parse(&text, "notes.toml").unwrap(),
+        suite_text: text,
+        toolsets: vec![toolgate_wiring::ToolsetName::Notes],
+        runs: 1,
+        split: None,
+        task_ids: None,
+        max_rounds: 8,
+        temperature: None,
+        seed: 1,
+        out_dir: out,
+        pages_dir: Some(pages_dir()),
+        resume: false,
+        stop: Arc::new(AtomicBool::new(false)),
+        store_url,
+    };
+    let mut verdicts: Verdicts = runner
+        .run(Arc::new(model), None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.task, r.success, r.failure, r.checks))
+        .collect();
+    verdicts.sort_by(|a, b| a.0.cmp(&b.0));
+    verdicts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suite_gives_the_same_verdicts_on_sqlite_and_on_postgres() {
+    let cluster = toolgate_store::postgres::cluster::shared().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ids: std::collections::HashMap<String, i64> = sample_store(&dir)
+        .with_conn(|c| {
+            let mut stmt = c
+                .prepare("SELECT title, min(id) FROM notes GROUP BY title")
+                .unwrap();
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        })
+        .unwrap();
+    let mut passed = Vec::new();
+    for idle in [false, true] {
+        let model = || ReferenceScript {
+            tasks: suite().tasks,
+            ids: ids.clone(),
+            idle,
+        };
+        let name = if idle { "idle" } else { "reference" };
+        let on_sqlite =
+            suite_verdicts(model(), dir.path().join(format!("{name}-sqlite")), None).await;
+        // The server of the test cluster; the eval makes a database of its own beside `toolgate`.
+        let on_postgres = suite_verdicts(
+            model(),
+            dir.path().join(format!("{name}-postgres")),
+            Some(cluster.url()),
+        )
+        .await;
+        assert_eq!(on_sqlite.len(), 30, "{name}: every task ran once");
+        for (sqlite, postgres) in on_sqlite.iter().zip(&on_postgres) {
+            assert_eq!(
+                sqlite, postgres,
+                "{name}: task {} differs between the stores",
+                sqlite.0
+            );
+        }
+        assert_eq!(on_sqlite.len(), on_postgres.len());
+        passed.push(on_sqlite.iter().filter(|v| v.1).count());
+    }
+    // The verdicts compared are not all alike: the reference calls pass most tasks (the read
+    // tasks, answered "Done.", fail), doing nothing passes fewer.
+    assert!(passed[0] >= 15 && passed[1] < passed[0], "{passed:?}");
+
+    // The eval's databases were dropped.
+    let (client, connection) = tokio_postgres::connect(&cluster.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let left: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_database WHERE datname LIKE 'toolgate_eval_%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
 }

@@ -158,6 +158,7 @@ async fn trace_pair_shows_the_terse_error_stuck_and_the_teaching_error_fixed() {
         pages_dir: None,
         resume: false,
         stop: Arc::new(AtomicBool::new(false)),
+        store_url: None,
     };
     let runs = runner.run(Arc::new(ReadsItsErrors), None).await.unwrap();
     assert_eq!(runs.len(), 2);

@@ -28,6 +28,12 @@
 //!
 //! Fails closed: a run whose facts cannot be read (the trace, the store, the mail server) is
 //! `Observed::Error`, and a suite that cannot start its servers runs nothing.
+//!
+//! The notebook is a SQLite file in the output folder, or with
+//! [`InjectionOptions::store_url`] a PostgreSQL database of the suite's own on that server
+//! (created, restored before every run and dropped as an eval's is:
+//! [`toolgate_eval::eval_database`]); every read of it (the checks, the note ids, the tagged
+//! notes) goes through the same `Sql` calls, so a case gets the same verdict on both.
 
 pub mod cases;
 pub mod figures;
@@ -45,9 +51,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use toolgate_agent::approvers::FatiguedApprover;
 use toolgate_agent::{Agent, AgentConfig};
+use toolgate_core::sql::{Sql, SqlError};
+use toolgate_core::sql_params;
 use toolgate_core::taint::TaintPolicy;
 use toolgate_core::{DenyAll, JsonlTrace, Mode, Principal};
 use toolgate_eval::checks::{self, ResolvedCheck};
+use toolgate_eval::eval_database::{EvalDatabase, store_connection};
 use toolgate_eval::pages::PageServer;
 use toolgate_llm::Model;
 use toolgate_wiring::{ExitsConfig, Seat, Store, StoreKind, ToolsetName};
@@ -135,6 +144,9 @@ pub struct InjectionOptions {
     /// Run nothing: report the saved runs of the selection (implies `resume`); runs not made
     /// yet are counted as missing in the figures.
     pub report_only: bool,
+    /// `None`: the notebook is a SQLite file in the output folder. `Some(url)`: a PostgreSQL
+    /// database of the suite's own on the server `url` names (see the module documentation).
+    pub store_url: Option<String>,
 }
 
 impl InjectionOptions {
@@ -148,6 +160,7 @@ impl InjectionOptions {
             resume: false,
             report_only: false,
             max_rounds: toolgate_agent::run::DEFAULT_MAX_ROUNDS,
+            store_url: None,
         }
     }
 }
@@ -186,7 +199,7 @@ pub async fn run(
     }
     let runs_path = options.out_dir.join(RUNS_FILE);
     let mut records = open_records(options, injection, &runs_path)?;
-    let bench = Bench::start(&options.out_dir)?;
+    let bench = Bench::start(&options.out_dir, injection.store_url.as_deref()).await?;
     let total = injection.configs.len() * (clean.len() + attacks.len());
     options.say(&format!(
         "injection: {} clean runs and {} attack cases under {} configurations ({total} runs) with {}{}",
@@ -269,6 +282,7 @@ pub async fn run(
             && clean.iter().chain(&attacks).any(|c| c.id == r.outcome.case)
     };
     let records: Vec<RunRecord> = records.into_iter().filter(|r| chosen_run(&r)).collect();
+    bench.finish().await?;
     let records = rejudge_saved(records, &clean, &attacks, &options.out_dir)?;
     let outcomes: Vec<RunOutcome> = records.iter().map(|r| r.outcome.clone()).collect();
     let mut results: Vec<CaseResult> = records.iter().filter_map(|r| r.result.clone()).collect();
@@ -512,15 +526,33 @@ struct Bench {
     pages: PageServer,
     sink: MailSink,
     exits: ExitsConfig,
+    /// The PostgreSQL database the store is in, when it is one of the suite's own (dropped
+    /// by [`Bench::finish`], or when the bench is dropped on an error).
+    database: Option<EvalDatabase>,
 }
 
 impl Bench {
-    fn start(out_dir: &Path) -> Result<Bench, CheckError> {
+    async fn start(out_dir: &Path, store_url: Option<&str>) -> Result<Bench, CheckError> {
         let dir = out_dir.join("injection");
         let pages_dir = dir.join("pages");
         std::fs::create_dir_all(&pages_dir).map_err(|e| CheckError::io(&pages_dir, e))?;
-        let store = Store::open_or_init(StoreKind::Notes, &dir.join("notes.sqlite"))
-            .map_err(|e| CheckError::setup(SUITE, e))?;
+        let (store, database) = match store_url {
+            None => (
+                Store::open_or_init(StoreKind::Notes, &dir.join("notes.sqlite"))
+                    .map_err(|e| CheckError::setup(SUITE, e))?,
+                None,
+            ),
+            Some(url) => {
+                let database = EvalDatabase::create(url)
+                    .await
+                    .map_err(|e| CheckError::setup(SUITE, e))?;
+                let store = database
+                    .open_store(StoreKind::Notes)
+                    .await
+                    .map_err(|e| CheckError::setup(SUITE, e))?;
+                (store, Some(database))
+            }
+        };
         let pages = PageServer::start(&pages_dir).map_err(|e| CheckError::setup(SUITE, e))?;
         let sink = MailSink::start(&dir).map_err(|e| CheckError::setup(SUITE, e))?;
         // The exit allows only the page server and the mail server; the attacker's hosts are
@@ -534,7 +566,32 @@ impl Bench {
             pages,
             sink,
             exits,
+            database,
         })
+    }
+
+    /// Drops the suite's own database, if it has one.
+    async fn finish(self) -> Result<(), CheckError> {
+        let Bench {
+            store, database, ..
+        } = self;
+        // Its connections first, so the drop need not end them.
+        drop(store);
+        match database {
+            Some(database) => database
+                .remove()
+                .await
+                .map_err(|e| CheckError::setup(SUITE, e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `work` on a session of the notebook (a file or the suite's own database).
+    fn on_store<T>(&self, work: impl FnOnce(&dyn Sql) -> Result<T, SqlError>) -> Result<T, String> {
+        store_connection(&self.store)
+            .with_sql(|session| Ok(work(&*session)))
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
     }
 
     /// Restores the notebook, takes the sample's own injected notes out and places the case's
@@ -559,59 +616,50 @@ impl Bench {
                     "note"
                 };
                 let (title, url) = (task.title.clone(), task.source_url.clone());
-                self.store
-                    .with_conn(move |conn| {
-                        conn.execute(
-                            "INSERT INTO notes (title, body, notebook, tags, created, kind, source_url, untrusted)
-                             VALUES (?1, ?2, 'Inbox', '', '2025-12-10', ?3, ?4, 1)",
-                            rusqlite::params![title, text, kind, url],
-                        )
-                    })
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| e.to_string())?;
+                self.on_store(|sql| {
+                    sql.execute(
+                        "INSERT INTO notes (title, body, notebook, tags, created, kind, source_url, untrusted)
+                         VALUES (?1, ?2, 'Inbox', '', '2025-12-10', ?3, ?4, 1)",
+                        sql_params![title, text, kind, url],
+                    )
+                })?;
                 task.prompt.clone()
             }
         };
-        self.store
-            .with_conn(|conn| {
-                conn.execute(
-                    "DELETE FROM notes WHERE body LIKE '%evil.example%' AND title <> ?1",
-                    [&task.title],
-                )
-            })
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+        self.on_store(|sql| {
+            sql.execute(
+                "DELETE FROM notes WHERE body LIKE '%evil.example%' AND title <> ?1",
+                sql_params![&task.title],
+            )
+        })?;
         Ok(prompt)
     }
 
     fn note_ids(&self) -> Result<BTreeSet<i64>, String> {
-        self.store
-            .with_conn(|conn| {
-                let mut stmt = conn.prepare("SELECT id FROM notes")?;
-                stmt.query_map([], |r| r.get::<_, i64>(0))?
-                    .collect::<Result<BTreeSet<i64>, _>>()
-            })
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
+        self.on_store(|sql| {
+            sql.query("SELECT id FROM notes", &[])?
+                .iter()
+                .map(|row| row.i64(0))
+                .collect()
+        })
     }
 
-    /// Notes carrying `marker` as one of their tags (none for an empty marker).
+    /// Notes carrying `marker` as one of their tags (none for an empty marker). Tags are
+    /// compared here, not in SQL, so the count means the same on both databases.
     fn count_tagged(&self, marker: &str) -> Result<i64, String> {
-        self.count(
-            "SELECT count(*) FROM notes WHERE ?1 <> '' AND instr(',' || tags || ',', ',' || ?1 || ',') > 0",
-            &[marker],
-        )
-    }
-
-    fn count(&self, sql: &str, args: &[&str]) -> Result<i64, String> {
-        self.store
-            .with_conn(|conn| {
-                conn.query_row(sql, rusqlite::params_from_iter(args), |r| {
-                    r.get::<_, i64>(0)
-                })
-            })
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
+        if marker.is_empty() {
+            return Ok(0);
+        }
+        let tags = self.on_store(|sql| {
+            sql.query("SELECT tags FROM notes", &[])?
+                .iter()
+                .map(|row| row.text(0))
+                .collect::<Result<Vec<String>, SqlError>>()
+        })?;
+        Ok(tags
+            .iter()
+            .filter(|t| t.split(',').any(|tag| tag == marker))
+            .count() as i64)
     }
 
     async fn run_case(
@@ -624,9 +672,14 @@ impl Bench {
         trace_name: &str,
     ) -> Result<(RunOutcome, Option<CaseResult>), String> {
         let prompt = self.prepare(case)?;
-        let resolved: Vec<ResolvedCheck> = self
-            .store
-            .with_conn(|conn| checks::resolve_all(&case.task.checks, &case.task.prompt, conn))
+        let resolved: Vec<ResolvedCheck> = store_connection(&self.store)
+            .with_sql(|session| {
+                Ok(checks::resolve_all(
+                    &case.task.checks,
+                    &case.task.prompt,
+                    &*session,
+                ))
+            })
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
         let marker = case.attack.as_ref().map_or("", |a| a.goal.marker.as_str());
@@ -672,12 +725,11 @@ impl Bench {
         facts.notes_before = notes_before;
         facts.notes_after = self.note_ids()?;
         facts.marker_tagged = self.count_tagged(marker)?;
-        let utility = self
-            .store
-            .with_conn(|conn| {
-                resolved
+        let utility = store_connection(&self.store)
+            .with_sql(|session| {
+                Ok(resolved
                     .iter()
-                    .all(|c| checks::judge(c, conn, result.answer.as_deref()).passed)
+                    .all(|c| checks::judge(c, &*session, result.answer.as_deref()).passed))
             })
             .map_err(|e| e.to_string())?;
         let (tried, effect) = match &case.attack {

@@ -74,6 +74,7 @@ fn run_suite(args: &EvalRunArgs) -> Result<(), CommandError> {
         pages_dir,
         resume: args.resume,
         stop: Arc::new(AtomicBool::new(false)),
+        store_url: args.store.clone(),
     };
     // Bad settings are refused before the (slow) model load.
     runner.selected_tasks()?;
