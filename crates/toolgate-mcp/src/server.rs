@@ -100,6 +100,8 @@ struct Inner {
     health: Arc<[Arc<dyn HealthCheck>]>,
     /// Tools left out of `tools/list` while their server is down (imports that hide).
     availability: Option<Arc<dyn Availability>>,
+    /// Where 2025-11-25 sessions are recorded for every instance on the team's store.
+    shared_sessions: Option<Arc<crate::http::SharedSessions>>,
 }
 
 /// How many untrusted texts (and as many trusted results) one session's memory keeps.
@@ -260,6 +262,7 @@ impl McpServer {
                 memory: Arc::default(),
                 health: Arc::new([]),
                 availability: None,
+                shared_sessions: None,
             }),
         }
     }
@@ -300,6 +303,18 @@ impl McpServer {
     pub fn hiding(mut self, availability: Arc<dyn Availability>) -> Self {
         Arc::make_mut(&mut self.inner).availability = Some(availability);
         self
+    }
+
+    /// Records 2025-11-25 sessions (and whose they are) in `sessions`, so any instance on the
+    /// same store continues a session another opened, or one opened before a restart.
+    pub fn sharing_sessions(mut self, sessions: Arc<crate::http::SharedSessions>) -> Self {
+        Arc::make_mut(&mut self.inner).shared_sessions = Some(sessions);
+        self
+    }
+
+    /// Where sessions are shared, if they are.
+    pub fn shared_sessions(&self) -> Option<Arc<crate::http::SharedSessions>> {
+        self.inner.shared_sessions.clone()
     }
 
     /// What `/readyz` checks.

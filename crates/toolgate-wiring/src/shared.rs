@@ -70,6 +70,12 @@ impl SharedStore {
         toolgate_store::SharedConnection::postgres(self.pg.clone(), "token vault")
     }
 
+    /// Where the 2025-11-25 MCP sessions of every instance are recorded, so any instance
+    /// continues one another opened.
+    pub fn mcp_sessions(&self) -> toolgate_store::SharedConnection {
+        toolgate_store::SharedConnection::postgres(self.pg.clone(), "MCP sessions")
+    }
+
     /// The database as a required health check of an instance (`/readyz`).
     pub fn health_check(&self) -> Arc<dyn toolgate_core::health::HealthCheck> {
         Arc::new(self.pg.clone())

@@ -6,19 +6,24 @@
 //! acknowledged exists exactly once, no other write exists more than once, and reads found
 //! what was acknowledged.
 //!
-//! 2025-11-25 sessions live in the instance that opened them: a request of a session that
-//! lands on another instance is answered 404, the client initialises again and resends, and
-//! nothing is lost or doubled (the design in docs/a-teams-shared-store.md).
+//! 2025-11-25 sessions are recorded in the shared store: a request of a session that lands on
+//! another instance is served there (rmcp restores the session from the store), including the
+//! sessions of the killed instance, so no client has to initialise again (the design in
+//! docs/a-teams-shared-store.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+// It loads `common/node.rs` too, for its own sake: the same finder twice, on purpose.
+#[allow(clippy::duplicate_mod)]
+#[path = "../../toolgate-mcp/tests/support/oidc.rs"]
+mod oidc;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::team::{Reply, count, exchange, modern_call, nginx, serve};
+use common::team::{Reply, count, exchange, modern_call, modern_call_as, nginx, serve};
 use common::{text, toolgate};
 use serde_json::{Value, json};
 use toolgate_store::postgres::cluster::TempCluster;
@@ -38,6 +43,8 @@ const CLIENTS: usize = 32;
 struct LegacyHost {
     address: String,
     session: Option<String>,
+    /// Sessions it had to open again after a 404 (none while instances share sessions).
+    reopened: usize,
 }
 
 impl LegacyHost {
@@ -99,8 +106,9 @@ impl LegacyHost {
             &body,
         )?;
         if reply.status == 404 {
-            // The session is another instance's: open one here and let the caller resend.
+            // The session is unknown here: open one and let the caller resend.
             self.session = None;
+            self.reopened += 1;
         }
         Ok(reply)
     }
@@ -150,6 +158,8 @@ struct Tally {
     answered: usize,
     /// Sends that got no answer (nginx's 502 for the killed instance, a session's 404).
     resent: usize,
+    /// Sessions hosts had to open again (a 404 for a session the instance did not know).
+    reopened: usize,
 }
 
 fn client(mut host: Host, index: usize, stop: Arc<AtomicBool>, tally: Arc<Mutex<Tally>>) {
@@ -178,6 +188,9 @@ fn client(mut host: Host, index: usize, stop: Arc<AtomicBool>, tally: Arc<Mutex<
         tally.lock().unwrap().writes.insert(tag, acknowledged);
         n += 1;
     }
+    if let Host::Legacy(legacy) = &host {
+        tally.lock().unwrap().reopened += legacy.reopened;
+    }
 }
 
 #[test]
@@ -191,19 +204,20 @@ fn three_instances_behind_nginx_write_once_through_a_killed_instance_on_both_rev
     let backends: Vec<&str> = instances.iter().map(|i| i.address.as_str()).collect();
     let balancer = nginx(&backends);
 
-    // A 2025-11-25 session opened on one instance is unknown to another: 404, so the host
-    // initialises again (and loses nothing: its writes carry their keys).
+    // A 2025-11-25 session opened on one instance continues on another.
     let mut opened = LegacyHost {
         address: instances[0].address.clone(),
         session: None,
+        reopened: 0,
     };
     opened.initialize().unwrap();
     let elsewhere = LegacyHost {
         address: instances[2].address.clone(),
         session: opened.session.clone(),
+        reopened: 0,
     };
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
-    let unknown = exchange(
+    let continued = exchange(
         &elsewhere.address,
         "POST",
         "/mcp",
@@ -211,7 +225,14 @@ fn three_instances_behind_nginx_write_once_through_a_killed_instance_on_both_rev
         &body,
     )
     .unwrap();
-    assert_eq!(unknown.status, 404, "{unknown:?}");
+    assert_eq!(continued.status, 200, "{continued:?}");
+    let listed = continued.message().unwrap();
+    assert!(
+        listed["result"]["tools"]
+            .to_string()
+            .contains("books_search"),
+        "{listed}"
+    );
 
     let stop = Arc::new(AtomicBool::new(false));
     let tally = Arc::new(Mutex::new(Tally::default()));
@@ -221,6 +242,7 @@ fn three_instances_behind_nginx_write_once_through_a_killed_instance_on_both_rev
                 Host::Legacy(LegacyHost {
                     address: balancer.address.clone(),
                     session: None,
+                    reopened: 0,
                 })
             } else {
                 Host::Modern(balancer.address.clone())
@@ -255,6 +277,9 @@ fn three_instances_behind_nginx_write_once_through_a_killed_instance_on_both_rev
         acknowledged >= CLIENTS,
         "every client got writes through: {acknowledged}"
     );
+    // Sessions of the killed instance, and every session landing on an instance that did not
+    // open it, continued: no host had to initialise again.
+    assert_eq!(tally.reopened, 0, "sessions lost");
     assert!(
         tally.stale_reads.is_empty(),
         "reads missed acknowledged writes: {:?}",
@@ -285,6 +310,170 @@ fn three_instances_behind_nginx_write_once_through_a_killed_instance_on_both_rev
         "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM decisions WHERE tool = 'books_tag' AND outcome = 'ok' AND NOT duplicate GROUP BY record->'arguments'->>'tag') runs",
     );
     assert!(most <= 1, "a write ran {most} times");
+    drop(balancer);
+    drop(instances);
+}
+
+/// Two users of one deployment behind `[serve.auth]` (tokens from a real oidc-provider): each
+/// sends the same write with the same idempotency key three times through nginx, landing on
+/// both instances. Each user's write takes effect once, and the two users' writes are two
+/// effects: the effect identity holds the principal, whichever instance answers.
+#[test]
+fn two_users_through_nginx_each_write_once_and_the_same_write_is_two_effects() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = TempCluster::start().unwrap();
+    let url = cluster.url();
+    let init = toolgate(&["books", "init", "--store", &url], dir.path());
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    let resource = "http://toolgate.team.test/mcp";
+    let keys = oidc::TestKey::generate_many(&["k1"]);
+    let auth = oidc::AuthServer::start(&[resource], &["books:all"], &keys, 300);
+    let issuer = auth.issuer();
+    let as_port = issuer.rsplit(':').next().unwrap();
+    let config = dir.path().join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[egress.allow]]\nhost = \"127.0.0.1\"\nschemes = [\"http\"]\nports = [{as_port}]\n\
+             allow_private = true\n\n[serve.auth]\nissuer = \"{issuer}\"\nresource = \"{resource}\"\n\
+             [serve.auth.scopes]\n\"books:all\" = [\"books-v4\"]\n"
+        ),
+    )
+    .unwrap();
+    let instances: Vec<_> = (0..2)
+        .map(|_| serve(dir.path(), &url, Some(&config)))
+        .collect();
+    let backends: Vec<&str> = instances.iter().map(|i| i.address.as_str()).collect();
+    let balancer = nginx(&backends);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let alice = runtime.block_on(auth.token("client-a", "secret-a", resource, "books:all"));
+    let bob = runtime.block_on(auth.token("client-b", "secret-b", resource, "books:all"));
+
+    let address = balancer.address.clone();
+    let (alice, bob) = (&alice, &bob);
+    let outcomes = {
+        let write = json!({"author": "Dan Brown", "limit": 1, "tag": "shared-by-two"});
+        let meta = json!({"toolgate/idempotencyKey": "the-same-key"});
+        let mut outcomes = Vec::new();
+        for _ in 0..3 {
+            for (who, token) in [("alice", alice), ("bob", bob)] {
+                let reply = modern_call_as(
+                    &address,
+                    "books_tag",
+                    &write,
+                    json!({}),
+                    meta.clone(),
+                    Some(token),
+                )
+                .unwrap();
+                outcomes.push((who, reply.status, reply.message()));
+            }
+        }
+        // Without a token nothing is called.
+        let anonymous =
+            modern_call(&address, "books_tag", &write, json!({}), meta.clone()).unwrap();
+        (outcomes, anonymous.status)
+    };
+    let (outcomes, anonymous) = outcomes;
+    for (who, status, message) in &outcomes {
+        assert_eq!(*status, 200, "{who}: {message:?}");
+        let result = &message.as_ref().unwrap()["result"];
+        assert_ne!(result["isError"], json!(true), "{who}: {result}");
+    }
+    assert_eq!(anonymous, 401);
+
+    // alice's 2025-11-25 session, opened at one instance, continues at the other for her, and
+    // only for her.
+    let legacy = |address: &str, method: &str, token: &str, session: Option<&str>, body: &str| {
+        let bearer = format!("Bearer {token}");
+        let mut headers = vec![
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2025-11-25"),
+            ("mcp-method", method),
+            ("authorization", bearer.as_str()),
+        ];
+        if let Some(session) = session {
+            headers.push(("mcp-session-id", session));
+        }
+        exchange(address, "POST", "/mcp", &headers, body).unwrap()
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "alice", "version": "0"}}})
+    .to_string();
+    let opened = legacy(
+        &instances[0].address,
+        "initialize",
+        alice,
+        None,
+        &initialize,
+    );
+    let session = opened.header("mcp-session-id").unwrap().to_string();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    legacy(
+        &instances[0].address,
+        "notifications/initialized",
+        alice,
+        Some(&session),
+        &initialized,
+    );
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let hers = legacy(
+        &instances[1].address,
+        "tools/list",
+        alice,
+        Some(&session),
+        &list,
+    );
+    assert_eq!(hers.status, 200, "{hers:?}");
+    assert!(hers.body.contains("books_search"), "{hers:?}");
+    let not_his = legacy(
+        &instances[1].address,
+        "tools/list",
+        bob,
+        Some(&session),
+        &list,
+    );
+    assert_eq!(not_his.status, 404, "{not_his:?}");
+
+    // Two effects (a receipt each), each user's two retries replayed, on both instances.
+    assert_eq!(
+        count(
+            &url,
+            "SELECT count(*) FROM tool_receipts WHERE tool = 'books_tag'"
+        ),
+        2
+    );
+    assert_eq!(
+        count(
+            &url,
+            "SELECT count(DISTINCT principal) FROM decisions WHERE tool = 'books_tag' AND outcome = 'ok' AND NOT duplicate"
+        ),
+        2
+    );
+    assert_eq!(
+        count(
+            &url,
+            "SELECT count(*) FROM decisions WHERE tool = 'books_tag' AND outcome = 'ok' AND NOT duplicate"
+        ),
+        2
+    );
+    assert_eq!(
+        count(
+            &url,
+            "SELECT count(*) FROM decisions WHERE tool = 'books_tag' AND duplicate"
+        ),
+        4
+    );
+    assert_eq!(
+        count(&url, "SELECT count(DISTINCT instance) FROM decisions"),
+        2,
+        "round robin reached both instances"
+    );
     drop(balancer);
     drop(instances);
 }

@@ -32,6 +32,7 @@ use super::answers::{
 };
 use super::message::{Peeked, RequestId, peek, unreadable};
 use super::sessions::{Owner, Owners, SESSION_HEADER, session_access};
+use super::shared_sessions::SharedSessions;
 use super::{HttpLimits, MCP_PATH, ResponseBody};
 use crate::auth::{Authenticated, RequestFacts, ResourceServer};
 use crate::server::McpServer;
@@ -58,6 +59,8 @@ pub(super) struct Front {
     manager: Arc<LocalSessionManager>,
     /// For forgetting a closed session's taint sources.
     server: McpServer,
+    /// Where every instance on the team's store records sessions and their owners.
+    shared: Option<Arc<SharedSessions>>,
 }
 
 /// Who is asking, as the front established it before the request goes on.
@@ -96,12 +99,17 @@ impl Front {
         let server = server.requiring_tokens(auth.is_some());
         let served = server.clone();
         let manager = Arc::new(LocalSessionManager::default());
-        let config = StreamableHttpServerConfig::default()
+        let shared = served.shared_sessions();
+        let mut config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(hosts)
             .with_allowed_origins(origins)
             .enforce_origin_validation()
             .with_max_request_body_bytes(limits.max_body_bytes)
             .with_cancellation_token(sessions);
+        // rmcp restores a session it does not hold from here (another instance opened it).
+        config.session_store = shared
+            .clone()
+            .map(|s| s as Arc<dyn rmcp::transport::streamable_http_server::session::SessionStore>);
         let mcp =
             StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&manager), config);
         Front {
@@ -112,6 +120,7 @@ impl Front {
             owners: Arc::new(Owners::default()),
             manager,
             server: served,
+            shared,
         }
     }
 
@@ -199,7 +208,7 @@ impl Front {
             session,
             principal,
         };
-        self.check_session_owner(&admitted)?;
+        self.check_session_owner(&admitted).await?;
         Ok(admitted)
     }
 
@@ -236,13 +245,23 @@ impl Front {
 
     /// With authorization, a request naming a session is served only to the principal that
     /// opened it.
-    fn check_session_owner(&self, admitted: &Admitted) -> Result<(), Answer> {
+    async fn check_session_owner(&self, admitted: &Admitted) -> Result<(), Answer> {
         let (Some(auth), Some(principal), Some(session)) =
             (&self.auth, &admitted.principal, &admitted.session)
         else {
             return Ok(());
         };
-        let owner = self.owners.owner(session);
+        let mut owner = self.owners.owner(session);
+        // Opened at another instance (or before a restart): its owner is in the shared store.
+        // A store that cannot be read leaves the owner unknown: refused, like a stranger's.
+        if owner.is_none()
+            && let Some(shared) = &self.shared
+            && let Ok(Some(recorded)) = shared.owner(session).await
+        {
+            self.owners
+                .with(|map| map.insert(session.clone(), recorded.clone()));
+            owner = Some(recorded);
+        }
         match session_access(owner.as_ref(), &Owner::of(principal)) {
             Ok(()) => Ok(()),
             Err(refusal) => {
@@ -406,7 +425,13 @@ impl Front {
         if let Some(opened) = response.headers().get(SESSION_HEADER)
             && let Ok(opened) = opened.to_str()
         {
-            self.bind(opened, Owner::of(principal)).await;
+            let owner = Owner::of(principal);
+            if let Some(shared) = &self.shared {
+                // Failing, the session still works here; elsewhere it has no owner and is
+                // refused (fail closed).
+                let _ = shared.bind(opened, &owner).await;
+            }
+            self.bind(opened, owner).await;
         }
     }
 

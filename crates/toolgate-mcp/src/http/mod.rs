@@ -56,7 +56,9 @@
 //! it is a POST (a call, a response to the server's elicitation, a cancellation), a GET (a
 //! stream, a replay with `Last-Event-ID`) or a DELETE. A binding is forgotten when its session
 //! is deleted or rmcp no longer holds it; the MCP server forgets that session's taint sources
-//! then too.
+//! then too. With a shared store ([`McpServer::sharing_sessions`](crate::McpServer)), a session
+//! and its owner are recorded there too, so any instance continues it, still only for that
+//! principal (see [`SharedSessions`]).
 //!
 //! One file per job: `limits` (what one server takes on), `addresses` (where it may listen,
 //! which Host and Origin names it answers to), `connections` (accepting connections, bounded
@@ -71,6 +73,9 @@ mod front;
 mod limits;
 mod message;
 mod sessions;
+mod shared_sessions;
+
+pub use shared_sessions::{MAX_SESSION_AGE_SECS, SharedSessions};
 
 use std::convert::Infallible;
 use std::future::Future;

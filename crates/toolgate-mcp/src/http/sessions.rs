@@ -25,6 +25,19 @@ impl Owner {
             id: principal.id.clone(),
         }
     }
+
+    /// An owner as a shared store recorded it.
+    pub(super) fn named(tenant: String, id: String) -> Self {
+        Owner { tenant, id }
+    }
+
+    pub(super) fn tenant(&self) -> &str {
+        &self.tenant
+    }
+
+    pub(super) fn id(&self) -> &str {
+        &self.id
+    }
 }
 
 /// Session id to the principal that opened it.

@@ -67,8 +67,13 @@ pub fn run(
     if let Some(shared) = &shared {
         checks.push(Arc::clone(&shared.health));
     }
+    let sessions = shared.as_ref().map(|s| s.mcp_sessions.clone());
     let (server, served) = build_server(config, args, imports.as_ref(), &trace, shared)?;
     let mut server = server.checking(checks);
+    // With a shared store, a 2025-11-25 session continues at any instance (and after a restart).
+    if let Some(sessions) = sessions {
+        server = server.sharing_sessions(toolgate_mcp::http::SharedSessions::new(sessions));
+    }
     // Imported tools whose server is down and set to hide leave tools/list until it is back.
     if let Some(imports) = &imports {
         server = server.hiding(imports.availability());
@@ -140,6 +145,7 @@ struct Shared {
     health: Arc<dyn HealthCheck>,
     mcp_receipts: toolgate_wiring::shared::SharedConnection,
     token_vault: toolgate_wiring::shared::SharedConnection,
+    mcp_sessions: toolgate_wiring::shared::SharedConnection,
 }
 
 /// The toolset's store in the shared database, the approval tickets every instance shares, the
@@ -160,6 +166,7 @@ async fn open_shared(url: &str, args: &ServeArgs) -> Result<Shared, CommandError
         health: shared.health_check(),
         mcp_receipts: shared.mcp_receipts(),
         token_vault: shared.token_vault(),
+        mcp_sessions: shared.mcp_sessions(),
     })
 }
 

@@ -287,6 +287,18 @@ pub fn modern_call(
     extra: Value,
     meta: Value,
 ) -> std::io::Result<Reply> {
+    modern_call_as(address, tool, args, extra, meta, None)
+}
+
+/// As [`modern_call`], with `token` as the bearer token when given.
+pub fn modern_call_as(
+    address: &str,
+    tool: &str,
+    args: &Value,
+    extra: Value,
+    meta: Value,
+    token: Option<&str>,
+) -> std::io::Result<Reply> {
     let mut all_meta = modern_meta();
     all_meta
         .as_object_mut()
@@ -299,19 +311,18 @@ pub fn modern_call(
         .extend(extra.as_object().unwrap().clone());
     let body =
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).to_string();
-    exchange(
-        address,
-        "POST",
-        "/mcp",
-        &[
-            ("content-type", "application/json"),
-            ("accept", "application/json, text/event-stream"),
-            ("mcp-protocol-version", "2026-07-28"),
-            ("mcp-method", "tools/call"),
-            ("mcp-name", tool),
-        ],
-        &body,
-    )
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", tool),
+    ];
+    if let Some(bearer) = &bearer {
+        headers.push(("authorization", bearer.as_str()));
+    }
+    exchange(address, "POST", "/mcp", &headers, &body)
 }
 
 /// The first column of the first row of `sql` on the database at `url`, as an integer.
