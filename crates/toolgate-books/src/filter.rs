@@ -96,9 +96,49 @@ pub struct Searched {
 
 impl WhereSql {
     /// The count of the matches, a page of them (`limit` after `offset` in `order`) and the first
-    /// match in each of `firsts`, in one statement: one round trip on a database across a
-    /// network, where the count, the page and each first were a statement each.
+    /// match in each of `firsts`. On PostgreSQL in one statement: one round trip where a
+    /// statement each took six (about 390 µs per search against 1,095,
+    /// `benches/store_backends.rs`). On SQLite, in process, a statement each, which its planner
+    /// runs faster than the one statement (about 230 µs against 395). Both give the same answer
+    /// (`tests/books_v4.rs` runs on both).
     pub fn search(
+        self,
+        conn: &dyn Sql,
+        order: SortOrder,
+        limit: u32,
+        offset: u32,
+        firsts: &[SortOrder],
+    ) -> Result<Searched, ToolError> {
+        match conn.dialect() {
+            Dialect::Sqlite => {
+                self.search_statement_by_statement(conn, order, limit, offset, firsts)
+            }
+            Dialect::Postgres => self.search_in_one_statement(conn, order, limit, offset, firsts),
+        }
+    }
+
+    fn search_statement_by_statement(
+        self,
+        conn: &dyn Sql,
+        order: SortOrder,
+        limit: u32,
+        offset: u32,
+        firsts: &[SortOrder],
+    ) -> Result<Searched, ToolError> {
+        let total = self.count(conn)?;
+        let mut found = Vec::with_capacity(firsts.len());
+        for first in firsts {
+            found.push(self.clone().books(conn, *first, 1, 0)?.pop());
+        }
+        let page = self.books(conn, order, limit, offset)?;
+        Ok(Searched {
+            total,
+            page,
+            firsts: found,
+        })
+    }
+
+    fn search_in_one_statement(
         self,
         conn: &dyn Sql,
         order: SortOrder,
