@@ -746,4 +746,12 @@ pub struct CheckArgs {
     /// selection (runs not made yet are counted as missing).
     #[arg(long)]
     pub report_only: bool,
+
+    /// Injection suite: run on PostgreSQL instead of a SQLite file:
+    /// postgres://USER:PASSWORD@HOST:PORT/DATABASE names a server and a role that may create
+    /// databases (CREATEDB). The suite creates a database of its own beside DATABASE, restores
+    /// it before every run and drops it at the end; DATABASE itself is never changed. Not read
+    /// from [store] url.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
 }

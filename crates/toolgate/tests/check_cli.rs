@@ -137,3 +137,18 @@ fn an_unknown_configuration_is_named_with_the_choices() {
     assert!(all.contains("unknown configuration `tired`"), "{all}");
     assert!(all.contains("fatigued+taint"), "{all}");
 }
+
+#[test]
+fn a_store_for_a_suite_that_keeps_none_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = toolgate(
+        dir.path(),
+        &["check", "egress", "--store", "postgres://x@127.0.0.1:1/db"],
+    );
+    assert!(!out.status.success());
+    let all = text(&out);
+    assert!(
+        all.contains("--store applies to the injection suite only"),
+        "{all}"
+    );
+}

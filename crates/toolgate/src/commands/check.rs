@@ -31,6 +31,12 @@ pub fn run(config: &Config, args: &CheckArgs) -> Result<(), CommandError> {
         options.progress = Some(Arc::new(|line: &str| eprintln!("{line}")));
     }
     let configs = chosen_configs(&args.configs)?;
+    if args.store.is_some() && !suites.contains(&Suite::Injection) {
+        return Err(CommandError::Usage(
+            "--store applies to the injection suite only (the others need no store of a team)"
+                .into(),
+        ));
+    }
     // The model is loaded only when the injection suite runs.
     let injection = if suites.contains(&Suite::Injection) {
         toolgate_check::injection::load(&options.extra_cases)?;
@@ -40,6 +46,7 @@ pub fn run(config: &Config, args: &CheckArgs) -> Result<(), CommandError> {
         injection.only = args.only.clone();
         injection.resume = args.resume;
         injection.report_only = args.report_only;
+        injection.store_url = args.store.clone();
         injection.limit = args.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
         injection.clean_limit = args
             .clean_limit
