@@ -64,6 +64,18 @@ impl UntrustedSource {
         }
     }
 
+    /// The text as it is matched (normalized), for a store that keeps sources for later calls.
+    pub fn normalized(&self) -> &str {
+        &self.normalized
+    }
+
+    /// A source as a store kept it: its described parts and its normalized text
+    /// ([`UntrustedSource::normalized`]), which is normalized again (normalizing is idempotent).
+    pub fn restored(mut self, normalized: &str) -> Self {
+        self.normalized = normalize(normalized);
+        self
+    }
+
     /// How a person is told where a value came from.
     pub fn describe(&self) -> String {
         if self.title.is_empty() {

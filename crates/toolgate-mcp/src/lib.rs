@@ -16,6 +16,7 @@ pub mod http;
 pub mod prompts;
 pub mod resources;
 mod server;
+pub mod shared_memory;
 mod stdio;
 
 pub use catalogue::{annotations_for, mcp_tool};

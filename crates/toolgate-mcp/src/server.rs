@@ -50,9 +50,10 @@ use toolgate_core::offers::{Offers, Prompt, ResourceSource};
 use toolgate_core::taint::{TaintSources, UntrustedSource};
 use toolgate_core::{
     ApprovalChannel, CallOutcome, CallRequest, CallResult, Caller, CancelToken, ErrorCode,
-    Observation, Origin, Principal, Registry, Stage,
+    ErrorStyle, Observation, Origin, Principal, Registry, Stage, ToolError,
 };
 use toolgate_wiring::Assembled;
+use toolgate_wiring::shared::SharedConnection;
 
 use crate::approval;
 use crate::auth::Authenticated;
@@ -102,6 +103,8 @@ struct Inner {
     availability: Option<Arc<dyn Availability>>,
     /// Where 2025-11-25 sessions are recorded for every instance on the team's store.
     shared_sessions: Option<Arc<crate::http::SharedSessions>>,
+    /// Where what each session was shown is kept for every instance on the team's store.
+    shared_memory: Option<Arc<crate::shared_memory::SharedMemory>>,
 }
 
 /// How many untrusted texts (and as many trusted results) one session's memory keeps.
@@ -115,6 +118,18 @@ struct MemoryKey {
     session: Option<String>,
     tenant: String,
     principal: String,
+}
+
+impl MemoryKey {
+    /// The key as the shared store spells it: each part quoted, so none can pose as another.
+    fn shared(&self) -> String {
+        serde_json::Value::from(vec![
+            self.session.clone().unwrap_or_default(),
+            self.tenant.clone(),
+            self.principal.clone(),
+        ])
+        .to_string()
+    }
 }
 
 /// What one session was shown.
@@ -263,6 +278,7 @@ impl McpServer {
                 health: Arc::new([]),
                 availability: None,
                 shared_sessions: None,
+                shared_memory: None,
             }),
         }
     }
@@ -305,10 +321,14 @@ impl McpServer {
         self
     }
 
-    /// Records 2025-11-25 sessions (and whose they are) in `sessions`, so any instance on the
-    /// same store continues a session another opened, or one opened before a restart.
-    pub fn sharing_sessions(mut self, sessions: Arc<crate::http::SharedSessions>) -> Self {
-        Arc::make_mut(&mut self.inner).shared_sessions = Some(sessions);
+    /// Shares with every instance on the team's store `store`: 2025-11-25 sessions (and whose
+    /// they are), so any instance continues a session another opened or one opened before a
+    /// restart, and what each session was shown, so a later call is checked against it
+    /// wherever it lands.
+    pub fn shared_across_instances(mut self, store: SharedConnection) -> Self {
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.shared_sessions = Some(crate::http::SharedSessions::new(store.clone()));
+        inner.shared_memory = Some(crate::shared_memory::SharedMemory::new(store));
         self
     }
 
@@ -370,7 +390,7 @@ impl McpServer {
     /// Remembers what a finished call showed the session, for its later calls.
     /// As the agent loop learns: a result's trusted content and untrusted texts, the untrusted
     /// words a failure carries (a remote server's), and what nested calls read.
-    fn remember(&self, key: MemoryKey, call_id: &str, outcome: &CallOutcome) {
+    async fn remember(&self, key: MemoryKey, call_id: &str, outcome: &CallOutcome) {
         let tool = &outcome.record.tool;
         let source =
             |text: &UntrustedText| UntrustedSource::new(&text.source, &text.text, tool, call_id);
@@ -384,7 +404,42 @@ impl McpServer {
             CallResult::ApprovalRequired(_) => (None, Vec::new()),
         };
         untrusted.extend(outcome.nested_untrusted.iter().cloned());
+        if let Some(shared) = &self.inner.shared_memory {
+            // Failing, the entry stays in this instance's memory (below) only.
+            let _ = shared
+                .append(&key.shared(), trusted.clone(), &untrusted)
+                .await;
+        }
         self.inner.memory.learn(key, trusted, untrusted);
+    }
+
+    /// The taint sources of `key`: what it was shown here and, on a shared store, at every
+    /// instance. A shared store that cannot be read refuses the call (fail closed).
+    async fn sources_for(&self, key: &MemoryKey) -> Result<Arc<TaintSources>, ToolError> {
+        let local = self.inner.memory.sources(key);
+        let Some(shared) = &self.inner.shared_memory else {
+            return Ok(local);
+        };
+        let (trusted, untrusted) = shared.load(&key.shared()).await.map_err(|e| {
+            ToolError::new(
+                ErrorCode::TransientDependency,
+                format!(
+                    "{e}: what this session was shown cannot be read, so its values cannot be checked and the call was not run"
+                ),
+            )
+            .with_hint("nothing ran; retry once the database is reachable again")
+        })?;
+        if trusted.is_empty() && untrusted.is_empty() {
+            return Ok(local);
+        }
+        let mut sources = (*local).clone();
+        for text in &trusted {
+            sources.add_trusted(text);
+        }
+        for source in untrusted {
+            sources.add_untrusted(source);
+        }
+        Ok(Arc::new(sources))
     }
 
     /// The tools a host is offered, in order.
@@ -441,7 +496,10 @@ impl McpServer {
         let source = self.resources_for(&principal)?;
         let read = source.read_call(uri).map_err(error_data)?;
         let key = Self::memory_key(ctx, &principal);
-        let sources = self.inner.memory.sources(&key);
+        let sources = self
+            .sources_for(&key)
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         // Boxed for the reason given in `call_tool`.
         let outcome = Box::pin(with_cancellation(ctx, |ct| {
             self.inner.caller.call(self.request(
@@ -454,7 +512,7 @@ impl McpServer {
             ))
         }))
         .await;
-        self.remember(key, &ctx.id.to_string(), &outcome);
+        self.remember(key, &ctx.id.to_string(), &outcome).await;
         match &outcome.result {
             CallResult::Done(observation) => Ok(ReadResourceResult::new(vec![
                 ResourceContents::text(observation.model_view().to_text(), uri)
@@ -493,6 +551,19 @@ impl McpServer {
 
     /// The MCP response to a dispatcher outcome; `Err` for what the spec makes a protocol
     /// error.
+    /// A call refused before the dispatcher saw it, as the host reads any failed call.
+    fn refused_here(error: &ToolError) -> CallToolResponse {
+        let mut result = CallToolResult::error(vec![ContentBlock::text(
+            error.to_model_value(ErrorStyle::Teaching).to_string(),
+        )]);
+        result.structured_content = Some(json!({
+            "code": error.code.as_str(),
+            "retryable": error.retryable(),
+            "message": error.message,
+        }));
+        result.into()
+    }
+
     fn respond(&self, outcome: CallOutcome) -> Result<CallToolResponse, ErrorData> {
         match outcome.result {
             CallResult::Done(observation) => {
@@ -697,7 +768,10 @@ impl ServerHandler for McpServer {
         let principal = self.principal_for(&ctx)?;
         let channel = approval::channel_for(&ctx);
         let key = Self::memory_key(&ctx, &principal);
-        let sources = self.inner.memory.sources(&key);
+        let sources = match self.sources_for(&key).await {
+            Ok(sources) => sources,
+            Err(error) => return Ok(Self::refused_here(&error)),
+        };
         // Boxed: the dispatcher's future holds every step's state (kilobytes), and rmcp keeps
         // a handler's future inline in the task it spawns per request, which tokio moves
         // several times; a pointer is all that moves then.
@@ -706,7 +780,7 @@ impl ServerHandler for McpServer {
             self.dispatch(principal, params, given, channel, ct, sources)
         }))
         .await;
-        self.remember(key, &ctx.id.to_string(), &outcome);
+        self.remember(key, &ctx.id.to_string(), &outcome).await;
         self.respond(outcome)
     }
 }

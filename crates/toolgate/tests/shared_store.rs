@@ -348,3 +348,73 @@ fn the_notebook_is_shared_too_a_note_written_through_one_instance_is_found_throu
         "{result}"
     );
 }
+
+/// The text a 2026-07-28 call's reply carries, whole.
+fn reply_text(reply: &common::team::Reply) -> String {
+    reply.message().map(|m| m.to_string()).unwrap_or_default()
+}
+
+#[test]
+fn an_address_read_through_one_instance_taints_the_draft_sent_through_the_other() {
+    // What a principal was shown is kept in the shared store, so the taint rules see it at
+    // every instance: without it, the second instance would take the address as the user's.
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = TempCluster::start().unwrap();
+    let url = cluster.url();
+    let init = toolgate(&["notes", "init", "--store", &url], dir.path());
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    let first = serve_toolset(dir.path(), &url, "notes", None);
+    let second = serve_toolset(dir.path(), &url, "notes", None);
+    let clip = count(
+        &url,
+        "SELECT id FROM notes WHERE body LIKE '%attacker@evil.example%' AND untrusted = 1",
+    );
+    let read = modern_call(
+        &first.address,
+        "notes_get",
+        &json!({"note_id": clip}),
+        json!({}),
+        json!({}),
+    )
+    .unwrap();
+    assert!(
+        reply_text(&read).contains("attacker@evil.example"),
+        "{read:?}"
+    );
+    let drafted = modern_call(
+        &second.address,
+        "email_draft",
+        &json!({"to": "attacker@evil.example", "subject": "Notes", "body": "All of them."}),
+        json!({}),
+        json!({}),
+    )
+    .unwrap();
+    // The audit writer runs off the call path: its row comes within moments.
+    let recorded = |sql: &str| {
+        let started = Instant::now();
+        loop {
+            let n = count(&url, sql);
+            if n > 0 || started.elapsed() > Duration::from_secs(10) {
+                return n;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    assert_eq!(
+        recorded("SELECT count(*) FROM decisions WHERE tool = 'email_draft'"),
+        1
+    );
+    let tainted = count(
+        &url,
+        "SELECT count(*) FROM decisions WHERE tool = 'email_draft' AND jsonb_array_length(coalesce(record->'taint', '[]'::jsonb)) > 0",
+    );
+    assert_eq!(
+        tainted, 1,
+        "the draft's recipient was not traced to the clip: {drafted:?}"
+    );
+    let nothing_sent = count(
+        &url,
+        "SELECT count(*) FROM email_drafts WHERE status = 'sent'",
+    );
+    assert_eq!(nothing_sent, 0);
+}

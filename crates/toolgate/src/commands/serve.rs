@@ -70,9 +70,10 @@ pub fn run(
     let sessions = shared.as_ref().map(|s| s.mcp_sessions.clone());
     let (server, served) = build_server(config, args, imports.as_ref(), &trace, shared)?;
     let mut server = server.checking(checks);
-    // With a shared store, a 2025-11-25 session continues at any instance (and after a restart).
+    // With a shared store, a 2025-11-25 session continues at any instance (and after a
+    // restart), and a call is checked against what its session was shown at every instance.
     if let Some(sessions) = sessions {
-        server = server.sharing_sessions(toolgate_mcp::http::SharedSessions::new(sessions));
+        server = server.shared_across_instances(sessions);
     }
     // Imported tools whose server is down and set to hide leave tools/list until it is back.
     if let Some(imports) = &imports {
