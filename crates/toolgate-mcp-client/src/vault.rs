@@ -27,18 +27,6 @@ use toolgate_store::SharedConnection;
 use super::credentials::{CredentialError, CredentialKey};
 use super::vault_keys::{Binding, Sealed, VaultKeys};
 
-/// The table, as SQLite creates it here (PostgreSQL's comes from the store's migrations, with
-/// the same columns).
-const SQLITE_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS downstream_tokens (
-    holder TEXT NOT NULL,
-    issuer TEXT NOT NULL,
-    resource TEXT NOT NULL,
-    key_id TEXT NOT NULL,
-    sealed TEXT NOT NULL,
-    updated_at BIGINT NOT NULL,
-    PRIMARY KEY (holder, issuer, resource)
-)";
-
 /// Each user's sealed tokens.
 #[derive(Clone, Debug)]
 pub struct TokenVault {
@@ -80,7 +68,8 @@ impl TokenVault {
             .map_err(|e| failed(&e))?;
         super::credentials::check_existing(path)?;
         let conn = rusqlite::Connection::open(path).map_err(|e| failed(&e))?;
-        conn.execute_batch(SQLITE_SCHEMA).map_err(|e| failed(&e))?;
+        conn.execute_batch(toolgate_store::schema::DOWNSTREAM_TOKENS)
+            .map_err(|e| failed(&e))?;
         Ok(TokenVault {
             conn: SharedConnection::new(conn, "token vault"),
             keys,

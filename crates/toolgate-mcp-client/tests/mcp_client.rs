@@ -1133,9 +1133,19 @@ async fn books_at(dir: &Path, address: std::net::SocketAddr) -> support::Spawned
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_that_went_down_is_not_called_until_a_probe_finds_it_back() {
-    let (mut upstream, egress, dir) = books_over_http().await;
+/// Our books server over HTTP, imported as `books` under `ratings`, with a breaker that opens
+/// after two calls that cannot reach it and cools down for a second: the running upstream, its
+/// address (to start it again there), its folder, the fixture and the imports.
+async fn books_behind_a_breaker(
+    ratings: &str,
+) -> (
+    support::Spawned,
+    std::net::SocketAddr,
+    tempfile::TempDir,
+    Fixture,
+    Imports,
+) {
+    let (upstream, egress, dir) = books_over_http().await;
     let address: std::net::SocketAddr = upstream
         .url
         .trim_start_matches("http://")
@@ -1145,7 +1155,7 @@ async fn a_server_that_went_down_is_not_called_until_a_probe_finds_it_back() {
     let fixture = Fixture::new();
     let mut connect = ConnectOptions {
         revision: Some(ProtocolVersion::V_2026_07_28),
-        egress: Some(Arc::clone(&egress)),
+        egress: Some(egress),
         ..ConnectOptions::default()
     };
     connect.breaker.failures_to_open = 2;
@@ -1153,10 +1163,17 @@ async fn a_server_that_went_down_is_not_called_until_a_probe_finds_it_back() {
     let imports = fixture
         .open(
             json!({"books": {"type": "http", "url": upstream.url}}),
-            "[books]\nrisk = \"low\"\neffect = \"read\"",
+            ratings,
             connect,
         )
         .await;
+    (upstream, address, dir, fixture, imports)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_went_down_is_not_called_until_a_probe_finds_it_back() {
+    let (mut upstream, address, dir, _fixture, imports) =
+        books_behind_a_breaker("[books]\nrisk = \"low\"\neffect = \"read\"").await;
     let ready = dispatcher(&imports, None);
     let get = json!({"ids": [1]});
     assert!(
@@ -1244,28 +1261,9 @@ async fn announced_with_books(host: &Upstream, present: bool, what: &str) -> Vec
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hiding_server_leaves_the_gateways_list_while_down_and_sessions_hear_of_it() {
-    let (mut upstream, egress, dir) = books_over_http().await;
-    let address: std::net::SocketAddr = upstream
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .parse()
-        .unwrap();
-    let fixture = Fixture::new();
-    let mut connect = ConnectOptions {
-        revision: Some(ProtocolVersion::V_2026_07_28),
-        egress: Some(Arc::clone(&egress)),
-        ..ConnectOptions::default()
-    };
-    connect.breaker.failures_to_open = 2;
-    connect.breaker.cool_down = std::time::Duration::from_secs(1);
-    let imports = fixture
-        .open(
-            json!({"books": {"type": "http", "url": upstream.url}}),
-            "[books]\nrisk = \"low\"\neffect = \"read\"\non_outage = \"hide\"",
-            connect,
-        )
-        .await;
+    let (mut upstream, address, dir, _fixture, imports) =
+        books_behind_a_breaker("[books]\nrisk = \"low\"\neffect = \"read\"\non_outage = \"hide\"")
+            .await;
     // The gateway: our MCP server over HTTP serving the imported tools, hiding what is down.
     let ready = dispatcher(&imports, None);
     let front = McpServer::serving(

@@ -16,6 +16,12 @@
 
 pub mod file;
 pub mod postgres;
+/// Tables a SQLite store makes with the same statement as the PostgreSQL migration that makes
+/// them there (written once, in the migration).
+pub mod schema {
+    /// Each user's sealed downstream tokens (migration V6).
+    pub const DOWNSTREAM_TOKENS: &str = include_str!("../migrations/V6__downstream_tokens.sql");
+}
 pub mod shared_conn;
 pub mod taglist;
 

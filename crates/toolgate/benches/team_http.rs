@@ -19,8 +19,6 @@
 #[path = "../tests/common/team.rs"]
 mod team;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -34,52 +32,6 @@ const AUTHORS: [&str; 4] = [
     "Dan Brown",
     "Stephen King",
 ];
-
-/// A `toolgate serve --http` on a SQLite file (no shared store), killed when dropped.
-struct SqliteInstance {
-    child: std::process::Child,
-    address: String,
-}
-
-impl Drop for SqliteInstance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve_on_sqlite(dir: &std::path::Path) -> SqliteInstance {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args([
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--toolset",
-            "books-v4",
-            "--db",
-        ])
-        .arg(dir.join("books.sqlite"))
-        .current_dir(dir)
-        .env_remove("XDG_DATA_HOME")
-        .env("HOME", dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let address = loop {
-        let line = lines
-            .next()
-            .expect("the server said where it serves")
-            .unwrap();
-        if let Some(rest) = line.split(" at http://").nth(1) {
-            break rest.split("/mcp").next().unwrap().to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    SqliteInstance { child, address }
-}
 
 /// `per_client` searches from each of [`CLIENTS`] threads at once against `address`; each
 /// request's time, and the wall time of the whole.
@@ -150,7 +102,17 @@ fn main() {
         .collect();
     let sqlite_home = dir.path().join("sqlite");
     std::fs::create_dir_all(&sqlite_home).unwrap();
-    let on_sqlite = serve_on_sqlite(&sqlite_home);
+    let sqlite_file = sqlite_home.join("books.sqlite");
+    let on_sqlite = team::serve_with(
+        &sqlite_home,
+        None,
+        &[
+            "--toolset",
+            "books-v4",
+            "--db",
+            sqlite_file.to_str().unwrap(),
+        ],
+    );
     let addresses: Vec<&str> = instances.iter().map(|i| i.address.as_str()).collect();
     let proxies: Vec<team::Nginx> = (1..=3).map(|n| team::nginx(&addresses[..n])).collect();
 

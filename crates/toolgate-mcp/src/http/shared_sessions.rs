@@ -63,20 +63,30 @@ impl SharedSessions {
         Arc::new(SharedSessions { conn })
     }
 
-    /// The principal `session` belongs to, if the store knows the session (and it is not too
-    /// old).
-    pub(super) async fn owner(&self, session: &str) -> Result<Option<Owner>, SessionStoreError> {
+    /// `columns` of the row of `session`, if the store knows it and it is not too old.
+    async fn open_row(
+        &self,
+        session: &str,
+        columns: &'static str,
+    ) -> Result<Option<toolgate_core::sql::SqlRow>, SessionStoreError> {
         let (id, oldest) = (session.to_string(), now_secs() - MAX_SESSION_AGE_SECS);
-        let row = self
-            .conn
+        self.conn
             .read_sql(move |sql| {
                 Ok(sql.query_opt(
-                    "SELECT owner_tenant, owner_id FROM mcp_sessions WHERE id = ?1 AND opened_at >= ?2",
+                    &format!(
+                        "SELECT {columns} FROM mcp_sessions WHERE id = ?1 AND opened_at >= ?2"
+                    ),
                     sql_params![id, oldest],
                 )?)
             })
             .await
-            .map_err(store_error)?;
+            .map_err(store_error)
+    }
+
+    /// The principal `session` belongs to, if the store knows the session (and it is not too
+    /// old).
+    pub(super) async fn owner(&self, session: &str) -> Result<Option<Owner>, SessionStoreError> {
+        let row = self.open_row(session, "owner_tenant, owner_id").await?;
         let Some(row) = row else {
             return Ok(None);
         };
@@ -115,17 +125,7 @@ impl SharedSessions {
 #[async_trait::async_trait]
 impl SessionStore for SharedSessions {
     async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
-        let (id, oldest) = (session_id.to_string(), now_secs() - MAX_SESSION_AGE_SECS);
-        let row = self
-            .conn
-            .read_sql(move |sql| {
-                Ok(sql.query_opt(
-                    "SELECT state FROM mcp_sessions WHERE id = ?1 AND opened_at >= ?2",
-                    sql_params![id, oldest],
-                )?)
-            })
-            .await
-            .map_err(store_error)?;
+        let row = self.open_row(session_id, "state").await?;
         let Some(row) = row else {
             return Ok(None);
         };

@@ -39,20 +39,19 @@ pub fn serve(dir: &Path, url: &str, config: Option<&Path>) -> Instance {
 
 /// As [`serve`], with another toolset.
 pub fn serve_toolset(dir: &Path, url: &str, toolset: &str, config: Option<&Path>) -> Instance {
+    serve_with(dir, config, &["--toolset", toolset, "--store", url])
+}
+
+/// `toolgate [--config CONFIG] serve --http 127.0.0.1:0 ARGS...` run in `dir` (its home), once
+/// it says where it serves.
+pub fn serve_with(dir: &Path, config: Option<&Path>, args: &[&str]) -> Instance {
     let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
     if let Some(config) = config {
         command.arg("--config").arg(config);
     }
     let mut child = command
-        .args([
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--toolset",
-            toolset,
-            "--store",
-            url,
-        ])
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .args(args)
         .current_dir(dir)
         .env_remove("XDG_DATA_HOME")
         .env("HOME", dir)
