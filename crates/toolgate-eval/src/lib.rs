@@ -15,6 +15,7 @@ pub mod output;
 pub mod pages;
 pub mod record;
 pub mod report;
+pub mod report_html;
 pub mod rescore;
 pub mod run_folder;
 pub mod runner;

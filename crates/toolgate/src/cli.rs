@@ -230,6 +230,11 @@ pub enum EvalAction {
     Report {
         /// The eval's output directory.
         run_dir: PathBuf,
+        /// Also write the report as one self-contained HTML page: verdict, confidence
+        /// intervals, results per task, and each run's transcript (prompts from
+        /// evals/<suite>.toml when it is the file the eval ran).
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
     },
     /// Re-judge a suite eval's recorded runs with today's checks, rewrite its runs.jsonl and
     /// re-render its report; prints, per toolset, successes before -> after and the runs that

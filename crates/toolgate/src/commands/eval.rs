@@ -1,4 +1,4 @@
-//! `toolgate eval`, `toolgate eval report DIR`, `toolgate eval rescore DIR`,
+//! `toolgate eval`, `toolgate eval report DIR [--html FILE]`, `toolgate eval rescore DIR`,
 //! `toolgate eval trace-pair DIR` (and
 //! `toolgate eval tool-search`, in `tool_search.rs`).
 
@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicBool;
 
 use toolgate_eval::folder::load_suite_plan;
 use toolgate_eval::output::write_report;
+use toolgate_eval::report_html::ReportHtmlError;
 use toolgate_eval::runner::{ProgressUpdate, RUNS_FILE, Runner, load_records};
 use toolgate_eval::suite::{Split, Suite};
 use toolgate_eval::trace_pair;
@@ -21,7 +22,13 @@ use crate::config::Config;
 
 pub fn run(config: &Config, command: EvalCommand) -> Result<(), CommandError> {
     match command.action {
-        Some(EvalAction::Report { run_dir }) => report(&run_dir),
+        Some(EvalAction::Report { run_dir, html }) => {
+            report(&run_dir)?;
+            match html {
+                Some(page) => report_page(&run_dir, &page),
+                None => Ok(()),
+            }
+        }
         Some(EvalAction::Rescore { run_dir, suite }) => rescore(&run_dir, suite.as_deref()),
         Some(EvalAction::TracePair { run_dir }) => pair(&run_dir),
         Some(EvalAction::ToolSearch(args)) => super::tool_search::run(&args),
@@ -143,6 +150,23 @@ fn report(dir: &std::path::Path) -> Result<(), CommandError> {
     for f in files {
         println!("wrote {}", f.display());
     }
+    Ok(())
+}
+
+/// Writes the report of `dir` as an HTML page to `page`, with the task prompts of
+/// `evals/<suite>.toml` when that is the suite the eval ran.
+fn report_page(dir: &std::path::Path, page: &std::path::Path) -> Result<(), CommandError> {
+    let plan = load_suite_plan(dir)?;
+    let suite = toolgate_eval::report_html::default_suite_path(std::path::Path::new(""), &plan);
+    // Mapped here rather than as a variant of its own, so that commands/mod.rs stays as it is.
+    toolgate_eval::report_html::write_html(dir, page, &suite).map_err(|e| match e {
+        ReportHtmlError::Folder(e) => CommandError::Eval(e),
+        e @ (ReportHtmlError::NoRuns { .. } | ReportHtmlError::Write { .. }) => {
+            CommandError::Usage(e.to_string())
+        }
+        e @ ReportHtmlError::Template(_) => CommandError::RunFailed(e.to_string()),
+    })?;
+    println!("wrote {}", page.display());
     Ok(())
 }
 
