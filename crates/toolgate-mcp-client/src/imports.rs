@@ -152,6 +152,10 @@ pub enum ImportsError {
         "`--as` stores a user's own token in the token vault, and none is configured: set `[mcp.vault] keys_file`"
     )]
     NoVault,
+    #[error(
+        "the person who signed in is `{subject}`, not `{user}`: the token was not kept; `{user}` must sign in themselves"
+    )]
+    NotThatUser { user: String, subject: String },
 }
 
 /// The options for the servers in the `mcpServers` file `servers_file`, under `settings`:
@@ -222,6 +226,11 @@ pub async fn login(
 
 /// As [`login`], storing the tokens as `user`'s own in the vault (`toolgate mcp login --as`):
 /// what the gateway sends when `user` calls the server's tools.
+///
+/// When the server's authorization server is the gateway's own (the token's issuer is `user`'s
+/// tenant) and its access token names a subject, that subject must be `user`: a person who
+/// signed in as someone else is refused and the token is not kept. Another issuer names people
+/// in its own terms, so there the person signing in is trusted to be `user`.
 pub async fn login_as(
     options: &ImportOptions,
     server: &str,
@@ -230,8 +239,27 @@ pub async fn login_as(
     show: impl FnOnce(&str),
 ) -> Result<LoggedIn, ImportsError> {
     let vault = options.vault.as_ref().ok_or(ImportsError::NoVault)?;
-    let tokens = Some(TokenHolder::user(vault, user));
-    login_into(options, server, tokens, wait, show).await
+    let holder = TokenHolder::user(vault, user);
+    let logged_in = login_into(options, server, Some(holder.clone()), wait, show).await?;
+    if logged_in.key.issuer != user.tenant {
+        return Ok(logged_in);
+    }
+    let stored = holder.get(&logged_in.key).await?;
+    let subject = stored
+        .and_then(|c| c.token_response)
+        .and_then(|t| serde_json::to_value(t).ok())
+        .and_then(|t| t.get("access_token")?.as_str().map(str::to_string))
+        .and_then(|token| super::oauth::jwt_subject(&token));
+    match subject {
+        Some(subject) if subject != user.id => {
+            holder.put(&logged_in.key, None).await?;
+            Err(ImportsError::NotThatUser {
+                user: user.id.clone(),
+                subject,
+            })
+        }
+        Some(_) | None => Ok(logged_in),
+    }
 }
 
 async fn login_into(

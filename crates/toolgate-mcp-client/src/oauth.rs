@@ -324,6 +324,24 @@ async fn resource_of(manager: &mut AuthorizationManager) -> Result<String, OAuth
     })
 }
 
+/// The `sub` claim of `token` when it is a JWT (RFC 9068 access tokens are); `None` for an
+/// opaque token or one without a subject. Read only to compare who signed in, never trusted
+/// for anything else: the token is not verified here.
+pub fn jwt_subject(token: &str) -> Option<String> {
+    use base64::Engine;
+    let mut parts = token.split('.');
+    let (Some(_), Some(payload), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    claims.get("sub")?.as_str().map(str::to_string)
+}
+
 /// What a connection to a server that asked for authorization needs.
 pub enum Stored {
     /// A manager holding the stored tokens of the server (refreshing them as needed).
@@ -636,6 +654,25 @@ mod tests {
         ];
         for (head, want) in cases {
             assert_eq!(request_target(head), want, "{head:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_jwt_with_a_subject_names_who_signed_in() {
+        use base64::Engine;
+        let part = |v: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+        let jwt = |claims: &str| format!("{}.{}.sig", part(r#"{"alg":"RS256"}"#), part(claims));
+        let cases = [
+            (jwt(r#"{"sub":"alice","aud":"x"}"#), Some("alice")),
+            (jwt(r#"{"aud":"x"}"#), None),
+            (jwt(r#"{"sub":7}"#), None),
+            ("opaque-token-value".to_string(), None),
+            (format!("{}.not-base64!.sig", part("{}")), None),
+            (format!("{}.{}", part("{}"), part(r#"{"sub":"a"}"#)), None),
+            (format!("{}.extra", jwt(r#"{"sub":"a"}"#)), None),
+        ];
+        for (token, want) in cases {
+            assert_eq!(jwt_subject(&token).as_deref(), want, "{token}");
         }
     }
 

@@ -848,8 +848,6 @@ async fn call_through_gateway(host: &Client, options: &ImportOptions, tool: &str
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_user_calls_upstreams_with_their_own_token_never_another_users_or_the_front_token() {
     use toolgate_mcp_client::imports::login_as;
-    use toolgate_mcp_client::vault::TokenVault;
-    use toolgate_mcp_client::vault_keys::VaultKeys;
 
     // Two upstream notes servers (our own server as an OAuth resource server), each behind a
     // relay that records the tokens it is shown, and the gateway's front: three resources of
@@ -884,13 +882,8 @@ async fn each_user_calls_upstreams_with_their_own_token_never_another_users_or_t
 
     // The gateway: both upstreams, each user's tokens sealed in its vault, many users.
     let gateway = Client::new();
-    let keys = gateway.dir.path().join("vault.keys");
-    std::fs::write(&keys, "k1 AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n").unwrap();
-    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o600)).unwrap();
     let vault_path = gateway.dir.path().join("vault.sqlite");
-    let vault = Arc::new(
-        TokenVault::open_sqlite(&vault_path, Arc::new(VaultKeys::load(&keys).unwrap())).unwrap(),
-    );
+    let vault = vault_in(gateway.dir.path());
     let gateway_options = || {
         let mut options = gateway.options(
             json!({"notes": {"type": "http", "url": one_url},
@@ -1059,4 +1052,56 @@ async fn each_user_calls_upstreams_with_their_own_token_never_another_users_or_t
     );
     assert_eq!(mode(&vault_path), 0o600);
     imports.close().await;
+}
+
+/// A token vault in `dir` (`vault.sqlite`, sealed under a key file `vault.keys` there).
+fn vault_in(dir: &Path) -> Arc<toolgate_mcp_client::vault::TokenVault> {
+    let keys = dir.join("vault.keys");
+    std::fs::write(&keys, "k1 AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n").unwrap();
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let keys = toolgate_mcp_client::vault_keys::VaultKeys::load(&keys).unwrap();
+    Arc::new(
+        toolgate_mcp_client::vault::TokenVault::open_sqlite(
+            &dir.join("vault.sqlite"),
+            Arc::new(keys),
+        )
+        .unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn a_login_as_one_user_by_another_person_is_refused_and_not_kept() {
+    use toolgate_mcp_client::imports::login_as;
+    let env = env().await;
+    let client = Client::new();
+    let vault = vault_in(client.dir.path());
+    let mut options = client.options(env.servers(), env.egress());
+    options.vault = Some(Arc::clone(&vault));
+    let alice = Principal {
+        id: "alice".into(),
+        tenant: env.auth.issuer(),
+        scopes: Arc::default(),
+        catalogue: None,
+    };
+    let key = CredentialKey::new(env.auth.issuer(), &env.one.url);
+    let holder = toolgate_core::approval::holder(&alice);
+
+    // bob signs in where alice should: the token names bob, so it is not kept as alice's.
+    let (show, browser) = browser_of("bob");
+    let refused = login_as(&options, "notes", &alice, WAIT, show).await;
+    browser.check(false).await;
+    match refused {
+        Err(ImportsError::NotThatUser { user, subject }) => {
+            assert_eq!((user.as_str(), subject.as_str()), ("alice", "bob"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(vault.get(&holder, &key).await.unwrap().is_none());
+
+    // alice herself: kept.
+    let (show, browser) = browser_of("alice");
+    let outcome = login_as(&options, "notes", &alice, WAIT, show).await;
+    browser.check(outcome.is_ok()).await;
+    assert_eq!(outcome.unwrap().key, key);
+    assert!(vault.get(&holder, &key).await.unwrap().is_some());
 }
