@@ -297,17 +297,7 @@ async fn inspector_with_a_bearer_token_lists_and_calls_notes_in_both_eras() {
     let keys = oidc::TestKey::generate_many(&["k1"]);
     let auth = oidc::AuthServer::start(&[&resource], &["notes:all"], &keys, 300);
     let issuer = auth.issuer();
-    let as_port = issuer.rsplit(':').next().unwrap();
-    let config = dir.path().join("toolgate.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[egress.allow]]\nhost = \"127.0.0.1\"\nschemes = [\"http\"]\nports = [{as_port}]\n\
-             allow_private = true\n\n[serve.auth]\nissuer = \"{issuer}\"\nresource = \"{resource}\"\n\
-             [serve.auth.scopes]\n\"notes:all\" = [\"notes\"]\n"
-        ),
-    )
-    .unwrap();
+    let config = common::write_auth_config(dir.path(), &issuer, &resource, "notes:all", "notes");
     let trace = dir.path().join("serve.trace.jsonl");
     let (server, url) = serve_http_at(
         dir.path(),

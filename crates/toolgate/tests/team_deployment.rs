@@ -329,17 +329,7 @@ fn two_users_through_nginx_each_write_once_and_the_same_write_is_two_effects() {
     let keys = oidc::TestKey::generate_many(&["k1"]);
     let auth = oidc::AuthServer::start(&[resource], &["books:all"], &keys, 300);
     let issuer = auth.issuer();
-    let as_port = issuer.rsplit(':').next().unwrap();
-    let config = dir.path().join("toolgate.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[egress.allow]]\nhost = \"127.0.0.1\"\nschemes = [\"http\"]\nports = [{as_port}]\n\
-             allow_private = true\n\n[serve.auth]\nissuer = \"{issuer}\"\nresource = \"{resource}\"\n\
-             [serve.auth.scopes]\n\"books:all\" = [\"books-v4\"]\n"
-        ),
-    )
-    .unwrap();
+    let config = common::write_auth_config(dir.path(), &issuer, resource, "books:all", "books-v4");
     let instances: Vec<_> = (0..2)
         .map(|_| serve(dir.path(), &url, Some(&config)))
         .collect();

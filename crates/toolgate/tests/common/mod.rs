@@ -26,3 +26,27 @@ pub fn toolgate(args: &[&str], cwd: &Path) -> Output {
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// Writes `dir/toolgate.toml` for a server behind `[serve.auth]`: tokens of `issuer` for
+/// `resource`, the scope `scope` granting `toolset`, and the egress allowlist the resource
+/// server needs to reach the issuer (on 127.0.0.1). Returns the file's path.
+pub fn write_auth_config(
+    dir: &Path,
+    issuer: &str,
+    resource: &str,
+    scope: &str,
+    toolset: &str,
+) -> std::path::PathBuf {
+    let as_port = issuer.rsplit(':').next().unwrap_or_default();
+    let config = dir.join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[egress.allow]]\nhost = \"127.0.0.1\"\nschemes = [\"http\"]\nports = [{as_port}]\n\
+             allow_private = true\n\n[serve.auth]\nissuer = \"{issuer}\"\nresource = \"{resource}\"\n\
+             [serve.auth.scopes]\n\"{scope}\" = [\"{toolset}\"]\n"
+        ),
+    )
+    .expect("the config file is written");
+    config
+}
