@@ -478,8 +478,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn transcript_markup_is_escaped_not_rendered() {
+    /// A plan of toolsets `a` and `b` and its report: one failed run of `a`, one passed of `b`.
+    fn two_runs() -> (Plan, Report) {
         let plan = plan();
         let report = report::build(
             "notes",
@@ -487,6 +487,12 @@ mod tests {
             &plan.toolsets,
             vec![record("a", false), record("b", true)],
         );
+        (plan, report)
+    }
+
+    #[test]
+    fn transcript_markup_is_escaped_not_rendered() {
+        let (plan, report) = two_runs();
         let mut prompts = BTreeMap::new();
         prompts.insert("t1".to_string(), HOSTILE.to_string());
         let page = render(&report, &plan, &prompts, HOSTILE).unwrap();
@@ -504,13 +510,7 @@ mod tests {
 
     #[test]
     fn a_page_names_verdict_interval_and_every_run() {
-        let plan = plan();
-        let report = report::build(
-            "notes",
-            "m",
-            &plan.toolsets,
-            vec![record("a", false), record("b", true)],
-        );
+        let (plan, report) = two_runs();
         let page = render(&report, &plan, &BTreeMap::new(), "no prompts").unwrap();
         assert!(
             page.starts_with("<!doctype html>\n<html lang=\"en\">"),
