@@ -36,7 +36,7 @@ use super::outage::{OutageWatch, WATCH_TICK, Watched};
 use super::pins::{Drift, Review, ServerPins, pin, review};
 use super::plan::{ImportPlan, ImportRefusal, RiskSource, ServerRatings, local_name, plan_server};
 use super::upstream::{ConnectOptions, Upstream, UpstreamError, authorization_challenge};
-use super::users::{RouteKind, UserSessions, route_kind};
+use super::users::{RouteKind, RouteRefusal, UserSessions, route_kind};
 use super::vault::TokenVault;
 use super::vault_keys::{KeyFileError, VaultKeys};
 
@@ -568,27 +568,29 @@ impl Imports {
             };
             let upstream = Arc::new(upstream);
             let ratings = options.ratings.get(namespace);
-            let route = match route_kind(
+            // A per-user route without a vault is refused, never the gateway's own session.
+            let route = route_kind(
                 ratings.and_then(|r| r.credentials),
                 options.per_user_by_default,
                 upstream.with_token(),
                 options.vault.is_some(),
-            ) {
-                Ok(RouteKind::Shared) => Route::Shared(Arc::clone(&upstream)),
-                Ok(RouteKind::PerUser) => match &options.vault {
-                    Some(vault) => {
-                        server.terms.per_user = true;
-                        Route::PerUser {
-                            listing: Arc::clone(&upstream),
-                            users: Arc::new(UserSessions::new(
-                                entry.clone(),
-                                connect_options_for(&options, namespace),
-                                Arc::clone(vault),
-                            )),
-                        }
-                    }
-                    None => Route::Shared(Arc::clone(&upstream)),
-                },
+            )
+            .and_then(|kind| match kind {
+                RouteKind::Shared => Ok(Route::Shared(Arc::clone(&upstream))),
+                RouteKind::PerUser => {
+                    let vault = options.vault.as_ref().ok_or(RouteRefusal::NoVault)?;
+                    Ok(Route::PerUser {
+                        listing: Arc::clone(&upstream),
+                        users: Arc::new(UserSessions::new(
+                            entry.clone(),
+                            connect_options_for(&options, namespace),
+                            Arc::clone(vault),
+                        )),
+                    })
+                }
+            });
+            let route = match route {
+                Ok(route) => route,
                 Err(refusal) => {
                     for remote in pins.tools.keys() {
                         imports.withheld.insert(
@@ -600,6 +602,7 @@ impl Imports {
                     continue;
                 }
             };
+            server.terms.per_user = matches!(route, Route::PerUser { .. });
             let (entries, tools, withheld) =
                 import_server(namespace, &catalogue, &pins, ratings, route, &options);
             watched.push(Watched {
