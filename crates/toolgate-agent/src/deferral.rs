@@ -84,6 +84,9 @@ pub struct ToolList {
     /// How many of `sent` formed the first request's list.
     standing: usize,
     deferred: bool,
+    /// Tools a phase rule keeps back (see [`crate::phases`]): never sent, never appended by a
+    /// search, until released.
+    withheld: BTreeSet<String>,
 }
 
 impl ToolList {
@@ -116,7 +119,44 @@ impl ToolList {
             visible,
             sent,
             deferred: defer,
+            withheld: BTreeSet::new(),
         }
+    }
+
+    /// Keeps `names` back before the first request: they leave the list (and the standing
+    /// count) until [`ToolList::release`] appends them.
+    pub fn withhold(&mut self, names: &BTreeSet<String>) {
+        self.sent.retain(|t| !names.contains(&t.name));
+        self.standing = self.sent.len();
+        self.withheld.extend(names.iter().cloned());
+    }
+
+    /// Whether `name` is kept back now.
+    pub fn is_withheld(&self, name: &str) -> bool {
+        self.withheld.contains(name)
+    }
+
+    /// Appends the withheld tools that are not in `still_withheld` (their rule now holds), in
+    /// the caller's visible order; returns the names appended.
+    pub fn release(&mut self, still_withheld: &BTreeSet<String>) -> Vec<String> {
+        let released: Vec<String> = self
+            .withheld
+            .iter()
+            .filter(|n| !still_withheld.contains(*n))
+            .cloned()
+            .collect();
+        if released.is_empty() {
+            return Vec::new();
+        }
+        self.withheld.retain(|n| still_withheld.contains(n));
+        let mut appended = Vec::new();
+        for tool in &self.visible {
+            if released.contains(&tool.name) && !self.sent.iter().any(|t| t.name == tool.name) {
+                self.sent.push(tool.clone());
+                appended.push(tool.name.clone());
+            }
+        }
+        appended
     }
 
     /// What the next request sends.
@@ -142,7 +182,7 @@ impl ToolList {
         }
         let mut appended = Vec::new();
         for name in found {
-            if self.sent.iter().any(|t| &t.name == name) {
+            if self.withheld.contains(name) || self.sent.iter().any(|t| &t.name == name) {
                 continue;
             }
             if let Some(tool) = self.visible.iter().find(|t| &t.name == name) {

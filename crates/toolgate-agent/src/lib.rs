@@ -4,6 +4,7 @@
 pub mod approvers;
 pub mod deferral;
 pub mod described_call;
+pub mod phases;
 pub mod refused_call;
 pub mod repeat_guard;
 pub mod run;
@@ -13,4 +14,5 @@ pub use deferral::{DEFAULT_DEFER_THRESHOLD, DEFAULT_PRELOAD, DeferralConfig, Too
 pub use run::{
     Agent, AgentConfig, AgentEvent, CallSummary, DEFAULT_SYSTEM_PROMPT, DescribedCallCorrected,
     Observer, ReadFirst, RepeatAnswered, RunResult, StopCause, ToolsAppended, ToolsEnded,
+    ToolsOffered,
 };

@@ -1268,3 +1268,103 @@ async fn a_run_gets_one_retry_and_with_the_lever_off_none() {
     assert_eq!(result.refused_call, None);
     assert_eq!(off.requests().len(), 2);
 }
+
+fn phased() -> AgentConfig {
+    use toolgate_agent::phases::OfferRule;
+    AgentConfig {
+        offer_rules: vec![
+            OfferRule::when_user_gives_url("page_read"),
+            OfferRule::after("mail_send", &["reminders_create"]),
+        ],
+        ..AgentConfig::default()
+    }
+}
+
+fn tool_names(model: &ScriptedModel, n: usize) -> Vec<String> {
+    model.requests()[n]
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_before_anything_to_send_is_refused_unrun_and_offered_once_it_exists() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("m1", "mail_send", json!({"topic": "draft 123"}))]),
+        ScriptedModel::calls(&[(
+            "r1",
+            "reminders_create",
+            json!({"text": "pay rent", "due": "2026-12-04"}),
+        )]),
+        ScriptedModel::answer("Saved the reminder."),
+    ]));
+    let trace = Arc::new(MemoryTrace::default());
+    let result = world
+        .agent(model.clone(), phased(), trace.clone())
+        .ask(
+            "run-phases",
+            "remind me to pay rent on 2026-12-04, then mail it",
+        )
+        .await;
+    assert_eq!(result.answer.as_deref(), Some("Saved the reminder."));
+    // Not offered, and the model's call to it never reached the dispatcher.
+    let first = tool_names(&model, 0);
+    assert!(!first.contains(&"mail_send".to_string()), "{first:?}");
+    assert!(!first.contains(&"page_read".to_string()), "{first:?}");
+    assert_eq!(*world.handler_runs.lock().unwrap(), 0);
+    assert_eq!(world.rows("sent"), 0);
+    assert_eq!(result.calls[0].error.as_deref(), Some("forbidden"));
+    let refusal = &results_in(&model, 1)[0];
+    assert!(refusal.is_error && refusal.content.contains("after reminders_create"));
+    assert!(
+        trace
+            .of_kind("tool_call")
+            .iter()
+            .all(|c| c["gen_ai.tool.name"] != "mail_send")
+    );
+    // Once a reminder exists, the send is appended after the list the model saw before.
+    let after = tool_names(&model, 2);
+    assert_eq!(after[..first.len()], first[..]);
+    assert_eq!(after[first.len()..], ["mail_send".to_string()]);
+    let offered = trace.of_kind("tools_offered");
+    assert_eq!(offered.len(), 1);
+    assert_eq!(offered[0]["tools"], json!(["mail_send"]));
+    assert_eq!(offered[0]["round"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_tool_is_offered_only_when_the_user_gives_a_url() {
+    for (message, offered) in [
+        ("I read a risotto recipe; how long does it cook?", false),
+        (
+            "Read https://recipes.example/risotto and tell me the time",
+            true,
+        ),
+    ] {
+        let world = World::new();
+        let model = Arc::new(ScriptedModel::new([ScriptedModel::answer("20 minutes.")]));
+        world
+            .agent(model.clone(), phased(), Arc::new(MemoryTrace::default()))
+            .ask("run-url", message)
+            .await;
+        assert_eq!(
+            tool_names(&model, 0).contains(&"page_read".to_string()),
+            offered,
+            "{message}"
+        );
+    }
+    // Without rules every tool is offered, as before.
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([ScriptedModel::answer("20 minutes.")]));
+    world
+        .agent(
+            model.clone(),
+            AgentConfig::default(),
+            Arc::new(MemoryTrace::default()),
+        )
+        .ask("run-no-rules", "I read a risotto recipe")
+        .await;
+    assert_eq!(tool_names(&model, 0).len(), 5);
+}

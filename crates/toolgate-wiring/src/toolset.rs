@@ -9,6 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use toolgate_agent::phases::OfferRule;
 use toolgate_agent::{AgentConfig, ReadFirst};
 use toolgate_books::Toolset as BooksDesign;
 use toolgate_notes::Design as NotesDesign;
@@ -43,6 +44,9 @@ pub enum ToolsetName {
     /// notes-v4 whose `web_clip` is only for a URL the user gave (a page the user already
     /// clipped is found with `notes_search`) and takes the notebook in the user's words.
     NotesV5,
+    /// notes-v5 whose loop offers tools in phases: `web_clip` only when the user's message
+    /// gives a URL, `email_send` only after `email_draft` has returned a draft.
+    NotesV6,
 }
 
 /// The kind of store a toolset works on (a suite's `store = "books" | "notes"`).
@@ -68,7 +72,7 @@ fn known_names() -> String {
 
 impl ToolsetName {
     /// Every toolset, in the order listings show them.
-    pub const ALL: [ToolsetName; 10] = [
+    pub const ALL: [ToolsetName; 11] = [
         ToolsetName::BooksV1,
         ToolsetName::BooksV2,
         ToolsetName::BooksV3,
@@ -79,6 +83,7 @@ impl ToolsetName {
         ToolsetName::NotesV3,
         ToolsetName::NotesV4,
         ToolsetName::NotesV5,
+        ToolsetName::NotesV6,
     ];
 
     /// The name it is given by (flags, reports, run records).
@@ -95,6 +100,7 @@ impl ToolsetName {
             ToolsetName::NotesV3 => "notes-v3",
             ToolsetName::NotesV4 => "notes-v4",
             ToolsetName::NotesV5 => "notes-v5",
+            ToolsetName::NotesV6 => "notes-v6",
         }
     }
 
@@ -125,6 +131,9 @@ impl ToolsetName {
             ToolsetName::NotesV5 => {
                 "notes-v4 whose web_clip is only for a URL the user gave, sends pages already clipped to notes_search and takes the notebook in the user's words"
             }
+            ToolsetName::NotesV6 => {
+                "notes-v5 whose loop offers web_clip only when the user gives a URL and email_send only after a draft"
+            }
         }
     }
 
@@ -140,7 +149,8 @@ impl ToolsetName {
             | ToolsetName::NotesV2
             | ToolsetName::NotesV3
             | ToolsetName::NotesV4
-            | ToolsetName::NotesV5 => StoreKind::Notes,
+            | ToolsetName::NotesV5
+            | ToolsetName::NotesV6 => StoreKind::Notes,
         }
     }
 
@@ -156,7 +166,8 @@ impl ToolsetName {
             | ToolsetName::NotesV2
             | ToolsetName::NotesV3
             | ToolsetName::NotesV4
-            | ToolsetName::NotesV5 => None,
+            | ToolsetName::NotesV5
+            | ToolsetName::NotesV6 => None,
         }
     }
 
@@ -178,6 +189,19 @@ impl ToolsetName {
                 correct_described_calls: true,
                 end_tools_after_repeats: true,
                 first_round_must_call: true,
+                ..AgentConfig::default()
+            },
+            // notes-v5's loop, with tools offered in phases (*wrong tool*: a page the user
+            // already clipped clipped again from a made-up URL, 6 of notes-v4's 25 failed dev
+            // runs; *wrong final state*: a send of a guessed draft id before any draft, 3).
+            ToolsetName::NotesV6 => AgentConfig {
+                correct_described_calls: true,
+                end_tools_after_repeats: true,
+                first_round_must_call: true,
+                offer_rules: vec![
+                    OfferRule::when_user_gives_url("web_clip"),
+                    OfferRule::after("email_send", &["email_draft"]),
+                ],
                 ..AgentConfig::default()
             },
             // The same levers, for books-v4's failure kinds in the v3 runs: calls described
@@ -227,7 +251,8 @@ impl ToolsetName {
             // The same tools as notes-v2: v3 changes only the loop.
             ToolsetName::NotesV2 | ToolsetName::NotesV3 => Some(NotesDesign::V2),
             ToolsetName::NotesV4 => Some(NotesDesign::V4),
-            ToolsetName::NotesV5 => Some(NotesDesign::V5),
+            // The same tools as notes-v5: v6 changes only which the loop offers when.
+            ToolsetName::NotesV5 | ToolsetName::NotesV6 => Some(NotesDesign::V5),
         }
     }
 }
@@ -297,7 +322,7 @@ mod tests {
             names,
             [
                 "books-v1", "books-v2", "books-v3", "books-v4", "books-v5", "notes", "notes-v2",
-                "notes-v3", "notes-v4", "notes-v5"
+                "notes-v3", "notes-v4", "notes-v5", "notes-v6"
             ]
         );
         for toolset in ToolsetName::ALL {
@@ -350,8 +375,30 @@ mod tests {
             format!("{:?}", ToolsetName::NotesV5.agent_config()),
             format!("{:?}", ToolsetName::NotesV4.agent_config())
         );
+        // notes-v6 is notes-v5's tools and loop, with phase rules.
+        let v6 = ToolsetName::NotesV6.agent_config();
+        assert_eq!(
+            format!(
+                "{:?}",
+                AgentConfig {
+                    offer_rules: Vec::new(),
+                    ..v6.clone()
+                }
+            ),
+            format!("{:?}", ToolsetName::NotesV5.agent_config())
+        );
+        assert!(!v6.offer_rules.is_empty());
+        assert_eq!(
+            ToolsetName::NotesV6.notes_design(),
+            ToolsetName::NotesV5.notes_design()
+        );
         for toolset in ToolsetName::ALL {
             let config = toolset.agent_config();
+            assert_eq!(
+                config.offer_rules.is_empty(),
+                toolset != ToolsetName::NotesV6,
+                "{toolset}"
+            );
             assert_eq!(
                 config.retry_refused_calls,
                 toolset == ToolsetName::BooksV5,
@@ -405,7 +452,8 @@ mod tests {
                 ToolsetName::NotesV2,
                 ToolsetName::NotesV3,
                 ToolsetName::NotesV4,
-                ToolsetName::NotesV5
+                ToolsetName::NotesV5,
+                ToolsetName::NotesV6
             ]
         );
         for toolset in ToolsetName::ALL {

@@ -14,7 +14,11 @@ use toolgate_llm::{ContentBlock, Message, ToolCall, ToolResult};
 
 use super::dispatch::lost_call;
 use super::sources::learn_outcome;
-use super::{Agent, AgentEvent, CallSummary, RepeatAnswered, RunState, ToolsAppended, ToolsEnded};
+use super::{
+    Agent, AgentEvent, CallSummary, RepeatAnswered, RunState, ToolsAppended, ToolsEnded,
+    ToolsOffered,
+};
+use crate::phases::{not_offered_error, withheld};
 use crate::repeat_guard::{
     CallKind, Earlier, Recorded, TOOLS_ENDED_TEXT, rememberable, repeat_text, unchanged_repeat_text,
 };
@@ -34,19 +38,28 @@ impl Agent {
             .map(|c| (c.name.as_str(), &c.arguments, self.call_kind(&c.name)))
             .collect();
         let answered = run.guard.answers(&turn);
+        // A tool a phase rule still withholds is never run (nor answered from memory).
+        let withheld: Vec<bool> = tool_calls
+            .iter()
+            .map(|c| run.tools.is_withheld(&c.name))
+            .collect();
         let to_run: Vec<ToolCall> = tool_calls
             .iter()
             .zip(&answered)
-            .filter(|(_, a)| a.is_none())
-            .map(|(c, _)| c.clone())
+            .zip(&withheld)
+            .filter(|((_, a), w)| a.is_none() && !**w)
+            .map(|((c, _), _)| c.clone())
             .collect();
         let mut outcomes = self
             .dispatch_all(run.run_id, &to_run, Arc::new(run.sources.clone()))
             .await
             .into_iter();
         let mut results = Vec::new();
-        for ((call, &(_, _, kind)), answer) in tool_calls.iter().zip(&turn).zip(answered) {
+        for (((call, &(_, _, kind)), answer), withheld) in
+            tool_calls.iter().zip(&turn).zip(answered).zip(withheld)
+        {
             let result = match answer {
+                _ if withheld => self.refuse_withheld(run, call),
                 Some(earlier) => self.answer_from_memory(run, call, kind, &earlier),
                 None => {
                     // One outcome per call sent, in order; a missing one is a lost call.
@@ -59,6 +72,47 @@ impl Agent {
         let mut results = Message::tool_results(results);
         self.end_tools_after_repeats(run, &mut results);
         run.messages.push(results);
+        self.offer_released_tools(run);
+    }
+
+    /// The result of a call to a tool a phase rule withholds: refused unrun, with the reason.
+    fn refuse_withheld(&self, run: &mut RunState<'_>, call: &ToolCall) -> ToolResult {
+        let text = not_offered_error(&self.config.offer_rules, &call.name)
+            .to_model_value(toolgate_core::ErrorStyle::Teaching)
+            .to_string();
+        run.calls.push(CallSummary {
+            round: run.round,
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            is_error: true,
+            error: Some(toolgate_core::ErrorCode::Forbidden.as_str().to_string()),
+            result_bytes: text.len(),
+            duration_us: 0,
+            answered_from_round: None,
+        });
+        ToolResult {
+            call_id: call.id.clone(),
+            content: text,
+            is_error: true,
+        }
+    }
+
+    /// Appends the withheld tools whose phase rule now holds, for the next rounds, and traces
+    /// them.
+    pub(super) fn offer_released_tools(&self, run: &mut RunState<'_>) {
+        if self.config.offer_rules.is_empty() {
+            return;
+        }
+        let still = withheld(&self.config.offer_rules, &run.phases);
+        let offered = run.tools.release(&still);
+        if !offered.is_empty() {
+            self.trace.record(Arc::new(ToolsOffered {
+                run_id: run.run_id.into(),
+                round: run.round,
+                tools: offered,
+            }));
+        }
     }
 
     /// The result of an exact repeat the repeat guard answers with `earlier`'s (nothing runs),
@@ -108,6 +162,9 @@ impl Agent {
         outcome: &CallOutcome,
     ) -> ToolResult {
         learn_outcome(&mut run.sources, call, outcome);
+        if !outcome.is_error() {
+            run.phases.succeeded(&call.name);
+        }
         if call.name == TOOL_SEARCH {
             self.append_found_tools(run, outcome);
         }

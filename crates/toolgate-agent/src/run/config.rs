@@ -3,6 +3,7 @@
 
 use super::read_first::ReadFirst;
 use crate::deferral::DeferralConfig;
+use crate::phases::OfferRule;
 
 /// What the model is told before the user speaks, unless a caller says otherwise. Measured on
 /// the embedded model: shorter or gentler wordings made it describe how to use the tools
@@ -45,6 +46,10 @@ pub struct AgentConfig {
     /// Give an answer that makes no call after a round whose calls were all refused with a
     /// fixable error one corrective turn per run (see the module documentation).
     pub retry_refused_calls: bool,
+    /// Tools offered in phases: each withheld until its rule holds (a URL in the user's
+    /// message, another tool's result), then appended for the rest of the run; a call to a
+    /// withheld tool is refused unrun (see [`crate::phases`]).
+    pub offer_rules: Vec<OfferRule>,
 }
 
 impl Default for AgentConfig {
@@ -63,6 +68,7 @@ impl Default for AgentConfig {
             first_round_must_call: false,
             read_first: None,
             retry_refused_calls: false,
+            offer_rules: Vec::new(),
         }
     }
 }

@@ -30,7 +30,7 @@
 //! are appended for later rounds, never swapped in (see [`crate::deferral`]), so each request's
 //! tool list begins with every byte of the one before.
 //!
-//! Five levers, each off by default (off, the loop behaves exactly as without them), each
+//! Six levers, each off by default (off, the loop behaves exactly as without them), each
 //! aimed at a failure kind of the eval's taxonomy:
 //! - [`AgentConfig::correct_described_calls`] (*wrong answer*, *no tool call*): a final answer
 //!   that describes a call to an offered tool instead of making it (see
@@ -61,6 +61,11 @@
 //!   the loop makes one read with the user's own words (say `notes_search` with the message as
 //!   its `query`) through the dispatcher, and the conversation starts with that call and its
 //!   result (see `read_first.rs`).
+//! - [`AgentConfig::offer_rules`] (*wrong tool* from a clip of a page the user already has,
+//!   *wrong final state* from a send before any draft): a tool is withheld from the list until
+//!   its rule holds (a URL in the user's message; another tool's result without error), then
+//!   appended for the rest of the run; a call to it before then is refused unrun with a
+//!   `forbidden` result saying why (see [`crate::phases`]). Traced as `tools_offered`.
 
 mod calls;
 mod config;
@@ -89,11 +94,12 @@ pub use result::{CallSummary, RunResult, StopCause};
 pub use sources::sources_from_history;
 pub use trace::{
     DescribedCallCorrected, ModelTurn, RefusedCallRetried, RepeatAnswered, RunEnd, ToolsAppended,
-    ToolsEnded, TurnSummary,
+    ToolsEnded, ToolsOffered, TurnSummary,
 };
 
 use crate::deferral::ToolList;
 use crate::described_call::{DescribedCall, correction_text, described_call};
+use crate::phases::{PhaseState, withheld};
 use crate::refused_call::{RefusedCall, refused_call, retry_text};
 use crate::repeat_guard::{RepeatCount, RepeatGuard};
 use result::model_error;
@@ -125,6 +131,8 @@ struct RunState<'a> {
     corrected: Option<DescribedCall>,
     /// The refused call the run's one retry turn was for.
     retried: Option<RefusedCall>,
+    /// What the phase rules are decided on (see [`crate::phases`]).
+    phases: PhaseState,
     /// Model turns requested so far.
     round: u32,
 }
@@ -223,6 +231,9 @@ impl Agent {
         history: Vec<Message>,
     ) -> RunState<'a> {
         let mut tools = self.tool_list();
+        // Withheld before the preload, so a search cannot append what a phase keeps back.
+        let phases = PhaseState::from_history(&history, read_first::last_user_text(&history));
+        tools.withhold(&withheld(&self.config.offer_rules, &phases));
         let appended_tools = self.preload(run_id, &history, &mut tools).await;
         let sources = sources_from_history(&history);
         let mut run = RunState {
@@ -238,9 +249,12 @@ impl Agent {
             tools_ended_round: None,
             corrected: None,
             retried: None,
+            phases,
             round: 0,
         };
         self.read_first(&mut run).await;
+        // The loop's own read may already make a phase rule hold.
+        self.offer_released_tools(&mut run);
         run
     }
 

@@ -82,6 +82,26 @@ impl TraceEvent for ToolsAppended {
     }
 }
 
+/// Withheld tools whose phase rule came to hold, appended to the run's tool list from the next
+/// round on (see [`crate::phases`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolsOffered {
+    pub run_id: String,
+    /// The round whose results made the rules hold.
+    pub round: u32,
+    pub tools: Vec<String>,
+}
+
+impl TraceEvent for ToolsOffered {
+    fn kind(&self) -> &'static str {
+        "tools_offered"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({"run_id": self.run_id, "round": self.round, "tools": self.tools})
+    }
+}
+
 /// An exact repeat the loop answered with an earlier round's result (nothing ran).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepeatAnswered {

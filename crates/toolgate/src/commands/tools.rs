@@ -32,7 +32,8 @@ fn measured_calls(toolset: ToolsetName) -> Vec<(&'static str, Value)> {
         ToolsetName::NotesV2
         | ToolsetName::NotesV3
         | ToolsetName::NotesV4
-        | ToolsetName::NotesV5 => vec![
+        | ToolsetName::NotesV5
+        | ToolsetName::NotesV6 => vec![
             ("notes_search", json!({"query": "design team budget"})),
             ("notes_get", json!({"note_id": 5})),
         ],
