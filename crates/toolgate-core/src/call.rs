@@ -264,6 +264,11 @@ pub struct DecisionRecord {
     pub stage: Stage,
     pub outcome: Outcome,
     pub approval: ApprovalRecord,
+    /// Who answered the approval (approved or declined), when the channel names the person
+    /// (a console's signed-in approver); `None` when nobody was asked or the channel names no
+    /// one (a terminal). The audit searches by it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
     pub duplicate: bool,
@@ -310,6 +315,7 @@ impl DecisionRecord {
             stage: Stage::Resolve,
             outcome: Outcome::Ok,
             approval: ApprovalRecord::NotNeeded,
+            decided_by: None,
             idempotency_key: None,
             duplicate: false,
             undo: None,

@@ -1,6 +1,8 @@
 //! toolgate-store: what the toolsets' SQLite stores share, below the toolsets and above the
 //! contract.
 //!
+//! - [`audit`]: the decision records as a searchable `decisions` table on either store: the
+//!   SQLite sink, the searches (filters, keyset pages, a call's tree) and their export.
 //! - [`file`]: creating a store's file whole or not at all, and opening only an existing one.
 //! - [`shared_conn`]: [`SharedConnection`], the one connection a toolset's handlers share
 //!   (blocking work off the async threads, one call at a time, writes at most once per
@@ -14,6 +16,7 @@
 //! tag sets are stored as equal strings. Refuses nothing else: what a store holds is the
 //! toolset's business.
 
+pub mod audit;
 pub mod file;
 pub mod postgres;
 /// Tables a SQLite store makes with the same statement as the PostgreSQL migration that makes

@@ -1,5 +1,6 @@
-//! The decision records of every instance in the shared database's `decisions` table (migration
-//! V4), as a trace sink beside the JSONL trace.
+//! The decision records of every instance in the shared database's `decisions` table (migrations
+//! V4, V7, V11), as a trace sink beside the JSONL trace; searched through
+//! [`crate::audit::AuditStore`].
 //!
 //! Why a writer task: a sink is called on the dispatcher's path, synchronously, and a database
 //! round trip there would add to every call; so [`PgAudit::record`] only queues the record, and
@@ -21,6 +22,7 @@ use toolgate_core::call::DecisionRecord;
 use toolgate_core::trace::{TraceEvent, TraceSink};
 
 use super::PgStore;
+use crate::audit::row::{AuditRow, INSERT};
 
 /// The longest pause between two attempts to write while the database is unreachable.
 pub const MAX_PAUSE: Duration = Duration::from_secs(5);
@@ -125,24 +127,6 @@ async fn write_queue(
     }
 }
 
-fn text(record: &Value, key: &str) -> Option<String> {
-    match record.get(key)? {
-        Value::String(s) => Some(s.clone()),
-        Value::Null => None,
-        other => Some(other.to_string()),
-    }
-}
-
-/// What the approval column says: the record's status (`approved`, `denied`, ...).
-fn approval(record: &Value) -> String {
-    record
-        .get("approval")
-        .and_then(|a| a.get("status"))
-        .and_then(Value::as_str)
-        .unwrap_or("unknown")
-        .to_owned()
-}
-
 async fn insert(
     store: &PgStore,
     instance: &str,
@@ -152,40 +136,35 @@ async fn insert(
     let failed = |e: tokio_postgres::Error| super::unreachable_store(store.shown(), &e.to_string());
     let tx = client.transaction().await.map_err(failed)?;
     let statement = tx
-        .prepare_cached(
-            "INSERT INTO decisions (time_unix_ms, instance, call_id, parent_call_id, run_id, tenant,
-                 principal, tool, tool_version, origin, risk, stage, outcome, approval,
-                 idempotency_key, duplicate, record, catalogue_digest)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
-        )
+        .prepare_cached(&toolgate_core::sql::postgres_placeholders(INSERT))
         .await
         .map_err(failed)?;
     for (time_unix_ms, record) in batch {
-        let outcome = text(record, "outcome").unwrap_or_default();
+        // The same columns as the SQLite audit, by the same rule.
+        let row = AuditRow::from_record(*time_unix_ms, record.clone());
         tx.execute(
             &statement,
             &[
-                time_unix_ms,
+                &row.time_unix_ms,
                 &instance,
-                &text(record, "gen_ai.tool.call.id").unwrap_or_default(),
-                &text(record, "parent_call_id"),
-                &text(record, "run_id").unwrap_or_default(),
-                &text(record, "tenant").unwrap_or_default(),
-                &text(record, "principal").unwrap_or_default(),
-                &text(record, "gen_ai.tool.name").unwrap_or_default(),
-                &record.get("tool_version").and_then(Value::as_i64),
-                &text(record, "origin").unwrap_or_default(),
-                &text(record, "risk"),
-                &text(record, "stage").unwrap_or_default(),
-                &outcome,
-                &approval(record),
-                &text(record, "idempotency_key"),
-                &record
-                    .get("duplicate")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-                record,
-                &text(record, "catalogue_digest"),
+                &row.call_id,
+                &row.parent_call_id,
+                &row.run_id,
+                &row.tenant,
+                &row.principal,
+                &row.tool,
+                &row.tool_version,
+                &row.origin,
+                &row.risk,
+                &row.stage,
+                &row.outcome,
+                &row.approval,
+                &row.denial,
+                &row.decided_by,
+                &row.idempotency_key,
+                &row.duplicate,
+                &row.catalogue_digest,
+                &row.record,
             ],
         )
         .await

@@ -1,0 +1,222 @@
+//! One decision record as a row of `decisions`: the columns the searches filter on, taken from
+//! the record's JSON by one rule ([`AuditRow::from_record`]) that both writers use, and the
+//! record kept whole beside them; and a row as read back ([`AuditEntry`]).
+//!
+//! Guarantees: a record missing a field gets an empty column (or NULL where the column allows
+//! it), never a refusal: the audit keeps every call, even a malformed record. A row read back
+//! whose stored record is not JSON is an error, never a panic.
+
+use serde::Serialize;
+use serde_json::Value;
+use toolgate_core::sql::{SqlError, SqlRow, SqlValue};
+
+/// The columns of one row to write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRow {
+    pub time_unix_ms: i64,
+    pub call_id: String,
+    pub parent_call_id: Option<String>,
+    pub run_id: String,
+    pub tenant: String,
+    pub principal: String,
+    pub tool: String,
+    pub tool_version: Option<i64>,
+    pub origin: String,
+    pub risk: Option<String>,
+    pub stage: String,
+    /// `ok`, an error code, or `approval_required`.
+    pub outcome: String,
+    /// The approval's status (`not_needed`, `replayed`, `approved`, `pending`, `denied`).
+    pub approval: String,
+    /// Why a denied call was denied (`declined`, `timed_out`, ...).
+    pub denial: Option<String>,
+    /// Who answered the approval, when the record names them.
+    pub decided_by: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub duplicate: bool,
+    pub catalogue_digest: Option<String>,
+    /// The record whole.
+    pub record: Value,
+}
+
+fn text(record: &Value, key: &str) -> Option<String> {
+    match record.get(key)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+impl AuditRow {
+    /// The row of `record` (a decision record's attributes), recorded at `time_unix_ms`.
+    pub fn from_record(time_unix_ms: i64, record: Value) -> AuditRow {
+        let approval = record.get("approval");
+        AuditRow {
+            time_unix_ms,
+            call_id: text(&record, "gen_ai.tool.call.id").unwrap_or_default(),
+            parent_call_id: text(&record, "parent_call_id"),
+            run_id: text(&record, "run_id").unwrap_or_default(),
+            tenant: text(&record, "tenant").unwrap_or_default(),
+            principal: text(&record, "principal").unwrap_or_default(),
+            tool: text(&record, "gen_ai.tool.name").unwrap_or_default(),
+            tool_version: record.get("tool_version").and_then(Value::as_i64),
+            origin: text(&record, "origin").unwrap_or_default(),
+            risk: text(&record, "risk"),
+            stage: text(&record, "stage").unwrap_or_default(),
+            outcome: text(&record, "outcome").unwrap_or_default(),
+            approval: approval
+                .and_then(|a| a.get("status"))
+                .and_then(Value::as_str)
+                .unwrap_or("unknown")
+                .to_owned(),
+            denial: approval
+                .and_then(|a| a.get("denial"))
+                .and_then(|d| d.get("kind"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            decided_by: text(&record, "decided_by"),
+            idempotency_key: text(&record, "idempotency_key"),
+            duplicate: record
+                .get("duplicate")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            catalogue_digest: text(&record, "catalogue_digest"),
+            record,
+        }
+    }
+}
+
+/// One row as a search returns it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditEntry {
+    /// The row's id in its table (unique there; call ids are unique only within a run).
+    pub id: i64,
+    pub time_unix_ms: i64,
+    /// The process that recorded it.
+    pub instance: String,
+    pub call_id: String,
+    pub parent_call_id: Option<String>,
+    pub run_id: String,
+    pub tenant: String,
+    pub principal: String,
+    pub tool: String,
+    pub origin: String,
+    pub outcome: String,
+    pub approval: String,
+    pub denial: Option<String>,
+    pub decided_by: Option<String>,
+    /// The decision record whole.
+    pub record: Value,
+}
+
+/// The columns a search reads, in [`AuditEntry::from_row`]'s order.
+pub const ENTRY_COLUMNS: &str = "id, time_unix_ms, instance, call_id, parent_call_id, run_id, \
+     tenant, principal, tool, origin, outcome, approval, denial, decided_by, \
+     CAST(record AS TEXT)";
+
+impl AuditEntry {
+    /// The entry of a row read with [`ENTRY_COLUMNS`].
+    pub fn from_row(row: &SqlRow) -> Result<AuditEntry, SqlError> {
+        let record_text = row.text(14)?;
+        let record = serde_json::from_str(&record_text).map_err(|e| SqlError::Type {
+            detail: format!("a stored decision record is not JSON: {e}"),
+        })?;
+        Ok(AuditEntry {
+            id: row.i64(0)?,
+            time_unix_ms: row.i64(1)?,
+            instance: row.text(2)?,
+            call_id: row.text(3)?,
+            parent_call_id: row.opt_text(4)?,
+            run_id: row.text(5)?,
+            tenant: row.text(6)?,
+            principal: row.text(7)?,
+            tool: row.text(8)?,
+            origin: row.text(9)?,
+            outcome: row.text(10)?,
+            approval: row.text(11)?,
+            denial: row.opt_text(12)?,
+            decided_by: row.opt_text(13)?,
+            record,
+        })
+    }
+}
+
+/// The statement that writes one row (SQLite's placeholders; PostgreSQL's are derived).
+pub const INSERT: &str = "INSERT INTO decisions (time_unix_ms, instance, call_id, \
+     parent_call_id, run_id, tenant, principal, tool, tool_version, origin, risk, stage, outcome, \
+     approval, denial, decided_by, idempotency_key, duplicate, catalogue_digest, record) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
+     ?19, ?20)";
+
+impl AuditRow {
+    /// The values of [`INSERT`] for SQLite (the record as JSON text, the flag as 0 or 1).
+    pub fn sqlite_params(&self, instance: &str) -> Vec<SqlValue> {
+        vec![
+            self.time_unix_ms.into(),
+            instance.into(),
+            (&self.call_id).into(),
+            self.parent_call_id.clone().into(),
+            (&self.run_id).into(),
+            (&self.tenant).into(),
+            (&self.principal).into(),
+            (&self.tool).into(),
+            self.tool_version.into(),
+            (&self.origin).into(),
+            self.risk.clone().into(),
+            (&self.stage).into(),
+            (&self.outcome).into(),
+            (&self.approval).into(),
+            self.denial.clone().into(),
+            self.decided_by.clone().into(),
+            self.idempotency_key.clone().into(),
+            self.duplicate.into(),
+            self.catalogue_digest.clone().into(),
+            self.record.to_string().into(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn columns_come_from_the_record_and_missing_fields_stay_empty() {
+        let cases = [
+            (
+                json!({"gen_ai.tool.call.id": "c1", "gen_ai.tool.name": "email_send",
+                       "principal": "alice", "outcome": "approval_denied",
+                       "approval": {"status": "denied", "denial": {"kind": "declined", "reason": "no"}},
+                       "decided_by": "bob", "parent_call_id": "c0", "tool_version": 3}),
+                (
+                    "c1",
+                    Some("c0"),
+                    "email_send",
+                    "approval_denied",
+                    "denied",
+                    Some("declined"),
+                    Some("bob"),
+                    Some(3),
+                ),
+            ),
+            (
+                json!({"gen_ai.tool.call.id": "c2", "approval": {"status": "approved", "via": "ticket"}}),
+                ("c2", None, "", "", "approved", None, None, None),
+            ),
+            (json!({}), ("", None, "", "", "unknown", None, None, None)),
+        ];
+        for (record, (call, parent, tool, outcome, approval, denial, by, version)) in cases {
+            let row = AuditRow::from_record(7, record.clone());
+            assert_eq!(row.call_id, call, "{record}");
+            assert_eq!(row.parent_call_id.as_deref(), parent, "{record}");
+            assert_eq!(row.tool, tool, "{record}");
+            assert_eq!(row.outcome, outcome, "{record}");
+            assert_eq!(row.approval, approval, "{record}");
+            assert_eq!(row.denial.as_deref(), denial, "{record}");
+            assert_eq!(row.decided_by.as_deref(), by, "{record}");
+            assert_eq!(row.tool_version, version, "{record}");
+            assert_eq!(row.record, record);
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! [`AuditStore`]: the one search API over both stores' `decisions` tables (a SQLite audit file
+//! or a team's PostgreSQL database), for the command line and the console alike.
+//!
+//! Every search runs the statements of [`super::query`] through [`toolgate_core::sql::Sql`], so
+//! both stores answer the same filter with the same rows. Calls are async and never block an
+//! async thread (SQLite on tokio's blocking pool; PostgreSQL through the store's pool).
+//!
+//! Guarantees: a page holds at most the asked number of rows, newest first, and says where the
+//! next one starts (none when it is the last); a tree is bounded by [`MAX_TREE`] calls; an
+//! export writes exactly the rows the same search pages through. Refuses: a SQLite audit file
+//! that does not exist (never created by reading it).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::Connection;
+use toolgate_core::sql::{Sql, SqlError};
+
+use super::export::{ExportFormat, ExportWriter};
+use super::query::{self, AuditFilter, Cursor, MAX_PAGE, MAX_TREE};
+use super::row::AuditEntry;
+use super::tree::CallTree;
+use crate::postgres::PgStore;
+use crate::postgres::sql::writer_lock;
+
+/// Why a search or an export failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("the audit file {path} could not be opened: {detail}")]
+    Open { path: String, detail: String },
+    #[error("the audit search failed: {0}")]
+    Sql(#[from] SqlError),
+    #[error("the audit store could not be reached: {0}")]
+    Store(Box<toolgate_core::ToolError>),
+    #[error("writing the export failed: {0}")]
+    Write(#[from] std::io::Error),
+    #[error("writing the CSV export failed: {0}")]
+    Csv(#[from] csv::Error),
+    #[error("the audit search's task failed")]
+    Task,
+}
+
+impl From<toolgate_core::ToolError> for AuditError {
+    fn from(e: toolgate_core::ToolError) -> Self {
+        AuditError::Store(Box::new(e))
+    }
+}
+
+/// One page of a search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    pub entries: Vec<AuditEntry>,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<Cursor>,
+}
+
+/// The `decisions` table of one store, for reading.
+#[derive(Clone, Debug)]
+pub enum AuditStore {
+    /// A SQLite audit file, opened read-only.
+    Sqlite {
+        path: PathBuf,
+        conn: Arc<Mutex<Connection>>,
+    },
+    /// A team's shared database.
+    Postgres(PgStore),
+}
+
+impl AuditStore {
+    /// The existing SQLite audit file at `path`.
+    pub fn open_file(path: &Path) -> Result<AuditStore, AuditError> {
+        let conn = super::sqlite::open_read_only(path)?;
+        Ok(AuditStore::Sqlite {
+            path: path.to_path_buf(),
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// The audit table of a shared database.
+    pub fn on_postgres(store: PgStore) -> AuditStore {
+        AuditStore::Postgres(store)
+    }
+
+    /// Which store this is, for messages (never a password).
+    pub fn shown(&self) -> String {
+        match self {
+            AuditStore::Sqlite { path, .. } => path.display().to_string(),
+            AuditStore::Postgres(pg) => format!("postgres://{}", pg.shown()),
+        }
+    }
+
+    /// Runs `work` on the store's connection, off the async threads.
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&dyn Sql) -> Result<T, AuditError> + Send + 'static,
+    ) -> Result<T, AuditError> {
+        match self {
+            AuditStore::Sqlite { conn, .. } => {
+                let conn = Arc::clone(conn);
+                tokio::task::spawn_blocking(move || {
+                    // A poisoned lock only means another search panicked mid-read; the
+                    // read-only connection holds no half-done state.
+                    let guard = conn
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    work(&*guard)
+                })
+                .await
+                .map_err(|_| AuditError::Task)?
+            }
+            AuditStore::Postgres(pg) => {
+                pg.blocking(writer_lock("audit"), move |session| {
+                    Ok(work(as_sql(session)))
+                })
+                .await?
+            }
+        }
+    }
+
+    /// One page of `filter`'s rows, newest first, after `after`; `limit` is clamped to
+    /// 1..=[`MAX_PAGE`].
+    pub async fn search(
+        &self,
+        filter: &AuditFilter,
+        after: Option<Cursor>,
+        limit: u32,
+    ) -> Result<Page, AuditError> {
+        let filter = filter.clone();
+        self.run(move |sql| search_on(sql, &filter, after, limit))
+            .await
+    }
+
+    /// The row with id `id`, or `None`.
+    pub async fn entry(&self, id: i64) -> Result<Option<AuditEntry>, AuditError> {
+        self.run(move |sql| {
+            let statement = query::by_id(id);
+            sql.query_opt(&statement.sql, &statement.params)?
+                .map(|row| AuditEntry::from_row(&row))
+                .transpose()
+                .map_err(AuditError::from)
+        })
+        .await
+    }
+
+    /// The newest call `call_id` (in run `run_id`, when given) with the calls made from inside
+    /// it, or `None` when no such call is recorded.
+    pub async fn tree(
+        &self,
+        call_id: &str,
+        run_id: Option<&str>,
+    ) -> Result<Option<CallTree>, AuditError> {
+        let call_id = call_id.to_owned();
+        let run_id = run_id.map(str::to_owned);
+        self.run(move |sql| tree_on(sql, &call_id, run_id.as_deref()))
+            .await
+    }
+
+    /// Writes every row of `filter`, newest first, to `out` as `format`; returns how many.
+    pub async fn export<W: std::io::Write + Send>(
+        &self,
+        filter: &AuditFilter,
+        format: ExportFormat,
+        out: W,
+    ) -> Result<usize, AuditError> {
+        let mut writer = ExportWriter::new(format, out)?;
+        let mut after = None;
+        let mut written = 0;
+        loop {
+            let page = self.search(filter, after, MAX_PAGE).await?;
+            for entry in &page.entries {
+                writer.write(entry)?;
+            }
+            written += page.entries.len();
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        writer.finish()?;
+        Ok(written)
+    }
+}
+
+fn as_sql(session: &mut dyn toolgate_core::sql::SqlSession) -> &dyn Sql {
+    session
+}
+
+/// [`AuditStore::search`] on a connection.
+pub fn search_on(
+    sql: &dyn Sql,
+    filter: &AuditFilter,
+    after: Option<Cursor>,
+    limit: u32,
+) -> Result<Page, AuditError> {
+    let limit = limit.clamp(1, MAX_PAGE);
+    // One row more than shown says whether another page exists.
+    let statement = query::search(filter, after, limit + 1);
+    let rows = sql.query(&statement.sql, &statement.params)?;
+    let mut entries = rows
+        .iter()
+        .map(AuditEntry::from_row)
+        .collect::<Result<Vec<_>, _>>()?;
+    let more = entries.len() > limit as usize;
+    entries.truncate(limit as usize);
+    let next = entries.last().filter(|_| more).map(|last| Cursor {
+        time_unix_ms: last.time_unix_ms,
+        id: last.id,
+    });
+    Ok(Page { entries, next })
+}
+
+/// [`AuditStore::tree`] on a connection: the root, then its descendants level by level.
+pub fn tree_on(
+    sql: &dyn Sql,
+    call_id: &str,
+    run_id: Option<&str>,
+) -> Result<Option<CallTree>, AuditError> {
+    let statement = query::call(call_id, run_id);
+    let Some(row) = sql.query_opt(&statement.sql, &statement.params)? else {
+        return Ok(None);
+    };
+    let root = AuditEntry::from_row(&row)?;
+    let mut seen = std::collections::HashSet::from([root.id]);
+    let mut descendants: Vec<AuditEntry> = Vec::new();
+    let mut parents = vec![root.call_id.clone()];
+    while !parents.is_empty() && descendants.len() < MAX_TREE {
+        let statement = query::children(
+            &root.run_id,
+            &root.instance,
+            &parents,
+            MAX_TREE - descendants.len(),
+        );
+        let rows = sql.query(&statement.sql, &statement.params)?;
+        parents.clear();
+        for row in &rows {
+            let entry = AuditEntry::from_row(row)?;
+            // A call already read is not asked for again, so a malformed cycle ends here.
+            if seen.insert(entry.id) {
+                parents.push(entry.call_id.clone());
+                descendants.push(entry);
+            }
+        }
+        parents.sort();
+        parents.dedup();
+    }
+    Ok(Some(CallTree::assemble(root, descendants)))
+}
