@@ -33,4 +33,6 @@ pub enum WiringError {
     NoDataFolder,
     #[error(transparent)]
     Shared(#[from] toolgate_store::postgres::PgError),
+    #[error(transparent)]
+    Audit(#[from] toolgate_store::audit::AuditError),
 }

@@ -11,6 +11,8 @@
 //! - [`dispatch`]: [`tools`] and [`dispatcher`]: a toolset's tools on its store with its exits,
 //!   and a ready [`Dispatcher`](toolgate_core::Dispatcher) for a principal ([`Seat`]) whose
 //!   catalogue is exactly the toolset's tools.
+//! - [`audit`]: the SQLite audit file every front end records into without a shared store
+//!   ([`audit::FileAudit`]), `audit.sqlite` in the data folder.
 //! - [`shared`]: [`SharedStore`], a team's PostgreSQL database: the books store in it and the
 //!   approval tickets every instance shares.
 //! - [`imports`]: [`open_imports`]: the configured MCP servers' tools, reached through the
@@ -21,6 +23,7 @@
 //! exits only if it uses them, and only the configured ones. Refuses nothing that the layers
 //! below accept: their errors come back typed in [`WiringError`].
 
+pub mod audit;
 pub mod code;
 pub mod dispatch;
 pub mod error;

@@ -58,6 +58,11 @@ impl SharedStore {
         PgAudit::start(self.pg.clone(), instance)
     }
 
+    /// The audit table of every instance, for searching (`toolgate audit`, the console).
+    pub fn audit_store(&self) -> toolgate_store::audit::AuditStore {
+        toolgate_store::audit::AuditStore::on_postgres(self.pg.clone())
+    }
+
     /// Where the imported tools' forwarded writes are claimed and settled, in this database, so
     /// a retry at any instance finds the claim.
     pub fn mcp_receipts(&self) -> toolgate_store::SharedConnection {

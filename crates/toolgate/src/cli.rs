@@ -72,6 +72,110 @@ pub enum Command {
     /// The configuration file: trust a ./toolgate.toml found in the current folder.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// The decision records of every tool call (`serve`, `ask` and `chat` record them): search
+    /// by principal, tool, outcome, approval and time; show a call with the calls made from
+    /// inside it; export as JSON Lines or CSV. Reads the SQLite audit file (audit.sqlite in
+    /// the user data folder, or --audit-db), or the team's shared store (--store or [store]
+    /// url).
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+/// `toolgate audit ...`.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// The calls that match every filter given, newest first, one page at a time (the last
+    /// line names the next page's --after).
+    Search {
+        #[command(flatten)]
+        filter: AuditFilterArgs,
+        #[command(flatten)]
+        source: AuditSourceArgs,
+        /// Rows per page.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: u32,
+        /// Start after this row (the cursor a previous page printed, TIME.ID).
+        #[arg(long, value_name = "CURSOR")]
+        after: Option<String>,
+        /// Print the page as one JSON object (`entries`, `next`) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One call (its newest record with this id) and the calls made from inside it (a
+    /// code_execution call's tool calls, a tool's nested calls), as a tree.
+    Show {
+        /// The call id (as `search` prints it).
+        call_id: String,
+        /// The run the call belongs to, when the same call id appears in several runs.
+        #[arg(long, value_name = "RUN")]
+        run: Option<String>,
+        #[command(flatten)]
+        source: AuditSourceArgs,
+        /// Print the tree as JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every call that matches the filters, newest first, as JSON Lines (one record per line)
+    /// or CSV (text cells that a spreadsheet would run as a formula are prefixed with ').
+    Export {
+        #[arg(long, value_name = "FORMAT", value_parser = ["jsonl", "csv"])]
+        format: String,
+        /// Write here instead of standard output.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        filter: AuditFilterArgs,
+        #[command(flatten)]
+        source: AuditSourceArgs,
+    },
+}
+
+/// Which audit to read.
+#[derive(Debug, clap::Args)]
+pub struct AuditSourceArgs {
+    /// The SQLite audit file. Default: audit.sqlite in the user data folder (unless a shared
+    /// store is configured).
+    #[arg(long, value_name = "FILE", conflicts_with = "store")]
+    pub audit_db: Option<PathBuf>,
+    /// A team's shared store, postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: [store] url
+    /// in the config): its audit table holds every instance's calls.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+}
+
+/// What to search for; every filter given must hold.
+#[derive(Debug, Default, clap::Args)]
+pub struct AuditFilterArgs {
+    /// The caller's principal id.
+    #[arg(long, value_name = "ID")]
+    pub principal: Option<String>,
+    /// The caller's tenant.
+    #[arg(long, value_name = "TENANT")]
+    pub tenant: Option<String>,
+    /// The tool's name (as the model saw it, e.g. notes_search).
+    #[arg(long, value_name = "NAME")]
+    pub tool: Option<String>,
+    /// The run (conversation, session) the calls belong to.
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+    /// ok, error (any), approval_required, or one error code (invalid_argument, forbidden,
+    /// approval_denied, ...).
+    #[arg(long, value_name = "OUTCOME")]
+    pub outcome: Option<String>,
+    /// not_needed, replayed, approved, pending, denied (any reason) or declined (a person
+    /// said no).
+    #[arg(long, value_name = "STATE")]
+    pub approval: Option<String>,
+    /// Who answered the approval, as recorded.
+    #[arg(long, value_name = "WHO")]
+    pub decided_by: Option<String>,
+    /// Recorded at or after: YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS]Z (UTC), Unix milliseconds, or
+    /// a span back from now (30m, 24h, 7d).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Recorded before (the same forms as --since).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -173,6 +277,11 @@ pub struct ServeArgs {
     /// are claimed there too.
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
+    /// Record every tool call's decision in this SQLite audit file (searched with `toolgate
+    /// audit`). Default: audit.sqlite in the user data folder; with a shared store, its audit
+    /// table instead.
+    #[arg(long, value_name = "FILE", conflicts_with = "store")]
+    pub audit_db: Option<PathBuf>,
     /// Speak MCP on stdin/stdout (stdout carries protocol messages only; logs go to stderr).
     #[arg(long)]
     pub stdio: bool,
@@ -484,6 +593,11 @@ pub struct AgentArgs {
     /// Write the run's trace (JSON Lines: model turns, tool decisions, run end) here.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Record every tool call's decision in this SQLite audit file (searched with `toolgate
+    /// audit`). Default: audit.sqlite in the user data folder; with a shared store, its audit
+    /// table instead.
+    #[arg(long, value_name = "FILE", conflicts_with = "store")]
+    pub audit_db: Option<PathBuf>,
     /// Write the conversation (JSON) here when the run ends.
     #[arg(long, value_name = "FILE")]
     pub transcript: Option<PathBuf>,

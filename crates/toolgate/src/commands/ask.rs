@@ -9,7 +9,7 @@ use toolgate_agent::{
     TerminalApprover,
 };
 use toolgate_core::display::{visible, visible_line};
-use toolgate_core::trace::{JsonlTrace, NoTrace, Tee, TraceSink};
+use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
 use toolgate_core::{ApprovalChannel, CallResult, Mode, Principal};
 use toolgate_llm::embedded::{
     CodeCalls, EmbeddedConfig, EmbeddedModel, Progress, ProgressFn, fetched_model_path,
@@ -23,7 +23,7 @@ use std::path::Path;
 use toolgate_wiring::{CodeOptions, ExtraTools, Seat, ToolsetName};
 
 use super::mcp::{open_imports, server_heading};
-use super::{CommandError, open_located_store, runtime};
+use super::{CommandError, open_located_store, runtime, with_audit};
 use crate::cli::{AgentArgs, AskArgs, ModeName};
 use crate::config::Config;
 use crate::model_spec::{self, ModelSpec};
@@ -33,6 +33,8 @@ struct Session {
     model_name: String,
     quiet: bool,
     transcript: Option<std::path::PathBuf>,
+    /// Writes its last records when the session ends (dropped after the agent).
+    _audit: Option<toolgate_wiring::audit::FileAudit>,
 }
 
 pub fn ask(config: &Config, mcp_config: Option<&Path>, args: &AskArgs) -> Result<(), CommandError> {
@@ -98,15 +100,11 @@ fn build(
     let kind = args.toolset.store();
     let (store, shared) =
         open_located_store(config, kind, args.db.as_deref(), args.store.as_deref(), rt)?;
-    // With a shared store, its audit table gets every decision as well.
-    let trace: Arc<dyn TraceSink> = match &shared {
-        Some(shared) => {
-            let instance = format!("ask/{}", std::process::id());
-            let audit = rt.block_on(async { shared.audit(instance) });
-            Arc::new(Tee(vec![trace, Arc::new(audit)]))
-        }
-        None => trace,
-    };
+    // Every decision goes to the audit as well: the shared store's table, else the audit file.
+    let shared_audit = shared
+        .as_ref()
+        .map(|s| rt.block_on(async { s.audit(format!("ask/{}", std::process::id())) }));
+    let (trace, audit) = with_audit(trace, shared_audit, args.audit_db.as_deref(), "ask")?;
     // A person at a terminal is asked; without one, nobody can be, and every call that needs
     // approval is denied.
     let approval = match TerminalApprover::if_terminal() {
@@ -187,6 +185,7 @@ fn build(
         model_name,
         quiet: args.quiet,
         transcript: args.transcript.clone(),
+        _audit: audit,
     })
 }
 

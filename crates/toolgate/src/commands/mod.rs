@@ -1,6 +1,7 @@
 //! Subcommand dispatch and the error type every command returns.
 
 mod ask;
+mod audit;
 mod books;
 mod check;
 mod config;
@@ -87,7 +88,41 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Mcp(command) => mcp::run(&config, cli.mcp_config.as_deref(), command),
         Command::Check(args) => check::run(&config, &args),
         Command::Config(command) => config::run(command),
+        Command::Audit(command) => audit::run(&config, command),
     }
+}
+
+/// `trace` with the audit beside it: the shared store's table (`shared`, already started) or,
+/// without a shared store, the SQLite audit file (`audit_db`, else the data folder's), which
+/// writes what it holds when the returned guard is dropped: keep it until the last call.
+fn with_audit(
+    trace: std::sync::Arc<dyn toolgate_core::trace::TraceSink>,
+    shared: Option<toolgate_wiring::shared::PgAudit>,
+    audit_db: Option<&Path>,
+    front: &str,
+) -> Result<
+    (
+        std::sync::Arc<dyn toolgate_core::trace::TraceSink>,
+        Option<toolgate_wiring::audit::FileAudit>,
+    ),
+    CommandError,
+> {
+    use toolgate_core::trace::Tee;
+    if let Some(audit) = shared {
+        return Ok((
+            std::sync::Arc::new(Tee(vec![trace, std::sync::Arc::new(audit)])),
+            None,
+        ));
+    }
+    let path = toolgate_wiring::audit::audit_file(audit_db)?;
+    let file = toolgate_wiring::audit::FileAudit::open(
+        &path,
+        toolgate_wiring::audit::instance_name(front),
+    )?;
+    Ok((
+        std::sync::Arc::new(Tee(vec![trace, file.sink()])),
+        Some(file),
+    ))
 }
 
 /// A runtime for a server: one worker per core this process may run on (as pinned), so workers

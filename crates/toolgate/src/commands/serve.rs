@@ -7,7 +7,7 @@ use std::sync::Arc;
 use toolgate_core::ApprovalLedger;
 use toolgate_core::Principal;
 use toolgate_core::health::HealthCheck;
-use toolgate_core::trace::{JsonlTrace, NoTrace, Tee, TraceSink};
+use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
 use toolgate_mcp::auth::{AUTH_CONTENT_TYPES, AuthConfig, ResourceServer};
 use toolgate_mcp::http::{Access, serve_http_with};
 use toolgate_mcp::{HttpLimits, McpServer, ServeError, serve_stdio};
@@ -54,11 +54,10 @@ pub fn run(
         &placement,
     ))?;
     announce_imports(args, imports.as_ref())?;
-    // With a shared store, every decision record also goes to its audit table.
-    let trace: Arc<dyn TraceSink> = match &shared {
-        Some(shared) => Arc::new(Tee(vec![trace, Arc::new(shared.audit.clone())])),
-        None => trace,
-    };
+    // Every decision record also goes to the audit: the shared store's table, else the file.
+    let shared_audit = shared.as_ref().map(|s| s.audit.clone());
+    let (trace, _audit) =
+        super::with_audit(trace, shared_audit, args.audit_db.as_deref(), "serve")?;
     // What /readyz reports: the shared database (required) and each imported server.
     let mut checks = imports
         .as_ref()
