@@ -12,6 +12,8 @@
 //! tickets live in a [`TicketStore`] (SQLite here, PostgreSQL for a team in `toolgate-store`),
 //! which redeems in one transaction, so single use holds across processes sharing the store and
 //! survives a restart. Whether a ticket may be redeemed is one pure function, [`redeemable`].
+//! A person may also decide a ticket elsewhere (the approval inbox, [`inbox`]): the store then
+//! records who decided what, once, for the ticket's binding only ([`inbox::decidable`]).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -27,6 +29,10 @@ use crate::canonical::{canonical_json, digest_parts};
 use crate::future::BoxFuture;
 use crate::principal::Principal;
 use crate::spec::{Effect, Risk};
+
+#[path = "approval_inbox.rs"]
+pub mod inbox;
+pub use inbox::{DecisionState, HumanDecision, InboxApprover, InboxTicket, decidable};
 
 /// How much the dispatcher may do without asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -351,6 +357,43 @@ pub trait TicketStore: Send + Sync {
     /// Marks the ticket used without approving anything (an unknown or used one is left as
     /// it is).
     fn spend<'a>(&'a self, token: &'a str, now_unix: i64) -> BoxFuture<'a, Result<(), Denial>>;
+
+    /// Tickets waiting for a person at `now_unix` (undecided, unused, unexpired), newest
+    /// first, at most `limit`.
+    fn pending<'a>(
+        &'a self,
+        now_unix: i64,
+        limit: u32,
+    ) -> BoxFuture<'a, Result<Vec<InboxTicket>, Denial>>;
+
+    /// The ticket `token` with its decision, if any; `None` when unknown.
+    fn ticket<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<InboxTicket>, Denial>>;
+
+    /// Records a person's `decision` on ticket `token` for a form that named `binding`: the
+    /// read, [`decidable`] and the write in one transaction, so a ticket is decided once.
+    fn decide<'a>(
+        &'a self,
+        token: &'a str,
+        binding: &'a str,
+        decision: &'a HumanDecision,
+    ) -> BoxFuture<'a, Result<(), Denial>>;
+}
+
+/// A stored request as JSON back to what the person is shown; an unreadable one (a ticket
+/// issued in advance carries none) shows as an empty request for its tool.
+pub fn stored_request(json: &str, binding: &str, tool: &str) -> ApprovalRequest {
+    serde_json::from_str(json).unwrap_or_else(|_| ApprovalRequest {
+        binding: binding.into(),
+        tool: tool.into(),
+        version: 0,
+        risk: Risk::High,
+        reason: "the stored request could not be read".into(),
+        effect: Effect::Irreversible,
+        arguments: Value::Null,
+        preview: None,
+        principal: String::new(),
+        taint: Vec::new(),
+    })
 }
 
 /// Approval tickets: issued for one binding and one principal, expiring, redeemed at most
@@ -506,6 +549,22 @@ impl SqliteTickets {
              );",
         )
         .map_err(fail)?;
+        // Columns the inbox added; a ledger file from before gets them here.
+        for (column, kind) in INBOX_COLUMNS {
+            let present: bool = conn
+                .query_row(
+                    "SELECT count(*) > 0 FROM pragma_table_info('approval_tickets') WHERE name = ?1",
+                    params![column],
+                    |row| row.get(0),
+                )
+                .map_err(fail)?;
+            if !present {
+                conn.execute_batch(&format!(
+                    "ALTER TABLE approval_tickets ADD COLUMN {column} {kind}"
+                ))
+                .map_err(fail)?;
+            }
+        }
         Ok(SqliteTickets {
             conn: Mutex::new(conn),
         })
@@ -520,8 +579,9 @@ impl SqliteTickets {
     fn insert_now(&self, ticket: &StoredTicket) -> Result<(), Denial> {
         let conn = self.lock()?;
         conn.execute(
-            "INSERT INTO approval_tickets (token, binding, principal, tool, request, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO approval_tickets
+                 (token, binding, principal, tool, request, expires_at, opened_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, CAST(strftime('%s', 'now') AS INTEGER))",
             params![
                 ticket.token,
                 ticket.binding,
@@ -585,7 +645,143 @@ impl SqliteTickets {
     }
 }
 
+/// The inbox's columns, added to a ledger file that lacks them.
+const INBOX_COLUMNS: [(&str, &str); 5] = [
+    ("opened_at", "INTEGER"),
+    ("decided_by", "TEXT"),
+    ("approved", "INTEGER"),
+    ("decision_reason", "TEXT"),
+    ("decided_at", "INTEGER"),
+];
+
+const INBOX_SELECT: &str = "SELECT token, binding, principal, tool, request, \
+     coalesce(opened_at, 0), expires_at, used_at, decided_by, approved, decision_reason, \
+     decided_at FROM approval_tickets";
+
+fn inbox_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<InboxTicket> {
+    let binding: String = row.get(1)?;
+    let tool: String = row.get(3)?;
+    let request: String = row.get(4)?;
+    let decided_by: Option<String> = row.get(8)?;
+    let approved: Option<bool> = row.get(9)?;
+    let decision = match (decided_by, approved) {
+        (Some(decided_by), Some(approved)) => Some(HumanDecision {
+            decided_by,
+            approved,
+            reason: row.get::<_, Option<String>>(10)?.unwrap_or_default(),
+            decided_at_unix: row.get::<_, Option<i64>>(11)?.unwrap_or_default(),
+        }),
+        _ => None,
+    };
+    Ok(InboxTicket {
+        token: row.get(0)?,
+        request: stored_request(&request, &binding, &tool),
+        binding,
+        holder: row.get(2)?,
+        opened_at_unix: row.get(5)?,
+        expires_at_unix: row.get(6)?,
+        used_at_unix: row.get(7)?,
+        decision,
+    })
+}
+
+impl SqliteTickets {
+    fn pending_now(&self, now_unix: i64, limit: u32) -> Result<Vec<InboxTicket>, Denial> {
+        let conn = self.lock()?;
+        let mut statement = conn
+            .prepare(&format!(
+                "{INBOX_SELECT} WHERE used_at IS NULL AND decided_by IS NULL AND expires_at > ?1
+                 ORDER BY opened_at DESC, rowid DESC LIMIT ?2"
+            ))
+            .map_err(ledger_failed)?;
+        let rows = statement
+            .query_map(params![now_unix, limit], inbox_row)
+            .map_err(ledger_failed)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(ledger_failed)
+    }
+
+    fn ticket_now(&self, token: &str) -> Result<Option<InboxTicket>, Denial> {
+        let conn = self.lock()?;
+        conn.query_row(
+            &format!("{INBOX_SELECT} WHERE token = ?1"),
+            params![token],
+            inbox_row,
+        )
+        .optional()
+        .map_err(ledger_failed)
+    }
+
+    fn decide_now(
+        &self,
+        token: &str,
+        binding: &str,
+        decision: &HumanDecision,
+    ) -> Result<(), Denial> {
+        let mut conn = self.lock()?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(ledger_failed)?;
+        let state = tx
+            .query_row(
+                "SELECT binding, expires_at, used_at, decided_by IS NOT NULL
+                 FROM approval_tickets WHERE token = ?1",
+                params![token],
+                |row| {
+                    Ok(DecisionState {
+                        binding: row.get(0)?,
+                        expires_at_unix: row.get(1)?,
+                        used_at_unix: row.get(2)?,
+                        decided: row.get(3)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(ledger_failed)?;
+        decidable(state.as_ref(), binding, decision.decided_at_unix)?;
+        let marked = tx
+            .execute(
+                "UPDATE approval_tickets
+                 SET decided_by = ?1, approved = ?2, decision_reason = ?3, decided_at = ?4
+                 WHERE token = ?5 AND decided_by IS NULL AND used_at IS NULL",
+                params![
+                    decision.decided_by,
+                    decision.approved,
+                    decision.reason,
+                    decision.decided_at_unix,
+                    token
+                ],
+            )
+            .map_err(ledger_failed)?;
+        if marked != 1 {
+            return Err(Denial::AlreadyUsed);
+        }
+        tx.commit().map_err(ledger_failed)
+    }
+}
+
 impl TicketStore for SqliteTickets {
+    fn pending<'a>(
+        &'a self,
+        now_unix: i64,
+        limit: u32,
+    ) -> BoxFuture<'a, Result<Vec<InboxTicket>, Denial>> {
+        Box::pin(async move { self.pending_now(now_unix, limit) })
+    }
+
+    fn ticket<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<InboxTicket>, Denial>> {
+        Box::pin(async move { self.ticket_now(token) })
+    }
+
+    fn decide<'a>(
+        &'a self,
+        token: &'a str,
+        binding: &'a str,
+        decision: &'a HumanDecision,
+    ) -> BoxFuture<'a, Result<(), Denial>> {
+        Box::pin(async move { self.decide_now(token, binding, decision) })
+    }
+
     fn insert<'a>(&'a self, ticket: StoredTicket) -> BoxFuture<'a, Result<(), Denial>> {
         Box::pin(async move { self.insert_now(&ticket) })
     }

@@ -58,6 +58,10 @@ pub struct Config {
     /// `[sandbox]`: where `code_execution` runs (bubblewrap, interpreter, limits, layers).
     #[serde(default)]
     pub sandbox: toolgate_sandbox::Settings,
+    /// `[console]`: the web console and approval inbox on `toolgate serve --http` (needs
+    /// `[serve.auth]`); calls whose host cannot ask its user wait there for an approver.
+    #[serde(default)]
+    pub console: Option<toolgate_console::ConsoleSettings>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -323,6 +327,9 @@ pub fn needs_trust(config: &Config) -> Vec<String> {
     }
     if config.serve.auth.is_some() {
         asks.push("[serve.auth] (which tokens the HTTP server accepts)".into());
+    }
+    if config.console.is_some() {
+        asks.push("[console] (who may approve calls in the web console)".into());
     }
     if config.sandbox != toolgate_sandbox::Settings::default() {
         asks.push("[sandbox] (which programs code_execution starts, and its limits)".into());

@@ -8,7 +8,8 @@
 //! its size and time, checked for what rmcp cannot parse, its tool checked against the token's
 //! scopes, handed to rmcp under the request's deadline, the session it opened bound to its
 //! principal, rmcp's plain-text refusals turned into JSON-RPC errors, and its answer bounded by
-//! the same deadline. What each stage guarantees is in the module doc of [`crate::http`].
+//! the same deadline. Paths under the pages' prefix (the console) go to the [`Pages`] hook, body
+//! read within the same bounds, before the MCP path check. What each stage guarantees is in the module doc of [`crate::http`].
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use super::answers::{
     Bounded, closing, error_response, json_response, not_json, refused, timed_out,
 };
 use super::message::{Peeked, RequestId, peek, unreadable};
+use super::pages::{Pages, under};
 use super::sessions::{Owner, Owners, SESSION_HEADER, session_access};
 use super::shared_sessions::SharedSessions;
 use super::{HttpLimits, MCP_PATH, ResponseBody};
@@ -61,6 +63,8 @@ pub(super) struct Front {
     server: McpServer,
     /// Where every instance on the team's store records sessions and their owners.
     shared: Option<Arc<SharedSessions>>,
+    /// Web pages on the same listener (the console), handed their paths.
+    pages: Option<Arc<dyn Pages>>,
 }
 
 /// Who is asking, as the front established it before the request goes on.
@@ -94,6 +98,7 @@ impl Front {
         auth: Option<Arc<ResourceServer>>,
         local: std::net::SocketAddr,
         sessions: CancellationToken,
+        pages: Option<Arc<dyn Pages>>,
     ) -> Self {
         let (hosts, origins) = allowed_names(local, auth.as_deref());
         let server = server.requiring_tokens(auth.is_some());
@@ -121,6 +126,7 @@ impl Front {
             manager,
             server: served,
             shared,
+            pages,
         }
     }
 
@@ -135,6 +141,14 @@ impl Front {
         }
         if let Some(health) = self.health(&request).await {
             return Ok(health);
+        }
+        if let Some(pages) = &self.pages
+            && under(pages.prefix(), request.uri().path())
+        {
+            let (parts, body) = request.into_parts();
+            let bytes = self.read_body(body).await?;
+            let answer = pages.answer(Request::from_parts(parts, bytes)).await;
+            return Ok(answer.map(BodyExt::boxed));
         }
         only_the_mcp_path(&request)?;
         let admitted = self.admit(&mut request).await?;

@@ -16,7 +16,8 @@
 //!   `Retry-After` at once instead of queueing;
 //! - a POST's whole response, streamed or not, ends by [`HttpLimits::request_time`]; past it
 //!   the client gets a `-32603` error for that request id and the call is cancelled;
-//! - any path but `/mcp` is 404.
+//! - any path but `/mcp` is 404, but for the pages given to [`serve_http_with_pages`] (the
+//!   console), which get their own prefix ([`Pages`]).
 //!
 //! Connections, bounded in count and time whatever a client holds open ([`HttpLimits`]):
 //! - at most [`HttpLimits::max_connections`] at once; one more is answered 503 (a JSON-RPC
@@ -72,6 +73,7 @@ mod connections;
 mod front;
 mod limits;
 mod message;
+mod pages;
 mod sessions;
 mod shared_sessions;
 
@@ -89,6 +91,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use addresses::{non_loopback_refusal, refuse_non_loopback};
 pub use limits::HttpLimits;
+pub use pages::Pages;
 
 use crate::auth::ResourceServer;
 use crate::server::{McpServer, ServeError};
@@ -129,6 +132,18 @@ pub async fn serve_http_with(
     access: Access,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
+    serve_http_with_pages(server, listener, limits, access, None, shutdown).await
+}
+
+/// [`serve_http_with`], with `pages` (the console) answering under their prefix.
+pub async fn serve_http_with_pages(
+    server: McpServer,
+    listener: TcpListener,
+    limits: HttpLimits,
+    access: Access,
+    pages: Option<Arc<dyn Pages>>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
     limits.check().map_err(ServeError::Start)?;
     let local = listener
         .local_addr()
@@ -141,7 +156,7 @@ pub async fn serve_http_with(
         Access::LoopbackOnly | Access::InsecureNoAuth => None,
     };
     let sessions = CancellationToken::new();
-    let front = Front::new(server, limits, auth, local, sessions.clone());
+    let front = Front::new(server, limits, auth, local, sessions.clone(), pages);
     let graceful = GracefulShutdown::new();
     connections::accept_until(&listener, &front, limits, &graceful, shutdown).await;
     drop(listener);

@@ -5,8 +5,16 @@
 //! any number of instances redeeming one ticket at once exactly one succeeds and the others get
 //! `already_used`. A database that cannot be reached is `ledger_failed`: the call that needed the
 //! approval does not run.
+//!
+//! The approval inbox's decisions (migration V10) follow the same rule: recording one reads the
+//! ticket `FOR UPDATE`, decides with [`toolgate_core::decidable`] and writes in one
+//! transaction, so of any number of people deciding one ticket through any instances, exactly
+//! one decision is recorded.
 
 use toolgate_core::BoxFuture;
+use toolgate_core::approval::{
+    DecisionState, HumanDecision, InboxTicket, decidable, stored_request,
+};
 use toolgate_core::{Denial, StoredTicket, TicketState, TicketStore, redeemable};
 
 use super::PgStore;
@@ -101,7 +109,130 @@ impl PgTickets {
     }
 }
 
+/// The columns [`inbox_row`] reads.
+const INBOX_SELECT: &str = "SELECT token, binding, holder, tool, request::text, \
+     extract(epoch FROM issued_at)::bigint, expires_at, used_at, decided_by, approved, \
+     decision_reason, decided_at FROM approval_tickets";
+
+fn inbox_row(row: &tokio_postgres::Row) -> InboxTicket {
+    let binding: String = row.get(1);
+    let tool: String = row.get(3);
+    let request: String = row.get(4);
+    let decided_by: Option<String> = row.get(8);
+    let approved: Option<bool> = row.get(9);
+    let decision = match (decided_by, approved) {
+        (Some(decided_by), Some(approved)) => Some(HumanDecision {
+            decided_by,
+            approved,
+            reason: row.get::<_, Option<String>>(10).unwrap_or_default(),
+            decided_at_unix: row.get::<_, Option<i64>>(11).unwrap_or_default(),
+        }),
+        _ => None,
+    };
+    InboxTicket {
+        token: row.get(0),
+        request: stored_request(&request, &binding, &tool),
+        binding,
+        holder: row.get(2),
+        opened_at_unix: row.get(5),
+        expires_at_unix: row.get(6),
+        used_at_unix: row.get(7),
+        decision,
+    }
+}
+
+impl PgTickets {
+    async fn pending_now(&self, now_unix: i64, limit: u32) -> Result<Vec<InboxTicket>, Denial> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &format!(
+                    "{INBOX_SELECT} WHERE used_at IS NULL AND decided_by IS NULL
+                     AND expires_at > $1 ORDER BY issued_at DESC, token LIMIT $2"
+                ),
+                &[&now_unix, &i64::from(limit)],
+            )
+            .await
+            .map_err(ledger_failed)?;
+        Ok(rows.iter().map(inbox_row).collect())
+    }
+
+    async fn ticket_now(&self, token: &str) -> Result<Option<InboxTicket>, Denial> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(&format!("{INBOX_SELECT} WHERE token = $1"), &[&token])
+            .await
+            .map_err(ledger_failed)?;
+        Ok(row.as_ref().map(inbox_row))
+    }
+
+    async fn decide_now(
+        &self,
+        token: &str,
+        binding: &str,
+        decision: &HumanDecision,
+    ) -> Result<(), Denial> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(ledger_failed)?;
+        let state = tx
+            .query_opt(
+                "SELECT binding, expires_at, used_at, decided_by IS NOT NULL FROM approval_tickets
+                 WHERE token = $1 FOR UPDATE",
+                &[&token],
+            )
+            .await
+            .map_err(ledger_failed)?
+            .map(|row| DecisionState {
+                binding: row.get(0),
+                expires_at_unix: row.get(1),
+                used_at_unix: row.get(2),
+                decided: row.get(3),
+            });
+        decidable(state.as_ref(), binding, decision.decided_at_unix)?;
+        let marked = tx
+            .execute(
+                "UPDATE approval_tickets
+                 SET decided_by = $1, approved = $2, decision_reason = $3, decided_at = $4
+                 WHERE token = $5 AND decided_by IS NULL AND used_at IS NULL",
+                &[
+                    &decision.decided_by,
+                    &decision.approved,
+                    &decision.reason,
+                    &decision.decided_at_unix,
+                    &token,
+                ],
+            )
+            .await
+            .map_err(ledger_failed)?;
+        if marked != 1 {
+            return Err(Denial::AlreadyUsed);
+        }
+        tx.commit().await.map_err(ledger_failed)
+    }
+}
+
 impl TicketStore for PgTickets {
+    fn pending<'a>(
+        &'a self,
+        now_unix: i64,
+        limit: u32,
+    ) -> BoxFuture<'a, Result<Vec<InboxTicket>, Denial>> {
+        Box::pin(self.pending_now(now_unix, limit))
+    }
+
+    fn ticket<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<InboxTicket>, Denial>> {
+        Box::pin(self.ticket_now(token))
+    }
+
+    fn decide<'a>(
+        &'a self,
+        token: &'a str,
+        binding: &'a str,
+        decision: &'a HumanDecision,
+    ) -> BoxFuture<'a, Result<(), Denial>> {
+        Box::pin(self.decide_now(token, binding, decision))
+    }
+
     fn insert<'a>(&'a self, ticket: StoredTicket) -> BoxFuture<'a, Result<(), Denial>> {
         Box::pin(self.insert_now(ticket))
     }

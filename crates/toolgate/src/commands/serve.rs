@@ -1,15 +1,20 @@
 //! `toolgate serve`: one toolset, the tools imported from other MCP servers, or both, to MCP
 //! hosts, through one dispatcher (the gateway: our risk levels, approvals asked through the
 //! protocol, pins, untrusted results and one trace in front of third-party servers).
+//!
+//! With `[console]` (over HTTP, behind `[serve.auth]`), the web console is served under
+//! `/console` on the same listener, and a call whose host cannot ask its user waits in the
+//! console's approval inbox for an approver instead of being denied at once.
 
 use std::sync::Arc;
 
 use toolgate_core::ApprovalLedger;
 use toolgate_core::Principal;
+use toolgate_core::approval::InboxApprover;
 use toolgate_core::health::HealthCheck;
 use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
 use toolgate_mcp::auth::{AUTH_CONTENT_TYPES, AuthConfig, ResourceServer};
-use toolgate_mcp::http::{Access, serve_http_with};
+use toolgate_mcp::http::{Access, Pages, serve_http_with_pages};
 use toolgate_mcp::{HttpLimits, McpServer, ServeError, serve_stdio};
 use toolgate_mcp_client::imports::Imports;
 use toolgate_wiring::shared::PgAudit;
@@ -67,7 +72,15 @@ pub fn run(
         checks.push(Arc::clone(&shared.health));
     }
     let sessions = shared.as_ref().map(|s| s.mcp_sessions.clone());
-    let (server, served) = build_server(config, args, imports.as_ref(), &trace, shared)?;
+    let inbox = inbox(config, args, auth_config.as_ref(), shared.as_ref())?;
+    let (server, served) = build_server(
+        config,
+        args,
+        imports.as_ref(),
+        &trace,
+        shared,
+        inbox.as_ref(),
+    )?;
     let mut server = server.checking(checks);
     // With a shared store, a 2025-11-25 session continues at any instance (and after a
     // restart), and a call is checked against what its session was shown at every instance.
@@ -85,12 +98,12 @@ pub fn run(
         }
         Some(address) => runtime.block_on(serve_over_http(
             config,
-            args,
-            address,
+            (args, address),
             auth_config.as_ref(),
             server,
             &served,
             trace,
+            inbox,
         ))?,
     }
     if let Some(imports) = imports {
@@ -134,6 +147,49 @@ fn check_flags(config: &Config, args: &ServeArgs) -> Result<Option<AuthConfig>, 
         return Err(CommandError::Usage(format!("{refusal}; {AUTH_REMEDY}")));
     }
     Ok(auth_config)
+}
+
+/// The approval inbox the console decides in, with `[console]` over HTTP: the shared store's
+/// tickets (any instance's console decides any instance's call), else this process's. Refused
+/// without authorization: the console signs people in through the authorization server.
+fn inbox(
+    config: &Config,
+    args: &ServeArgs,
+    auth_config: Option<&AuthConfig>,
+    shared: Option<&Shared>,
+) -> Result<Option<Inbox>, CommandError> {
+    let Some(settings) = &config.console else {
+        return Ok(None);
+    };
+    let Some(auth) = auth_config.filter(|_| args.http.is_some()) else {
+        return Err(CommandError::Usage(
+            "[console] needs `serve --http` with [serve.auth]: people sign in to it through the \
+             authorization server"
+                .into(),
+        ));
+    };
+    let ttl = settings
+        .ticket_time()
+        .map_err(|e| CommandError::Usage(e.to_string()))?;
+    let ledger = match shared {
+        Some(shared) => Arc::clone(&shared.ledger),
+        None => {
+            Arc::new(ApprovalLedger::in_memory().map_err(|e| ServeError::Start(e.to_string()))?)
+        }
+    };
+    let approver = InboxApprover::new(Arc::clone(&ledger), &auth.issuer, ttl);
+    Ok(Some(Inbox {
+        settings: settings.clone(),
+        ledger,
+        approver: Arc::new(approver),
+    }))
+}
+
+/// The console's settings, its ledger, and the approver that waits on it.
+struct Inbox {
+    settings: toolgate_console::ConsoleSettings,
+    ledger: Arc<ApprovalLedger>,
+    approver: Arc<InboxApprover>,
 }
 
 /// What an instance keeps in the shared database.
@@ -203,13 +259,19 @@ fn build_server(
     imports: Option<&Imports>,
     trace: &Arc<dyn TraceSink>,
     shared: Option<Shared>,
+    inbox: Option<&Inbox>,
 ) -> Result<(McpServer, String), CommandError> {
-    // No approval channel yet: every call that needs a human is denied (the MCP server asks
-    // the host through the protocol, per call).
+    // The MCP server asks the host through the protocol, per call; a call whose host cannot
+    // ask waits in the console's inbox when there is one, and is denied otherwise.
     let mut seat = Seat::new(Principal::local("local-user", &[]))
         .with_mode(config.mode.unwrap_or_default())
         .with_taint_policy(config.policy)
         .with_trace(Arc::clone(trace));
+    if let Some(inbox) = inbox {
+        seat = seat
+            .with_approver(Arc::clone(&inbox.approver) as Arc<dyn toolgate_core::Approver>)
+            .with_ledger(Arc::clone(&inbox.ledger));
+    }
     let shared_store = match shared {
         Some(shared) => {
             seat = seat.with_ledger(shared.ledger);
@@ -257,27 +319,56 @@ fn build_server(
 /// Serves `server` over Streamable HTTP on `address` until SIGTERM or Ctrl-C, then drains.
 async fn serve_over_http(
     config: &Config,
-    args: &ServeArgs,
-    address: std::net::SocketAddr,
+    (args, address): (&ServeArgs, std::net::SocketAddr),
     auth_config: Option<&AuthConfig>,
     server: McpServer,
     served: &str,
     trace: Arc<dyn TraceSink>,
+    inbox: Option<Inbox>,
 ) -> Result<(), CommandError> {
-    let access = access(config, args, auth_config, &server, trace).await?;
+    let access = access(config, args, auth_config, &server, Arc::clone(&trace)).await?;
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|e| ServeError::Start(format!("cannot listen on {address}: {e}")))?;
     let bound = listener.local_addr()?;
+    let pages = match (inbox, &access, auth_config) {
+        (Some(inbox), Access::OAuth(resource_server), Some(auth)) => {
+            let egress = config
+                .exits()
+                .egress_answering(&AUTH_CONTENT_TYPES, trace)
+                .map_err(|e| {
+                    ServeError::Start(format!("the [egress] allowlist is refused: {e}"))
+                })?;
+            let console = toolgate_console::Console::new(
+                inbox.settings,
+                &format!("http://{bound}"),
+                inbox.ledger,
+                toolgate_console::Authority {
+                    issuer: auth.issuer.clone(),
+                    resource: auth.resource.clone(),
+                    resource_server: Arc::clone(resource_server),
+                    egress,
+                },
+            )
+            .map_err(|e| CommandError::Usage(e.to_string()))?;
+            eprintln!(
+                "toolgate: the console (approval inbox) is served under {}/console",
+                console.origin()
+            );
+            Some(Arc::new(console) as Arc<dyn Pages>)
+        }
+        _ => None,
+    };
     eprintln!(
         "toolgate: serving {served} at http://{bound}/mcp, {}",
         access_in_words(&access)
     );
-    serve_http_with(
+    serve_http_with_pages(
         server,
         listener,
         http_limits(args),
         access,
+        pages,
         toolgate_mcp::http::sigterm_or_ctrl_c(),
     )
     .await?;
