@@ -65,6 +65,8 @@ struct Deployment {
     auth: oidc::AuthServer,
     sink: MailSink,
     note_id: i64,
+    /// The MCP client's id and secret.
+    requester: (String, String),
     _dir: tempfile::TempDir,
 }
 
@@ -77,8 +79,15 @@ impl Deployment {
         format!("{}/mcp", self.origin())
     }
 
-    /// Everything started, the console's tickets waiting `ticket_secs`.
+    /// Everything started, the console's tickets waiting `ticket_secs`; the MCP client is
+    /// oidc-provider's built-in `client-a`.
     fn start(ticket_secs: u64) -> Deployment {
+        Deployment::start_with(ticket_secs, None)
+    }
+
+    /// As [`Deployment::start`]; with `requester`, the MCP client is a confidential client of
+    /// that id (its tokens' subject), and the console's client and it are the only clients.
+    fn start_with(ticket_secs: u64, requester: Option<&str>) -> Deployment {
         let dir = tempfile::tempdir().unwrap();
         let sink = MailSink::start();
         let port = free_port();
@@ -86,12 +95,29 @@ impl Deployment {
         let resource = format!("http://{address}/mcp");
         let callback = format!("http://{address}/console/callback");
         let keys = oidc::TestKey::generate_many(&["k1"]);
+        let clients = dir.path().join("clients.json");
+        let mut extra = vec!["--redirect-uri".to_string(), callback.clone()];
+        if let Some(requester) = requester {
+            let scope = "notes:all approvals";
+            let listed = json!([
+                {"client_id": requester, "client_secret": format!("secret-{requester}"),
+                 "grant_types": ["client_credentials"], "response_types": [], "redirect_uris": [],
+                 "scope": scope},
+                {"client_id": "public-client", "token_endpoint_auth_method": "none",
+                 "grant_types": ["authorization_code"], "response_types": ["code"],
+                 "redirect_uris": [callback], "scope": scope},
+            ]);
+            std::fs::write(&clients, listed.to_string()).unwrap();
+            extra.push("--clients".into());
+            extra.push(clients.display().to_string());
+        }
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let auth = oidc::AuthServer::start_with(
             &[&resource],
             &["notes:all", "approvals"],
             &keys,
             300,
-            &["--redirect-uri", &callback],
+            &extra,
         );
         let issuer = auth.issuer();
         let as_port = issuer.rsplit(':').next().unwrap().to_string();
@@ -128,7 +154,7 @@ ticket_secs = {ticket_secs}
 sign_in_scopes = ["approvals"]
 [console.approvers]
 scopes = ["approvals:admin"]
-subjects = ["alice"]
+subjects = ["alice", "bob"]
 "#,
                 smtp = sink.port()
             ),
@@ -140,20 +166,25 @@ subjects = ["alice"]
             auth,
             sink,
             note_id,
+            requester: requester.map_or(("client-a".into(), "secret-a".into()), |r| {
+                (r.to_string(), format!("secret-{r}"))
+            }),
             _dir: dir,
         }
     }
 
-    /// A client-credentials token for the MCP client (`client:client-a`).
+    /// A client-credentials token for the MCP client.
     fn requester_token(&self) -> String {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        runtime.block_on(
-            self.auth
-                .token("client-a", "secret-a", &self.resource(), "notes:all"),
-        )
+        runtime.block_on(self.auth.token(
+            &self.requester.0,
+            &self.requester.1,
+            &self.resource(),
+            "notes:all",
+        ))
     }
 }
 
@@ -649,4 +680,53 @@ fn a_ticket_nobody_decides_expires_as_a_decline() {
     assert!(answer.to_string().contains("approval_denied"), "{answer}");
     assert!(answer.to_string().contains("expired"), "{answer}");
     assert!(deployment.sink.received().is_empty(), "nothing was sent");
+}
+
+/// The four-eyes rule in the browser: the MCP client here acts as `alice` (a confidential
+/// client of that id: its tokens' subject is `alice`, as a person's would be), so when alice
+/// signs in to the console, the call in the inbox is her own. Her approval is refused with 403
+/// and nothing is sent; bob, another approver, then approves it and the mail goes out once.
+#[test]
+fn nobody_approves_their_own_call_and_another_approver_can() {
+    let deployment = Deployment::start_with(90, Some("alice"));
+    let origin = deployment.origin();
+    let waiting = send_waiting(&deployment, "My own booking");
+    let mut steps = sign_in(&origin, "alice");
+    steps.extend([
+        json!({"reload_until": "a.ticket", "seconds": 30}),
+        json!({"text": "#inbox tbody tr", "as": "inbox"}),
+        json!({"click": "a.ticket"}),
+        json!({"click": "#approve"}),
+        json!({"text": "#message", "as": "message"}),
+    ]);
+    let own = walk(&Value::from(steps));
+    assert!(reads(&own, "inbox")[0].contains("alice"), "{own:#}");
+    let last = own["navigations"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["status"], json!(403), "{own:#}");
+    assert!(reads(&own, "message")[0].contains("four eyes"), "{own:#}");
+    assert!(
+        deployment.sink.received().is_empty(),
+        "nothing sent on her own word"
+    );
+
+    let mut steps = sign_in(&origin, "bob");
+    steps.extend([
+        json!({"reload_until": "a.ticket", "seconds": 30}),
+        json!({"click": "a.ticket"}),
+        json!({"click": "#approve"}),
+        json!({"text": "#state", "as": "state"}),
+    ]);
+    let bob = walk(&Value::from(steps));
+    assert!(
+        reads(&bob, "state")[0].contains("approved by bob"),
+        "{bob:#}"
+    );
+    let sent = waiting.join().unwrap();
+    assert_ne!(sent["isError"], json!(true), "{sent}");
+    assert_eq!(deployment.sink.received().len(), 1);
 }

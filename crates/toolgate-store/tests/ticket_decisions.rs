@@ -1,0 +1,211 @@
+//! The approval inbox's decisions, held end to end against both ticket stores: SQLite (a file)
+//! and PostgreSQL (a real server of the test's own, migrated to V10). Each store lists the
+//! waiting tickets newest first, records a person's decision once and only for the ticket's own
+//! binding and before its expiry, says who decided, and an `InboxApprover` waiting on it gets
+//! the decision: through another instance sharing the PostgreSQL store too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde_json::json;
+use toolgate_core::approval::{HumanDecision, InboxApprover, holder};
+use toolgate_core::{
+    ApprovalAnswer, ApprovalLedger, ApprovalRequest, Approver, Denial, Effect, Principal, Risk,
+};
+use toolgate_store::postgres::cluster::TempCluster;
+use toolgate_store::postgres::tickets::PgTickets;
+use toolgate_store::postgres::{PgSettings, PgStore};
+
+fn request(binding: &str, to: &str) -> ApprovalRequest {
+    ApprovalRequest {
+        binding: binding.into(),
+        tool: "email_send".into(),
+        version: 1,
+        risk: Risk::High,
+        reason: "It sends mail.".into(),
+        effect: Effect::Irreversible,
+        arguments: json!({"draft_id": 7}),
+        preview: Some(json!({"to": [to], "subject": "s", "body": "b"})),
+        principal: "alice".into(),
+        taint: Vec::new(),
+    }
+}
+
+fn decision(by: &str, approved: bool, at: i64) -> HumanDecision {
+    let mut bob = Principal::local(by, &[]);
+    bob.tenant = "https://as.example".into();
+    HumanDecision {
+        decided_by: holder(&bob),
+        approved,
+        reason: "checked".into(),
+        decided_at_unix: at,
+    }
+}
+
+/// What every store must give the inbox.
+async fn holds_the_inbox_contract(ledger: &ApprovalLedger, store: &str) {
+    let now = SystemTime::now();
+    let now_unix = i64::try_from(
+        now.duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    let mut alice = Principal::local("alice", &[]);
+    alice.tenant = "https://as.example".into();
+    let ttl = Duration::from_secs(60);
+    let first = ledger
+        .open_ticket(&request("bind-1", "ann@example.org"), &alice, now, ttl)
+        .await
+        .unwrap();
+    // Opened a second later, so "newest first" is decided by the opening time.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let second = ledger
+        .open_ticket(
+            &request("bind-2", "bob@example.org"),
+            &alice,
+            SystemTime::now(),
+            ttl,
+        )
+        .await
+        .unwrap();
+    let expired = ledger
+        .open_ticket(
+            &request("bind-3", "eve@example.org"),
+            &alice,
+            now - Duration::from_secs(120),
+            ttl,
+        )
+        .await
+        .unwrap();
+
+    let pending = ledger.pending(SystemTime::now()).await.unwrap();
+    let tokens: Vec<&str> = pending.iter().map(|t| t.token.as_str()).collect();
+    assert_eq!(
+        tokens,
+        [second.token.as_str(), first.token.as_str()],
+        "{store}: newest first, the expired one left out"
+    );
+    assert_eq!(
+        pending[0].request.preview,
+        request("bind-2", "bob@example.org").preview
+    );
+    assert_eq!(pending[0].holder, holder(&alice), "{store}");
+
+    let bob = decision("bob", true, now_unix);
+    let cases = [
+        (
+            "a tampered ticket id",
+            "0".repeat(32),
+            "bind-1",
+            Err(Denial::UnknownTicket),
+        ),
+        (
+            "a form for another call",
+            first.token.clone(),
+            "bind-2",
+            Err(Denial::BoundToOtherCall),
+        ),
+        (
+            "an expired ticket",
+            expired.token.clone(),
+            "bind-3",
+            Err(Denial::Expired),
+        ),
+        (
+            "the ticket's own binding",
+            first.token.clone(),
+            "bind-1",
+            Ok(()),
+        ),
+        (
+            "a ticket already decided",
+            first.token.clone(),
+            "bind-1",
+            Err(Denial::AlreadyUsed),
+        ),
+    ];
+    for (label, token, binding, want) in cases {
+        assert_eq!(
+            ledger.decide(&token, binding, &bob).await,
+            want,
+            "{store}: {label}"
+        );
+    }
+    let decided = ledger.ticket(&first.token).await.unwrap().unwrap();
+    assert_eq!(decided.decision, Some(bob.clone()), "{store}: who decided");
+    let pending = ledger.pending(SystemTime::now()).await.unwrap();
+    assert_eq!(
+        pending.len(),
+        1,
+        "{store}: a decided ticket leaves the inbox"
+    );
+    assert!(ledger.ticket("nope").await.unwrap().is_none());
+}
+
+/// An approver waiting on `waiting` gets the decline recorded through `deciding` (another
+/// instance on the same store, or the same ledger).
+async fn a_waiting_call_gets_the_decision(waiting: Arc<ApprovalLedger>, deciding: &ApprovalLedger) {
+    let approver = InboxApprover::new(waiting, "https://as.example", Duration::from_secs(30));
+    let ask = request("bind-wait", "ann@example.org");
+    let asked = tokio::spawn(async move { approver.decide(&ask).await });
+    let ticket = loop {
+        if let Some(t) = deciding
+            .pending(SystemTime::now())
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|t| t.binding == "bind-wait")
+        {
+            break t;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let now_unix = i64::try_from(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    deciding
+        .decide(
+            &ticket.token,
+            "bind-wait",
+            &decision("bob", false, now_unix),
+        )
+        .await
+        .unwrap();
+    let answer = asked.await.unwrap().unwrap();
+    assert!(
+        matches!(&answer, ApprovalAnswer::Deny { reason } if reason.contains("bob") && reason.contains("checked")),
+        "{answer:?}"
+    );
+    // Spent once read: nothing can redeem it afterwards.
+    let spent = deciding.ticket(&ticket.token).await.unwrap().unwrap();
+    assert!(spent.used_at_unix.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sqlite_ledger_keeps_the_inbox_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = Arc::new(ApprovalLedger::open(&dir.path().join("tickets.sqlite")).unwrap());
+    holds_the_inbox_contract(&ledger, "sqlite").await;
+    a_waiting_call_gets_the_decision(Arc::clone(&ledger), &ledger).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_postgres_ledger_keeps_the_inbox_contract_across_instances() {
+    let cluster = TempCluster::start().unwrap_or_else(|e| panic!("a PostgreSQL cluster: {e}"));
+    let connect = || async {
+        let store = PgStore::connect(&cluster.url(), PgSettings::default())
+            .await
+            .unwrap();
+        ApprovalLedger::on(PgTickets::new(store))
+    };
+    let one = Arc::new(connect().await);
+    let other = connect().await;
+    holds_the_inbox_contract(&one, "postgres").await;
+    a_waiting_call_gets_the_decision(one, &other).await;
+}
