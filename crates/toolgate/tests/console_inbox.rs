@@ -452,6 +452,7 @@ fn an_approver_signs_in_sees_the_exact_mail_and_its_taint_approves_once_and_forg
         json!({"text": "#arguments", "as": "arguments"}),
         json!({"text": "#requester", "as": "requester"}),
         json!({"eval": "document.querySelector('input[name=csrf]').value", "as": "csrf"}),
+        json!({"eval": "document.cookie", "as": "script_cookie"}),
         json!({"eval": "document.querySelector('input[name=binding]').value", "as": "binding"}),
         json!({"eval": "document.querySelector('label[for=decision-reason]').textContent", "as": "label"}),
         json!({"fill": "#decision-reason", "value": "recipient checked with the organiser"}),
@@ -512,6 +513,11 @@ fn an_approver_signs_in_sees_the_exact_mail_and_its_taint_approves_once_and_forg
     assert_eq!(cookie["sameSite"], json!("Strict"));
     assert_eq!(cookie["path"], json!("/console"));
     assert_eq!(cookie["secure"], json!(false), "plain http on loopback");
+    assert_eq!(
+        report["evals"]["script_cookie"],
+        json!(""),
+        "script sees no cookie"
+    );
 
     // The waiting call completed with the receipt, and exactly one mail went out.
     let sent = waiting.join().unwrap();
@@ -608,6 +614,33 @@ fn an_approver_signs_in_sees_the_exact_mail_and_its_taint_approves_once_and_forg
     assert_eq!(last["status"], json!(403), "{eve:#}");
     assert!(reads(&eve, "message")[0].contains("not an approver"));
     assert_eq!(deployment.sink.received().len(), 1, "still one mail");
+
+    // Sign-out ends alice's session on the server: her cookie then decides nothing.
+    let cookie_header = format!("toolgate_console={session}");
+    let signed_out = exchange(
+        address,
+        "POST",
+        "/console/signout",
+        &[
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("cookie", cookie_header.as_str()),
+            ("origin", origin.as_str()),
+        ],
+        &format!("csrf={csrf}"),
+    )
+    .unwrap();
+    assert_eq!(signed_out.status, 303, "{signed_out:?}");
+    assert!(
+        signed_out
+            .header("set-cookie")
+            .is_some_and(|c| c.contains("Max-Age=0")),
+        "{signed_out:?}"
+    );
+    assert_eq!(
+        post_decision(address, token, session, Some(&origin), &form),
+        401,
+        "a signed-out session"
+    );
 }
 
 /// A page on another port of this host that posts a decision form to the console.
