@@ -763,3 +763,62 @@ fn nobody_approves_their_own_call_and_another_approver_can() {
     assert_ne!(sent["isError"], json!(true), "{sent}");
     assert_eq!(deployment.sink.received().len(), 1);
 }
+
+/// A delete's preview names the note by its title and first line, both written by whoever
+/// wrote the (clipped, untrusted) note: the ticket page shows the markup as text, nothing in it
+/// runs (no script, no handler, no dialog, no console error, no request), and once approved
+/// the note is gone.
+#[test]
+fn a_hostile_note_title_in_a_deletes_preview_is_shown_as_text_and_nothing_runs() {
+    let deployment = Deployment::start(90);
+    let origin = deployment.origin();
+    let mut session = McpSession::open(&deployment.server.address, &deployment.requester_token());
+    let note_id = deployment.note_id;
+    let waiting =
+        std::thread::spawn(move || session.call("notes_delete", json!({"note_id": note_id})));
+    let mut steps = sign_in(&origin, "alice");
+    steps.extend([
+        json!({"reload_until": "a.ticket", "seconds": 30}),
+        json!({"click": "a.ticket"}),
+        json!({"text": "#preview pre", "as": "preview"}),
+        json!({"html": "#preview", "as": "markup"}),
+        json!({"eval": "window.pwned === undefined && document.querySelectorAll('main script, main img').length === 0", "as": "inert"}),
+        json!({"click": "#approve"}),
+        json!({"text": "#state", "as": "state"}),
+    ]);
+    let report = walk(&Value::from(steps));
+    let preview = reads(&report, "preview").join("\n");
+    assert!(
+        preview.contains(&format!("Conference booking {HOSTILE}")),
+        "the title as written: {preview}"
+    );
+    let markup = reads(&report, "markup").join("");
+    assert!(
+        markup.contains("&lt;script&gt;") && !markup.contains("<script"),
+        "escaped in the page: {markup}"
+    );
+    assert_eq!(report["evals"]["inert"], json!(true), "{report:#}");
+    assert_eq!(report["dialogs"], json!([]));
+    assert_eq!(report["page_errors"], json!([]));
+    let errors: Vec<&Value> = report["console"]
+        .as_array()
+        .unwrap()
+        .iter()
+        // The authorization server's login page asks for a web font, which the harness aborts.
+        .filter(|m| {
+            m["type"] == "error"
+                && !m["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("net::ERR_BLOCKED_BY_CLIENT")
+        })
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    assert!(reads(&report, "state")[0].contains("approved by alice"));
+    let deleted = waiting.join().unwrap();
+    assert_ne!(deleted["isError"], json!(true), "{deleted}");
+    assert!(
+        deleted.to_string().contains(&note_id.to_string()),
+        "{deleted}"
+    );
+}
