@@ -7,9 +7,10 @@
 //! reset (an eval restores the store before every run), covers calls no toolset store sees (a
 //! gateway's imported tools), and its writer never waits on a toolset's one connection.
 //!
-//! Guarantees: [`FileAudit`] writes what it was given before it is dropped (it waits, at most
-//! [`FLUSH_LIMIT`], and says so when that is not enough), so a command that ends right after
-//! its last call still leaves every record in the file. Refuses: no place for the file (no
+//! Guarantees: an [`AuditGuard`] (the file's, or the shared store's writer) writes what it was
+//! given before it is dropped (it waits, at most [`FLUSH_LIMIT`], and says so when that is not
+//! enough), so a command that ends right after its last call still leaves every record in the
+//! audit. Refuses: no place for the file (no
 //! flag, no data folder) or a file that cannot be opened, at open, before any call is made.
 
 use std::path::{Path, PathBuf};
@@ -75,6 +76,29 @@ impl Drop for FileAudit {
                 "toolgate: the audit file {} did not take the last decision records within {} s; \
                  the JSONL trace (--trace) has them when kept",
                 self.sink.path().display(),
+                FLUSH_LIMIT.as_secs()
+            );
+        }
+    }
+}
+
+/// Keeps a command's audit writing until the command ends: dropped, it waits for the queue.
+#[derive(Debug)]
+pub enum AuditGuard {
+    File(FileAudit),
+    /// The shared store's writer (dropped outside the runtime it runs on, it waits there).
+    Shared(crate::shared::PgAudit),
+}
+
+impl Drop for AuditGuard {
+    fn drop(&mut self) {
+        // A file audit flushes itself when dropped.
+        if let AuditGuard::Shared(audit) = self
+            && audit.flush_blocking(FLUSH_LIMIT) == Some(false)
+        {
+            eprintln!(
+                "toolgate: the shared store's audit table did not take the last decision records \
+                 within {} s; the JSONL trace (--trace) has them when kept",
                 FLUSH_LIMIT.as_secs()
             );
         }

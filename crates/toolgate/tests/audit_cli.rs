@@ -19,13 +19,12 @@ use serde_json::{Value, json};
 
 use common::{text, toolgate};
 
-/// Serves the notes over stdio, makes the calls, and closes the session (the server exits and
-/// writes its audit out).
-async fn record_calls(dir: &Path) {
-    let db = dir.join("notes.sqlite");
+/// Serves the notes over stdio (on `store`, args naming a file or a shared store), makes the
+/// calls, and closes the session (the server exits and writes its audit out).
+async fn record_calls(dir: &Path, store: &[&str]) {
     let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate")).configure(|c| {
-        c.args(["serve", "--stdio", "--toolset", "notes", "--db"])
-            .arg(&db)
+        c.args(["serve", "--stdio", "--toolset", "notes"])
+            .args(store)
             .current_dir(dir)
             .env_remove("XDG_DATA_HOME")
             .env("HOME", dir);
@@ -97,7 +96,8 @@ fn ids(entries: &[Value]) -> Vec<i64> {
 async fn what_serve_recorded_is_searched_shown_and_exported_by_the_binary() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
-    record_calls(dir).await;
+    let db = dir.join("notes.sqlite");
+    record_calls(dir, &["--db", db.to_str().unwrap()]).await;
     // The server exits once the session closes; wait for its audit file to hold the calls.
     let audit_file = dir.join(".local/share/toolgate/audit.sqlite");
     let mut found = Vec::new();
@@ -237,5 +237,41 @@ fn bad_filters_and_a_missing_audit_file_are_refused_with_what_to_do() {
     assert!(
         !dir.join(".local/share/toolgate/audit.sqlite").exists(),
         "reading creates nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_shared_store_serve_records_in_its_table_and_audit_reads_it_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let url = toolgate_store::postgres::cluster::shared()
+        .unwrap()
+        .fresh_database()
+        .unwrap();
+    record_calls(dir, &["--store", &url]).await;
+    // The server flushes its audit writer before it exits; wait for it to be gone.
+    let mut found = Vec::new();
+    for _ in 0..100 {
+        found = search_json(dir, &["--store", &url, "--tool", "notes_search"]);
+        if found.len() == 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(found.len(), 3, "{found:#?}");
+    let refused = search_json(dir, &["--store", &url, "--outcome", "error"]);
+    assert_eq!(refused.len(), 1);
+    let jsonl = run_ok(
+        dir,
+        &["audit", "export", "--format", "jsonl", "--store", &url],
+    );
+    let exported: Vec<Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(exported, search_json(dir, &["--store", &url]));
+    assert!(
+        !dir.join(".local/share/toolgate/audit.sqlite").exists(),
+        "with a shared store nothing goes to the file"
     );
 }

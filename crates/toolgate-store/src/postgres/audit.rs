@@ -39,6 +39,8 @@ enum Queued {
 #[derive(Debug, Clone)]
 pub struct PgAudit {
     queue: mpsc::UnboundedSender<Queued>,
+    /// The runtime the writer runs on, for [`PgAudit::flush_blocking`].
+    runtime: tokio::runtime::Handle,
 }
 
 impl std::fmt::Debug for Queued {
@@ -56,7 +58,10 @@ impl PgAudit {
     pub fn start(store: PgStore, instance: String) -> PgAudit {
         let (queue, pending) = mpsc::unbounded_channel();
         tokio::spawn(write_queue(store, instance, pending));
-        PgAudit { queue }
+        PgAudit {
+            queue,
+            runtime: tokio::runtime::Handle::current(),
+        }
     }
 
     /// Waits until every record queued before this call is in the table.
@@ -65,6 +70,19 @@ impl PgAudit {
         if self.queue.send(Queued::Flush(done)).is_ok() {
             let _ = written.await;
         }
+    }
+
+    /// [`Self::flush`] from synchronous code outside any async context (a command's end),
+    /// giving up after `limit`: whether everything was written, or `None` when called in an
+    /// async context, where it cannot wait.
+    pub fn flush_blocking(&self, limit: Duration) -> Option<bool> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return None;
+        }
+        Some(
+            self.runtime
+                .block_on(async { tokio::time::timeout(limit, self.flush()).await.is_ok() }),
+        )
     }
 }
 

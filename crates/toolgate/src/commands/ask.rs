@@ -34,7 +34,7 @@ struct Session {
     quiet: bool,
     transcript: Option<std::path::PathBuf>,
     /// Writes its last records when the session ends (dropped after the agent).
-    _audit: Option<toolgate_wiring::audit::FileAudit>,
+    _audit: toolgate_wiring::audit::AuditGuard,
 }
 
 pub fn ask(config: &Config, mcp_config: Option<&Path>, args: &AskArgs) -> Result<(), CommandError> {

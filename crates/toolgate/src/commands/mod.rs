@@ -93,8 +93,9 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
 }
 
 /// `trace` with the audit beside it: the shared store's table (`shared`, already started) or,
-/// without a shared store, the SQLite audit file (`audit_db`, else the data folder's), which
-/// writes what it holds when the returned guard is dropped: keep it until the last call.
+/// without a shared store, the SQLite audit file (`audit_db`, else the data folder's). The
+/// guard writes out what the audit holds when dropped: keep it until the last call, and drop
+/// it outside the runtime (before the runtime itself).
 fn with_audit(
     trace: std::sync::Arc<dyn toolgate_core::trace::TraceSink>,
     shared: Option<toolgate_wiring::shared::PgAudit>,
@@ -103,26 +104,19 @@ fn with_audit(
 ) -> Result<
     (
         std::sync::Arc<dyn toolgate_core::trace::TraceSink>,
-        Option<toolgate_wiring::audit::FileAudit>,
+        toolgate_wiring::audit::AuditGuard,
     ),
     CommandError,
 > {
     use toolgate_core::trace::Tee;
+    use toolgate_wiring::audit::{AuditGuard, FileAudit, audit_file, instance_name};
     if let Some(audit) = shared {
-        return Ok((
-            std::sync::Arc::new(Tee(vec![trace, std::sync::Arc::new(audit)])),
-            None,
-        ));
+        let sink = std::sync::Arc::new(Tee(vec![trace, std::sync::Arc::new(audit.clone())]));
+        return Ok((sink, AuditGuard::Shared(audit)));
     }
-    let path = toolgate_wiring::audit::audit_file(audit_db)?;
-    let file = toolgate_wiring::audit::FileAudit::open(
-        &path,
-        toolgate_wiring::audit::instance_name(front),
-    )?;
-    Ok((
-        std::sync::Arc::new(Tee(vec![trace, file.sink()])),
-        Some(file),
-    ))
+    let file = FileAudit::open(&audit_file(audit_db)?, instance_name(front))?;
+    let sink = std::sync::Arc::new(Tee(vec![trace, file.sink()]));
+    Ok((sink, AuditGuard::File(file)))
 }
 
 /// A runtime for a server: one worker per core this process may run on (as pinned), so workers
