@@ -32,7 +32,9 @@ use crate::spec::{Effect, Risk};
 
 #[path = "approval_inbox.rs"]
 pub mod inbox;
-pub use inbox::{DecisionState, HumanDecision, InboxApprover, InboxTicket, decidable};
+pub use inbox::{
+    DecisionState, HumanDecision, InboxApprover, InboxDecision, InboxTicket, decidable,
+};
 
 /// How much the dispatcher may do without asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

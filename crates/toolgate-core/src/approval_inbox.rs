@@ -9,7 +9,9 @@
 //! polling the store (so a decision made through any instance sharing the store reaches it),
 //! until a decision is recorded or the ticket expires; expiry, a decline and a store failure
 //! are all a no. The ticket is spent once a decision is read, so it can never be redeemed
-//! through another channel afterwards.
+//! through another channel afterwards. Each decision the approver reads (and each expiry) is
+//! one [`InboxDecision`] in its trace: who decided which call's binding, and how, beside the
+//! dispatcher's record of the call.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -22,6 +24,7 @@ use super::{
 use crate::clock::unix_secs;
 use crate::future::BoxFuture;
 use crate::principal::Principal;
+use crate::trace::{NoTrace, TraceEvent, TraceSink};
 
 /// What a person decided about a ticket, as the store records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,13 +111,50 @@ impl ApprovalLedger {
     }
 }
 
+/// What the inbox approver records when the wait ends: the call (tool, binding, requester),
+/// who decided and how, or that nobody did before the ticket expired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InboxDecision {
+    pub tool: String,
+    pub binding: String,
+    /// The requesting principal's id.
+    pub requested_by: String,
+    /// `approved`, `declined` or `expired`.
+    pub outcome: &'static str,
+    /// Who decided ([`super::holder`] form); none when it expired.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+impl TraceEvent for InboxDecision {
+    fn kind(&self) -> &'static str {
+        "approval_decision"
+    }
+
+    fn attributes(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
 /// Asks through the inbox: opens a ticket for the request and waits for a person's decision.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct InboxApprover {
     ledger: Arc<ApprovalLedger>,
     tenant: String,
     ttl: Duration,
     poll: Duration,
+    trace: Arc<dyn TraceSink>,
+}
+
+impl std::fmt::Debug for InboxApprover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InboxApprover")
+            .field("tenant", &self.tenant)
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
 }
 
 impl InboxApprover {
@@ -127,7 +167,30 @@ impl InboxApprover {
             tenant: tenant.into(),
             ttl,
             poll: Duration::from_millis(200),
+            trace: Arc::new(NoTrace),
         }
+    }
+
+    /// Records each decision it reads in `trace` (by default, nowhere).
+    pub fn with_trace(mut self, trace: Arc<dyn TraceSink>) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    fn record(&self, request: &ApprovalRequest, decision: Option<&HumanDecision>) {
+        let outcome = match decision {
+            Some(d) if d.approved => "approved",
+            Some(_) => "declined",
+            None => "expired",
+        };
+        self.trace.record(Arc::new(InboxDecision {
+            tool: request.tool.clone(),
+            binding: request.binding.clone(),
+            requested_by: request.principal.clone(),
+            outcome,
+            decided_by: decision.map(|d| d.decided_by.clone()),
+            reason: decision.map(|d| d.reason.clone()).unwrap_or_default(),
+        }));
     }
 
     async fn wait(&self, request: &ApprovalRequest) -> Result<ApprovalAnswer, ApproverError> {
@@ -155,11 +218,13 @@ impl InboxApprover {
                     .spend(&ticket.token, now)
                     .await
                     .map_err(|d| ApproverError::Unavailable(d.to_string()))?;
+                self.record(request, Some(&decision));
                 return Ok(answer_of(&decision));
             }
             if unix_secs(now) >= ticket.expires_at_unix || found.is_none() {
                 // Spent, so a decision arriving now is refused as already used.
                 let _ = self.ledger.spend(&ticket.token, now).await;
+                self.record(request, None);
                 return Ok(ApprovalAnswer::Deny {
                     reason: "nobody decided in the approval inbox before the ticket expired".into(),
                 });

@@ -71,6 +71,23 @@ struct Deployment {
 }
 
 impl Deployment {
+    /// The server's trace, one JSON object a line.
+    fn trace(&self) -> Vec<Value> {
+        std::fs::read_to_string(self._dir.path().join("trace.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The trace's line for the inbox's decision on `tool`.
+    fn inbox_decision(&self, tool: &str) -> Value {
+        self.trace()
+            .into_iter()
+            .find(|l| l["event"] == "approval_decision" && l["tool"] == tool)
+            .unwrap_or_else(|| panic!("no approval_decision for {tool} in the trace"))
+    }
+
     fn origin(&self) -> String {
         format!("http://{}", self.server.address)
     }
@@ -215,6 +232,8 @@ fn serve(dir: &Path, config: &Path, address: &str, db: &Path) -> Server {
         .arg(config)
         .args(["serve", "--http", address, "--toolset", "notes", "--db"])
         .arg(db)
+        .arg("--trace")
+        .arg(dir.join("trace.jsonl"))
         .current_dir(dir)
         .env_remove("XDG_DATA_HOME")
         .env("HOME", dir)
@@ -525,6 +544,20 @@ fn an_approver_signs_in_sees_the_exact_mail_and_its_taint_approves_once_and_forg
     assert_eq!(payload(&sent)["sent"], json!(true), "{sent}");
     let mail = deployment.sink.received();
     assert_eq!(mail.len(), 1, "{mail:?}");
+    // The trace says who approved the call, beside the dispatcher's record of it.
+    let decided = deployment.inbox_decision("email_send");
+    assert_eq!(decided["outcome"], json!("approved"), "{decided}");
+    assert!(
+        decided["decided_by"]
+            .as_str()
+            .unwrap()
+            .contains("\"alice\""),
+        "{decided}"
+    );
+    assert_eq!(
+        decided["reason"],
+        json!("recipient checked with the organiser")
+    );
     assert_eq!(mail[0].rcpt_tos, vec![RECIPIENT.to_string()]);
     assert!(
         mail[0].body.contains("As the note says:"),
@@ -701,6 +734,15 @@ fn a_declined_call_sends_nothing_and_the_client_gets_approval_denied() {
         "{answer}"
     );
     assert!(deployment.sink.received().is_empty(), "nothing was sent");
+    let decided = deployment.inbox_decision("email_send");
+    assert_eq!(decided["outcome"], json!("declined"), "{decided}");
+    assert!(
+        decided["decided_by"]
+            .as_str()
+            .unwrap()
+            .contains("\"alice\""),
+        "{decided}"
+    );
 }
 
 #[test]
@@ -713,6 +755,9 @@ fn a_ticket_nobody_decides_expires_as_a_decline() {
     assert!(answer.to_string().contains("approval_denied"), "{answer}");
     assert!(answer.to_string().contains("expired"), "{answer}");
     assert!(deployment.sink.received().is_empty(), "nothing was sent");
+    let expired = deployment.inbox_decision("email_send");
+    assert_eq!(expired["outcome"], json!("expired"), "{expired}");
+    assert!(expired.get("decided_by").is_none(), "{expired}");
 }
 
 /// The four-eyes rule in the browser: the MCP client here acts as `alice` (a confidential

@@ -72,7 +72,7 @@ pub fn run(
         checks.push(Arc::clone(&shared.health));
     }
     let sessions = shared.as_ref().map(|s| s.mcp_sessions.clone());
-    let inbox = inbox(config, args, auth_config.as_ref(), shared.as_ref())?;
+    let inbox = inbox(config, args, auth_config.as_ref(), shared.as_ref(), &trace)?;
     let (server, served) = build_server(
         config,
         args,
@@ -157,6 +157,7 @@ fn inbox(
     args: &ServeArgs,
     auth_config: Option<&AuthConfig>,
     shared: Option<&Shared>,
+    trace: &Arc<dyn TraceSink>,
 ) -> Result<Option<Inbox>, CommandError> {
     let Some(settings) = &config.console else {
         return Ok(None);
@@ -177,7 +178,9 @@ fn inbox(
             Arc::new(ApprovalLedger::in_memory().map_err(|e| ServeError::Start(e.to_string()))?)
         }
     };
-    let approver = InboxApprover::new(Arc::clone(&ledger), &auth.issuer, ttl);
+    // Who decided each call is recorded beside the dispatcher's record of it.
+    let approver =
+        InboxApprover::new(Arc::clone(&ledger), &auth.issuer, ttl).with_trace(Arc::clone(trace));
     Ok(Some(Inbox {
         settings: settings.clone(),
         ledger,
