@@ -1,6 +1,6 @@
 //! `toolgate audit` on what a real server recorded: `toolgate serve --stdio` is driven by a real
 //! MCP client (rmcp's) in a folder of the test's own, and records every decision in the SQLite
-//! audit file (audit.sqlite in the data folder under HOME); then the binary's `audit search`,
+//! audit file (audit.sqlite beside the store file it audits); then the binary's `audit search`,
 //! `show` and `export` read it back. Shows: the server records without being asked to; the
 //! filters find the calls by principal, tool and outcome; `show` finds a call's record; both
 //! exports hold exactly the records the search lists; hostile arguments reach the CSV inert;
@@ -47,7 +47,15 @@ async fn record_calls(dir: &Path, store: &[&str]) {
     client.cancel().await.unwrap();
 }
 
+/// Runs the binary; an `audit` command reads the audit file beside the test's store unless
+/// it names a shared store.
 fn run_ok(dir: &Path, args: &[&str]) -> String {
+    let mut args = args.to_vec();
+    let file = dir.join("audit.sqlite");
+    if args[0] == "audit" && !args.contains(&"--store") {
+        args.extend(["--audit-db", file.to_str().unwrap()]);
+    }
+    let args = args.as_slice();
     let out = toolgate(args, dir);
     assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
     text(&out.stdout)
@@ -99,7 +107,8 @@ async fn what_serve_recorded_is_searched_shown_and_exported_by_the_binary() {
     let db = dir.join("notes.sqlite");
     record_calls(dir, &["--db", db.to_str().unwrap()]).await;
     // The server exits once the session closes; wait for its audit file to hold the calls.
-    let audit_file = dir.join(".local/share/toolgate/audit.sqlite");
+    // The audit lives beside the store file it audits.
+    let audit_file = dir.join("audit.sqlite");
     let mut found = Vec::new();
     for _ in 0..100 {
         if audit_file.exists() {
@@ -223,7 +232,7 @@ fn bad_filters_and_a_missing_audit_file_are_refused_with_what_to_do() {
             "is not a time",
         ),
         (&["audit", "search", "--after", "x"], "is not a page cursor"),
-        (&["audit", "search"], "nothing has been recorded there yet"),
+        (&["audit", "search"], "pass --audit-db FOLDER/audit.sqlite"),
     ];
     for (args, says) in cases {
         let out = toolgate(args, dir);
@@ -271,7 +280,8 @@ async fn with_a_shared_store_serve_records_in_its_table_and_audit_reads_it_there
         .collect();
     assert_eq!(exported, search_json(dir, &["--store", &url]));
     assert!(
-        !dir.join(".local/share/toolgate/audit.sqlite").exists(),
+        !dir.join(".local/share/toolgate/audit.sqlite").exists()
+            && !dir.join("audit.sqlite").exists(),
         "with a shared store nothing goes to the file"
     );
 }

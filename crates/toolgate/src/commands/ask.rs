@@ -23,7 +23,7 @@ use std::path::Path;
 use toolgate_wiring::{CodeOptions, ExtraTools, Seat, ToolsetName};
 
 use super::mcp::{open_imports, server_heading};
-use super::{CommandError, open_located_store, runtime, with_audit};
+use super::{CommandError, audit_file_of, open_located_store, runtime, with_audit};
 use crate::cli::{AgentArgs, AskArgs, ModeName};
 use crate::config::Config;
 use crate::model_spec::{self, ModelSpec};
@@ -104,7 +104,14 @@ fn build(
     let shared_audit = shared
         .as_ref()
         .map(|s| rt.block_on(async { s.audit(format!("ask/{}", std::process::id())) }));
-    let (trace, audit) = with_audit(trace, shared_audit, args.audit_db.as_deref(), "ask")?;
+    let audit_file = || {
+        audit_file_of(
+            config,
+            args.audit_db.as_deref(),
+            Some((kind, args.db.as_deref())),
+        )
+    };
+    let (trace, audit) = with_audit(trace, shared_audit, audit_file, "ask")?;
     // A person at a terminal is asked; without one, nobody can be, and every call that needs
     // approval is denied.
     let approval = match TerminalApprover::if_terminal() {

@@ -126,7 +126,13 @@ fn open(
         }
         None => {
             let path = toolgate_wiring::audit::audit_file(source.audit_db.as_deref())?;
-            AuditStore::open_file(&path).map_err(audit_error)
+            AuditStore::open_file(&path).map_err(|e| match (&e, &source.audit_db) {
+                (AuditError::Open { .. }, None) => CommandError::Usage(format!(
+                    "{e}; serve, ask and chat record in audit.sqlite beside the toolset's store \
+                     file: pass --audit-db FOLDER/audit.sqlite for a store given with --db"
+                )),
+                _ => audit_error(e),
+            })
         }
     }
 }

@@ -13,7 +13,7 @@ mod serve;
 mod tool_search;
 mod tools;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use toolgate_wiring::{Store, StoreKind, WiringError};
 
@@ -93,13 +93,13 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
 }
 
 /// `trace` with the audit beside it: the shared store's table (`shared`, already started) or,
-/// without a shared store, the SQLite audit file (`audit_db`, else the data folder's). The
-/// guard writes out what the audit holds when dropped: keep it until the last call, and drop
-/// it outside the runtime (before the runtime itself).
+/// without a shared store, the SQLite audit file at `audit_file()`. The guard writes out what
+/// the audit holds when dropped: keep it until the last call, and drop it outside the runtime
+/// (before the runtime itself).
 fn with_audit(
     trace: std::sync::Arc<dyn toolgate_core::trace::TraceSink>,
     shared: Option<toolgate_wiring::shared::PgAudit>,
-    audit_db: Option<&Path>,
+    audit_file: impl FnOnce() -> Result<PathBuf, CommandError>,
     front: &str,
 ) -> Result<
     (
@@ -109,14 +109,38 @@ fn with_audit(
     CommandError,
 > {
     use toolgate_core::trace::Tee;
-    use toolgate_wiring::audit::{AuditGuard, FileAudit, audit_file, instance_name};
+    use toolgate_wiring::audit::{AuditGuard, FileAudit, instance_name};
     if let Some(audit) = shared {
         let sink = std::sync::Arc::new(Tee(vec![trace, std::sync::Arc::new(audit.clone())]));
         return Ok((sink, AuditGuard::Shared(audit)));
     }
-    let file = FileAudit::open(&audit_file(audit_db)?, instance_name(front))?;
+    let file = FileAudit::open(&audit_file()?, instance_name(front))?;
     let sink = std::sync::Arc::new(Tee(vec![trace, file.sink()]));
     Ok((sink, AuditGuard::File(file)))
+}
+
+/// Where a command that records calls keeps its SQLite audit file: `flag` (`--audit-db`), else
+/// beside the file of the toolset's store (`store`: its kind and `--db`), so the audit lives
+/// with the store it audits (as the shared store's table does), else the data folder's.
+fn audit_file_of(
+    config: &Config,
+    flag: Option<&Path>,
+    store: Option<(StoreKind, Option<&Path>)>,
+) -> Result<PathBuf, CommandError> {
+    if let Some(path) = flag {
+        return Ok(path.to_path_buf());
+    }
+    let beside_store = store
+        .map(|(kind, db)| config.store_path(kind, db))
+        .transpose()?
+        .and_then(|path| {
+            path.parent()
+                .map(|folder| folder.join(toolgate_wiring::audit::AUDIT_FILE))
+        });
+    match beside_store {
+        Some(path) => Ok(path),
+        None => Ok(toolgate_wiring::audit::audit_file(None)?),
+    }
 }
 
 /// A runtime for a server: one worker per core this process may run on (as pinned), so workers

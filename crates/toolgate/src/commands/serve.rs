@@ -61,8 +61,9 @@ pub fn run(
     announce_imports(args, imports.as_ref())?;
     // Every decision record also goes to the audit: the shared store's table, else the file.
     let shared_audit = shared.as_ref().map(|s| s.audit.clone());
-    let (trace, _audit) =
-        super::with_audit(trace, shared_audit, args.audit_db.as_deref(), "serve")?;
+    let store = (!args.no_toolset).then(|| (args.toolset.store(), args.db.as_deref()));
+    let audit_file = || super::audit_file_of(config, args.audit_db.as_deref(), store);
+    let (trace, _audit) = super::with_audit(trace, shared_audit, audit_file, "serve")?;
     // What /readyz reports: the shared database (required) and each imported server.
     let mut checks = imports
         .as_ref()
