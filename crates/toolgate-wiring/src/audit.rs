@@ -1,17 +1,19 @@
 //! The audit every front end records into: with a team's shared store, its `decisions` table
-//! ([`crate::SharedStore::audit`]); otherwise a SQLite audit file, `audit.sqlite` in the user
-//! data folder (or the file a flag names), one for every toolset and for a gateway that serves
-//! none, so a person searches one place (`toolgate audit`).
+//! ([`crate::SharedStore::audit`]); otherwise a SQLite audit file, `audit.sqlite`, which the
+//! front end places beside the toolset's store file (in the user data folder by default,
+//! [`audit_file`]), one for every toolset there and for a gateway that serves none, so a
+//! person searches one place (`toolgate audit`).
 //!
-//! Why a file of its own rather than a table in a toolset's store: the audit outlives a store's
-//! reset (an eval restores the store before every run), covers calls no toolset store sees (a
-//! gateway's imported tools), and its writer never waits on a toolset's one connection.
+//! Why a file of its own rather than a table in a toolset's store file: the audit outlives a
+//! store's reset (an eval restores the store before every run), covers calls no toolset store
+//! sees (a gateway's imported tools), and its writer never waits on a toolset's one connection.
 //!
 //! Guarantees: an [`AuditGuard`] (the file's, or the shared store's writer) writes what it was
 //! given before it is dropped (it waits, at most [`FLUSH_LIMIT`], and says so when that is not
 //! enough), so a command that ends right after its last call still leaves every record in the
-//! audit. Refuses: no place for the file (no
-//! flag, no data folder) or a file that cannot be opened, at open, before any call is made.
+//! audit. The search API itself is `toolgate-store`'s, re-exported here for the front ends.
+//! Refuses: no place for the file (no flag, no data folder) or a file that cannot be opened, at
+//! open, before any call is made.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

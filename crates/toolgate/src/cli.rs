@@ -74,9 +74,9 @@ pub enum Command {
     Config(ConfigCommand),
     /// The decision records of every tool call (`serve`, `ask` and `chat` record them): search
     /// by principal, tool, outcome, approval and time; show a call with the calls made from
-    /// inside it; export as JSON Lines or CSV. Reads the SQLite audit file (audit.sqlite in
-    /// the user data folder, or --audit-db), or the team's shared store (--store or [store]
-    /// url).
+    /// inside it; export as JSON Lines or CSV. Reads the SQLite audit file (audit.sqlite beside
+    /// the stores, in the user data folder, or --audit-db), or the team's shared store (--store
+    /// or [store] url).
     #[command(subcommand)]
     Audit(AuditCommand),
 }
@@ -133,8 +133,9 @@ pub enum AuditCommand {
 /// Which audit to read.
 #[derive(Debug, clap::Args)]
 pub struct AuditSourceArgs {
-    /// The SQLite audit file. Default: audit.sqlite in the user data folder (unless a shared
-    /// store is configured).
+    /// The SQLite audit file. Default: audit.sqlite in the user data folder, where the stores
+    /// live unless --db named another (then it is beside that file); unused with a shared
+    /// store.
     #[arg(long, value_name = "FILE", conflicts_with = "store")]
     pub audit_db: Option<PathBuf>,
     /// A team's shared store, postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: [store] url
@@ -278,8 +279,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// Record every tool call's decision in this SQLite audit file (searched with `toolgate
-    /// audit`). Default: audit.sqlite in the user data folder; with a shared store, its audit
-    /// table instead.
+    /// audit`). Default: audit.sqlite beside the toolset's store file (the user data folder
+    /// unless --db names another); with a shared store, its audit table instead.
     #[arg(long, value_name = "FILE", conflicts_with = "store")]
     pub audit_db: Option<PathBuf>,
     /// Speak MCP on stdin/stdout (stdout carries protocol messages only; logs go to stderr).
@@ -594,8 +595,8 @@ pub struct AgentArgs {
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// Record every tool call's decision in this SQLite audit file (searched with `toolgate
-    /// audit`). Default: audit.sqlite in the user data folder; with a shared store, its audit
-    /// table instead.
+    /// audit`). Default: audit.sqlite beside the toolset's store file (the user data folder
+    /// unless --db names another); with a shared store, its audit table instead.
     #[arg(long, value_name = "FILE", conflicts_with = "store")]
     pub audit_db: Option<PathBuf>,
     /// Write the conversation (JSON) here when the run ends.
