@@ -303,6 +303,9 @@ pub struct StoredTicket {
     /// The [`ApprovalRequest`] as JSON, for the people who answer tickets.
     pub request: String,
     pub expires_at_unix: i64,
+    /// Opened for the approval inbox, where a person decides it ([`InboxApprover`]); a ticket
+    /// answered through the host is never listed there and cannot be decided there.
+    pub inbox: bool,
 }
 
 /// What a ledger reads of a ticket to decide whether it may be redeemed.
@@ -360,7 +363,7 @@ pub trait TicketStore: Send + Sync {
     /// it is).
     fn spend<'a>(&'a self, token: &'a str, now_unix: i64) -> BoxFuture<'a, Result<(), Denial>>;
 
-    /// Tickets waiting for a person at `now_unix` (undecided, unused, unexpired), newest
+    /// Inbox tickets waiting for a person at `now_unix` (undecided, unused, unexpired), newest
     /// first, at most `limit`.
     fn pending<'a>(
         &'a self,
@@ -368,11 +371,13 @@ pub trait TicketStore: Send + Sync {
         limit: u32,
     ) -> BoxFuture<'a, Result<Vec<InboxTicket>, Denial>>;
 
-    /// The ticket `token` with its decision, if any; `None` when unknown.
+    /// The inbox ticket `token` with its decision, if any; `None` when unknown or not an inbox
+    /// ticket.
     fn ticket<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<InboxTicket>, Denial>>;
 
-    /// Records a person's `decision` on ticket `token` for a form that named `binding`: the
-    /// read, [`decidable`] and the write in one transaction, so a ticket is decided once.
+    /// Records a person's `decision` on inbox ticket `token` for a form that named `binding`:
+    /// the read, [`decidable`] and the write in one transaction, so a ticket is decided once (a
+    /// ticket that is not an inbox ticket is unknown here).
     fn decide<'a>(
         &'a self,
         token: &'a str,
@@ -448,6 +453,29 @@ impl ApprovalLedger {
         now: SystemTime,
         ttl: Duration,
     ) -> Result<ApprovalTicket, Denial> {
+        self.issue_ticket(request, principal, now, ttl, false).await
+    }
+
+    /// As [`ApprovalLedger::open_ticket`], for the approval inbox: listed there, and decided
+    /// there by a person ([`ApprovalLedger::decide`]).
+    pub async fn open_inbox_ticket(
+        &self,
+        request: &ApprovalRequest,
+        principal: &Principal,
+        now: SystemTime,
+        ttl: Duration,
+    ) -> Result<ApprovalTicket, Denial> {
+        self.issue_ticket(request, principal, now, ttl, true).await
+    }
+
+    async fn issue_ticket(
+        &self,
+        request: &ApprovalRequest,
+        principal: &Principal,
+        now: SystemTime,
+        ttl: Duration,
+        inbox: bool,
+    ) -> Result<ApprovalTicket, Denial> {
         let mut random = [0u8; 16];
         getrandom::fill(&mut random).map_err(|_| Denial::LedgerFailed {
             detail: "no randomness was available to make a ticket".into(),
@@ -462,6 +490,7 @@ impl ApprovalLedger {
                 tool: request.tool.clone(),
                 request: serde_json::to_string(request).unwrap_or_default(),
                 expires_at_unix: unix_i64(expires_at_unix),
+                inbox,
             })
             .await?;
         Ok(ApprovalTicket {
@@ -582,15 +611,16 @@ impl SqliteTickets {
         let conn = self.lock()?;
         conn.execute(
             "INSERT INTO approval_tickets
-                 (token, binding, principal, tool, request, expires_at, opened_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, CAST(strftime('%s', 'now') AS INTEGER))",
+                 (token, binding, principal, tool, request, expires_at, opened_at, inbox)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, CAST(strftime('%s', 'now') AS INTEGER), ?7)",
             params![
                 ticket.token,
                 ticket.binding,
                 ticket.holder,
                 ticket.tool,
                 ticket.request,
-                ticket.expires_at_unix
+                ticket.expires_at_unix,
+                ticket.inbox
             ],
         )
         .map_err(ledger_failed)?;
@@ -648,7 +678,8 @@ impl SqliteTickets {
 }
 
 /// The inbox's columns, added to a ledger file that lacks them.
-const INBOX_COLUMNS: [(&str, &str); 5] = [
+const INBOX_COLUMNS: [(&str, &str); 6] = [
+    ("inbox", "INTEGER NOT NULL DEFAULT 0"),
     ("opened_at", "INTEGER"),
     ("decided_by", "TEXT"),
     ("approved", "INTEGER"),
@@ -692,7 +723,8 @@ impl SqliteTickets {
         let conn = self.lock()?;
         let mut statement = conn
             .prepare(&format!(
-                "{INBOX_SELECT} WHERE used_at IS NULL AND decided_by IS NULL AND expires_at > ?1
+                "{INBOX_SELECT} WHERE inbox = 1 AND used_at IS NULL AND decided_by IS NULL
+                 AND expires_at > ?1
                  ORDER BY opened_at DESC, rowid DESC LIMIT ?2"
             ))
             .map_err(ledger_failed)?;
@@ -706,7 +738,7 @@ impl SqliteTickets {
     fn ticket_now(&self, token: &str) -> Result<Option<InboxTicket>, Denial> {
         let conn = self.lock()?;
         conn.query_row(
-            &format!("{INBOX_SELECT} WHERE token = ?1"),
+            &format!("{INBOX_SELECT} WHERE token = ?1 AND inbox = 1"),
             params![token],
             inbox_row,
         )
@@ -727,7 +759,7 @@ impl SqliteTickets {
         let state = tx
             .query_row(
                 "SELECT binding, expires_at, used_at, decided_by IS NOT NULL
-                 FROM approval_tickets WHERE token = ?1",
+                 FROM approval_tickets WHERE token = ?1 AND inbox = 1",
                 params![token],
                 |row| {
                     Ok(DecisionState {

@@ -201,7 +201,7 @@ impl InboxApprover {
         };
         let ticket = self
             .ledger
-            .open_ticket(request, &principal, SystemTime::now(), self.ttl)
+            .open_inbox_ticket(request, &principal, SystemTime::now(), self.ttl)
             .await
             .map_err(|d| ApproverError::Unavailable(d.to_string()))?;
         loop {

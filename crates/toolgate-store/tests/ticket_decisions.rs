@@ -56,13 +56,13 @@ async fn holds_the_inbox_contract(ledger: &ApprovalLedger, store: &str) {
     alice.tenant = "https://as.example".into();
     let ttl = Duration::from_secs(60);
     let first = ledger
-        .open_ticket(&request("bind-1", "ann@example.org"), &alice, now, ttl)
+        .open_inbox_ticket(&request("bind-1", "ann@example.org"), &alice, now, ttl)
         .await
         .unwrap();
     // Opened a second later, so "newest first" is decided by the opening time.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let second = ledger
-        .open_ticket(
+        .open_inbox_ticket(
             &request("bind-2", "bob@example.org"),
             &alice,
             SystemTime::now(),
@@ -71,7 +71,7 @@ async fn holds_the_inbox_contract(ledger: &ApprovalLedger, store: &str) {
         .await
         .unwrap();
     let expired = ledger
-        .open_ticket(
+        .open_inbox_ticket(
             &request("bind-3", "eve@example.org"),
             &alice,
             now - Duration::from_secs(120),
@@ -80,12 +80,18 @@ async fn holds_the_inbox_contract(ledger: &ApprovalLedger, store: &str) {
         .await
         .unwrap();
 
+    // A ticket answered through the host (the protocol's ticket channel) is not the inbox's.
+    let protocol = ledger
+        .open_ticket(&request("bind-4", "host@example.org"), &alice, now, ttl)
+        .await
+        .unwrap();
+
     let pending = ledger.pending(SystemTime::now()).await.unwrap();
     let tokens: Vec<&str> = pending.iter().map(|t| t.token.as_str()).collect();
     assert_eq!(
         tokens,
         [second.token.as_str(), first.token.as_str()],
-        "{store}: newest first, the expired one left out"
+        "{store}: newest first, the expired one and the host's ticket left out"
     );
     assert_eq!(
         pending[0].request.preview,
@@ -112,6 +118,12 @@ async fn holds_the_inbox_contract(ledger: &ApprovalLedger, store: &str) {
             expired.token.clone(),
             "bind-3",
             Err(Denial::Expired),
+        ),
+        (
+            "a ticket the host answers",
+            protocol.token.clone(),
+            "bind-4",
+            Err(Denial::UnknownTicket),
         ),
         (
             "the ticket's own binding",

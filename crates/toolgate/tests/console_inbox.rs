@@ -867,3 +867,35 @@ fn a_hostile_note_title_in_a_deletes_preview_is_shown_as_text_and_nothing_runs()
         "{deleted}"
     );
 }
+
+/// A host that can show its user a form keeps today's path with `[console]` configured: a
+/// 2026-07-28 call from a client declaring elicitation is answered `input_required` at once
+/// (the question goes to the host), and no ticket waits in the inbox.
+#[test]
+fn a_host_that_can_ask_its_user_is_asked_and_nothing_waits_in_the_inbox() {
+    let deployment = Deployment::start(90);
+    let token = deployment.requester_token();
+    let address = &deployment.server.address;
+    let call = |tool: &str, args: Value| {
+        let reply =
+            common::team::modern_call_as(address, tool, &args, json!({}), json!({}), Some(&token))
+                .unwrap();
+        reply.message().unwrap()["result"].clone()
+    };
+    let draft = call(
+        "email_draft",
+        json!({"to": "ann@example.org", "subject": "Hello", "body": "Hi Ann"}),
+    );
+    let draft_id = payload(&draft)["draft_id"].as_i64().unwrap();
+    let asked = call("email_send", json!({"draft_id": draft_id}));
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let mut steps = sign_in(&deployment.origin(), "alice");
+    steps.push(json!({"text": "#empty", "as": "empty"}));
+    let inbox = walk(&Value::from(steps));
+    assert_eq!(
+        reads(&inbox, "empty"),
+        ["No call is waiting for a person."],
+        "{inbox:#}"
+    );
+    assert!(deployment.sink.received().is_empty());
+}

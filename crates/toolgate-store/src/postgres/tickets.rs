@@ -43,8 +43,9 @@ impl PgTickets {
             serde_json::from_str(&ticket.request).unwrap_or(serde_json::Value::Null);
         client
             .execute(
-                "INSERT INTO approval_tickets (token, binding, holder, tool, request, expires_at)
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                "INSERT INTO approval_tickets
+                     (token, binding, holder, tool, request, expires_at, inbox)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 &[
                     &ticket.token,
                     &ticket.binding,
@@ -52,6 +53,7 @@ impl PgTickets {
                     &ticket.tool,
                     &request,
                     &ticket.expires_at_unix,
+                    &ticket.inbox,
                 ],
             )
             .await
@@ -147,7 +149,7 @@ impl PgTickets {
         let rows = client
             .query(
                 &format!(
-                    "{INBOX_SELECT} WHERE used_at IS NULL AND decided_by IS NULL
+                    "{INBOX_SELECT} WHERE inbox AND used_at IS NULL AND decided_by IS NULL
                      AND expires_at > $1 ORDER BY issued_at DESC, token LIMIT $2"
                 ),
                 &[&now_unix, &i64::from(limit)],
@@ -160,7 +162,10 @@ impl PgTickets {
     async fn ticket_now(&self, token: &str) -> Result<Option<InboxTicket>, Denial> {
         let client = self.client().await?;
         let row = client
-            .query_opt(&format!("{INBOX_SELECT} WHERE token = $1"), &[&token])
+            .query_opt(
+                &format!("{INBOX_SELECT} WHERE token = $1 AND inbox"),
+                &[&token],
+            )
             .await
             .map_err(ledger_failed)?;
         Ok(row.as_ref().map(inbox_row))
@@ -177,7 +182,7 @@ impl PgTickets {
         let state = tx
             .query_opt(
                 "SELECT binding, expires_at, used_at, decided_by IS NOT NULL FROM approval_tickets
-                 WHERE token = $1 FOR UPDATE",
+                 WHERE token = $1 AND inbox FOR UPDATE",
                 &[&token],
             )
             .await

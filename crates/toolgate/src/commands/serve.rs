@@ -272,9 +272,7 @@ fn build_server(
         .with_taint_policy(config.policy)
         .with_trace(Arc::clone(trace));
     if let Some(inbox) = inbox {
-        seat = seat
-            .with_approver(Arc::clone(&inbox.approver) as Arc<dyn toolgate_core::Approver>)
-            .with_ledger(Arc::clone(&inbox.ledger));
+        seat = seat.with_approver(Arc::clone(&inbox.approver) as Arc<dyn toolgate_core::Approver>);
     }
     let shared_store = match shared {
         Some(shared) => {
