@@ -35,6 +35,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use minijinja::context;
 use serde::Deserialize;
+use toolgate_core::approval::inbox::INBOX_LIMIT;
 use toolgate_core::approval::{HumanDecision, holder};
 use toolgate_core::clock::unix_secs;
 use toolgate_core::{ApprovalLedger, BoxFuture, Denial, Risk};
@@ -287,11 +288,16 @@ impl Console {
         }
         match self.ledger.pending(SystemTime::now()).await {
             Ok(tickets) => {
+                // A full page means older tickets wait beyond it: the page says so.
+                let more = tickets.len() >= INBOX_LIMIT as usize;
                 let tickets: Vec<InboxLine> = tickets.iter().map(InboxLine::of).collect();
                 self.templates.page(
                     StatusCode::OK,
                     "inbox.html",
-                    context! { tickets, who => session.principal.id, csrf => session.csrf },
+                    context! {
+                        tickets, more, limit => INBOX_LIMIT,
+                        who => session.principal.id, csrf => session.csrf,
+                    },
                 )
             }
             Err(denial) => self.store_failed(&denial, session),
@@ -545,6 +551,7 @@ impl Console {
                         StatusCode::CONFLICT
                     }
                     Denial::LedgerFailed { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                    // `Denial` is non-exhaustive; the store's decide returns none of the others.
                     _ => StatusCode::CONFLICT,
                 };
                 self.templates.message(

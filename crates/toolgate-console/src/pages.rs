@@ -296,6 +296,63 @@ mod tests {
         assert_eq!(headers["content-security-policy"], CSP);
     }
 
+    fn hostile_ticket(decided: bool) -> InboxTicket {
+        let hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>";
+        InboxTicket {
+            token: "ab".repeat(16),
+            binding: "bind\"><script>".into(),
+            holder: format!("[\"iss\",\"{hostile}\"]"),
+            request: toolgate_core::ApprovalRequest {
+                binding: "b".into(),
+                tool: format!("tool{hostile}"),
+                version: 1,
+                risk: toolgate_core::Risk::High,
+                reason: hostile.into(),
+                effect: toolgate_core::Effect::Irreversible,
+                arguments: serde_json::json!({"body": hostile}),
+                preview: Some(serde_json::json!({"to": [hostile], "body": hostile})),
+                principal: hostile.into(),
+                taint: Vec::new(),
+            },
+            opened_at_unix: 0,
+            expires_at_unix: 100,
+            used_at_unix: None,
+            decision: decided.then(|| toolgate_core::approval::HumanDecision {
+                decided_by: format!("[\"iss\",\"{hostile}\"]"),
+                approved: false,
+                reason: hostile.into(),
+                decided_at_unix: 5,
+            }),
+        }
+    }
+
+    #[test]
+    fn no_value_of_a_ticket_becomes_markup_in_the_inbox_or_its_page() {
+        let templates = Templates::load().unwrap();
+        for decided in [false, true] {
+            let ticket = hostile_ticket(decided);
+            let pages = [
+                templates.page(
+                    StatusCode::OK,
+                    "ticket.html",
+                    minijinja::context! { t => TicketView::of(&ticket, 10), who => "<b>", csrf => "\"><script>" },
+                ),
+                templates.page(
+                    StatusCode::OK,
+                    "inbox.html",
+                    minijinja::context! { tickets => vec![InboxLine::of(&ticket)], who => "w", csrf => "c" },
+                ),
+            ];
+            for page in pages {
+                let body = futures_body(page);
+                assert!(!body.contains("<script"), "{body}");
+                assert!(!body.contains("<img"), "{body}");
+                assert!(!body.contains("<b>"), "{body}");
+                assert!(body.contains("&lt;script&gt;alert(1)"), "{body}");
+            }
+        }
+    }
+
     #[test]
     fn a_time_is_shown_in_utc() {
         assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");

@@ -69,7 +69,6 @@ pub struct Started {
 }
 
 impl SignIn {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         client_id: &str,
         redirect_uri: &str,
