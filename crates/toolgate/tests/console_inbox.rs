@@ -745,6 +745,7 @@ fn a_declined_call_sends_nothing_and_the_client_gets_approval_denied() {
     );
 }
 
+/// Also: the console refuses a request for another host name, and its pages forbid script.
 #[test]
 fn a_ticket_nobody_decides_expires_as_a_decline() {
     let deployment = Deployment::start(2);
@@ -758,6 +759,30 @@ fn a_ticket_nobody_decides_expires_as_a_decline() {
     let expired = deployment.inbox_decision("email_send");
     assert_eq!(expired["outcome"], json!("expired"), "{expired}");
     assert!(expired.get("decided_by").is_none(), "{expired}");
+
+    // The console answers only for its own host name (a rebound DNS name reaches nothing), and
+    // every page forbids script.
+    let raw = |host: &str| {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(&deployment.server.address).unwrap();
+        write!(
+            stream,
+            "GET /console HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let rebound = raw("rebinding.example:80");
+    assert!(rebound.starts_with("HTTP/1.1 421"), "{rebound}");
+    let own = raw(&deployment.server.address);
+    assert!(own.starts_with("HTTP/1.1 200"), "{own}");
+    assert!(
+        own.to_ascii_lowercase()
+            .contains("content-security-policy: default-src 'none'"),
+        "{own}"
+    );
 }
 
 /// The four-eyes rule in the browser: the MCP client here acts as `alice` (a confidential
