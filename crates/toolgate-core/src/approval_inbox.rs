@@ -9,7 +9,8 @@
 //! polling the store (so a decision made through any instance sharing the store reaches it),
 //! until a decision is recorded or the ticket expires; expiry, a decline and a store failure
 //! are all a no. The ticket is spent once a decision is read, so it can never be redeemed
-//! through another channel afterwards. Each decision the approver reads (and each expiry) is
+//! through another channel afterwards, and closed when the wait ends without one (the call was
+//! cancelled), so nobody decides a call that no longer waits. Each decision the approver reads (and each expiry) is
 //! one [`InboxDecision`] in its trace: who decided which call's binding, and how, beside the
 //! dispatcher's record of the call.
 
@@ -204,6 +205,11 @@ impl InboxApprover {
             .open_inbox_ticket(request, &principal, SystemTime::now(), self.ttl)
             .await
             .map_err(|d| ApproverError::Unavailable(d.to_string()))?;
+        let mut closing = Closing {
+            ledger: Arc::clone(&self.ledger),
+            token: ticket.token.clone(),
+            armed: true,
+        };
         loop {
             let now = SystemTime::now();
             let found = self
@@ -218,18 +224,44 @@ impl InboxApprover {
                     .spend(&ticket.token, now)
                     .await
                     .map_err(|d| ApproverError::Unavailable(d.to_string()))?;
+                closing.armed = false;
                 self.record(request, Some(&decision));
                 return Ok(answer_of(&decision));
             }
             if unix_secs(now) >= ticket.expires_at_unix || found.is_none() {
                 // Spent, so a decision arriving now is refused as already used.
                 let _ = self.ledger.spend(&ticket.token, now).await;
+                closing.armed = false;
                 self.record(request, None);
                 return Ok(ApprovalAnswer::Deny {
                     reason: "nobody decided in the approval inbox before the ticket expired".into(),
                 });
             }
             tokio::time::sleep(self.poll).await;
+        }
+    }
+}
+
+/// Closes (spends) a ticket whose wait ended without reading a decision: the call was cancelled
+/// or the dispatcher stopped waiting, so nobody may decide a call that no longer waits.
+struct Closing {
+    ledger: Arc<ApprovalLedger>,
+    token: String,
+    armed: bool,
+}
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // Dropped inside the runtime that ran the wait; without one the ticket simply expires.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let ledger = Arc::clone(&self.ledger);
+            let token = std::mem::take(&mut self.token);
+            runtime.spawn(async move {
+                let _ = ledger.spend(&token, SystemTime::now()).await;
+            });
         }
     }
 }

@@ -2,7 +2,8 @@
 //! and PostgreSQL (a real server of the test's own, migrated to V10). Each store lists the
 //! waiting tickets newest first, records a person's decision once and only for the ticket's own
 //! binding and before its expiry, says who decided, and an `InboxApprover` waiting on it gets
-//! the decision: through another instance sharing the PostgreSQL store too.
+//! the decision (through another instance sharing the PostgreSQL store too), and closes its
+//! ticket when the waiting call is cancelled.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -162,7 +163,10 @@ async fn a_waiting_call_gets_the_decision(waiting: Arc<ApprovalLedger>, deciding
     let approver = InboxApprover::new(waiting, "https://as.example", Duration::from_secs(30));
     let ask = request("bind-wait", "ann@example.org");
     let asked = tokio::spawn(async move { approver.decide(&ask).await });
+    let mut rounds = 0;
     let ticket = loop {
+        rounds += 1;
+        assert!(rounds < 400, "the ticket never appeared in the inbox");
         if let Some(t) = deciding
             .pending(SystemTime::now())
             .await
@@ -199,12 +203,57 @@ async fn a_waiting_call_gets_the_decision(waiting: Arc<ApprovalLedger>, deciding
     assert!(spent.used_at_unix.is_some());
 }
 
+/// A call cancelled while it waits (its future dropped) closes its ticket: it leaves the inbox
+/// and a decision posted after is refused.
+async fn a_cancelled_wait_closes_its_ticket(
+    waiting: Arc<ApprovalLedger>,
+    deciding: &ApprovalLedger,
+) {
+    let approver = InboxApprover::new(waiting, "https://as.example", Duration::from_secs(30));
+    let ask = request("bind-cancel", "ann@example.org");
+    let asked = tokio::spawn(async move { approver.decide(&ask).await });
+    let mut rounds = 0;
+    let ticket = loop {
+        rounds += 1;
+        assert!(rounds < 400, "the ticket never appeared in the inbox");
+        let pending = deciding.pending(SystemTime::now()).await.unwrap();
+        if let Some(t) = pending.into_iter().find(|t| t.binding == "bind-cancel") {
+            break t;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    asked.abort();
+    let _ = asked.await;
+    for round in 0.. {
+        assert!(round < 400, "the cancelled wait never closed its ticket");
+        let now = deciding.ticket(&ticket.token).await.unwrap().unwrap();
+        if now.used_at_unix.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let at = i64::try_from(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    assert_eq!(
+        deciding
+            .decide(&ticket.token, "bind-cancel", &decision("bob", true, at))
+            .await,
+        Err(Denial::AlreadyUsed)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sqlite_ledger_keeps_the_inbox_contract() {
     let dir = tempfile::tempdir().unwrap();
     let ledger = Arc::new(ApprovalLedger::open(&dir.path().join("tickets.sqlite")).unwrap());
     holds_the_inbox_contract(&ledger, "sqlite").await;
     a_waiting_call_gets_the_decision(Arc::clone(&ledger), &ledger).await;
+    a_cancelled_wait_closes_its_ticket(Arc::clone(&ledger), &ledger).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,5 +268,6 @@ async fn the_postgres_ledger_keeps_the_inbox_contract_across_instances() {
     let one = Arc::new(connect().await);
     let other = connect().await;
     holds_the_inbox_contract(&one, "postgres").await;
-    a_waiting_call_gets_the_decision(one, &other).await;
+    a_waiting_call_gets_the_decision(Arc::clone(&one), &other).await;
+    a_cancelled_wait_closes_its_ticket(one, &other).await;
 }
