@@ -45,7 +45,7 @@ const KINDS: [&str; 8] = [
 fn fill_sql(rows: i64, postgres: bool) -> String {
     let (generator, json, text) = if postgres {
         (
-            format!("generate_series(1, {rows}) AS g(n)"),
+            format!("generate_series(1::bigint, {rows}) AS g(n)"),
             "jsonb_build_object",
             "n::text",
         )
