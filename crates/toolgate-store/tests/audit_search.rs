@@ -618,3 +618,48 @@ async fn calls_go_on_while_the_audit_file_is_locked_and_every_record_lands_once_
     assert_eq!(ids, expected, "once each, in order");
     eprintln!("200 calls took {calls_took:?} while the audit file was locked");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_longer_than_a_page_holds_every_record_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, store) = sqlite_store(dir.path()).await;
+    let total = 2 * query::MAX_PAGE as usize + 345;
+    let sink = writer.sink();
+    for i in 0..total {
+        sink.record(Arc::new(DecisionRecord::lost(
+            &format!("c{i}"),
+            "demo_echo",
+        )));
+    }
+    writer.flush().await;
+    let mut paged = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .search(&AuditFilter::default(), after, query::MAX_PAGE)
+            .await
+            .unwrap();
+        paged.extend(page.entries.iter().map(|e| e.id));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(paged.len(), total, "every page was read");
+    let mut jsonl = Vec::new();
+    let written = store
+        .export(&AuditFilter::default(), ExportFormat::Jsonl, &mut jsonl)
+        .await
+        .unwrap();
+    assert_eq!(written, total);
+    let exported: Vec<i64> = String::from_utf8(jsonl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<AuditEntryIds>(l).unwrap().id)
+        .collect();
+    assert_eq!(exported, paged);
+    let mut unique = exported.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), total, "each record once");
+}

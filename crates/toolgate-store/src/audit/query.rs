@@ -179,10 +179,10 @@ impl Builder {
     }
 }
 
-/// One page of the search: at most `limit` rows (1 to [`MAX_PAGE`]) matching `filter`, newest
-/// first, after `after` when given. The caller asks for one row more than it shows to learn
-/// whether another page exists.
-pub fn search(filter: &AuditFilter, after: Option<Cursor>, limit: u32) -> Statement {
+/// The rows of one page of the search: at most `fetch` rows (clamped to 1 to [`MAX_PAGE`] + 1:
+/// a page and the one row more that says whether another page follows) matching `filter`,
+/// newest first, after `after` when given.
+pub fn search(filter: &AuditFilter, after: Option<Cursor>, fetch: u32) -> Statement {
     let mut b = Builder::new(format!("SELECT {ENTRY_COLUMNS} FROM decisions WHERE 1 = 1"));
     b.equal("principal", filter.principal.as_ref());
     b.equal("tenant", filter.tenant.as_ref());
@@ -225,7 +225,7 @@ pub fn search(filter: &AuditFilter, after: Option<Cursor>, limit: u32) -> Statem
             "time_unix_ms <= {t} AND (time_unix_ms < {t} OR id < {id})"
         ));
     }
-    let limit = b.bind(i64::from(limit.clamp(1, MAX_PAGE)));
+    let limit = b.bind(i64::from(fetch.clamp(1, MAX_PAGE + 1)));
     b.sql.push_str(&format!(
         " ORDER BY time_unix_ms DESC, id DESC LIMIT {limit}"
     ));
@@ -373,7 +373,13 @@ mod tests {
 
     #[test]
     fn a_page_size_out_of_bounds_is_clamped() {
-        for (asked, bound) in [(0, 1), (1, 1), (50, 50), (MAX_PAGE + 1, MAX_PAGE)] {
+        for (asked, bound) in [
+            (0, 1),
+            (1, 1),
+            (50, 50),
+            (MAX_PAGE + 1, MAX_PAGE + 1),
+            (u32::MAX, MAX_PAGE + 1),
+        ] {
             let statement = search(&AuditFilter::default(), None, asked);
             assert_eq!(statement.params, vec![SqlValue::from(i64::from(bound))]);
         }
