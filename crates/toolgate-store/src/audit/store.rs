@@ -109,6 +109,7 @@ impl AuditStore {
                 .map_err(|_| AuditError::Task)?
             }
             AuditStore::Postgres(pg) => {
+                // Searches only read: the writer lock named here is never taken.
                 pg.blocking(writer_lock("audit"), move |session| {
                     Ok(work(as_sql(session)))
                 })
