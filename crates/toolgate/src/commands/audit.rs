@@ -75,6 +75,15 @@ pub fn run(config: &Config, command: AuditCommand) -> Result<(), CommandError> {
             if json {
                 writeln!(out, "{}", serde_json::to_string(&tree).unwrap_or_default())?;
             } else {
+                if let Some(parent) = &tree.entry.parent_call_id {
+                    writeln!(
+                        out,
+                        "made from inside call {} (toolgate audit show {} --run {})",
+                        plain(parent),
+                        plain(parent),
+                        plain(&tree.entry.run_id)
+                    )?;
+                }
                 print_tree(&mut out, &tree, "", "")?;
             }
             Ok(())
