@@ -1,7 +1,7 @@
 //! The approval inbox end to end, every part real: `toolgate serve --http` on 127.0.0.1 behind
 //! `[serve.auth]` with `[console]`, oidc-provider as the authorization server (its real
-//! development login and consent pages), aiosmtpd as the mail relay, an MCP client speaking
-//! Streamable HTTP (2025-11-25, a session that cannot show elicitation forms), and Debian's
+//! development login and consent pages), aiosmtpd as the mail relay, rmcp's MCP client over
+//! Streamable HTTP (a 2025-11-25 session whose host cannot show elicitation forms), and Debian's
 //! headless chromium driven by the pinned playwright-core (`tests/browser/steps.mjs`).
 //!
 //! - Approved: the client's `email_send` waits; alice signs in, sees the exact recipient and
@@ -31,7 +31,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::mail_sink::MailSink;
-use common::team::{Reply, exchange};
+use common::team::exchange;
 use serde_json::{Value, json};
 use toolgate_notes::{Kind, NewNote, NotesStore};
 
@@ -267,64 +267,42 @@ fn serve(dir: &Path, config: &Path, address: &str, db: &Path) -> Server {
     }
 }
 
-/// A 2025-11-25 session of an MCP client that cannot show forms (no elicitation).
+/// rmcp's client over Streamable HTTP (a 2025-11-25 session) with a bearer token, declaring no
+/// elicitation: its host cannot show the person a form.
 struct McpSession {
-    address: String,
-    token: String,
-    session: String,
-    next_id: u64,
+    runtime: tokio::runtime::Runtime,
+    client: rmcp::service::RunningService<rmcp::RoleClient, ()>,
 }
 
 impl McpSession {
     fn open(address: &str, token: &str) -> McpSession {
-        let mut session = McpSession {
-            address: address.into(),
-            token: token.into(),
-            session: String::new(),
-            next_id: 1,
-        };
-        let reply = session.post(
-            "initialize",
-            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {},
-                "clientInfo": {"name": "console-test", "version": "0"}}}),
-        );
-        assert_eq!(reply.status, 200, "{reply:?}");
-        session.session = reply.header("mcp-session-id").unwrap().to_string();
-        session.post(
-            "notifications/initialized",
-            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        );
-        session
+        use rmcp::ServiceExt;
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        // The transport starts its worker task as it is made.
+        let _inside = runtime.enter();
+        let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{address}/mcp"))
+            .auth_header(token);
+        let client = runtime
+            .block_on(().serve(StreamableHttpClientTransport::from_config(config)))
+            .unwrap();
+        McpSession { runtime, client }
     }
 
-    fn post(&self, method: &str, body: &Value) -> Reply {
-        let bearer = format!("Bearer {}", self.token);
-        let mut headers = vec![
-            ("content-type", "application/json"),
-            ("accept", "application/json, text/event-stream"),
-            ("mcp-protocol-version", "2025-11-25"),
-            ("mcp-method", method),
-            ("authorization", bearer.as_str()),
-        ];
-        if !self.session.is_empty() {
-            headers.push(("mcp-session-id", self.session.as_str()));
-        }
-        exchange(&self.address, "POST", "/mcp", &headers, &body.to_string()).unwrap()
-    }
-
-    /// `tools/call`; the JSON-RPC result.
+    /// `tools/call`; the result as JSON (`content`, `structuredContent`, `isError`).
     fn call(&mut self, tool: &str, arguments: Value) -> Value {
-        self.next_id += 1;
-        let reply = self.post(
-            "tools/call",
-            &json!({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
-                    "params": {"name": tool, "arguments": arguments}}),
-        );
-        let message = reply
-            .message()
-            .unwrap_or_else(|| panic!("no JSON-RPC message for {tool}: {reply:?}"));
-        message["result"].clone()
+        let params = rmcp::model::CallToolRequestParams::new(tool.to_string())
+            .with_arguments(arguments.as_object().cloned().unwrap());
+        let result = self
+            .runtime
+            .block_on(self.client.call_tool(params))
+            .unwrap_or_else(|e| panic!("{tool} failed: {e}"));
+        serde_json::to_value(result).unwrap()
     }
 }
 
