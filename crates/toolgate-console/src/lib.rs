@@ -5,7 +5,8 @@
 //! Guarantees:
 //! - Sign-in is authorization code + PKCE as an OAuth client of that server ([`signin`]); the
 //!   person is the principal of an access token for this server's own resource, checked by the
-//!   same resource server that guards `/mcp`.
+//!   same resource server that guards `/mcp`. The callback is taken once, and only in the
+//!   browser that started the sign-in (a `SameSite=Lax` login cookie scoped to the callback).
 //! - Sessions are server-side records with an expiry and a sign-out ([`sessions`]); the cookie
 //!   that names one is `HttpOnly`, `SameSite=Strict`, scoped to `/console`, and `Secure` unless
 //!   the console is on plain http on loopback ([`rules::session_cookie`]).
@@ -226,7 +227,15 @@ impl Console {
         match (request.method(), rest) {
             (&Method::GET, "" | "/") => self.inbox(session.as_ref()).await,
             (&Method::GET, "/signin") => self.start_sign_in().await,
-            (&Method::GET, "/callback") => self.callback(request.uri().query().unwrap_or("")).await,
+            (&Method::GET, "/callback") => {
+                let binder = request
+                    .headers()
+                    .get(COOKIE)
+                    .and_then(|h| h.to_str().ok())
+                    .and_then(|h| rules::cookie_value(h, rules::LOGIN_COOKIE_NAME));
+                self.callback(request.uri().query().unwrap_or(""), binder)
+                    .await
+            }
             (&Method::POST, "/signout") => self.sign_out(&request, session.as_ref()),
             (method, rest) => match rest
                 .strip_prefix("/tickets/")
@@ -326,7 +335,15 @@ impl Console {
             }
         };
         match self.sessions.start_login(&started.state, &started.verifier) {
-            Ok(()) => see_other(&started.url),
+            Ok(binder) => {
+                let mut response = see_other(&started.url);
+                let cookie =
+                    rules::login_cookie(&binder, self.secure, sessions::LOGIN_TIME.as_secs());
+                if let Ok(value) = HeaderValue::from_str(&cookie) {
+                    response.headers_mut().insert(SET_COOKIE, value);
+                }
+                response
+            }
             Err(e) => self.templates.message(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Sign-in is unavailable",
@@ -336,7 +353,7 @@ impl Console {
         }
     }
 
-    async fn callback(&self, query: &str) -> Response<Full<Bytes>> {
+    async fn callback(&self, query: &str, binder: Option<&str>) -> Response<Full<Bytes>> {
         let mut code = None;
         let mut state = None;
         let mut error = None;
@@ -352,9 +369,12 @@ impl Console {
             self.templates
                 .message(StatusCode::BAD_REQUEST, "Sign-in failed", message, None)
         };
-        let Some(verifier) = state.as_deref().and_then(|s| self.sessions.finish_login(s)) else {
+        let verifier = state
+            .as_deref()
+            .and_then(|s| self.sessions.finish_login(s, binder));
+        let Some(verifier) = verifier else {
             return refused(
-                "This sign-in was not started here, was already used, or took too long: sign in again.",
+                "This sign-in was not started here in this browser, was already used, or took too long: sign in again.",
             );
         };
         if let Some(error) = error {
@@ -371,8 +391,12 @@ impl Console {
             Ok(id) => {
                 let mut response = see_other(PREFIX);
                 let cookie = session_cookie(&id, self.secure, self.sessions.lifetime().as_secs());
-                if let Ok(value) = HeaderValue::from_str(&cookie) {
-                    response.headers_mut().insert(SET_COOKIE, value);
+                // The sign-in is done: its login cookie is cleared.
+                let cleared = rules::login_cookie("", self.secure, 0);
+                for cookie in [cookie, cleared] {
+                    if let Ok(value) = HeaderValue::from_str(&cookie) {
+                        response.headers_mut().append(SET_COOKIE, value);
+                    }
                 }
                 response
             }

@@ -102,7 +102,7 @@ pub fn admit_submission(
 }
 
 /// Equality that takes as long whichever byte differs (a token is a secret).
-fn same_secret(a: &str, b: &str) -> bool {
+pub fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len()
         && a.bytes()
             .zip(b.bytes())
@@ -134,12 +134,30 @@ pub fn session_cookie(id: &str, secure: bool, max_age_secs: u64) -> String {
     )
 }
 
+/// The login cookie's name: it ties a sign-in's callback to the browser that started it.
+pub const LOGIN_COOKIE_NAME: &str = "toolgate_console_login";
+
+/// The `Set-Cookie` value that holds a sign-in's `binder` for `max_age_secs` (0 clears it),
+/// sent only to the callback. `SameSite=Lax`, not `Strict`: the callback arrives as a
+/// top-level navigation from the authorization server, another site, and must carry it.
+pub fn login_cookie(binder: &str, secure: bool, max_age_secs: u64) -> String {
+    let secure = if secure { "; Secure" } else { "" };
+    format!(
+        "{LOGIN_COOKIE_NAME}={binder}; Path=/console/callback; Max-Age={max_age_secs}; HttpOnly; SameSite=Lax{secure}"
+    )
+}
+
 /// The session id in a `Cookie` header, if it holds ours.
 pub fn session_of(cookie_header: &str) -> Option<&str> {
+    cookie_value(cookie_header, COOKIE_NAME)
+}
+
+/// The value of the cookie `name` in a `Cookie` header, if set and not empty.
+pub fn cookie_value<'a>(cookie_header: &'a str, name: &str) -> Option<&'a str> {
     cookie_header
         .split(';')
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE_NAME)
+        .find(|(found, _)| *found == name)
         .map(|(_, value)| value)
         .filter(|v| !v.is_empty())
 }
@@ -378,6 +396,12 @@ mod tests {
             assert_eq!(cookie.contains("; Secure"), secure, "{cookie}");
         }
         assert!(session_cookie("", true, 0).contains("Max-Age=0"));
+        let login = login_cookie("b", false, 600);
+        assert!(
+            login.contains("; HttpOnly") && login.contains("; SameSite=Lax"),
+            "{login}"
+        );
+        assert!(login.contains("; Path=/console/callback"), "{login}");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! Guarantees: a session id and a CSRF token are 32 random bytes each (unguessable); a session
 //! is found only before its expiry and never after sign-out; a sign-in under way (its `state`
-//! and PKCE verifier) is taken at most once and only within [`LOGIN_TIME`]. Both books are
+//! and PKCE verifier) is taken at most once, only within [`LOGIN_TIME`], and only by the
+//! browser that started it (the binder its login cookie carries: no login CSRF). Both books are
 //! bounded ([`MAX_RECORDS`]): past the bound, expired records are dropped first, and a new
 //! record is refused rather than letting memory grow.
 //!
@@ -41,6 +42,8 @@ pub struct Session {
 #[derive(Debug)]
 struct Login {
     verifier: String,
+    /// The value of the login cookie set on the browser that started the sign-in.
+    binder: String,
     expires: Instant,
 }
 
@@ -77,8 +80,10 @@ impl SessionBook {
         self.lifetime
     }
 
-    /// Keeps `verifier` for the sign-in whose `state` is given.
-    pub fn start_login(&self, state: &str, verifier: &str) -> Result<(), SessionError> {
+    /// Keeps `verifier` for the sign-in whose `state` is given; returns the binder the
+    /// browser's login cookie must carry back.
+    pub fn start_login(&self, state: &str, verifier: &str) -> Result<String, SessionError> {
+        let binder = random_id().ok_or(SessionError::NoRandomness)?;
         let mut logins = self.logins.lock().map_err(|_| SessionError::Poisoned)?;
         let now = Instant::now();
         if logins.len() >= MAX_RECORDS {
@@ -91,17 +96,20 @@ impl SessionBook {
             state.into(),
             Login {
                 verifier: verifier.into(),
+                binder: binder.clone(),
                 expires: now + LOGIN_TIME,
             },
         );
-        Ok(())
+        Ok(binder)
     }
 
-    /// The verifier of the sign-in `state`, taken (a second callback with it finds nothing).
-    pub fn finish_login(&self, state: &str) -> Option<String> {
+    /// The verifier of the sign-in `state`, taken (a second callback with it finds nothing),
+    /// when the callback's browser carries the `binder` of the one that started it.
+    pub fn finish_login(&self, state: &str, binder: Option<&str>) -> Option<String> {
         let mut logins = self.logins.lock().ok()?;
         let login = logins.remove(state)?;
-        (login.expires > Instant::now()).then_some(login.verifier)
+        let same_browser = binder.is_some_and(|b| crate::rules::same_secret(b, &login.binder));
+        (same_browser && login.expires > Instant::now()).then_some(login.verifier)
     }
 
     /// A new session for `principal`; returns its id.
@@ -172,9 +180,31 @@ mod tests {
     #[test]
     fn a_sign_in_callback_is_taken_once() {
         let book = SessionBook::new(Duration::from_secs(60));
-        book.start_login("state-1", "verifier-1").unwrap();
-        assert_eq!(book.finish_login("state-1").as_deref(), Some("verifier-1"));
-        assert_eq!(book.finish_login("state-1"), None, "replayed callback");
-        assert_eq!(book.finish_login("state-2"), None, "a state never issued");
+        let binder = book.start_login("state-1", "verifier-1").unwrap();
+        assert_eq!(
+            book.finish_login("state-1", Some(&binder)).as_deref(),
+            Some("verifier-1")
+        );
+        assert_eq!(
+            book.finish_login("state-1", Some(&binder)),
+            None,
+            "replayed callback"
+        );
+        assert_eq!(
+            book.finish_login("state-2", Some(&binder)),
+            None,
+            "a state never issued"
+        );
+    }
+
+    #[test]
+    fn a_sign_in_started_in_another_browser_is_refused() {
+        let book = SessionBook::new(Duration::from_secs(60));
+        // An attacker starts a sign-in and sends their own callback URL to the victim.
+        let _attackers = book.start_login("state-a", "verifier-a").unwrap();
+        let victims = book.start_login("state-v", "verifier-v").unwrap();
+        assert_eq!(book.finish_login("state-a", Some(&victims)), None);
+        book.start_login("state-b", "verifier-b").unwrap();
+        assert_eq!(book.finish_login("state-b", None), None, "no login cookie");
     }
 }

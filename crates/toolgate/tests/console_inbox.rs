@@ -515,6 +515,15 @@ fn an_approver_signs_in_sees_the_exact_mail_and_its_taint_approves_once_and_forg
         json!(""),
         "script sees no cookie"
     );
+    assert!(
+        !report["cookies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "toolgate_console_login"),
+        "the sign-in's login cookie is cleared once it is done: {}",
+        report["cookies"]
+    );
 
     // The waiting call completed with the receipt, and exactly one mail went out.
     let sent = waiting.join().unwrap();
