@@ -21,7 +21,11 @@
 //!   else 404 (unknown ticket) or 409 (another call, already decided, expired).
 //! - A request for a host name other than the console's own is refused (DNS rebinding).
 //! - Every value on a page is escaped, and pages run no script ([`pages`]).
+//! - Only auditors (by scope or subject; nobody unless configured) read the audit: its
+//!   search, a call's page with its nested calls, and the exports ([`audit`]); else 403.
 
+pub mod audit;
+pub mod audit_views;
 pub mod pages;
 pub mod rules;
 pub mod sessions;
@@ -45,7 +49,9 @@ use toolgate_mcp::auth::ResourceServer;
 use toolgate_mcp::http::Pages;
 
 use pages::{InboxLine, Templates, TicketView, see_other};
-use rules::{Approvers, Submission, admit_submission, may_decide, secure_cookie, session_cookie};
+use rules::{
+    Approvers, Auditors, Submission, admit_submission, may_decide, secure_cookie, session_cookie,
+};
 use sessions::{Session, SessionBook};
 use signin::SignIn;
 
@@ -66,6 +72,9 @@ pub struct ConsoleSettings {
     /// Who may approve.
     #[serde(default)]
     pub approvers: Approvers,
+    /// Who may read the audit (default nobody: see [`Auditors`]).
+    #[serde(default)]
+    pub auditors: Auditors,
     /// The risks at which the person who made a call may approve it themselves (default none:
     /// four eyes).
     #[serde(default)]
@@ -130,6 +139,8 @@ pub struct Console {
     sessions: SessionBook,
     signin: SignIn,
     templates: Templates,
+    /// The decision records the audit pages read (none: the pages say there is no audit).
+    audit: Option<toolgate_store::audit::AuditStore>,
 }
 
 /// Where the authorization server is and what this server is to it.
@@ -199,7 +210,15 @@ impl Console {
             ledger,
             signin,
             templates: Templates::load()?,
+            audit: None,
         })
+    }
+
+    /// The console reading its audit pages from `store` (the audit the server records into;
+    /// a reader, never a second writer).
+    pub fn with_audit(mut self, store: toolgate_store::audit::AuditStore) -> Console {
+        self.audit = Some(store);
+        self
     }
 
     /// The origin the console answers for.
@@ -237,6 +256,18 @@ impl Console {
                     .await
             }
             (&Method::POST, "/signout") => self.sign_out(&request, session.as_ref()),
+            (&Method::GET, "/audit") => {
+                self.audit_search(request.uri().query().unwrap_or(""), session.as_ref())
+                    .await
+            }
+            (&Method::GET, "/audit/call") => {
+                self.audit_call(request.uri().query().unwrap_or(""), session.as_ref())
+                    .await
+            }
+            (&Method::GET, "/audit/export") => {
+                self.audit_export(request.uri().query().unwrap_or(""), session.as_ref())
+                    .await
+            }
             (method, rest) => match rest
                 .strip_prefix("/tickets/")
                 .map(|t| t.split_once('/').unwrap_or((t, "")))
@@ -269,12 +300,7 @@ impl Console {
     }
 
     fn is_approver(&self, session: &Session) -> bool {
-        let approvers = &self.settings.approvers;
-        approvers.subjects.contains(&session.principal.id)
-            || approvers
-                .scopes
-                .iter()
-                .any(|s| session.principal.scopes.contains(s))
+        self.settings.approvers.includes(&session.principal)
     }
 
     fn not_an_approver(&self, session: &Session) -> Response<Full<Bytes>> {
@@ -293,6 +319,10 @@ impl Console {
                 .page(StatusCode::OK, "signin.html", context! {});
         };
         if !self.is_approver(session) {
+            // An auditor who decides nothing lands on the audit instead.
+            if self.settings.auditors.includes(&session.principal) {
+                return see_other(&format!("{PREFIX}/audit"));
+            }
             return self.not_an_approver(session);
         }
         match self.ledger.pending(SystemTime::now()).await {

@@ -24,8 +24,10 @@ use toolgate_core::approval::InboxTicket;
 pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; \
                        form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
-const TEMPLATES: [(&str, &str); 5] = [
+const TEMPLATES: [(&str, &str); 7] = [
     ("layout.html", include_str!("templates/layout.html")),
+    ("audit.html", include_str!("templates/audit.html")),
+    ("call.html", include_str!("templates/call.html")),
     ("signin.html", include_str!("templates/signin.html")),
     ("message.html", include_str!("templates/message.html")),
     ("inbox.html", include_str!("templates/inbox.html")),

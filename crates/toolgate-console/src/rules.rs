@@ -21,6 +21,37 @@ pub struct Approvers {
     pub subjects: Vec<String>,
 }
 
+impl Approvers {
+    /// Whether `person` is one of these people: signed in, and named by subject or holding
+    /// one of the scopes.
+    pub fn includes(&self, person: &Principal) -> bool {
+        person.is_authenticated()
+            && (self.subjects.contains(&person.id)
+                || self.scopes.iter().any(|s| person.scopes.contains(s)))
+    }
+}
+
+/// Who may read the audit, named as approvers are (by scope or subject). Nobody by default:
+/// the audit shows every call of every principal with its arguments (not only the calls that
+/// wait for a person, as the inbox does), so reading it is granted, never implied.
+pub type Auditors = Approvers;
+
+/// Why a person may not read the audit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "you are not an auditor: the console's auditors are named by scope or subject ([console] auditors)"
+)]
+pub struct NotAnAuditor;
+
+/// Whether `person` may read the audit.
+pub fn may_audit(person: &Principal, auditors: &Auditors) -> Result<(), NotAnAuditor> {
+    if auditors.includes(person) {
+        Ok(())
+    } else {
+        Err(NotAnAuditor)
+    }
+}
+
 /// Why a person may not decide a ticket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ApproverRefusal {
@@ -40,9 +71,7 @@ pub fn may_decide(
     risk: Risk,
     self_approval: &[Risk],
 ) -> Result<(), ApproverRefusal> {
-    let named = approvers.subjects.contains(&person.id);
-    let scoped = approvers.scopes.iter().any(|s| person.scopes.contains(s));
-    if !person.is_authenticated() || !(named || scoped) {
+    if !approvers.includes(person) {
         return Err(ApproverRefusal::NotAnApprover);
     }
     if holder(person) == requester && !self_approval.contains(&risk) {
@@ -180,6 +209,39 @@ mod tests {
                     .collect::<BTreeSet<_>>(),
             ),
             catalogue: None,
+        }
+    }
+
+    #[test]
+    fn only_named_auditors_read_the_audit_and_nobody_by_default() {
+        let auditors = Auditors {
+            scopes: vec!["audit:read".into()],
+            subjects: vec!["carol".into()],
+        };
+        let cases = [
+            ("by scope", person("dave", &["audit:read"]), &auditors, true),
+            ("by subject", person("carol", &[]), &auditors, true),
+            (
+                "an approver only",
+                person("alice", &["approvals"]),
+                &auditors,
+                false,
+            ),
+            (
+                "nobody signed in",
+                person("", &["audit:read"]),
+                &auditors,
+                false,
+            ),
+            (
+                "the default names nobody",
+                person("carol", &["audit:read"]),
+                &Auditors::default(),
+                false,
+            ),
+        ];
+        for (case, who, auditors, allowed) in cases {
+            assert_eq!(may_audit(&who, auditors).is_ok(), allowed, "{case}");
         }
     }
 

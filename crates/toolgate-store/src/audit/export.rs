@@ -160,6 +160,20 @@ impl<W: Write> ExportWriter<W> {
         }
         Ok(())
     }
+
+    /// Flushes what is buffered and gives back the output (an export held in memory, as the
+    /// console sends it).
+    pub fn into_inner(self) -> Result<W, AuditError> {
+        match self {
+            ExportWriter::Jsonl(mut out) => {
+                out.flush()?;
+                Ok(out)
+            }
+            ExportWriter::Csv(writer) => writer
+                .into_inner()
+                .map_err(|e| AuditError::Write(e.into_error())),
+        }
+    }
 }
 
 #[cfg(test)]

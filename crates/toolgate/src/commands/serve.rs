@@ -63,7 +63,18 @@ pub fn run(
     let shared_audit = shared.as_ref().map(|s| s.audit.clone());
     let store = (!args.no_toolset).then(|| (args.toolset.store(), args.db.as_deref()));
     let audit_file = || super::audit_file_of(config, args.audit_db.as_deref(), store);
-    let (trace, _audit) = super::with_audit(trace, shared_audit, audit_file, "serve")?;
+    let (trace, audit) = super::with_audit(trace, shared_audit, audit_file, "serve")?;
+    // The console's audit pages read what this server records into: a reader of the same
+    // file or table, never a second writer.
+    let audit_reader = match (&audit, &shared) {
+        _ if config.console.is_none() => None,
+        (_, Some(shared)) => Some(shared.audit_store.clone()),
+        (toolgate_wiring::audit::AuditGuard::File(file), None) => Some(
+            toolgate_wiring::audit::AuditStore::open_file(file.path())
+                .map_err(|e| ServeError::Start(e.to_string()))?,
+        ),
+        (toolgate_wiring::audit::AuditGuard::Shared(_), None) => None,
+    };
     // What /readyz reports: the shared database (required) and each imported server.
     let mut checks = imports
         .as_ref()
@@ -73,7 +84,11 @@ pub fn run(
         checks.push(Arc::clone(&shared.health));
     }
     let sessions = shared.as_ref().map(|s| s.mcp_sessions.clone());
-    let inbox = inbox(config, args, auth_config.as_ref(), shared.as_ref(), &trace)?;
+    let inbox =
+        inbox(config, args, auth_config.as_ref(), shared.as_ref(), &trace)?.map(|inbox| Inbox {
+            audit: audit_reader,
+            ..inbox
+        });
     let (server, served) = build_server(
         config,
         args,
@@ -186,6 +201,7 @@ fn inbox(
         settings: settings.clone(),
         ledger,
         approver: Arc::new(approver),
+        audit: None,
     }))
 }
 
@@ -194,6 +210,8 @@ struct Inbox {
     settings: toolgate_console::ConsoleSettings,
     ledger: Arc<ApprovalLedger>,
     approver: Arc<InboxApprover>,
+    /// The audit the console's audit pages read.
+    audit: Option<toolgate_wiring::audit::AuditStore>,
 }
 
 /// What an instance keeps in the shared database.
@@ -202,6 +220,7 @@ struct Shared {
     store: Option<Store>,
     ledger: Arc<ApprovalLedger>,
     audit: PgAudit,
+    audit_store: toolgate_wiring::audit::AuditStore,
     health: Arc<dyn HealthCheck>,
     mcp_receipts: toolgate_wiring::shared::SharedConnection,
     token_vault: toolgate_wiring::shared::SharedConnection,
@@ -223,6 +242,7 @@ async fn open_shared(url: &str, args: &ServeArgs) -> Result<Shared, CommandError
         store,
         ledger: shared.ledger(),
         audit: shared.audit(instance),
+        audit_store: shared.audit_store(),
         health: shared.health_check(),
         mcp_receipts: shared.mcp_receipts(),
         token_vault: shared.token_vault(),
@@ -353,6 +373,10 @@ async fn serve_over_http(
                 },
             )
             .map_err(|e| CommandError::Usage(e.to_string()))?;
+            let console = match inbox.audit {
+                Some(audit) => console.with_audit(audit),
+                None => console,
+            };
             eprintln!(
                 "toolgate: the console (approval inbox) is served under {}/console",
                 console.origin()

@@ -1,0 +1,279 @@
+//! The audit console: the decision records the server keeps, searched, a call shown with the
+//! calls made from inside it, and a search exported (`/console/audit`, `/console/audit/call`,
+//! `/console/audit/export`). Read-only: these pages only answer GET and change nothing, so they
+//! need no CSRF token; reading them needs a signed-in auditor ([`crate::rules::may_audit`]).
+//!
+//! Guarantees: a signed-out person is sent to sign in, a signed-in person who is not an auditor
+//! gets 403 and no record; a search's filter is refused (400, the form kept as typed) when a
+//! value is outside its closed form; pages go forward by keyset cursor; an export holds exactly
+//! the rows the same search pages through, at most [`EXPORT_LIMIT`] (more is refused with 413
+//! rather than cut short); every value shown is escaped by the templates and exports are sent
+//! as attachments (`nosniff`), so a record's text never runs in the console's origin.
+
+use bytes::Bytes;
+use http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::Full;
+use minijinja::context;
+use toolgate_store::audit::export::ExportWriter;
+use toolgate_store::audit::query::MAX_PAGE;
+use toolgate_store::audit::{AuditError, AuditStore, ExportFormat};
+
+use crate::audit_views::{
+    AuditLine, CallView, PAGE_ROWS, Search, SearchForm, approval_choices, outcome_choices,
+    parse_search,
+};
+use crate::pages::see_other;
+use crate::rules::may_audit;
+use crate::sessions::Session;
+use crate::{Console, PREFIX};
+
+/// The most rows one export from the console holds (`toolgate audit export` has no limit).
+pub const EXPORT_LIMIT: usize = 100_000;
+
+type Answer = Response<Full<Bytes>>;
+
+impl Console {
+    /// The auditor's session and the audit store, or the page that refuses.
+    fn auditor<'a>(
+        &'a self,
+        session: Option<&'a (String, Session)>,
+    ) -> Result<(&'a Session, &'a AuditStore), Answer> {
+        let Some((_, session)) = session else {
+            return Err(see_other(PREFIX));
+        };
+        if let Err(refusal) = may_audit(&session.principal, &self.settings.auditors) {
+            return Err(self.templates.message(
+                StatusCode::FORBIDDEN,
+                "Not an auditor",
+                &refusal.to_string(),
+                self.signed_in(session),
+            ));
+        }
+        match &self.audit {
+            Some(store) => Ok((session, store)),
+            None => Err(self.templates.message(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "No audit here",
+                "This server keeps no audit the console can read.",
+                self.signed_in(session),
+            )),
+        }
+    }
+
+    fn audit_failed(&self, error: &AuditError, session: &Session) -> Answer {
+        self.templates.message(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The audit could not be read",
+            &error.to_string(),
+            self.signed_in(session),
+        )
+    }
+
+    fn search_page(
+        &self,
+        status: StatusCode,
+        session: &Session,
+        form: &SearchForm,
+        refusal: Option<String>,
+        found: Option<(Vec<AuditLine>, Option<String>)>,
+    ) -> Answer {
+        let (lines, next) = found.unwrap_or_default();
+        let searched = found_anything(&lines, refusal.as_deref());
+        self.templates.page(
+            status,
+            "audit.html",
+            context! {
+                form, refusal, lines, next, searched,
+                outcomes => outcome_choices(),
+                approvals => approval_choices(),
+                jsonl => form.link(&format!("{PREFIX}/audit/export"), &[("format", "jsonl")]),
+                csv => form.link(&format!("{PREFIX}/audit/export"), &[("format", "csv")]),
+                who => session.principal.id, csrf => session.csrf,
+            },
+        )
+    }
+
+    /// `GET /console/audit?FILTERS[&after=CURSOR]`: the form and one page of what it finds.
+    pub(crate) async fn audit_search(
+        &self,
+        query: &str,
+        session: Option<&(String, Session)>,
+    ) -> Answer {
+        let (session, store) = match self.auditor(session) {
+            Ok(found) => found,
+            Err(refused) => return refused,
+        };
+        let Search {
+            form,
+            filter,
+            after,
+        } = match parse_search(query) {
+            Ok(search) => search,
+            Err((form, refusal)) => {
+                return self.search_page(
+                    StatusCode::BAD_REQUEST,
+                    session,
+                    &form,
+                    Some(refusal.to_string()),
+                    None,
+                );
+            }
+        };
+        match store.search(&filter, after, PAGE_ROWS).await {
+            Ok(page) => {
+                let lines = page.entries.iter().map(AuditLine::of).collect();
+                let next = page.next.map(|cursor| {
+                    form.link(
+                        &format!("{PREFIX}/audit"),
+                        &[("after", &cursor.to_string())],
+                    )
+                });
+                self.search_page(StatusCode::OK, session, &form, None, Some((lines, next)))
+            }
+            Err(error) => self.audit_failed(&error, session),
+        }
+    }
+
+    /// `GET /console/audit/call?run=RUN&call=CALL`: the call, its nested calls as a tree.
+    pub(crate) async fn audit_call(
+        &self,
+        query: &str,
+        session: Option<&(String, Session)>,
+    ) -> Answer {
+        let (session, store) = match self.auditor(session) {
+            Ok(found) => found,
+            Err(refused) => return refused,
+        };
+        let mut run = None;
+        let mut call = None;
+        for (name, value) in url::form_urlencoded::parse(query.as_bytes()) {
+            match name.as_ref() {
+                "run" => run = Some(value.into_owned()),
+                "call" => call = Some(value.into_owned()),
+                _ => {}
+            }
+        }
+        let Some(call) = call.filter(|c| !c.is_empty()) else {
+            return self.templates.message(
+                StatusCode::BAD_REQUEST,
+                "Which call?",
+                "The link names no call: open one from the audit's search.",
+                self.signed_in(session),
+            );
+        };
+        match store.tree(&call, run.as_deref()).await {
+            Ok(Some(tree)) => self.templates.page(
+                StatusCode::OK,
+                "call.html",
+                context! {
+                    c => CallView::of(&tree),
+                    who => session.principal.id, csrf => session.csrf,
+                },
+            ),
+            Ok(None) => self.templates.message(
+                StatusCode::NOT_FOUND,
+                "No such call",
+                "The audit holds no call with this id in this run.",
+                self.signed_in(session),
+            ),
+            Err(error) => self.audit_failed(&error, session),
+        }
+    }
+
+    /// `GET /console/audit/export?format=jsonl|csv&FILTERS`: every row of the search, as a
+    /// download.
+    pub(crate) async fn audit_export(
+        &self,
+        query: &str,
+        session: Option<&(String, Session)>,
+    ) -> Answer {
+        let (session, store) = match self.auditor(session) {
+            Ok(found) => found,
+            Err(refused) => return refused,
+        };
+        let format = url::form_urlencoded::parse(query.as_bytes())
+            .find(|(name, _)| name == "format")
+            .map(|(_, value)| value.parse::<ExportFormat>());
+        let format = match format {
+            Some(Ok(format)) => format,
+            Some(Err(why)) => return self.bad_export(session, &why),
+            None => return self.bad_export(session, "the link names no format: jsonl or csv"),
+        };
+        let search = match parse_search(query) {
+            // An export is the whole search: a page cursor in its link is not a filter.
+            Ok(search) => search,
+            Err((_, refusal)) => return self.bad_export(session, &refusal.to_string()),
+        };
+        match export(store, &search, format).await {
+            Ok(Some(bytes)) => download(format, bytes),
+            Ok(None) => self.templates.message(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "Too many records",
+                &format!(
+                    "This search finds more than {EXPORT_LIMIT} records: narrow it (a time \
+                     range, a principal), or export it with `toolgate audit export`."
+                ),
+                self.signed_in(session),
+            ),
+            Err(error) => self.audit_failed(&error, session),
+        }
+    }
+
+    fn bad_export(&self, session: &Session, why: &str) -> Answer {
+        self.templates.message(
+            StatusCode::BAD_REQUEST,
+            "Cannot export",
+            why,
+            self.signed_in(session),
+        )
+    }
+}
+
+/// Whether the page should say the search found nothing (it ran, without a refusal).
+fn found_anything(lines: &[AuditLine], refusal: Option<&str>) -> bool {
+    refusal.is_none() && lines.is_empty()
+}
+
+/// Every row of `search` (from its first page, whatever cursor it names) as `format`, newest
+/// first; `None` when there are more than [`EXPORT_LIMIT`].
+async fn export(
+    store: &AuditStore,
+    search: &Search,
+    format: ExportFormat,
+) -> Result<Option<Vec<u8>>, AuditError> {
+    let mut writer = ExportWriter::new(format, Vec::new())?;
+    let mut after = None;
+    let mut written = 0;
+    loop {
+        let page = store.search(&search.filter, after, MAX_PAGE).await?;
+        written += page.entries.len();
+        if written > EXPORT_LIMIT {
+            return Ok(None);
+        }
+        for entry in &page.entries {
+            writer.write(entry)?;
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    Ok(Some(writer.into_inner()?))
+}
+
+/// The export as a file to save, never a page to show.
+fn download(format: ExportFormat, bytes: Vec<u8>) -> Answer {
+    let (content_type, name) = match format {
+        ExportFormat::Jsonl => ("application/jsonl; charset=utf-8", "audit.jsonl"),
+        ExportFormat::Csv => ("text/csv; charset=utf-8", "audit.csv"),
+    };
+    let mut response = crate::pages::html_response(StatusCode::OK, String::new());
+    *response.body_mut() = Full::new(Bytes::from(bytes));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
+        headers.insert(CONTENT_DISPOSITION, value);
+    }
+    response
+}

@@ -1,0 +1,631 @@
+//! The audit pages' pure parts: a search form's query string read into a filter (and echoed
+//! back into the form), and the rows of the decision records made into what the templates
+//! show (a line of the search, a call's facts, its nested calls as a tree).
+//!
+//! Contract: every filter value is taken as typed and bound by the store (never spliced); an
+//! outcome, approval state, time or page cursor outside its closed form is refused with what
+//! was wrong, never ignored (a search that silently dropped a filter would show too much);
+//! every value here is plain text, escaped by the templates.
+
+use serde::Serialize;
+use serde_json::Value;
+use toolgate_core::ErrorCode;
+use toolgate_store::audit::{AuditEntry, AuditFilter, CallTree, Cursor};
+
+use crate::PREFIX;
+use crate::pages::who_of;
+
+/// How many rows one page of the search shows.
+pub const PAGE_ROWS: u32 = 50;
+
+/// The search form's fields as typed (empty: not set), shown back in the form and carried by
+/// the next page's and the exports' links.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SearchForm {
+    pub principal: String,
+    pub tool: String,
+    pub outcome: String,
+    pub approval: String,
+    pub decided_by: String,
+    pub since: String,
+    pub until: String,
+}
+
+/// A search read from the page's query string.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Search {
+    pub form: SearchForm,
+    pub filter: AuditFilter,
+    /// Where this page starts (after the last row of the page before).
+    pub after: Option<Cursor>,
+}
+
+/// Why a search's query string is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SearchRefusal {
+    #[error("{0}")]
+    Outcome(String),
+    #[error("{0}")]
+    Approval(String),
+    #[error("{field} {value:?} is not a time: give YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC)")]
+    Time { field: &'static str, value: String },
+    #[error("{0}")]
+    Cursor(String),
+}
+
+/// The search `query` (a form's GET query string) asks for; on a refusal, the form as typed
+/// with why.
+pub fn parse_search(query: &str) -> Result<Search, (SearchForm, SearchRefusal)> {
+    let mut form = SearchForm::default();
+    let mut after = String::new();
+    for (name, value) in url::form_urlencoded::parse(query.as_bytes()) {
+        let value = value.trim().to_string();
+        match name.as_ref() {
+            "principal" => form.principal = value,
+            "tool" => form.tool = value,
+            "outcome" => form.outcome = value,
+            "approval" => form.approval = value,
+            "decided_by" => form.decided_by = value,
+            "since" => form.since = value,
+            "until" => form.until = value,
+            "after" => after = value,
+            // Other names (a format, a stray field) are not filters.
+            _ => {}
+        }
+    }
+    let set = |s: &String| (!s.is_empty()).then(|| s.clone());
+    let parsed = (|| {
+        let outcome = set(&form.outcome)
+            .map(|o| o.parse().map_err(SearchRefusal::Outcome))
+            .transpose()?;
+        let approval = set(&form.approval)
+            .map(|a| a.parse().map_err(SearchRefusal::Approval))
+            .transpose()?;
+        let since_ms = time_field("since", &form.since)?;
+        let until_ms = time_field("until", &form.until)?;
+        let after = set(&after)
+            .map(|a| a.parse().map_err(SearchRefusal::Cursor))
+            .transpose()?;
+        let filter = AuditFilter {
+            principal: set(&form.principal),
+            tool: set(&form.tool),
+            outcome,
+            approval,
+            decided_by: set(&form.decided_by),
+            since_ms,
+            until_ms,
+            ..AuditFilter::default()
+        };
+        Ok((filter, after))
+    })();
+    match parsed {
+        Ok((filter, after)) => Ok(Search {
+            form,
+            filter,
+            after,
+        }),
+        Err(refusal) => Err((form, refusal)),
+    }
+}
+
+impl SearchForm {
+    /// The form's fields as a query string (set fields only), for links that repeat the search.
+    pub fn query(&self) -> String {
+        let mut out = url::form_urlencoded::Serializer::new(String::new());
+        for (name, value) in [
+            ("principal", &self.principal),
+            ("tool", &self.tool),
+            ("outcome", &self.outcome),
+            ("approval", &self.approval),
+            ("decided_by", &self.decided_by),
+            ("since", &self.since),
+            ("until", &self.until),
+        ] {
+            if !value.is_empty() {
+                out.append_pair(name, value);
+            }
+        }
+        out.finish()
+    }
+
+    /// The link to the same search with `extra` pairs added.
+    pub fn link(&self, path: &str, extra: &[(&str, &str)]) -> String {
+        let mut query = self.query();
+        let mut tail = url::form_urlencoded::Serializer::new(String::new());
+        for (name, value) in extra {
+            tail.append_pair(name, value);
+        }
+        let tail = tail.finish();
+        if !tail.is_empty() {
+            if !query.is_empty() {
+                query.push('&');
+            }
+            query.push_str(&tail);
+        }
+        if query.is_empty() {
+            path.to_string()
+        } else {
+            format!("{path}?{query}")
+        }
+    }
+}
+
+/// A time field in Unix milliseconds: `YYYY-MM-DD` (midnight) or `YYYY-MM-DDTHH:MM[:SS]`
+/// (what a `datetime-local` field sends), read as UTC; empty is unset.
+fn time_field(field: &'static str, text: &str) -> Result<Option<i64>, SearchRefusal> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    parse_utc(text)
+        .map(Some)
+        .ok_or_else(|| SearchRefusal::Time {
+            field,
+            value: text.to_string(),
+        })
+}
+
+/// `YYYY-MM-DD[THH:MM[:SS]]` (a space may stand for the `T`) as Unix milliseconds, UTC.
+pub fn parse_utc(text: &str) -> Option<i64> {
+    let (date, clock) = match text.split_once(['T', ' ']) {
+        Some((date, clock)) => (date, Some(clock)),
+        None => (text, None),
+    };
+    let mut parts = date.splitn(3, '-');
+    let year: i64 = number(parts.next()?, 4)?;
+    let month: i64 = number(parts.next()?, 2)?;
+    let day: i64 = number(parts.next()?, 2)?;
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    let (hour, minute, second) = match clock {
+        None => (0, 0, 0),
+        Some(clock) => {
+            let mut parts = clock.split(':');
+            let hour = number(parts.next()?, 2)?;
+            let minute = number(parts.next()?, 2)?;
+            let second = parts.next().map_or(Some(0), |s| number(s, 2))?;
+            if parts.next().is_some() || hour > 23 || minute > 59 || second > 59 {
+                return None;
+            }
+            (hour, minute, second)
+        }
+    };
+    let days = days_from_civil(year, month, day);
+    Some(((days * 86_400) + hour * 3600 + minute * 60 + second) * 1000)
+}
+
+fn number(text: &str, digits: usize) -> Option<i64> {
+    (text.len() == digits && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse().ok())
+        .flatten()
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// One choice of a `<select>`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Choice {
+    pub value: String,
+    pub label: String,
+}
+
+/// The outcomes the form offers (any, ok, any error, approval required, each error code).
+pub fn outcome_choices() -> Vec<Choice> {
+    let mut choices = vec![
+        choice("", "any"),
+        choice("ok", "ok"),
+        choice("error", "any error"),
+        choice("approval_required", "approval required"),
+    ];
+    choices.extend(
+        ErrorCode::ALL
+            .iter()
+            .map(|code| choice(code.as_str(), code.as_str())),
+    );
+    choices
+}
+
+/// The approval states the form offers.
+pub fn approval_choices() -> Vec<Choice> {
+    vec![
+        choice("", "any"),
+        choice("not_needed", "not needed"),
+        choice("approved", "approved"),
+        choice("denied", "denied (any reason)"),
+        choice("declined", "declined by a person"),
+        choice("pending", "pending"),
+        choice("replayed", "replayed"),
+    ]
+}
+
+fn choice(value: &str, label: &str) -> Choice {
+    Choice {
+        value: value.into(),
+        label: label.into(),
+    }
+}
+
+/// The page of call `call_id` in run `run_id`.
+pub fn call_href(run_id: &str, call_id: &str) -> String {
+    let query = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("run", run_id)
+        .append_pair("call", call_id)
+        .finish();
+    format!("{PREFIX}/audit/call?{query}")
+}
+
+/// One line of the search.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditLine {
+    pub href: String,
+    pub time: String,
+    pub principal: String,
+    pub tool: String,
+    pub origin: String,
+    pub outcome: String,
+    pub approval: String,
+    pub decided_by: String,
+    /// Made from inside another call.
+    pub nested: bool,
+}
+
+impl AuditLine {
+    pub fn of(entry: &AuditEntry) -> Self {
+        AuditLine {
+            href: call_href(&entry.run_id, &entry.call_id),
+            time: utc_ms(entry.time_unix_ms),
+            principal: principal_of(entry),
+            tool: entry.tool.clone(),
+            origin: entry.origin.clone(),
+            outcome: entry.outcome.clone(),
+            approval: approval_of(entry),
+            decided_by: entry.decided_by.as_deref().map(who_of).unwrap_or_default(),
+            nested: entry.parent_call_id.is_some(),
+        }
+    }
+}
+
+/// A call in the tree.
+#[derive(Debug, Clone, Serialize)]
+pub struct TreeNode {
+    pub href: String,
+    pub tool: String,
+    pub origin: String,
+    pub outcome: String,
+    pub approval: String,
+    pub time: String,
+    pub children: Vec<TreeNode>,
+}
+
+impl TreeNode {
+    pub fn of(tree: &CallTree) -> Self {
+        let entry = &tree.entry;
+        TreeNode {
+            href: call_href(&entry.run_id, &entry.call_id),
+            tool: entry.tool.clone(),
+            origin: entry.origin.clone(),
+            outcome: entry.outcome.clone(),
+            approval: approval_of(entry),
+            time: utc_ms(entry.time_unix_ms),
+            children: tree.children.iter().map(TreeNode::of).collect(),
+        }
+    }
+}
+
+/// A call's page.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallView {
+    pub tool: String,
+    pub version: String,
+    pub call_id: String,
+    pub run_id: String,
+    pub instance: String,
+    pub time: String,
+    pub principal: String,
+    pub origin: String,
+    pub risk: String,
+    pub stage: String,
+    pub outcome: String,
+    pub approval: String,
+    pub decided_by: String,
+    /// The receipt's key (a write's idempotency key), when the call wrote.
+    pub receipt: String,
+    pub duplicate: bool,
+    pub taint: Vec<String>,
+    pub taint_rule: String,
+    pub arguments: String,
+    pub record: String,
+    pub parent_href: Option<String>,
+    pub tree: TreeNode,
+    pub calls: usize,
+}
+
+impl CallView {
+    pub fn of(tree: &CallTree) -> Self {
+        let entry = &tree.entry;
+        let record = &entry.record;
+        let text = |key: &str| match record.get(key) {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+        };
+        let taint = match record.get("taint") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    serde_json::from_value::<toolgate_core::taint::Taint>(item.clone())
+                        .map_or_else(|_| item.to_string(), |t| t.sentence())
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let effect = text("effect");
+        let risk = match (text("risk"), effect) {
+            (risk, effect) if effect.is_empty() => risk,
+            (risk, effect) => format!("{risk} ({effect})"),
+        };
+        CallView {
+            tool: entry.tool.clone(),
+            version: text("tool_version"),
+            call_id: entry.call_id.clone(),
+            run_id: entry.run_id.clone(),
+            instance: entry.instance.clone(),
+            time: utc_ms(entry.time_unix_ms),
+            principal: principal_of(entry),
+            origin: entry.origin.clone(),
+            risk,
+            stage: text("stage"),
+            outcome: entry.outcome.clone(),
+            approval: approval_of(entry),
+            decided_by: entry.decided_by.as_deref().map(who_of).unwrap_or_default(),
+            receipt: text("idempotency_key"),
+            duplicate: record.get("duplicate") == Some(&Value::Bool(true)),
+            taint,
+            taint_rule: text("taint_rule"),
+            arguments: record
+                .get("arguments")
+                .map(|a| serde_json::to_string_pretty(a).unwrap_or_default())
+                .unwrap_or_default(),
+            record: serde_json::to_string_pretty(record).unwrap_or_default(),
+            parent_href: entry
+                .parent_call_id
+                .as_deref()
+                .map(|parent| call_href(&entry.run_id, parent)),
+            tree: TreeNode::of(tree),
+            calls: tree.len(),
+        }
+    }
+}
+
+/// The principal and, when recorded, its tenant: `alice (https://as.example)`.
+fn principal_of(entry: &AuditEntry) -> String {
+    if entry.tenant.is_empty() {
+        entry.principal.clone()
+    } else {
+        format!("{} ({})", entry.principal, entry.tenant)
+    }
+}
+
+/// The approval in words: the status, how it was approved or why it was denied.
+fn approval_of(entry: &AuditEntry) -> String {
+    let approval = entry.record.get("approval");
+    let via = approval
+        .and_then(|a| a.get("via"))
+        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned));
+    let status = entry.approval.replace('_', " ");
+    match (via, &entry.denial) {
+        (Some(via), _) => format!("{status} via {via}"),
+        (None, Some(denial)) => format!("{status}: {}", denial.replace('_', " ")),
+        (None, None) => status,
+    }
+}
+
+/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
+pub fn utc_ms(time_unix_ms: i64) -> String {
+    let seconds = crate::pages::utc(time_unix_ms.div_euclid(1000));
+    let ms = time_unix_ms.rem_euclid(1000);
+    match seconds.strip_suffix(" UTC") {
+        Some(head) => format!("{head}.{ms:03} UTC"),
+        None => seconds,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolgate_store::audit::{ApprovalFilter, OutcomeFilter};
+
+    #[test]
+    fn a_query_string_becomes_the_filter_it_names() {
+        let search = parse_search(
+            "principal=alice&tool=email_send&outcome=error&approval=declined&decided_by=bob\
+             &since=2026-12-01&until=2026-12-05T09%3A30&after=1700.9&format=csv",
+        )
+        .unwrap();
+        assert_eq!(
+            search.filter,
+            AuditFilter {
+                principal: Some("alice".into()),
+                tool: Some("email_send".into()),
+                outcome: Some(OutcomeFilter::AnyError),
+                approval: Some(ApprovalFilter::Declined),
+                decided_by: Some("bob".into()),
+                since_ms: Some(1_796_083_200_000),
+                until_ms: Some(1_796_463_000_000),
+                ..AuditFilter::default()
+            }
+        );
+        assert_eq!(
+            search.after,
+            Some(Cursor {
+                time_unix_ms: 1700,
+                id: 9
+            })
+        );
+        // Empty fields are no filter at all.
+        let empty = parse_search("principal=&tool=+&outcome=").unwrap();
+        assert_eq!(empty.filter, AuditFilter::default());
+        assert_eq!(empty.form.query(), "");
+    }
+
+    #[test]
+    fn values_outside_their_closed_forms_are_refused_with_the_form_as_typed() {
+        for (query, field) in [
+            ("outcome=fine", "outcome"),
+            ("approval=maybe", "approval"),
+            ("since=yesterday", "since"),
+            ("until=2026-02-30", "until"),
+            ("since=2026-12-01T25:00", "since"),
+            ("after=5", "after"),
+        ] {
+            let (form, refusal) = parse_search(query).unwrap_err();
+            assert!(
+                form.query().contains(field) || field == "after",
+                "{query}: {form:?}"
+            );
+            assert!(!refusal.to_string().is_empty(), "{query}");
+        }
+    }
+
+    #[test]
+    fn links_repeat_the_search_with_hostile_values_encoded() {
+        let form = SearchForm {
+            principal: "a&b=<x>".into(),
+            tool: "t".into(),
+            ..SearchForm::default()
+        };
+        assert_eq!(
+            form.link("/console/audit", &[("after", "5.7")]),
+            "/console/audit?principal=a%26b%3D%3Cx%3E&tool=t&after=5.7"
+        );
+        let back = parse_search(form.query().as_str()).unwrap();
+        assert_eq!(back.filter.principal.as_deref(), Some("a&b=<x>"));
+        assert_eq!(
+            call_href("run 1", "c&1"),
+            "/console/audit/call?run=run+1&call=c%261"
+        );
+    }
+
+    const HOSTILE: &str = "<script>alert(1)</script><img src=x onerror=alert(2)>";
+
+    fn hostile_entry(id: i64, call: &str, parent: Option<&str>) -> AuditEntry {
+        AuditEntry {
+            id,
+            time_unix_ms: 1_796_461_200_000 + id,
+            instance: format!("host{HOSTILE}"),
+            call_id: call.into(),
+            parent_call_id: parent.map(str::to_owned),
+            run_id: format!("run{HOSTILE}"),
+            tenant: HOSTILE.into(),
+            principal: HOSTILE.into(),
+            tool: format!("tool{HOSTILE}"),
+            origin: "sandbox".into(),
+            outcome: "ok".into(),
+            approval: "approved".into(),
+            denial: None,
+            decided_by: Some(format!("[\"iss\",\"{HOSTILE}\"]")),
+            record: serde_json::json!({
+                "arguments": {"query": HOSTILE},
+                "approval": {"status": "approved", "via": HOSTILE},
+                "idempotency_key": HOSTILE,
+                "taint": [{"argument": "query", "value": HOSTILE, "source": {"kind": HOSTILE}}],
+            }),
+        }
+    }
+
+    fn render(name: &str, context: minijinja::Value) -> String {
+        use http_body_util::BodyExt;
+        let templates = crate::pages::Templates::load().unwrap();
+        let response = templates.page(http::StatusCode::OK, name, context);
+        assert_eq!(response.status(), http::StatusCode::OK, "{name} rendered");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let bytes = runtime
+            .block_on(response.into_body().collect())
+            .unwrap()
+            .to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn no_value_of_a_record_becomes_markup_in_the_search_or_a_calls_page() {
+        let root = hostile_entry(1, "c1", None);
+        let tree = CallTree {
+            entry: root.clone(),
+            children: vec![CallTree {
+                entry: hostile_entry(2, "c1.1", Some("c1")),
+                children: vec![CallTree {
+                    entry: hostile_entry(3, "c1.1.1", Some("c1.1")),
+                    children: Vec::new(),
+                }],
+            }],
+        };
+        let form = SearchForm {
+            principal: HOSTILE.into(),
+            tool: HOSTILE.into(),
+            ..SearchForm::default()
+        };
+        let search = render(
+            "audit.html",
+            minijinja::context! {
+                form => &form, lines => vec![AuditLine::of(&root)],
+                next => Some(form.link("/console/audit", &[("after", "1.2")])),
+                outcomes => outcome_choices(), approvals => approval_choices(),
+                jsonl => form.link("/console/audit/export", &[("format", "jsonl")]),
+                csv => "x", who => HOSTILE, csrf => "\"><script>",
+            },
+        );
+        let call = render(
+            "call.html",
+            minijinja::context! { c => CallView::of(&tree), who => "w", csrf => "c" },
+        );
+        for body in [&search, &call] {
+            assert!(!body.contains("<script"), "{body}");
+            assert!(!body.contains("<img"), "{body}");
+            assert!(body.contains("&lt;script&gt;alert(1)"), "{body}");
+        }
+        // The tree nests each child under its parent, once, and is not escaped twice.
+        assert_eq!(call.matches("class=\"node\"").count(), 3, "{call}");
+        assert_eq!(call.matches("<ul>").count(), 2, "{call}");
+        assert!(!call.contains("&amp;lt;"), "escaped twice: {call}");
+        assert!(call.contains("approved via &lt;script&gt;"), "{call}");
+        assert!(!call.contains("id=\"parent\""), "the root has no parent");
+    }
+
+    #[test]
+    fn times_are_read_as_utc() {
+        assert_eq!(parse_utc("1970-01-01"), Some(0));
+        assert_eq!(parse_utc("1970-01-02T00:00"), Some(86_400_000));
+        assert_eq!(parse_utc("2000-02-29 12:00:01"), Some(951_825_601_000));
+        for bad in [
+            "",
+            "2026",
+            "2026-1-01",
+            "2026-13-01",
+            "2025-02-29",
+            "2026-12-01T9:00",
+        ] {
+            assert_eq!(parse_utc(bad), None, "{bad}");
+        }
+        assert_eq!(utc_ms(1_500), "1970-01-01 00:00:01.500 UTC");
+    }
+}
