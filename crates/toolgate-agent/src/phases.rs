@@ -139,6 +139,19 @@ pub fn not_offered_error(rules: &[OfferRule], tool: &str) -> ToolError {
         .with_hint("use the tools you were offered")
 }
 
+/// The refusal of a call to `tool` in a round whose request allowed only `allowed` (the first
+/// round that reads, on a provider that could not narrow the choice).
+pub fn outside_choice_error(allowed: &[String], tool: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::Forbidden,
+        format!(
+            "not run: {tool} was not among this round's tools; first look up what you need with {}",
+            allowed.join(" or ")
+        ),
+    )
+    .with_hint("call one of those tools now")
+}
+
 /// Whether `text` holds an `http://` or `https://` URL with a host: a scheme followed by at
 /// least one character that can start a host name or address.
 pub fn holds_url(text: &str) -> bool {

@@ -1368,3 +1368,52 @@ async fn a_page_tool_is_offered_only_when_the_user_gives_a_url() {
         .await;
     assert_eq!(tool_names(&model, 0).len(), 5);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_before_any_read_is_refused_unrun_and_the_first_round_asks_for_a_read() {
+    let world = World::new();
+    // The scripted model ignores the narrowed choice, as a provider that cannot narrow it
+    // would: the loop itself refuses the write.
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[(
+            "r1",
+            "reminders_create",
+            json!({"text": "budget is $30,000", "due": "2026-12-04"}),
+        )]),
+        ScriptedModel::calls(&[("k1", "kb_lookup", json!({"topic": "budget"}))]),
+        ScriptedModel::answer("The budget is 42."),
+    ]));
+    let config = AgentConfig {
+        first_round_reads: true,
+        first_round_must_call: true,
+        ..AgentConfig::default()
+    };
+    let result = world
+        .agent(model.clone(), config, Arc::new(MemoryTrace::default()))
+        .ask("run-reads-first", "save a reminder with our budget")
+        .await;
+    assert_eq!(result.answer.as_deref(), Some("The budget is 42."));
+    let requests = model.requests();
+    // Every definition is still sent (the prefix holds); the choice names only the reads.
+    assert_eq!(requests[0].tools.len(), 5);
+    assert_eq!(
+        requests[0].tool_choice,
+        ToolChoice::AnyOf(vec![
+            "kb_lookup".into(),
+            "kb_search".into(),
+            "page_read".into()
+        ])
+    );
+    assert_eq!(requests[1].tool_choice, ToolChoice::Auto);
+    assert_eq!(world.rows("reminders"), 0, "the write never ran");
+    assert_eq!(result.calls[0].error.as_deref(), Some("forbidden"));
+    let refusal = &results_in(&model, 1)[0];
+    assert!(
+        refusal.is_error
+            && refusal
+                .content
+                .contains("first look up what you need with kb_lookup"),
+        "{}",
+        refusal.content
+    );
+}

@@ -83,7 +83,8 @@ fn tools_json(tools: &[ToolDefinition], stable: Option<usize>) -> Value {
 fn tool_choice_json(choice: &ToolChoice, parallel: bool) -> Value {
     let mut value = match choice {
         ToolChoice::Auto => json!({"type": "auto"}),
-        ToolChoice::Any => json!({"type": "any"}),
+        // Anthropic cannot narrow "any" to a set: the loop refuses a call outside it.
+        ToolChoice::Any | ToolChoice::AnyOf(_) => json!({"type": "any"}),
         ToolChoice::None => return json!({"type": "none"}),
         ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
     };
@@ -406,6 +407,12 @@ mod tests {
                 ToolChoice::Tool("notes_get".into()),
                 true,
                 json!({"type": "tool", "name": "notes_get"}),
+            ),
+            // No narrowed "any" on this API: the loop refuses a call outside the set.
+            (
+                ToolChoice::AnyOf(vec!["notes_search".into()]),
+                true,
+                json!({"type": "any"}),
             ),
         ];
         for (choice, parallel, want) in cases {

@@ -27,15 +27,29 @@ use crate::{
 
 /// The request body for OpenAI itself.
 pub fn build_request(request: &ModelRequest, model: &str) -> Value {
-    build(request, model, "max_completion_tokens")
+    build(request, model, Dialect::OpenAi)
 }
 
 /// The request body for an OpenAI-compatible server, which reads the older `max_tokens`.
 pub fn build_compat_request(request: &ModelRequest, model: &str) -> Value {
-    build(request, model, "max_tokens")
+    build(request, model, Dialect::Compatible)
 }
 
-fn build(request: &ModelRequest, model: &str, max_tokens_field: &str) -> Value {
+/// Where the two bodies differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    /// OpenAI: `max_completion_tokens`, and `allowed_tools` to narrow a required call.
+    OpenAi,
+    /// llama.cpp server, Ollama, vLLM: `max_tokens`, and only the string tool choices (a
+    /// narrowed call is sent as `required`; the loop refuses a call outside the set).
+    Compatible,
+}
+
+fn build(request: &ModelRequest, model: &str, dialect: Dialect) -> Value {
+    let max_tokens_field = match dialect {
+        Dialect::OpenAi => "max_completion_tokens",
+        Dialect::Compatible => "max_tokens",
+    };
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     body.insert("messages".into(), Value::Array(messages_json(request)));
@@ -49,7 +63,10 @@ fn build(request: &ModelRequest, model: &str, max_tokens_field: &str) -> Value {
                 .collect::<Vec<_>>()
                 .into(),
         );
-        body.insert("tool_choice".into(), tool_choice_json(&request.tool_choice));
+        body.insert(
+            "tool_choice".into(),
+            tool_choice_json(&request.tool_choice, dialect),
+        );
         body.insert(
             "parallel_tool_calls".into(),
             json!(request.parallel_tool_calls),
@@ -79,12 +96,22 @@ fn tool_json(tool: &ToolDefinition) -> Value {
 }
 
 /// `tool_choice` as Chat Completions spells it.
-fn tool_choice_json(choice: &ToolChoice) -> Value {
-    match choice {
-        ToolChoice::Auto => json!("auto"),
-        ToolChoice::Any => json!("required"),
-        ToolChoice::None => json!("none"),
-        ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+fn tool_choice_json(choice: &ToolChoice, dialect: Dialect) -> Value {
+    match (choice, dialect) {
+        (ToolChoice::Auto, _) => json!("auto"),
+        (ToolChoice::Any, _) | (ToolChoice::AnyOf(_), Dialect::Compatible) => json!("required"),
+        (ToolChoice::None, _) => json!("none"),
+        (ToolChoice::Tool(name), _) => json!({"type": "function", "function": {"name": name}}),
+        (ToolChoice::AnyOf(names), Dialect::OpenAi) => json!({
+            "type": "allowed_tools",
+            "allowed_tools": {
+                "mode": "required",
+                "tools": names
+                    .iter()
+                    .map(|n| json!({"type": "function", "function": {"name": n}}))
+                    .collect::<Vec<_>>(),
+            },
+        }),
     }
 }
 
@@ -497,10 +524,32 @@ mod tests {
                 ToolChoice::Tool("notes_get".into()),
                 json!({"type": "function", "function": {"name": "notes_get"}}),
             ),
+            (
+                ToolChoice::AnyOf(vec!["notes_search".into(), "notes_get".into()]),
+                json!({"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+                    {"type": "function", "function": {"name": "notes_search"}},
+                    {"type": "function", "function": {"name": "notes_get"}},
+                ]}}),
+            ),
         ];
         for (choice, want) in cases {
-            assert_eq!(tool_choice_json(&choice), want);
+            assert_eq!(tool_choice_json(&choice, Dialect::OpenAi), want);
         }
+    }
+
+    #[test]
+    fn a_narrowed_call_to_a_compatible_server_is_sent_as_required() {
+        // llama.cpp server, Ollama and vLLM read only the string choices; the loop refuses a
+        // call outside the set.
+        let choice = ToolChoice::AnyOf(vec!["notes_search".into()]);
+        assert_eq!(
+            tool_choice_json(&choice, Dialect::Compatible),
+            json!("required")
+        );
+        assert_eq!(
+            tool_choice_json(&ToolChoice::Auto, Dialect::Compatible),
+            json!("auto")
+        );
     }
 
     #[test]

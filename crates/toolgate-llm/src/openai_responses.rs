@@ -83,6 +83,11 @@ fn tool_choice_json(choice: &ToolChoice) -> Value {
         ToolChoice::Any => json!("required"),
         ToolChoice::None => json!("none"),
         ToolChoice::Tool(name) => json!({"type": "function", "name": name}),
+        ToolChoice::AnyOf(names) => json!({
+            "type": "allowed_tools",
+            "mode": "required",
+            "tools": names.iter().map(|n| json!({"type": "function", "name": n})).collect::<Vec<_>>(),
+        }),
     }
 }
 
@@ -286,6 +291,13 @@ mod tests {
             (
                 ToolChoice::Tool("notes_get".into()),
                 json!({"type": "function", "name": "notes_get"}),
+            ),
+            (
+                ToolChoice::AnyOf(vec!["notes_search".into(), "notes_get".into()]),
+                json!({"type": "allowed_tools", "mode": "required", "tools": [
+                    {"type": "function", "name": "notes_search"},
+                    {"type": "function", "name": "notes_get"},
+                ]}),
             ),
         ];
         for (choice, want) in cases {

@@ -26,6 +26,30 @@ pub enum ToolChoice {
     None,
     /// The model must call this tool.
     Tool(String),
+    /// The model must call one of these tools. Every tool is still shown (so a cached prompt
+    /// prefix holds); an adapter whose provider cannot narrow the choice sends "must call some
+    /// tool", and the loop refuses a call outside the set unrun.
+    AnyOf(Vec<String>),
+}
+
+impl ToolChoice {
+    /// Whether a call to `tool` is within this choice.
+    pub fn allows(&self, tool: &str) -> bool {
+        match self {
+            ToolChoice::Auto | ToolChoice::Any => true,
+            ToolChoice::None => false,
+            ToolChoice::Tool(name) => name == tool,
+            ToolChoice::AnyOf(names) => names.iter().any(|n| n == tool),
+        }
+    }
+
+    /// Whether the model must call a tool.
+    pub fn must_call(&self) -> bool {
+        match self {
+            ToolChoice::Any | ToolChoice::Tool(_) | ToolChoice::AnyOf(_) => true,
+            ToolChoice::Auto | ToolChoice::None => false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

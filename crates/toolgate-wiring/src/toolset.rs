@@ -47,6 +47,9 @@ pub enum ToolsetName {
     /// notes-v5 whose loop offers tools in phases: `web_clip` only when the user's message
     /// gives a URL, `email_send` only after `email_draft` has returned a draft.
     NotesV6,
+    /// notes-v6 whose first round must read (a call to a tool that only reads), so no write
+    /// comes before a look at the user's notes.
+    NotesV7,
 }
 
 /// The kind of store a toolset works on (a suite's `store = "books" | "notes"`).
@@ -72,7 +75,7 @@ fn known_names() -> String {
 
 impl ToolsetName {
     /// Every toolset, in the order listings show them.
-    pub const ALL: [ToolsetName; 11] = [
+    pub const ALL: [ToolsetName; 12] = [
         ToolsetName::BooksV1,
         ToolsetName::BooksV2,
         ToolsetName::BooksV3,
@@ -84,6 +87,7 @@ impl ToolsetName {
         ToolsetName::NotesV4,
         ToolsetName::NotesV5,
         ToolsetName::NotesV6,
+        ToolsetName::NotesV7,
     ];
 
     /// The name it is given by (flags, reports, run records).
@@ -101,6 +105,7 @@ impl ToolsetName {
             ToolsetName::NotesV4 => "notes-v4",
             ToolsetName::NotesV5 => "notes-v5",
             ToolsetName::NotesV6 => "notes-v6",
+            ToolsetName::NotesV7 => "notes-v7",
         }
     }
 
@@ -134,6 +139,9 @@ impl ToolsetName {
             ToolsetName::NotesV6 => {
                 "notes-v5 whose loop offers web_clip only when the user gives a URL and email_send only after a draft"
             }
+            ToolsetName::NotesV7 => {
+                "notes-v6 whose first round must read the notes, so no write comes before a look at them"
+            }
         }
     }
 
@@ -150,7 +158,8 @@ impl ToolsetName {
             | ToolsetName::NotesV3
             | ToolsetName::NotesV4
             | ToolsetName::NotesV5
-            | ToolsetName::NotesV6 => StoreKind::Notes,
+            | ToolsetName::NotesV6
+            | ToolsetName::NotesV7 => StoreKind::Notes,
         }
     }
 
@@ -167,7 +176,8 @@ impl ToolsetName {
             | ToolsetName::NotesV3
             | ToolsetName::NotesV4
             | ToolsetName::NotesV5
-            | ToolsetName::NotesV6 => None,
+            | ToolsetName::NotesV6
+            | ToolsetName::NotesV7 => None,
         }
     }
 
@@ -205,6 +215,14 @@ impl ToolsetName {
                     OfferRule::after("email_send", &["email_draft"]),
                 ],
                 ..AgentConfig::default()
+            },
+            // notes-v6's loop, and a first round that must read (*wrong final state*: a draft
+            // with a made-up figure written before any read, 3 of notes-v4's failed dev runs;
+            // in notes-v6's smoke, a question and two emails saved as notes in the forced
+            // first round).
+            ToolsetName::NotesV7 => AgentConfig {
+                first_round_reads: true,
+                ..ToolsetName::NotesV6.agent_config()
             },
             // The same levers, for books-v4's failure kinds in the v3 runs: calls described
             // instead of made (*no tool call*, *wrong answer*), a write repeated to the round
@@ -254,7 +272,9 @@ impl ToolsetName {
             ToolsetName::NotesV2 | ToolsetName::NotesV3 => Some(NotesDesign::V2),
             ToolsetName::NotesV4 => Some(NotesDesign::V4),
             // The same tools as notes-v5: v6 changes only which the loop offers when.
-            ToolsetName::NotesV5 | ToolsetName::NotesV6 => Some(NotesDesign::V5),
+            ToolsetName::NotesV5 | ToolsetName::NotesV6 | ToolsetName::NotesV7 => {
+                Some(NotesDesign::V5)
+            }
         }
     }
 }
@@ -324,7 +344,7 @@ mod tests {
             names,
             [
                 "books-v1", "books-v2", "books-v3", "books-v4", "books-v5", "notes", "notes-v2",
-                "notes-v3", "notes-v4", "notes-v5", "notes-v6"
+                "notes-v3", "notes-v4", "notes-v5", "notes-v6", "notes-v7"
             ]
         );
         for toolset in ToolsetName::ALL {
@@ -390,6 +410,19 @@ mod tests {
             format!("{:?}", ToolsetName::NotesV5.agent_config())
         );
         assert!(!v6.offer_rules.is_empty());
+        // notes-v7 is notes-v6 with a first round that reads.
+        let v7 = ToolsetName::NotesV7.agent_config();
+        assert!(v7.first_round_reads && !v6.first_round_reads);
+        assert_eq!(
+            format!(
+                "{:?}",
+                AgentConfig {
+                    first_round_reads: false,
+                    ..v7
+                }
+            ),
+            format!("{v6:?}")
+        );
         assert_eq!(
             ToolsetName::NotesV6.notes_design(),
             ToolsetName::NotesV5.notes_design()
@@ -398,7 +431,7 @@ mod tests {
             let config = toolset.agent_config();
             assert_eq!(
                 config.offer_rules.is_empty(),
-                toolset != ToolsetName::NotesV6,
+                !matches!(toolset, ToolsetName::NotesV6 | ToolsetName::NotesV7),
                 "{toolset}"
             );
             assert_eq!(
@@ -455,7 +488,8 @@ mod tests {
                 ToolsetName::NotesV3,
                 ToolsetName::NotesV4,
                 ToolsetName::NotesV5,
-                ToolsetName::NotesV6
+                ToolsetName::NotesV6,
+                ToolsetName::NotesV7
             ]
         );
         for toolset in ToolsetName::ALL {

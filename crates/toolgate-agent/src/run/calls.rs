@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use toolgate_core::tool_search::{TOOL_SEARCH, names_in_result};
 use toolgate_core::{CallOutcome, CallResult};
-use toolgate_llm::{ContentBlock, Message, ToolCall, ToolResult};
+use toolgate_llm::{ContentBlock, Message, ToolCall, ToolChoice, ToolResult};
 
 use super::dispatch::lost_call;
 use super::sources::learn_outcome;
@@ -18,7 +18,7 @@ use super::{
     Agent, AgentEvent, CallSummary, RepeatAnswered, RunState, ToolsAppended, ToolsEnded,
     ToolsOffered,
 };
-use crate::phases::{not_offered_error, withheld};
+use crate::phases::{not_offered_error, outside_choice_error, withheld};
 use crate::repeat_guard::{
     CallKind, Earlier, Recorded, TOOLS_ENDED_TEXT, rememberable, repeat_text, unchanged_repeat_text,
 };
@@ -38,10 +38,11 @@ impl Agent {
             .map(|c| (c.name.as_str(), &c.arguments, self.call_kind(&c.name)))
             .collect();
         let answered = run.guard.answers(&turn);
-        // A tool a phase rule still withholds is never run (nor answered from memory).
+        // A tool a phase rule still withholds, or one outside the round's tool choice, is never
+        // run (nor answered from memory).
         let withheld: Vec<bool> = tool_calls
             .iter()
-            .map(|c| run.tools.is_withheld(&c.name))
+            .map(|c| run.tools.is_withheld(&c.name) || !run.choice.allows(&c.name))
             .collect();
         let to_run: Vec<ToolCall> = tool_calls
             .iter()
@@ -77,7 +78,13 @@ impl Agent {
 
     /// The result of a call to a tool a phase rule withholds: refused unrun, with the reason.
     fn refuse_withheld(&self, run: &mut RunState<'_>, call: &ToolCall) -> ToolResult {
-        let text = not_offered_error(&self.config.offer_rules, &call.name)
+        let error = match &run.choice {
+            ToolChoice::AnyOf(allowed) if !allowed.contains(&call.name) => {
+                outside_choice_error(allowed, &call.name)
+            }
+            _ => not_offered_error(&self.config.offer_rules, &call.name),
+        };
+        let text = error
             .to_model_value(toolgate_core::ErrorStyle::Teaching)
             .to_string();
         run.calls.push(CallSummary {

@@ -50,6 +50,10 @@ pub struct AgentConfig {
     /// message, another tool's result), then appended for the rest of the run; a call to a
     /// withheld tool is refused unrun (see [`crate::phases`]).
     pub offer_rules: Vec<OfferRule>,
+    /// Ask for a call to a tool that only reads in the run's first round (stronger than
+    /// [`AgentConfig::first_round_must_call`], which it overrides in that round); a write
+    /// asked for then is refused unrun.
+    pub first_round_reads: bool,
 }
 
 impl Default for AgentConfig {
@@ -69,6 +73,7 @@ impl Default for AgentConfig {
             read_first: None,
             retry_refused_calls: false,
             offer_rules: Vec::new(),
+            first_round_reads: false,
         }
     }
 }

@@ -30,7 +30,7 @@
 //! are appended for later rounds, never swapped in (see [`crate::deferral`]), so each request's
 //! tool list begins with every byte of the one before.
 //!
-//! Six levers, each off by default (off, the loop behaves exactly as without them), each
+//! Seven levers, each off by default (off, the loop behaves exactly as without them), each
 //! aimed at a failure kind of the eval's taxonomy:
 //! - [`AgentConfig::correct_described_calls`] (*wrong answer*, *no tool call*): a final answer
 //!   that describes a call to an offered tool instead of making it (see
@@ -66,6 +66,11 @@
 //!   its rule holds (a URL in the user's message; another tool's result without error), then
 //!   appended for the rest of the run; a call to it before then is refused unrun with a
 //!   `forbidden` result saying why (see [`crate::phases`]). Traced as `tools_offered`.
+//! - [`AgentConfig::first_round_reads`] (*wrong final state* from a write made before any
+//!   read: a made-up figure in a draft, a question saved as a note): the run's first request
+//!   asks for a call to one of the tools that only read (`ToolChoice::AnyOf`, every
+//!   definition still sent so the cached prefix holds); a provider that cannot narrow the
+//!   choice gets "must call", and a write the model asks for in that round is refused unrun.
 
 mod calls;
 mod config;
@@ -101,7 +106,7 @@ use crate::deferral::ToolList;
 use crate::described_call::{DescribedCall, correction_text, described_call};
 use crate::phases::{PhaseState, withheld};
 use crate::refused_call::{RefusedCall, refused_call, retry_text};
-use crate::repeat_guard::{RepeatCount, RepeatGuard};
+use crate::repeat_guard::{CallKind, RepeatCount, RepeatGuard};
 use result::model_error;
 
 pub struct Agent {
@@ -133,6 +138,9 @@ struct RunState<'a> {
     retried: Option<RefusedCall>,
     /// What the phase rules are decided on (see [`crate::phases`]).
     phases: PhaseState,
+    /// The tool choice of the round's request: a call outside it is refused unrun (a
+    /// provider that cannot narrow a choice may still make one).
+    choice: ToolChoice,
     /// Model turns requested so far.
     round: u32,
 }
@@ -250,6 +258,7 @@ impl Agent {
             corrected: None,
             retried: None,
             phases,
+            choice: ToolChoice::Auto,
             round: 0,
         };
         self.read_first(&mut run).await;
@@ -274,6 +283,7 @@ impl Agent {
         run.round += 1;
         let round = run.round;
         let request = self.turn_request(run);
+        run.choice = request.tool_choice.clone();
         self.notify(&AgentEvent::Request {
             round,
             request: &request,
@@ -295,8 +305,13 @@ impl Agent {
 
     /// The request of the run's current round.
     fn turn_request(&self, run: &RunState<'_>) -> ModelRequest {
+        let first_reads = (run.round == 1 && self.config.first_round_reads)
+            .then(|| self.reads_offered(run))
+            .filter(|reads| !reads.is_empty());
         let tool_choice = if run.tools_ended_round.is_some() {
             ToolChoice::None
+        } else if let Some(reads) = first_reads {
+            ToolChoice::AnyOf(reads)
         } else if run.round == 1
             && self.config.first_round_must_call
             && !run.tools.definitions().is_empty()
@@ -320,6 +335,17 @@ impl Agent {
                 .seed
                 .map(|s| s.wrapping_add(u64::from(run.round))),
         }
+    }
+
+    /// The tools of the run's list that only read (the first round's set under
+    /// [`AgentConfig::first_round_reads`]).
+    fn reads_offered(&self, run: &RunState<'_>) -> Vec<String> {
+        run.tools
+            .definitions()
+            .iter()
+            .filter(|d| !matches!(self.call_kind(&d.name), CallKind::Writes))
+            .map(|d| d.name.clone())
+            .collect()
     }
 
     /// Stage 4, for a turn without calls: whether it gets the run's one described-call

@@ -39,7 +39,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::pyjson;
-use crate::{ModelRequest, ToolChoice, ToolDefinition};
+use crate::{ModelRequest, ToolDefinition};
 
 /// The argument a code tool's script goes in.
 pub const CODE_ARGUMENT: &str = "code";
@@ -75,11 +75,7 @@ pub fn offered_code_tools(request: &ModelRequest, form: CodeCalls) -> Vec<String
         CodeCalls::Fenced => request
             .tools
             .iter()
-            .filter(|t| match &request.tool_choice {
-                ToolChoice::None => false,
-                ToolChoice::Tool(name) => &t.name == name,
-                ToolChoice::Auto | ToolChoice::Any => true,
-            })
+            .filter(|t| request.tool_choice.allows(&t.name))
             .filter(|t| is_code_tool(t))
             .map(|t| t.name.clone())
             .collect(),
@@ -203,6 +199,7 @@ pub fn prompt_request<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ToolChoice;
     use serde_json::json;
 
     fn code_tool() -> ToolDefinition {

@@ -39,7 +39,7 @@ use super::grammar;
 use super::parse::{FenceVerdict, FirstPiece, fenced_call_verdict, first_piece, parse_output};
 use super::prefix_cache::{PrefixCache, Rejection};
 use super::prompt;
-use crate::{LlmError, ModelRequest, ModelResponse, StopReason, ToolCall, ToolChoice, Usage};
+use crate::{LlmError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
 
 /// How to run the local model.
 #[derive(Debug, Clone)]
@@ -461,14 +461,13 @@ impl Engine {
         progress: Option<&ProgressFn>,
     ) -> Result<(String, usize, bool), LlmError> {
         let grammar_text = self.tool_grammar(request, code_tools)?;
-        let must_call = matches!(request.tool_choice, ToolChoice::Any | ToolChoice::Tool(_));
-        let offered: Vec<&str> = match &request.tool_choice {
-            ToolChoice::None => Vec::new(),
-            ToolChoice::Tool(name) => vec![name.as_str()],
-            ToolChoice::Auto | ToolChoice::Any => {
-                request.tools.iter().map(|t| t.name.as_str()).collect()
-            }
-        };
+        let must_call = request.tool_choice.must_call();
+        let offered: Vec<&str> = request
+            .tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .filter(|name| request.tool_choice.allows(name))
+            .collect();
         let mut free = self.sampler_chain(None, (request.temperature, request.seed))?;
         let mut sampler = match (&grammar_text, must_call) {
             (Some(g), true) => self.sampler_chain(Some(g), (request.temperature, request.seed))?,

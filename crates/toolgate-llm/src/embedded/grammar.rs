@@ -14,7 +14,7 @@
 use serde_json::{Value, json};
 
 use super::code_form::{self, CLOSE_FENCE, OPEN_FENCE};
-use crate::{LlmError, ModelRequest, ToolChoice, ToolDefinition};
+use crate::{LlmError, ModelRequest, ToolDefinition};
 
 /// Most calls one turn may hold.
 pub const MAX_CALLS_PER_TURN: usize = 4;
@@ -80,11 +80,11 @@ pub fn request_grammar(
     request: &ModelRequest,
     code_tools: &[String],
 ) -> Result<Option<String>, LlmError> {
-    let offered: Vec<&ToolDefinition> = match &request.tool_choice {
-        ToolChoice::None => return Ok(None),
-        ToolChoice::Tool(name) => request.tools.iter().filter(|t| &t.name == name).collect(),
-        ToolChoice::Auto | ToolChoice::Any => request.tools.iter().collect(),
-    };
+    let offered: Vec<&ToolDefinition> = request
+        .tools
+        .iter()
+        .filter(|t| request.tool_choice.allows(&t.name))
+        .collect();
     if offered.is_empty() {
         return Ok(None);
     }
@@ -237,6 +237,7 @@ pub fn wrap_call_grammar(call_grammar: &str) -> Result<String, LlmError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ToolChoice;
 
     #[test]
     fn call_schema_names_each_tool_and_keeps_arguments_closed() {
@@ -290,6 +291,34 @@ mod tests {
             "code_execution",
             json!({"type": "object", "additionalProperties": false, "properties": {"code": {"type": "string"}, "return_files": {"type": "array", "items": {"type": "string"}}}, "required": ["code"]}),
         )
+    }
+
+    #[test]
+    fn a_narrowed_call_can_name_only_the_tools_in_its_set() {
+        let schema = json!({"type": "object", "additionalProperties": false, "properties": {"x": {"type": "integer"}}});
+        let request = crate::ModelRequest {
+            system: None,
+            messages: Vec::new(),
+            tools: vec![
+                tool("notes_search", schema.clone()),
+                tool("notes_create", schema.clone()),
+                tool("notes_get", schema),
+            ],
+            tool_choice: ToolChoice::AnyOf(vec!["notes_search".into(), "notes_get".into()]),
+            max_tokens: 16,
+            temperature: None,
+            parallel_tool_calls: true,
+            stable_tools: None,
+            seed: None,
+        };
+        let grammar = request_grammar(&request, &[]).unwrap().unwrap();
+        assert!(grammar.contains("notes_search") && grammar.contains("notes_get"));
+        assert!(!grammar.contains("notes_create"), "{grammar}");
+        let none = crate::ModelRequest {
+            tool_choice: ToolChoice::AnyOf(Vec::new()),
+            ..request
+        };
+        assert_eq!(request_grammar(&none, &[]).unwrap(), None);
     }
 
     #[test]

@@ -127,7 +127,9 @@ fn context(
             .filter(|t| &t.name == name)
             .map(|t| function_shape(t, text_of, value_of))
             .collect(),
-        ToolChoice::Auto | ToolChoice::Any => request
+        // Every tool stays in the prompt under `AnyOf` (the cached prefix holds); the grammar
+        // narrows the call.
+        ToolChoice::Auto | ToolChoice::Any | ToolChoice::AnyOf(_) => request
             .tools
             .iter()
             .map(|t| function_shape(t, text_of, value_of))

@@ -33,7 +33,8 @@ fn measured_calls(toolset: ToolsetName) -> Vec<(&'static str, Value)> {
         | ToolsetName::NotesV3
         | ToolsetName::NotesV4
         | ToolsetName::NotesV5
-        | ToolsetName::NotesV6 => vec![
+        | ToolsetName::NotesV6
+        | ToolsetName::NotesV7 => vec![
             ("notes_search", json!({"query": "design team budget"})),
             ("notes_get", json!({"note_id": 5})),
         ],
