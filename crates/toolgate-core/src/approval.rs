@@ -33,7 +33,8 @@ use crate::spec::{Effect, Risk};
 #[path = "approval_inbox.rs"]
 pub mod inbox;
 pub use inbox::{
-    DecisionState, HumanDecision, InboxApprover, InboxDecision, InboxTicket, decidable,
+    DecisionState, HumanDecision, InboxApprover, InboxDecision, InboxTicket, NotifyError,
+    TicketLinks, TicketNotifier, TicketOpened, decidable,
 };
 
 /// How much the dispatcher may do without asking.
@@ -120,12 +121,34 @@ pub enum ApproverError {
     Unavailable(String),
 }
 
+/// An answer and, when the channel names the person who gave it, who (the approval inbox's
+/// signed-in approver, in [`holder`] form).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedAnswer {
+    pub answer: ApprovalAnswer,
+    pub decided_by: Option<String>,
+}
+
 /// Asks a human (or a script standing in for one in tests).
 pub trait Approver: Send + Sync {
     fn decide<'a>(
         &'a self,
         request: &'a ApprovalRequest,
     ) -> BoxFuture<'a, Result<ApprovalAnswer, ApproverError>>;
+
+    /// As [`Approver::decide`], naming who answered when the approver knows (the dispatcher
+    /// records it as the decision record's `decided_by`); by default nobody is named.
+    fn decide_naming<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+    ) -> BoxFuture<'a, Result<NamedAnswer, ApproverError>> {
+        Box::pin(async move {
+            self.decide(request).await.map(|answer| NamedAnswer {
+                answer,
+                decided_by: None,
+            })
+        })
+    }
 }
 
 /// Denies everything: the default when no human is attached.
@@ -403,6 +426,28 @@ pub fn stored_request(json: &str, binding: &str, tool: &str) -> ApprovalRequest 
     })
 }
 
+/// The key of the stored request's JSON under which the requesting MCP client is noted.
+pub const CLIENT_KEY: &str = "client";
+
+/// The request as a ticket stores it: its JSON, with the requesting client beside its fields
+/// (an extra key: a reader that does not know it still reads the request).
+fn stored_json(request: &ApprovalRequest, client: Option<&str>) -> String {
+    let mut value = serde_json::to_value(request).unwrap_or_default();
+    if let (Some(client), Value::Object(fields)) = (client, &mut value) {
+        fields.insert(CLIENT_KEY.into(), Value::String(client.into()));
+    }
+    value.to_string()
+}
+
+/// The requesting MCP client noted in a stored request's JSON, if any.
+pub fn stored_client(json: &str) -> Option<String> {
+    serde_json::from_str::<Value>(json)
+        .ok()?
+        .get(CLIENT_KEY)?
+        .as_str()
+        .map(str::to_string)
+}
+
 /// Approval tickets: issued for one binding and one principal, expiring, redeemed at most
 /// once, in a [`TicketStore`] (SQLite here; PostgreSQL for a team, in `toolgate-store`).
 #[derive(Clone)]
@@ -453,7 +498,8 @@ impl ApprovalLedger {
         now: SystemTime,
         ttl: Duration,
     ) -> Result<ApprovalTicket, Denial> {
-        self.issue_ticket(request, principal, now, ttl, false).await
+        self.issue_ticket(request, principal, now, ttl, false, None)
+            .await
     }
 
     /// As [`ApprovalLedger::open_ticket`], for the approval inbox: listed there, and decided
@@ -465,7 +511,22 @@ impl ApprovalLedger {
         now: SystemTime,
         ttl: Duration,
     ) -> Result<ApprovalTicket, Denial> {
-        self.issue_ticket(request, principal, now, ttl, true).await
+        self.issue_ticket(request, principal, now, ttl, true, None)
+            .await
+    }
+
+    /// As [`ApprovalLedger::open_inbox_ticket`], noting the MCP client the call came from
+    /// (its `clientInfo` name, its OAuth client id) in the stored request under
+    /// [`CLIENT_KEY`], where [`stored_client`] reads it back.
+    pub async fn open_inbox_ticket_from(
+        &self,
+        request: &ApprovalRequest,
+        principal: &Principal,
+        (now, ttl): (SystemTime, Duration),
+        client: Option<&str>,
+    ) -> Result<ApprovalTicket, Denial> {
+        self.issue_ticket(request, principal, now, ttl, true, client)
+            .await
     }
 
     async fn issue_ticket(
@@ -475,6 +536,7 @@ impl ApprovalLedger {
         now: SystemTime,
         ttl: Duration,
         inbox: bool,
+        client: Option<&str>,
     ) -> Result<ApprovalTicket, Denial> {
         let mut random = [0u8; 16];
         getrandom::fill(&mut random).map_err(|_| Denial::LedgerFailed {
@@ -488,7 +550,7 @@ impl ApprovalLedger {
                 binding: request.binding.clone(),
                 holder: holder(principal),
                 tool: request.tool.clone(),
-                request: serde_json::to_string(request).unwrap_or_default(),
+                request: stored_json(request, client),
                 expires_at_unix: unix_i64(expires_at_unix),
                 inbox,
             })

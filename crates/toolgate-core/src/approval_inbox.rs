@@ -14,17 +14,19 @@
 //! one [`InboxDecision`] in its trace: who decided which call's binding, and how, beside the
 //! dispatcher's record of the call.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
 use super::{
-    ApprovalAnswer, ApprovalLedger, ApprovalRequest, Approver, ApproverError, Denial, unix_i64,
+    ApprovalAnswer, ApprovalLedger, ApprovalRequest, Approver, ApproverError, Denial, NamedAnswer,
+    unix_i64,
 };
 use crate::clock::unix_secs;
 use crate::future::BoxFuture;
 use crate::principal::Principal;
+use crate::spec::Risk;
 use crate::trace::{NoTrace, TraceEvent, TraceSink};
 
 /// What a person decided about a ticket, as the store records it.
@@ -139,6 +141,93 @@ impl TraceEvent for InboxDecision {
     }
 }
 
+/// Where a ticket's page is: the console's origin (known once its listener is bound, so set
+/// late) followed by [`TICKET_PAGE_PATH`] and the token. Clones share the origin.
+#[derive(Debug, Clone, Default)]
+pub struct TicketLinks {
+    origin: Arc<OnceLock<String>>,
+}
+
+/// The console's path to a ticket's page, before its token.
+pub const TICKET_PAGE_PATH: &str = "/console/tickets/";
+
+impl TicketLinks {
+    /// Links with no origin yet: [`TicketLinks::link`] is `None` until one is set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Links under `origin` (`https://mcp.example.org`, no trailing slash); the first origin
+    /// set stays.
+    pub fn set_origin(&self, origin: &str) {
+        let _ = self.origin.set(origin.trim_end_matches('/').to_string());
+    }
+
+    /// The page of ticket `token`, once the origin is known.
+    pub fn link(&self, token: &str) -> Option<String> {
+        self.origin
+            .get()
+            .map(|origin| format!("{origin}{TICKET_PAGE_PATH}{token}"))
+    }
+}
+
+/// What a notification that a ticket was opened says: the tool, its risk, who asked and from
+/// which client, the ticket's page and its expiry. Never the arguments, the preview or any
+/// secret: a notification leaves through a channel the approval does not control.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TicketOpened {
+    pub tool: String,
+    pub risk: Risk,
+    /// The requesting principal ([`super::holder`] form).
+    pub requested_by: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// The ticket's page in the console.
+    pub link: String,
+    pub expires_at_unix: i64,
+}
+
+/// Why a notification was not delivered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotifyError {
+    /// The exit refused the destination (not on the allowlist, a private address).
+    #[error("the exit refused it: {0}")]
+    Refused(String),
+    /// It left and failed (no answer, an error status, the relay said no).
+    #[error("delivery failed: {0}")]
+    Failed(String),
+}
+
+/// Tells someone that a ticket waits (a webhook, an email). Best effort: the inbox never waits
+/// for it, and a failure is only traced.
+pub trait TicketNotifier: Send + Sync {
+    /// The channel's name in the trace (`webhook`, `email`).
+    fn channel(&self) -> &'static str;
+
+    fn notify<'a>(&'a self, opened: &'a TicketOpened) -> BoxFuture<'a, Result<(), NotifyError>>;
+}
+
+/// What became of one notification: the trace line `approval_notification`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotificationRecord {
+    pub channel: &'static str,
+    pub tool: String,
+    /// `sent`, `refused` or `failed`.
+    pub outcome: &'static str,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+impl TraceEvent for NotificationRecord {
+    fn kind(&self) -> &'static str {
+        "approval_notification"
+    }
+
+    fn attributes(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
 /// Asks through the inbox: opens a ticket for the request and waits for a person's decision.
 #[derive(Clone)]
 pub struct InboxApprover {
@@ -147,6 +236,8 @@ pub struct InboxApprover {
     ttl: Duration,
     poll: Duration,
     trace: Arc<dyn TraceSink>,
+    links: TicketLinks,
+    notifiers: Arc<[Arc<dyn TicketNotifier>]>,
 }
 
 impl std::fmt::Debug for InboxApprover {
@@ -169,6 +260,8 @@ impl InboxApprover {
             ttl,
             poll: Duration::from_millis(200),
             trace: Arc::new(NoTrace),
+            links: TicketLinks::new(),
+            notifiers: Arc::new([]),
         }
     }
 
@@ -176,6 +269,28 @@ impl InboxApprover {
     pub fn with_trace(mut self, trace: Arc<dyn TraceSink>) -> Self {
         self.trace = trace;
         self
+    }
+
+    /// Links each ticket's page with `links`, and tells `notifiers` of each ticket opened
+    /// (by default nobody).
+    pub fn with_notifiers(
+        mut self,
+        links: TicketLinks,
+        notifiers: Vec<Arc<dyn TicketNotifier>>,
+    ) -> Self {
+        self.links = links;
+        self.notifiers = notifiers.into();
+        self
+    }
+
+    /// Where the tickets' pages are.
+    pub fn links(&self) -> &TicketLinks {
+        &self.links
+    }
+
+    /// The ledger its tickets are in.
+    pub fn ledger(&self) -> &Arc<ApprovalLedger> {
+        &self.ledger
     }
 
     fn record(&self, request: &ApprovalRequest, decision: Option<&HumanDecision>) {
@@ -194,52 +309,164 @@ impl InboxApprover {
         }));
     }
 
-    async fn wait(&self, request: &ApprovalRequest) -> Result<ApprovalAnswer, ApproverError> {
-        let principal = Principal {
+    /// The principal a request names, in this inbox's tenant.
+    fn requester(&self, request: &ApprovalRequest) -> Principal {
+        Principal {
             id: request.principal.clone(),
             tenant: self.tenant.clone(),
             ..Principal::local("", &[])
-        };
+        }
+    }
+
+    /// Opens an inbox ticket for `request`, issued to `principal`, noting the MCP `client` it
+    /// came from, and tells the notifiers (on their own task: nothing waits for them).
+    pub async fn open(
+        &self,
+        request: &ApprovalRequest,
+        principal: &Principal,
+        client: Option<&str>,
+    ) -> Result<super::ApprovalTicket, ApproverError> {
         let ticket = self
             .ledger
-            .open_inbox_ticket(request, &principal, SystemTime::now(), self.ttl)
+            .open_inbox_ticket_from(request, principal, (SystemTime::now(), self.ttl), client)
             .await
             .map_err(|d| ApproverError::Unavailable(d.to_string()))?;
+        self.announce(&ticket, principal, client);
+        Ok(ticket)
+    }
+
+    fn announce(
+        &self,
+        ticket: &super::ApprovalTicket,
+        principal: &Principal,
+        client: Option<&str>,
+    ) {
+        let (Some(link), false) = (self.links.link(&ticket.token), self.notifiers.is_empty())
+        else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let opened = TicketOpened {
+            tool: ticket.request.tool.clone(),
+            risk: ticket.request.risk,
+            requested_by: super::holder(principal),
+            client: client.map(str::to_string),
+            link,
+            expires_at_unix: unix_i64(ticket.expires_at_unix),
+        };
+        for notifier in self.notifiers.iter() {
+            let notifier = Arc::clone(notifier);
+            let trace = Arc::clone(&self.trace);
+            let opened = opened.clone();
+            runtime.spawn(async move {
+                let (outcome, detail) = match notifier.notify(&opened).await {
+                    Ok(()) => ("sent", String::new()),
+                    Err(e @ NotifyError::Refused(_)) => ("refused", e.to_string()),
+                    Err(e @ NotifyError::Failed(_)) => ("failed", e.to_string()),
+                };
+                trace.record(Arc::new(NotificationRecord {
+                    channel: notifier.channel(),
+                    tool: opened.tool.clone(),
+                    outcome,
+                    detail,
+                }));
+            });
+        }
+    }
+
+    /// Waits for a person's decision on inbox ticket `token` for `request` by `principal`:
+    /// the ticket must be an inbox ticket issued to `principal` for `request`'s binding
+    /// (whoever carried the token, a ticket for another call or caller approves nothing). A
+    /// yes redeems the ticket (once, in the store's transaction); a no, an expiry or an
+    /// unknown ticket spends it. Who decided is named in the answer.
+    pub async fn await_decision(
+        &self,
+        token: &str,
+        request: &ApprovalRequest,
+        principal: &Principal,
+    ) -> Result<NamedAnswer, ApproverError> {
         let mut closing = Closing {
             ledger: Arc::clone(&self.ledger),
-            token: ticket.token.clone(),
+            token: token.to_string(),
             armed: true,
         };
+        let unavailable = |d: Denial| ApproverError::Unavailable(d.to_string());
         loop {
             let now = SystemTime::now();
-            let found = self
-                .ledger
-                .ticket(&ticket.token)
-                .await
-                .map_err(|d| ApproverError::Unavailable(d.to_string()))?;
-            let decision = found.as_ref().and_then(|t| t.decision.clone());
-            if let Some(decision) = decision {
-                // Spent whatever was decided: the ticket answers this call only.
-                self.ledger
-                    .spend(&ticket.token, now)
-                    .await
-                    .map_err(|d| ApproverError::Unavailable(d.to_string()))?;
-                closing.armed = false;
-                self.record(request, Some(&decision));
-                return Ok(answer_of(&decision));
-            }
-            if unix_secs(now) >= ticket.expires_at_unix || found.is_none() {
-                // Spent, so a decision arriving now is refused as already used.
-                let _ = self.ledger.spend(&ticket.token, now).await;
+            let found = self.ledger.ticket(token).await.map_err(unavailable)?;
+            let Some(ticket) = found else {
                 closing.armed = false;
                 self.record(request, None);
-                return Ok(ApprovalAnswer::Deny {
-                    reason: "nobody decided in the approval inbox before the ticket expired".into(),
+                return Ok(denied(Denial::UnknownTicket.to_string()));
+            };
+            if ticket.binding != request.binding || ticket.holder != super::holder(principal) {
+                // Left as it is: it belongs to another call, which may still be waiting.
+                closing.armed = false;
+                return Ok(denied(
+                    if ticket.binding != request.binding {
+                        Denial::BoundToOtherCall
+                    } else {
+                        Denial::OtherCaller
+                    }
+                    .to_string(),
+                ));
+            }
+            if let Some(decision) = ticket.decision {
+                closing.armed = false;
+                self.record(request, Some(&decision));
+                let answer = if decision.approved {
+                    match self
+                        .ledger
+                        .redeem(token, &request.binding, principal, now)
+                        .await
+                    {
+                        Ok(()) => ApprovalAnswer::Approve,
+                        Err(denial) => ApprovalAnswer::Deny {
+                            reason: denial.to_string(),
+                        },
+                    }
+                } else {
+                    // Spent whatever was decided: the ticket answers this call only.
+                    self.ledger.spend(token, now).await.map_err(unavailable)?;
+                    answer_of(&decision)
+                };
+                return Ok(NamedAnswer {
+                    answer,
+                    decided_by: Some(decision.decided_by),
                 });
+            }
+            if unix_secs(now) >= unix_u64(ticket.expires_at_unix) || ticket.used_at_unix.is_some() {
+                // Spent, so a decision arriving now is refused as already used.
+                let _ = self.ledger.spend(token, now).await;
+                closing.armed = false;
+                self.record(request, None);
+                return Ok(denied(
+                    "nobody decided in the approval inbox before the ticket expired".into(),
+                ));
             }
             tokio::time::sleep(self.poll).await;
         }
     }
+
+    async fn wait(&self, request: &ApprovalRequest) -> Result<NamedAnswer, ApproverError> {
+        let principal = self.requester(request);
+        let ticket = self.open(request, &principal, None).await?;
+        self.await_decision(&ticket.token, request, &principal)
+            .await
+    }
+}
+
+fn denied(reason: String) -> NamedAnswer {
+    NamedAnswer {
+        answer: ApprovalAnswer::Deny { reason },
+        decided_by: None,
+    }
+}
+
+fn unix_u64(secs: i64) -> u64 {
+    u64::try_from(secs).unwrap_or(0)
 }
 
 /// Closes (spends) a ticket whose wait ended without reading a decision: the call was cancelled
@@ -290,6 +517,13 @@ impl Approver for InboxApprover {
         &'a self,
         request: &'a ApprovalRequest,
     ) -> BoxFuture<'a, Result<ApprovalAnswer, ApproverError>> {
+        Box::pin(async move { self.wait(request).await.map(|named| named.answer) })
+    }
+
+    fn decide_naming<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+    ) -> BoxFuture<'a, Result<NamedAnswer, ApproverError>> {
         Box::pin(self.wait(request))
     }
 }
@@ -353,6 +587,103 @@ mod tests {
         for (label, state, binding, now, want) in cases {
             assert_eq!(decidable(state, binding, now), want, "{label}");
         }
+    }
+
+    fn request(binding: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            binding: binding.into(),
+            tool: "email_send".into(),
+            version: 1,
+            risk: Risk::High,
+            reason: "It sends mail.".into(),
+            effect: crate::spec::Effect::Irreversible,
+            arguments: serde_json::json!({"draft_id": 7}),
+            preview: None,
+            principal: "alice".into(),
+            taint: Vec::new(),
+        }
+    }
+
+    fn person(id: &str) -> Principal {
+        Principal {
+            id: id.into(),
+            tenant: "iss".into(),
+            ..Principal::local("", &[])
+        }
+    }
+
+    /// A token that reaches the server from a host (in a URL, a retry's state) approves only
+    /// the call and caller it was opened for, once, and names who decided.
+    #[tokio::test]
+    async fn an_inbox_token_approves_only_its_own_call_once_naming_the_approver() {
+        let ledger = Arc::new(ApprovalLedger::in_memory().unwrap());
+        let inbox = InboxApprover::new(Arc::clone(&ledger), "iss", Duration::from_secs(30));
+        let alice = person("alice");
+        let wanted = request("bind-a");
+        let ticket = inbox
+            .open(&wanted, &alice, Some("OAuth client app"))
+            .await
+            .unwrap();
+        let now = unix_i64(unix_secs(SystemTime::now()));
+        let yes = HumanDecision {
+            decided_by: "[\"iss\",\"bob\"]".into(),
+            approved: true,
+            reason: String::new(),
+            decided_at_unix: now,
+        };
+        ledger.decide(&ticket.token, "bind-a", &yes).await.unwrap();
+        let refused = |named: NamedAnswer| matches!(named.answer, ApprovalAnswer::Deny { .. });
+        let other_call = inbox
+            .await_decision(&ticket.token, &request("bind-b"), &alice)
+            .await
+            .unwrap();
+        assert!(refused(other_call), "a token for another call");
+        let other_caller = inbox
+            .await_decision(&ticket.token, &wanted, &person("mallory"))
+            .await
+            .unwrap();
+        assert!(refused(other_caller), "a token issued to another caller");
+        let own = inbox
+            .await_decision(&ticket.token, &wanted, &alice)
+            .await
+            .unwrap();
+        assert_eq!(
+            own,
+            NamedAnswer {
+                answer: ApprovalAnswer::Approve,
+                decided_by: Some(yes.decided_by.clone()),
+            }
+        );
+        let again = inbox
+            .await_decision(&ticket.token, &wanted, &alice)
+            .await
+            .unwrap();
+        assert!(refused(again), "a second use");
+    }
+
+    #[test]
+    fn a_tickets_link_waits_for_the_consoles_origin() {
+        let links = TicketLinks::new();
+        assert_eq!(links.link("t"), None);
+        links.clone().set_origin("https://mcp.example.org/");
+        links.set_origin("https://other.example");
+        assert_eq!(
+            links.link("t").as_deref(),
+            Some("https://mcp.example.org/console/tickets/t")
+        );
+    }
+
+    #[test]
+    fn the_requesting_client_is_kept_beside_the_stored_request() {
+        let json = super::super::stored_json(&request("b"), Some("OAuth client app"));
+        assert_eq!(
+            super::super::stored_client(&json).as_deref(),
+            Some("OAuth client app")
+        );
+        let read = super::super::stored_request(&json, "b", "email_send");
+        assert_eq!(read, request("b"));
+        let without = super::super::stored_json(&request("b"), None);
+        assert_eq!(super::super::stored_client(&without), None);
     }
 
     #[test]

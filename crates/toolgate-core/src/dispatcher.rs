@@ -446,6 +446,10 @@ impl Dispatcher {
                 record.approval = tokio::select! {
                     decided = self.seek_approval(spec, request, preview, taint) => match decided {
                         Sought::Decided(approval) => approval,
+                        Sought::DecidedBy(approval, by) => {
+                            record.decided_by = by;
+                            approval
+                        }
                         Sought::Ticket(ticket) => {
                             record.approval = ApprovalRecord::Pending {
                                 expires_at_unix: ticket.expires_at_unix,
@@ -695,22 +699,30 @@ impl Dispatcher {
         // Enclosing calls' deadlines pause while the person decides.
         let _waiting = request.waits.as_ref().map(|w| w.begin());
         let timeout = self.inner.approval_timeout;
-        Sought::Decided(
-            match tokio::time::timeout(timeout, approver.decide(&ask)).await {
-                Ok(Ok(ApprovalAnswer::Approve)) => ApprovalRecord::Approved {
-                    via: ApprovedVia::Approver,
-                },
-                Ok(Ok(ApprovalAnswer::Deny { reason })) => ApprovalRecord::Denied {
-                    denial: Denial::Declined { reason },
-                },
-                Ok(Err(e)) => ApprovalRecord::Denied { denial: e.into() },
-                Err(_) => ApprovalRecord::Denied {
-                    denial: Denial::TimedOut {
-                        after_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        let (approval, decided_by) =
+            match tokio::time::timeout(timeout, approver.decide_naming(&ask)).await {
+                Ok(Ok(named)) => (
+                    match named.answer {
+                        ApprovalAnswer::Approve => ApprovalRecord::Approved {
+                            via: ApprovedVia::Approver,
+                        },
+                        ApprovalAnswer::Deny { reason } => ApprovalRecord::Denied {
+                            denial: Denial::Declined { reason },
+                        },
                     },
-                },
-            },
-        )
+                    named.decided_by,
+                ),
+                Ok(Err(e)) => (ApprovalRecord::Denied { denial: e.into() }, None),
+                Err(_) => (
+                    ApprovalRecord::Denied {
+                        denial: Denial::TimedOut {
+                            after_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                        },
+                    },
+                    None,
+                ),
+            };
+        Sought::DecidedBy(approval, decided_by)
     }
 
     fn unknown_tool(&self, name: &str, principal: &Principal) -> ToolError {
@@ -807,6 +819,8 @@ enum Step {
 /// What seeking approval produced.
 enum Sought {
     Decided(ApprovalRecord),
+    /// Decided by an approver that may name the person who answered.
+    DecidedBy(ApprovalRecord, Option<String>),
     Ticket(Box<ApprovalTicket>),
 }
 

@@ -10,7 +10,9 @@
 //!   other arguments, replayed, forged, or past its time runs nothing.
 //! - 2025-11-25: the server sends `elicitation/create` with the same text and waits for the
 //!   answer within the dispatcher's approval timeout.
-//! - A client that did not declare elicitation gets no channel: the call is `approval_denied`.
+//! - A client that did not declare elicitation, or declared only URL mode, gets no channel
+//!   here: with the console's inbox configured it is sent there ([`crate::inbox`]), else the
+//!   call is `approval_denied`. Which of these a client gets is [`host_path`].
 //!
 //! Only an `accept` whose form says `approve: true` approves; decline, cancel, a missing or
 //! malformed answer all deny.
@@ -19,7 +21,8 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationSchema, InputRequest, InputRequests, InputRequiredResult, ProtocolVersion,
+    ElicitationCapability, ElicitationSchema, InputRequest, InputRequests, InputRequiredResult,
+    ProtocolVersion,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer};
@@ -30,6 +33,36 @@ use toolgate_core::{
 
 /// The key of our question in `inputRequests` / `inputResponses`.
 pub const APPROVAL_INPUT: &str = "approval";
+
+/// How a host's call reaches a person, by what its client declared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostPath {
+    /// The host shows the person a form: the protocol's own question (today's path).
+    Form,
+    /// The host opens a URL but shows no form: the person is sent to the inbox ticket's page.
+    Url,
+    /// The host can ask nobody: the call waits in the inbox.
+    Inbox,
+    /// Nobody can be asked: the call is denied.
+    Nobody,
+}
+
+/// The path of a call from a client that declared `elicitation` (none: not declared), when
+/// the console's inbox is configured (`inbox`) or not. `elicitation: {}` names neither mode
+/// and means form (2025-11-25, for clients of earlier revisions).
+pub fn host_path(elicitation: Option<&ElicitationCapability>, inbox: bool) -> HostPath {
+    let (form, url) = match elicitation {
+        None => (false, false),
+        Some(caps) if caps.form.is_none() && caps.url.is_none() => (true, false),
+        Some(caps) => (caps.form.is_some(), caps.url.is_some()),
+    };
+    match (form, url, inbox) {
+        (true, _, _) => HostPath::Form,
+        (false, true, true) => HostPath::Url,
+        (false, false, true) => HostPath::Inbox,
+        (false, _, false) => HostPath::Nobody,
+    }
+}
 
 /// The channel for a call from `ctx`: tickets on 2026-07-28, a live question on older
 /// revisions, none when the client cannot ask its user.
@@ -136,7 +169,7 @@ impl Approver for Eliciting {
     }
 }
 
-fn action_name(action: &ElicitationAction) -> &'static str {
+pub(crate) fn action_name(action: &ElicitationAction) -> &'static str {
     match action {
         ElicitationAction::Accept => "accepted without approving",
         ElicitationAction::Decline => "declined",
@@ -161,6 +194,52 @@ mod tests {
             map
         });
         params
+    }
+
+    #[test]
+    fn a_host_that_shows_forms_keeps_its_path_and_one_that_opens_urls_is_sent_to_the_inbox() {
+        use rmcp::model::{FormElicitationCapability, UrlElicitationCapability};
+        let form = || Some(FormElicitationCapability::default());
+        let url = || Some(UrlElicitationCapability::default());
+        let caps = |form: Option<FormElicitationCapability>, url| {
+            let mut caps = ElicitationCapability::new();
+            caps.form = form;
+            caps.url = url;
+            Some(caps)
+        };
+        let cases = [
+            ("no elicitation, no inbox", None, false, HostPath::Nobody),
+            ("no elicitation, an inbox", None, true, HostPath::Inbox),
+            (
+                "elicitation: {} is form",
+                caps(None, None),
+                true,
+                HostPath::Form,
+            ),
+            ("form only", caps(form(), None), true, HostPath::Form),
+            (
+                "form and url keep the form",
+                caps(form(), url()),
+                true,
+                HostPath::Form,
+            ),
+            ("url only, an inbox", caps(None, url()), true, HostPath::Url),
+            (
+                "url only, no inbox",
+                caps(None, url()),
+                false,
+                HostPath::Nobody,
+            ),
+            (
+                "form only, no inbox",
+                caps(form(), None),
+                false,
+                HostPath::Form,
+            ),
+        ];
+        for (label, declared, inbox, want) in cases {
+            assert_eq!(host_path(declared.as_ref(), inbox), want, "{label}");
+        }
     }
 
     #[test]

@@ -6,13 +6,16 @@
 //! Transports: stdio ([`serve_stdio`]) and Streamable HTTP at `/mcp` ([`serve_http`]), both
 //! protocol revisions (2025-11-25 with `initialize` and sessions, stateless 2026-07-28). A call
 //! that needs a human is asked through the protocol ([`approval`]); a client that cannot ask
-//! gets `approval_denied` and nothing runs. Over HTTP the server can be an OAuth 2.1 resource
+//! gets `approval_denied` and nothing runs, unless the console's approval inbox is configured:
+//! then the call waits there, and a host that opens URLs is sent to the ticket's page
+//! ([`inbox`]). Over HTTP the server can be an OAuth 2.1 resource
 //! server ([`auth`]): then each request's principal comes from its access token.
 
 pub mod approval;
 pub mod auth;
 mod catalogue;
 pub mod http;
+pub mod inbox;
 pub mod prompts;
 pub mod resources;
 mod server;

@@ -105,6 +105,8 @@ struct Inner {
     shared_sessions: Option<Arc<crate::http::SharedSessions>>,
     /// Where what each session was shown is kept for every instance on the team's store.
     shared_memory: Option<Arc<crate::shared_memory::SharedMemory>>,
+    /// The console's approval inbox, where calls whose host shows no form are decided.
+    inbox: Option<Arc<toolgate_core::approval::InboxApprover>>,
 }
 
 /// How many untrusted texts (and as many trusted results) one session's memory keeps.
@@ -279,6 +281,7 @@ impl McpServer {
                 availability: None,
                 shared_sessions: None,
                 shared_memory: None,
+                inbox: None,
             }),
         }
     }
@@ -329,6 +332,14 @@ impl McpServer {
         let inner = Arc::make_mut(&mut self.inner);
         inner.shared_sessions = Some(crate::http::SharedSessions::new(store.clone()));
         inner.shared_memory = Some(crate::shared_memory::SharedMemory::new(store));
+        self
+    }
+
+    /// Sends a call whose host shows no form to `inbox` (the console's approval inbox): by URL
+    /// elicitation or a URL `input_required` when the host opens URLs, else waiting there
+    /// ([`crate::inbox`]).
+    pub fn with_inbox(mut self, inbox: Arc<toolgate_core::approval::InboxApprover>) -> Self {
+        Arc::make_mut(&mut self.inner).inbox = Some(inbox);
         self
     }
 
@@ -468,11 +479,12 @@ impl McpServer {
         principal: Principal,
         params: CallToolRequestParams,
         key: Option<String>,
-        channel: ApprovalChannel,
+        route: crate::inbox::Route,
         ct: CancelToken,
         sources: Arc<TaintSources>,
     ) -> CallOutcome {
-        let answer = approval::answer(&params);
+        let answer = approval::answer(&params).filter(|_| route.host_answers);
+        let channel = route.channel;
         let arguments = params
             .arguments
             .map_or(Value::Object(Default::default()), Value::Object);
@@ -766,7 +778,13 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = self.principal_for(&ctx)?;
-        let channel = approval::channel_for(&ctx);
+        let route = crate::inbox::route(
+            self.inner.inbox.as_ref(),
+            &ctx,
+            params.request_state.as_deref(),
+            &principal,
+        )
+        .await;
         let key = Self::memory_key(&ctx, &principal);
         let sources = match self.sources_for(&key).await {
             Ok(sources) => sources,
@@ -776,12 +794,22 @@ impl ServerHandler for McpServer {
         // a handler's future inline in the task it spawns per request, which tokio moves
         // several times; a pointer is all that moves then.
         let given = given_idempotency_key(&params, &ctx);
+        let caller = principal.clone();
+        let url_question = route.url_question;
         let outcome = Box::pin(with_cancellation(&ctx, |ct| {
-            self.dispatch(principal, params, given, channel, ct, sources)
+            self.dispatch(principal, params, given, route, ct, sources)
         }))
         .await;
         self.remember(key, &ctx.id.to_string(), &outcome).await;
-        self.respond(outcome)
+        match (&outcome.result, &self.inner.inbox, url_question) {
+            (CallResult::ApprovalRequired(ticket), Some(inbox), true) => {
+                let client = crate::inbox::requesting_client(&ctx);
+                crate::inbox::url_question(inbox, ticket, &caller, client.as_deref())
+                    .await
+                    .map(Into::into)
+            }
+            _ => self.respond(outcome),
+        }
     }
 }
 

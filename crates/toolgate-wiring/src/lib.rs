@@ -29,6 +29,7 @@ pub mod dispatch;
 pub mod error;
 pub mod exits;
 pub mod imports;
+pub mod notify;
 pub mod shared;
 pub mod store;
 pub mod toolset;

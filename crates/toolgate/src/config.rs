@@ -61,7 +61,62 @@ pub struct Config {
     /// `[console]`: the web console and approval inbox on `toolgate serve --http` (needs
     /// `[serve.auth]`); calls whose host cannot ask its user wait there for an approver.
     #[serde(default)]
-    pub console: Option<toolgate_console::ConsoleSettings>,
+    pub console: Option<ConsoleConfig>,
+}
+
+/// `[console]`: the console's own settings, and who is told when a ticket is opened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsoleConfig {
+    pub settings: toolgate_console::ConsoleSettings,
+    pub notify: NotifyConfig,
+}
+
+/// The keys of `[console]` that say who is told of an opened ticket (read here; the rest of
+/// the section is the console's own, which refuses any key it does not know).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyConfig {
+    /// Where to POST a signed JSON notice (through the egress exit: its host must be on
+    /// `[[egress.allow]]`).
+    #[serde(default)]
+    pub webhook_url: Option<String>,
+    /// The environment variable that holds the webhook's HMAC secret (never the file).
+    #[serde(default)]
+    pub webhook_secret_env: Option<String>,
+    /// Who is mailed a notice, through `[smtp]`.
+    #[serde(default)]
+    pub notify_email: Vec<String>,
+}
+
+const NOTIFY_KEYS: [&str; 3] = ["webhook_url", "webhook_secret_env", "notify_email"];
+
+impl<'de> Deserialize<'de> for ConsoleConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let mut table = toml::Table::deserialize(deserializer)?;
+        let mut ours = toml::Table::new();
+        for key in NOTIFY_KEYS {
+            if let Some(value) = table.remove(key) {
+                ours.insert(key.into(), value);
+            }
+        }
+        let notify =
+            NotifyConfig::deserialize(toml::Value::Table(ours)).map_err(D::Error::custom)?;
+        let settings = toolgate_console::ConsoleSettings::deserialize(toml::Value::Table(table))
+            .map_err(|e| D::Error::custom(naming_notify_keys(&e.to_string())))?;
+        Ok(ConsoleConfig { settings, notify })
+    }
+}
+
+/// The console's refusal of an unknown key, naming this section's notification keys among
+/// those it accepts (serde names only the console's own).
+fn naming_notify_keys(message: &str) -> String {
+    let ours: Vec<String> = NOTIFY_KEYS.iter().map(|k| format!("`{k}`")).collect();
+    message.replacen(
+        "expected one of ",
+        &format!("expected one of {}, ", ours.join(", ")),
+        1,
+    )
 }
 
 #[derive(Debug, Default, Deserialize)]

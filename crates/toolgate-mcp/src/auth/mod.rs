@@ -125,6 +125,11 @@ pub enum AuthError {
 #[derive(Debug, Clone)]
 pub struct Authenticated(pub Principal);
 
+/// The OAuth client a request's token was issued to (its `client_id` claim), put beside
+/// [`Authenticated`] by the HTTP front: who is asking, shown to the person who approves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthClient(pub String);
+
 /// Why a request is refused, each with its HTTP answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
@@ -382,6 +387,17 @@ impl ResourceServer {
         headers: &HeaderMap,
         query: Option<&str>,
     ) -> Result<Principal, Refusal> {
+        self.authenticate_client(headers, query)
+            .await
+            .map(|(principal, _)| principal)
+    }
+
+    /// As [`ResourceServer::authenticate`], with the OAuth client the token names, if any.
+    pub async fn authenticate_client(
+        &self,
+        headers: &HeaderMap,
+        query: Option<&str>,
+    ) -> Result<(Principal, Option<OAuthClient>), Refusal> {
         if query.is_some_and(has_token_parameter) {
             return Err(Refusal::TokenInQuery);
         }
@@ -397,7 +413,8 @@ impl ResourceServer {
             other => other,
         }
         .map_err(Refusal::InvalidToken)?;
-        Ok(self.principal_of(&verified))
+        let client = verified.client_id.clone().map(OAuthClient);
+        Ok((self.principal_of(&verified), client))
     }
 
     /// `tool` unless `principal` may call it: then the refusal naming the scopes it needs. A

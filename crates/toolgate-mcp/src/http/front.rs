@@ -237,13 +237,15 @@ impl Front {
             return Ok(None);
         };
         match auth
-            .authenticate(request.headers(), request.uri().query())
+            .authenticate_client(request.headers(), request.uri().query())
             .await
         {
-            Ok(principal) => {
-                request
-                    .extensions_mut()
-                    .insert(Authenticated(principal.clone()));
+            Ok((principal, client)) => {
+                let extensions = request.extensions_mut();
+                extensions.insert(Authenticated(principal.clone()));
+                if let Some(client) = client {
+                    extensions.insert(client);
+                }
                 Ok(Some(principal))
             }
             Err(refusal) => {

@@ -4,26 +4,29 @@
 //!
 //! With `[console]` (over HTTP, behind `[serve.auth]`), the web console is served under
 //! `/console` on the same listener, and a call whose host cannot ask its user waits in the
-//! console's approval inbox for an approver instead of being denied at once.
+//! console's approval inbox for an approver instead of being denied at once: a host that opens
+//! URLs is sent to the ticket's page (URL elicitation, or a URL `input_required` on 2026-07-28),
+//! and the notifications `[console]` names (a signed webhook, an email) say that it waits.
 
 use std::sync::Arc;
 
 use toolgate_core::ApprovalLedger;
 use toolgate_core::Principal;
-use toolgate_core::approval::InboxApprover;
+use toolgate_core::approval::{InboxApprover, TicketLinks, TicketNotifier};
 use toolgate_core::health::HealthCheck;
 use toolgate_core::trace::{JsonlTrace, NoTrace, TraceSink};
 use toolgate_mcp::auth::{AUTH_CONTENT_TYPES, AuthConfig, ResourceServer};
 use toolgate_mcp::http::{Access, Pages, serve_http_with_pages};
 use toolgate_mcp::{HttpLimits, McpServer, ServeError, serve_stdio};
 use toolgate_mcp_client::imports::Imports;
+use toolgate_wiring::notify::{EmailNotice, Webhook};
 use toolgate_wiring::shared::PgAudit;
 use toolgate_wiring::{ExtraTools, Seat, SharedStore, Store};
 
 use super::mcp::server_heading;
 use super::{CommandError, open_store, server_runtime};
 use crate::cli::ServeArgs;
-use crate::config::Config;
+use crate::config::{Config, NotifyConfig};
 
 /// What to do about a refused non-loopback address.
 const AUTH_REMEDY: &str = "configure [serve.auth] (or --auth-issuer), or pass --insecure-no-auth \
@@ -175,9 +178,10 @@ fn inbox(
     shared: Option<&Shared>,
     trace: &Arc<dyn TraceSink>,
 ) -> Result<Option<Inbox>, CommandError> {
-    let Some(settings) = &config.console else {
+    let Some(console) = &config.console else {
         return Ok(None);
     };
+    let settings = &console.settings;
     let Some(auth) = auth_config.filter(|_| args.http.is_some()) else {
         return Err(CommandError::Usage(
             "[console] needs `serve --http` with [serve.auth]: people sign in to it through the \
@@ -194,15 +198,67 @@ fn inbox(
             Arc::new(ApprovalLedger::in_memory().map_err(|e| ServeError::Start(e.to_string()))?)
         }
     };
-    // Who decided each call is recorded beside the dispatcher's record of it.
-    let approver =
-        InboxApprover::new(Arc::clone(&ledger), &auth.issuer, ttl).with_trace(Arc::clone(trace));
+    // Who decided each call is recorded beside the dispatcher's record of it. The tickets'
+    // pages are linked once the console's origin is known (after the listener is bound).
+    let links = TicketLinks::new();
+    let approver = InboxApprover::new(Arc::clone(&ledger), &auth.issuer, ttl)
+        .with_trace(Arc::clone(trace))
+        .with_notifiers(links.clone(), notifiers(config, &console.notify, trace)?);
     Ok(Some(Inbox {
         settings: settings.clone(),
         ledger,
         approver: Arc::new(approver),
         audit: None,
+        links,
     }))
+}
+
+/// Who is told when a ticket is opened: the webhook (through the egress exit, signed with the
+/// secret in the environment variable named) and the mail (through `[smtp]`).
+fn notifiers(
+    config: &Config,
+    notify: &NotifyConfig,
+    trace: &Arc<dyn TraceSink>,
+) -> Result<Vec<Arc<dyn TicketNotifier>>, CommandError> {
+    let mut notifiers: Vec<Arc<dyn TicketNotifier>> = Vec::new();
+    if let Some(url) = &notify.webhook_url {
+        let Some(variable) = &notify.webhook_secret_env else {
+            return Err(CommandError::Usage(
+                "[console] webhook_url needs webhook_secret_env: the environment variable that \
+                 holds the secret its notices are signed with"
+                    .into(),
+            ));
+        };
+        let secret = std::env::var(variable).ok().filter(|s| !s.is_empty());
+        let Some(secret) = secret else {
+            return Err(CommandError::Usage(format!(
+                "[console] webhook_secret_env names {variable}, which is not set in the \
+                 environment: set it to the webhook's secret"
+            )));
+        };
+        let egress = config
+            .exits()
+            .egress(Arc::clone(trace))
+            .map_err(|e| ServeError::Start(format!("the [egress] allowlist is refused: {e}")))?;
+        notifiers.push(Arc::new(Webhook::new(url, secret.as_bytes(), egress)));
+    }
+    if !notify.notify_email.is_empty() {
+        let relay = config
+            .exits()
+            .build(Arc::clone(trace))?
+            .relay
+            .ok_or_else(|| {
+                CommandError::Usage(
+                    "[console] notify_email needs [smtp]: the relay the notices are mailed through"
+                        .into(),
+                )
+            })?;
+        notifiers.push(Arc::new(EmailNotice::new(
+            notify.notify_email.clone(),
+            relay,
+        )));
+    }
+    Ok(notifiers)
 }
 
 /// The console's settings, its ledger, and the approver that waits on it.
@@ -212,6 +268,8 @@ struct Inbox {
     approver: Arc<InboxApprover>,
     /// The audit the console's audit pages read.
     audit: Option<toolgate_wiring::audit::AuditStore>,
+    /// Where its tickets' pages are (the console's origin, set once it is known).
+    links: TicketLinks,
 }
 
 /// What an instance keeps in the shared database.
@@ -316,7 +374,7 @@ fn build_server(
             assembled.principal,
             &run_id,
         );
-        return Ok((server, "the imported tools".to_string()));
+        return Ok((with_inbox(server, inbox), "the imported tools".to_string()));
     }
     let kind = args.toolset.store();
     let store = match shared_store {
@@ -331,11 +389,19 @@ fn build_server(
     } else {
         ""
     };
-    let server = McpServer::new(ready, &run_id);
+    let server = with_inbox(McpServer::new(ready, &run_id), inbox);
     Ok((
         server,
         format!("{} ({}){imported}", args.toolset, path.display()),
     ))
+}
+
+/// `server` sending calls whose host shows no form to the inbox, when there is one.
+fn with_inbox(server: McpServer, inbox: Option<&Inbox>) -> McpServer {
+    match inbox {
+        Some(inbox) => server.with_inbox(Arc::clone(&inbox.approver)),
+        None => server,
+    }
 }
 
 /// Serves `server` over Streamable HTTP on `address` until SIGTERM or Ctrl-C, then drains.
@@ -377,6 +443,7 @@ async fn serve_over_http(
                 Some(audit) => console.with_audit(audit),
                 None => console,
             };
+            inbox.links.set_origin(console.origin());
             eprintln!(
                 "toolgate: the console (approval inbox) is served under {}/console",
                 console.origin()
