@@ -23,7 +23,7 @@ use crate::audit_views::{
     AuditLine, CallView, PAGE_ROWS, Search, SearchForm, approval_choices, outcome_choices,
     parse_search,
 };
-use crate::pages::see_other;
+use crate::pages::{Templates, see_other};
 use crate::rules::may_audit;
 use crate::sessions::Session;
 use crate::{Console, PREFIX};
@@ -70,68 +70,24 @@ impl Console {
         )
     }
 
-    fn search_page(
-        &self,
-        status: StatusCode,
-        session: &Session,
-        form: &SearchForm,
-        refusal: Option<String>,
-        found: Option<(Vec<AuditLine>, Option<String>)>,
-    ) -> Answer {
-        let (lines, next) = found.unwrap_or_default();
-        let searched = found_anything(&lines, refusal.as_deref());
-        self.templates.page(
-            status,
-            "audit.html",
-            context! {
-                form, refusal, lines, next, searched,
-                outcomes => outcome_choices(),
-                approvals => approval_choices(),
-                jsonl => form.link(&format!("{PREFIX}/audit/export"), &[("format", "jsonl")]),
-                csv => form.link(&format!("{PREFIX}/audit/export"), &[("format", "csv")]),
-                who => session.principal.id, csrf => session.csrf,
-            },
-        )
-    }
-
     /// `GET /console/audit?FILTERS[&after=CURSOR]`: the form and one page of what it finds.
     pub(crate) async fn audit_search(
         &self,
         query: &str,
         session: Option<&(String, Session)>,
     ) -> Answer {
-        let (session, store) = match self.auditor(session) {
-            Ok(found) => found,
-            Err(refused) => return refused,
-        };
-        let Search {
-            form,
-            filter,
-            after,
-        } = match parse_search(query) {
-            Ok(search) => search,
-            Err((form, refusal)) => {
-                return self.search_page(
-                    StatusCode::BAD_REQUEST,
-                    session,
-                    &form,
-                    Some(refusal.to_string()),
-                    None,
-                );
+        match self.auditor(session) {
+            Ok((session, store)) => {
+                search_page(
+                    &self.templates,
+                    store,
+                    query,
+                    &session.principal.id,
+                    &session.csrf,
+                )
+                .await
             }
-        };
-        match store.search(&filter, after, PAGE_ROWS).await {
-            Ok(page) => {
-                let lines = page.entries.iter().map(AuditLine::of).collect();
-                let next = page.next.map(|cursor| {
-                    form.link(
-                        &format!("{PREFIX}/audit"),
-                        &[("after", &cursor.to_string())],
-                    )
-                });
-                self.search_page(StatusCode::OK, session, &form, None, Some((lines, next)))
-            }
-            Err(error) => self.audit_failed(&error, session),
+            Err(refused) => refused,
         }
     }
 
@@ -145,40 +101,14 @@ impl Console {
             Ok(found) => found,
             Err(refused) => return refused,
         };
-        let mut run = None;
-        let mut call = None;
-        for (name, value) in url::form_urlencoded::parse(query.as_bytes()) {
-            match name.as_ref() {
-                "run" => run = Some(value.into_owned()),
-                "call" => call = Some(value.into_owned()),
-                _ => {}
-            }
-        }
-        let Some(call) = call.filter(|c| !c.is_empty()) else {
-            return self.templates.message(
-                StatusCode::BAD_REQUEST,
-                "Which call?",
-                "The link names no call: open one from the audit's search.",
-                self.signed_in(session),
-            );
-        };
-        match store.tree(&call, run.as_deref()).await {
-            Ok(Some(tree)) => self.templates.page(
-                StatusCode::OK,
-                "call.html",
-                context! {
-                    c => CallView::of(&tree),
-                    who => session.principal.id, csrf => session.csrf,
-                },
-            ),
-            Ok(None) => self.templates.message(
-                StatusCode::NOT_FOUND,
-                "No such call",
-                "The audit holds no call with this id in this run.",
-                self.signed_in(session),
-            ),
-            Err(error) => self.audit_failed(&error, session),
-        }
+        call_page(
+            &self.templates,
+            store,
+            query,
+            &session.principal.id,
+            &session.csrf,
+        )
+        .await
     }
 
     /// `GET /console/audit/export?format=jsonl|csv&FILTERS`: every row of the search, as a
@@ -228,6 +158,132 @@ impl Console {
             self.signed_in(session),
         )
     }
+}
+
+/// The audit search page for `query` as `who` (an auditor, whose form token is `csrf`) sees
+/// it: the form, one page of `store`'s rows, rendered. What `GET /console/audit` answers once
+/// the session is checked.
+pub async fn search_page(
+    templates: &Templates,
+    store: &AuditStore,
+    query: &str,
+    who: &str,
+    csrf: &str,
+) -> Answer {
+    let Search {
+        form,
+        filter,
+        after,
+    } = match parse_search(query) {
+        Ok(search) => search,
+        Err((form, refusal)) => {
+            return render_search(
+                templates,
+                StatusCode::BAD_REQUEST,
+                (who, csrf),
+                &form,
+                Some(refusal.to_string()),
+                None,
+            );
+        }
+    };
+    match store.search(&filter, after, PAGE_ROWS).await {
+        Ok(page) => {
+            let lines = page.entries.iter().map(AuditLine::of).collect();
+            let next = page.next.map(|cursor| {
+                form.link(
+                    &format!("{PREFIX}/audit"),
+                    &[("after", &cursor.to_string())],
+                )
+            });
+            render_search(
+                templates,
+                StatusCode::OK,
+                (who, csrf),
+                &form,
+                None,
+                Some((lines, next)),
+            )
+        }
+        Err(error) => templates.message(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The audit could not be read",
+            &error.to_string(),
+            Some((who, csrf)),
+        ),
+    }
+}
+
+/// The page of the call `query` names (`run=RUN&call=CALL`) with the calls made from it, as
+/// `who` (an auditor, whose form token is `csrf`) sees it, rendered. What
+/// `GET /console/audit/call` answers once the session is checked.
+pub async fn call_page(
+    templates: &Templates,
+    store: &AuditStore,
+    query: &str,
+    who: &str,
+    csrf: &str,
+) -> Answer {
+    let mut run = None;
+    let mut call = None;
+    for (name, value) in url::form_urlencoded::parse(query.as_bytes()) {
+        match name.as_ref() {
+            "run" => run = Some(value.into_owned()),
+            "call" => call = Some(value.into_owned()),
+            _ => {}
+        }
+    }
+    let Some(call) = call.filter(|c| !c.is_empty()) else {
+        return templates.message(
+            StatusCode::BAD_REQUEST,
+            "Which call?",
+            "The link names no call: open one from the audit's search.",
+            Some((who, csrf)),
+        );
+    };
+    match store.tree(&call, run.as_deref()).await {
+        Ok(Some(tree)) => templates.page(
+            StatusCode::OK,
+            "call.html",
+            context! { c => CallView::of(&tree), who, csrf },
+        ),
+        Ok(None) => templates.message(
+            StatusCode::NOT_FOUND,
+            "No such call",
+            "The audit holds no call with this id in this run.",
+            Some((who, csrf)),
+        ),
+        Err(error) => templates.message(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The audit could not be read",
+            &error.to_string(),
+            Some((who, csrf)),
+        ),
+    }
+}
+
+fn render_search(
+    templates: &Templates,
+    status: StatusCode,
+    (who, csrf): (&str, &str),
+    form: &SearchForm,
+    refusal: Option<String>,
+    found: Option<(Vec<AuditLine>, Option<String>)>,
+) -> Answer {
+    let (lines, next) = found.unwrap_or_default();
+    let searched = found_anything(&lines, refusal.as_deref());
+    templates.page(
+        status,
+        "audit.html",
+        context! {
+            form, refusal, lines, next, searched,
+            outcomes => outcome_choices(),
+            approvals => approval_choices(),
+            jsonl => form.link(&format!("{PREFIX}/audit/export"), &[("format", "jsonl")]),
+            csv => form.link(&format!("{PREFIX}/audit/export"), &[("format", "csv")]),
+            who, csrf,
+        },
+    )
 }
 
 /// Whether the page should say the search found nothing (it ran, without a refusal).

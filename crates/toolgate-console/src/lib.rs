@@ -143,6 +143,67 @@ pub struct Console {
     audit: Option<toolgate_store::audit::AuditStore>,
 }
 
+/// The inbox as `who` (an approver, whose form token is `csrf`) sees it: the pending tickets of
+/// `ledger`, newest first, rendered. What `GET /console` answers once the session is checked.
+pub async fn inbox_page(
+    templates: &Templates,
+    ledger: &ApprovalLedger,
+    who: &str,
+    csrf: &str,
+) -> Response<Full<Bytes>> {
+    match ledger.pending(SystemTime::now()).await {
+        Ok(tickets) => {
+            // A full page means older tickets wait beyond it: the page says so.
+            let more = tickets.len() >= INBOX_LIMIT as usize;
+            let tickets: Vec<InboxLine> = tickets.iter().map(InboxLine::of).collect();
+            templates.page(
+                StatusCode::OK,
+                "inbox.html",
+                context! { tickets, more, limit => INBOX_LIMIT, who, csrf },
+            )
+        }
+        Err(denial) => templates.message(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The approval store failed",
+            &denial.to_string(),
+            Some((who, csrf)),
+        ),
+    }
+}
+
+/// Ticket `token`'s page as `who` (an approver, whose form token is `csrf`) sees it, rendered.
+/// What `GET /console/tickets/TOKEN` answers once the session is checked.
+pub async fn ticket_page(
+    templates: &Templates,
+    ledger: &ApprovalLedger,
+    token: &str,
+    who: &str,
+    csrf: &str,
+) -> Response<Full<Bytes>> {
+    match ledger.ticket(token).await {
+        Ok(Some(ticket)) => {
+            let now = i64::try_from(unix_secs(SystemTime::now())).unwrap_or(i64::MAX);
+            templates.page(
+                StatusCode::OK,
+                "ticket.html",
+                context! { t => TicketView::of(&ticket, now), who, csrf },
+            )
+        }
+        Ok(None) => templates.message(
+            StatusCode::NOT_FOUND,
+            "No such ticket",
+            "No approval ticket has this id.",
+            Some((who, csrf)),
+        ),
+        Err(denial) => templates.message(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The approval store failed",
+            &denial.to_string(),
+            Some((who, csrf)),
+        ),
+    }
+}
+
 /// Where the authorization server is and what this server is to it.
 pub struct Authority {
     pub issuer: String,
@@ -325,22 +386,13 @@ impl Console {
             }
             return self.not_an_approver(session);
         }
-        match self.ledger.pending(SystemTime::now()).await {
-            Ok(tickets) => {
-                // A full page means older tickets wait beyond it: the page says so.
-                let more = tickets.len() >= INBOX_LIMIT as usize;
-                let tickets: Vec<InboxLine> = tickets.iter().map(InboxLine::of).collect();
-                self.templates.page(
-                    StatusCode::OK,
-                    "inbox.html",
-                    context! {
-                        tickets, more, limit => INBOX_LIMIT,
-                        who => session.principal.id, csrf => session.csrf,
-                    },
-                )
-            }
-            Err(denial) => self.store_failed(&denial, session),
-        }
+        inbox_page(
+            &self.templates,
+            &self.ledger,
+            &session.principal.id,
+            &session.csrf,
+        )
+        .await
     }
 
     fn store_failed(&self, denial: &Denial, session: &Session) -> Response<Full<Bytes>> {
@@ -503,22 +555,14 @@ impl Console {
         if !self.is_approver(session) {
             return self.not_an_approver(session);
         }
-        match self.ledger.ticket(token).await {
-            Ok(Some(ticket)) => {
-                let now = i64::try_from(unix_secs(SystemTime::now())).unwrap_or(i64::MAX);
-                self.templates.page(
-                    StatusCode::OK,
-                    "ticket.html",
-                    context! {
-                        t => TicketView::of(&ticket, now),
-                        who => session.principal.id,
-                        csrf => session.csrf,
-                    },
-                )
-            }
-            Ok(None) => self.no_such_ticket(session),
-            Err(denial) => self.store_failed(&denial, session),
-        }
+        ticket_page(
+            &self.templates,
+            &self.ledger,
+            token,
+            &session.principal.id,
+            &session.csrf,
+        )
+        .await
     }
 
     fn no_such_ticket(&self, session: &Session) -> Response<Full<Bytes>> {
