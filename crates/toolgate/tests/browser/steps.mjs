@@ -16,6 +16,7 @@
 //   {"text": SELECTOR, "as": KEY}       every match's innerText (at most 100) into reads[KEY]
 //   {"eval": EXPR, "as": KEY}           the expression's value (JSON) into evals[KEY]
 //   {"html": SELECTOR, "as": KEY}       the first match's innerHTML into reads[KEY]
+//   {"screenshot": FILE}                a full-page PNG of what is shown now, saved to FILE
 // Only this machine is reachable: any other request is aborted and listed in "blocked".
 //
 // Output: {"url", "reads": {KEY: [text]}, "evals": {KEY: value}, "navigations": [{"url",
@@ -152,6 +153,8 @@ try {
     } else if (step.html) {
       const found = page.locator(step.html);
       report.reads[step.as] = (await found.count()) ? [await found.first().innerHTML()] : [];
+    } else if (step.screenshot) {
+      await page.screenshot({ path: step.screenshot, fullPage: true });
     } else if (step.eval) {
       const value = await page.evaluate(`(() => { const v = (${step.eval}); return v === undefined ? 'undefined' : v; })()`);
       report.evals[step.as] = value;
