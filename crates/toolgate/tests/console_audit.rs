@@ -13,7 +13,8 @@
 //! - alice, signed in but not an auditor, gets 403 for the audit and its export.
 //!
 //! With `TOOLGATE_SCREENSHOTS=DIR`, the walks also save `console-inbox.png`,
-//! `console-ticket.png` and `console-audit-tree.png` into DIR (scripts/console-screenshots.sh).
+//! `console-ticket.png`, `console-audit-search.png` and `console-audit-tree.png` into DIR
+//! (scripts/console-screenshots.sh).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -568,6 +569,9 @@ fn an_auditor_finds_a_call_by_principal_and_tool_sees_its_tree_and_exports_the_s
         json!({"eval": "document.querySelector('label[for=f-principal]').textContent", "as": "label"}),
         json!({"click": "#search-button"}),
         json!({"text": "#results tbody tr", "as": "found"}),
+    ]);
+    steps.extend(screenshot("console-audit-search.png"));
+    steps.extend([
         json!({"eval": "document.querySelector('#export-jsonl').getAttribute('href')", "as": "jsonl"}),
         json!({"eval": "document.querySelector('#export-csv').getAttribute('href')", "as": "csv"}),
         // The older of the two: the search whose argument is the hostile markup.
