@@ -716,6 +716,21 @@ impl SqliteTickets {
             .optional()
             .map_err(ledger_failed)?;
         redeemable(state.as_ref(), binding, holder, now_unix)?;
+        // An inbox ticket's token travels to the host (in the page's URL, as requestState):
+        // only a person's yes recorded in the inbox lets it be redeemed, never the host's.
+        let unapproved_inbox: bool = tx
+            .query_row(
+                "SELECT inbox = 1 AND coalesce(approved, 0) = 0 FROM approval_tickets WHERE token = ?1",
+                params![token],
+                |row| row.get(0),
+            )
+            .map_err(ledger_failed)?;
+        if unapproved_inbox {
+            return Err(Denial::Declined {
+                reason: "an approval-inbox ticket is approved only by a person's decision there"
+                    .into(),
+            });
+        }
         let marked = tx
             .execute(
                 "UPDATE approval_tickets SET used_at = ?1 WHERE token = ?2 AND used_at IS NULL",

@@ -661,6 +661,31 @@ mod tests {
         assert!(refused(again), "a second use");
     }
 
+    /// Redeeming is how a retried call's ticket answer is checked: an inbox ticket's token
+    /// (which reaches the host in the page's URL) redeems nothing until a person approved it.
+    #[tokio::test]
+    async fn an_inbox_ticket_cannot_be_redeemed_before_a_person_approves_it() {
+        let ledger = Arc::new(ApprovalLedger::in_memory().unwrap());
+        let inbox = InboxApprover::new(Arc::clone(&ledger), "iss", Duration::from_secs(30));
+        let alice = person("alice");
+        let ticket = inbox.open(&request("bind-a"), &alice, None).await.unwrap();
+        let early = ledger
+            .redeem(&ticket.token, "bind-a", &alice, SystemTime::now())
+            .await;
+        assert!(matches!(early, Err(Denial::Declined { .. })), "{early:?}");
+        let yes = HumanDecision {
+            decided_by: "[\"iss\",\"bob\"]".into(),
+            approved: true,
+            reason: String::new(),
+            decided_at_unix: unix_i64(unix_secs(SystemTime::now())),
+        };
+        ledger.decide(&ticket.token, "bind-a", &yes).await.unwrap();
+        ledger
+            .redeem(&ticket.token, "bind-a", &alice, SystemTime::now())
+            .await
+            .unwrap();
+    }
+
     #[test]
     fn a_tickets_link_waits_for_the_consoles_origin() {
         let links = TicketLinks::new();
