@@ -398,6 +398,13 @@ pub trait TicketStore: Send + Sync {
     /// ticket.
     fn ticket<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<InboxTicket>, Denial>>;
 
+    /// The MCP client noted when inbox ticket `token` was opened ([`stored_client`]); `None`
+    /// when none was noted, the ticket is unknown, or the store does not keep it (the default).
+    fn client<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<String>, Denial>> {
+        let _ = token;
+        Box::pin(async { Ok(None) })
+    }
+
     /// Records a person's `decision` on inbox ticket `token` for a form that named `binding`:
     /// the read, [`decidable`] and the write in one transaction, so a ticket is decided once (a
     /// ticket that is not an inbox ticket is unknown here).
@@ -601,6 +608,13 @@ impl ApprovalLedger {
         self.store
             .redeem(token, binding, &holder(principal), now_unix)
             .await
+    }
+
+    /// The MCP client the call of inbox ticket `token` came from, when it was noted (its
+    /// OAuth client id, else its `clientInfo` name): what the ticket's page shows as the
+    /// requesting client.
+    pub async fn client_of(&self, token: &str) -> Result<Option<String>, Denial> {
+        self.store.client(token).await
     }
 
     /// Marks ticket `token` used without approving anything (the human said no): a declined
@@ -909,6 +923,21 @@ impl TicketStore for SqliteTickets {
 
     fn spend<'a>(&'a self, token: &'a str, now_unix: i64) -> BoxFuture<'a, Result<(), Denial>> {
         Box::pin(async move { self.spend_now(token, now_unix) })
+    }
+
+    fn client<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<String>, Denial>> {
+        Box::pin(async move {
+            let conn = self.lock()?;
+            let request: Option<String> = conn
+                .query_row(
+                    "SELECT request FROM approval_tickets WHERE token = ?1 AND inbox = 1",
+                    params![token],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(ledger_failed)?;
+            Ok(request.as_deref().and_then(stored_client))
+        })
     }
 }
 

@@ -624,6 +624,11 @@ mod tests {
             .open(&wanted, &alice, Some("OAuth client app"))
             .await
             .unwrap();
+        assert_eq!(
+            ledger.client_of(&ticket.token).await.unwrap().as_deref(),
+            Some("OAuth client app"),
+            "the ticket's page can name the requesting client"
+        );
         let now = unix_i64(unix_secs(SystemTime::now()));
         let yes = HumanDecision {
             decided_by: "[\"iss\",\"bob\"]".into(),

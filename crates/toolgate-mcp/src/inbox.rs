@@ -20,6 +20,13 @@
 //! ticket's own binding and caller ([`InboxApprover::await_decision`]). So a client that learns
 //! a ticket's token (it is in the page's URL) cannot approve its own call by sending "approve".
 //!
+//! The 2025-11-25 call is kept open while the person decides rather than answered with
+//! `URLElicitationRequiredError` (-32042): that error asks the client to retry once the page
+//! is done, and a retry is a new call the host may never make; holding the call (its deadline
+//! paused while a person decides) needs nothing of the host but the URL. A host that answers
+//! the retry of a 2026-07-28 question with `decline` still waits for the inbox: whether the
+//! call runs is the approver's decision, and the ticket expires as a decline.
+//!
 //! rmcp 3.11 has types for URL elicitation (`ElicitRequestParams::UrlElicitationParams`, the
 //! `elicitation.url` capability) but none for `notifications/elicitation/complete`: that one
 //! notification is written by hand as a `CustomNotification` ([`complete_notification`]).

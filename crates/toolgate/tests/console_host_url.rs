@@ -517,6 +517,8 @@ fn check_webhook(heard: &Heard, page: &str) {
     assert_eq!(notice["event"], "approval_ticket_opened", "{notice}");
     assert_eq!(notice["ticket"]["tool"], "email_send", "{notice}");
     assert_eq!(notice["ticket"]["link"], page, "{notice}");
+    // The requesting client, from its token's client_id.
+    assert_eq!(notice["ticket"]["client"], "OAuth client client-a", "{notice}");
     let text = String::from_utf8_lossy(&heard.body);
     for secret_of_the_call in [RECIPIENT, BODY_TEXT, "draft_id", "Venue", SECRET] {
         assert!(
