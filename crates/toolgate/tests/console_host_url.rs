@@ -263,6 +263,25 @@ subjects = ["alice"]
             .unwrap_or_else(|| panic!("no decision record of {tool} that ran"))
     }
 
+    /// `toolgate audit search --json` with `filters` over the server's audit file.
+    fn audit_search(&self, filters: &[&str]) -> String {
+        let output = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["audit", "search", "--json"])
+            .args(filters)
+            .arg("--audit-db")
+            .arg(self.dir.path().join("audit.sqlite"))
+            .current_dir(self.dir.path())
+            .env_remove("XDG_DATA_HOME")
+            .env("HOME", self.dir.path())
+            .output()
+            .unwrap();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    }
+
     /// The notices about tickets, once `count` arrived (within 30 s).
     fn notices(&self, count: usize) -> Vec<Value> {
         let started = Instant::now();
@@ -518,7 +537,10 @@ fn check_webhook(heard: &Heard, page: &str) {
     assert_eq!(notice["ticket"]["tool"], "email_send", "{notice}");
     assert_eq!(notice["ticket"]["link"], page, "{notice}");
     // The requesting client, from its token's client_id.
-    assert_eq!(notice["ticket"]["client"], "OAuth client client-a", "{notice}");
+    assert_eq!(
+        notice["ticket"]["client"], "OAuth client client-a",
+        "{notice}"
+    );
     let text = String::from_utf8_lossy(&heard.body);
     for secret_of_the_call in [RECIPIENT, BODY_TEXT, "draft_id", "Venue", SECRET] {
         assert!(
@@ -639,6 +661,20 @@ fn a_host_that_opens_urls_is_sent_to_the_ticket_page_and_told_when_it_is_decided
         notices.iter().all(|n| n["outcome"] == "sent"),
         "{notices:?}"
     );
+    // The audit file finds the call by who approved it.
+    let approver = json!([deployment.auth.issuer(), "alice"]).to_string();
+    let started = Instant::now();
+    loop {
+        let found = deployment.audit_search(&["--decided-by", &approver]);
+        if found.contains("email_send") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{found}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let nobody = json!([deployment.auth.issuer(), "bob"]).to_string();
+    let none = deployment.audit_search(&["--decided-by", &nobody]);
+    assert!(!none.contains("email_send"), "{none}");
     drop(client);
 }
 
