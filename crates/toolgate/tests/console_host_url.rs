@@ -805,6 +805,11 @@ fn a_webhook_the_allowlist_refuses_is_never_sent_and_the_call_still_waits() {
     let notices = deployment.notices(2);
     let webhook = notices.iter().find(|n| n["channel"] == "webhook").unwrap();
     assert_eq!(webhook["outcome"], "refused", "{webhook}");
+    let port = format!("port {} is not allowed", deployment.hook.port);
+    assert!(
+        webhook["detail"].as_str().unwrap().contains(&port),
+        "{webhook}"
+    );
     let email = notices.iter().find(|n| n["channel"] == "email").unwrap();
     assert_eq!(email["outcome"], "sent", "{email}");
     assert!(
