@@ -15,6 +15,8 @@
 //!   `input_required` with a URL elicitation naming the page and `requestState` the ticket;
 //!   the retry carrying it waits, alice approves, and the retry returns the receipt. The same
 //!   ticket sent again with the host's own "approve" runs nothing.
+//! - A host whose person will not open the page (`decline`) has its call denied at once, and
+//!   nothing is left in the inbox for an approver to decide.
 //! - A webhook to a port the egress allowlist does not list is never sent (a listener there
 //!   hears nothing; the trace says `refused`), and the call still waits in the inbox.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -433,6 +435,34 @@ fn payload(result: &Value) -> Value {
 struct UrlHost {
     asked: Arc<Mutex<Vec<Value>>>,
     told: Arc<Mutex<Vec<Value>>>,
+    /// Answer `decline` instead: the person would not open the page.
+    declines: bool,
+}
+
+type Session = rmcp::service::RunningService<rmcp::RoleClient, UrlHost>;
+
+/// rmcp's client over Streamable HTTP as `host`: a 2025-11-25 session with a bearer token.
+fn open_session(address: &str, token: &str, host: &UrlHost) -> (tokio::runtime::Runtime, Session) {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = {
+        let _inside = runtime.enter();
+        let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{address}/mcp"))
+            .auth_header(token.to_string());
+        runtime
+            .block_on(
+                host.clone()
+                    .serve(StreamableHttpClientTransport::from_config(config)),
+            )
+            .unwrap()
+    };
+    (runtime, client)
 }
 
 impl rmcp::ClientHandler for UrlHost {
@@ -454,9 +484,11 @@ impl rmcp::ClientHandler for UrlHost {
             .lock()
             .unwrap()
             .push(serde_json::to_value(&request).unwrap());
-        Ok(rmcp::model::ElicitResult::new(
-            rmcp::model::ElicitationAction::Accept,
-        ))
+        Ok(rmcp::model::ElicitResult::new(if self.declines {
+            rmcp::model::ElicitationAction::Decline
+        } else {
+            rmcp::model::ElicitationAction::Accept
+        }))
     }
 
     async fn on_custom_notification(
@@ -571,25 +603,7 @@ fn a_host_that_opens_urls_is_sent_to_the_ticket_page_and_told_when_it_is_decided
 
     // rmcp's client over Streamable HTTP, a 2025-11-25 session declaring only URL elicitation.
     let host = UrlHost::default();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let client = {
-        use rmcp::ServiceExt;
-        use rmcp::transport::StreamableHttpClientTransport;
-        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-        let _inside = runtime.enter();
-        let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{address}/mcp"))
-            .auth_header(token.clone());
-        runtime
-            .block_on(
-                host.clone()
-                    .serve(StreamableHttpClientTransport::from_config(config)),
-            )
-            .unwrap()
-    };
+    let (runtime, client) = open_session(&address, &token, &host);
     let peer = client.peer().clone();
     let handle = runtime.handle().clone();
     let waiting = std::thread::spawn(move || {
@@ -816,4 +830,53 @@ fn a_webhook_the_allowlist_refuses_is_never_sent_and_the_call_still_waits() {
         deployment.hook.heard().is_empty(),
         "nothing reached the refused port"
     );
+}
+
+/// The person at the host will not open the page: the call is denied at once, nothing is sent,
+/// and nothing is left waiting in the inbox for an approver to decide.
+#[test]
+fn a_host_whose_person_will_not_open_the_page_is_denied_and_nothing_waits() {
+    let deployment = Deployment::start(90, Hook::Allowed);
+    let token = deployment.token();
+    let address = deployment.server.address.clone();
+    let draft_id = draft(&address, &token);
+    let host = UrlHost {
+        declines: true,
+        ..UrlHost::default()
+    };
+    let (runtime, client) = open_session(&address, &token, &host);
+    let params = rmcp::model::CallToolRequestParams::new("email_send")
+        .with_arguments(json!({"draft_id": draft_id}).as_object().cloned().unwrap());
+    let answer =
+        serde_json::to_value(runtime.block_on(client.peer().call_tool(params)).unwrap()).unwrap();
+    assert_eq!(answer["isError"], json!(true), "{answer}");
+    assert!(answer.to_string().contains("approval_denied"), "{answer}");
+    assert!(
+        answer
+            .to_string()
+            .contains("would not open the approval page"),
+        "{answer}"
+    );
+    assert_eq!(host.asked.lock().unwrap().len(), 1);
+    let steps = json!([
+        {"goto": format!("{}/console", deployment.origin())},
+        {"click": "#sign-in"},
+        {"login": "alice"},
+        {"text": "#empty", "as": "empty"},
+    ]);
+    let inbox = walk(&steps);
+    assert_eq!(
+        inbox["reads"]["empty"],
+        json!(["No call is waiting for a person."]),
+        "{inbox:#}"
+    );
+    assert!(
+        deployment
+            .sink
+            .received()
+            .iter()
+            .all(|m| !m.rcpt_tos.contains(&RECIPIENT.to_string())),
+        "nothing was sent"
+    );
+    drop(client);
 }
