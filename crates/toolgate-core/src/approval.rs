@@ -338,12 +338,17 @@ pub struct TicketState {
     pub holder: String,
     pub expires_at_unix: i64,
     pub used_at_unix: Option<i64>,
+    /// An approval-inbox ticket that no person has approved there: its token travels to the
+    /// host (in the ticket page's URL, as `requestState`), so the host's own "approve" must
+    /// never redeem it.
+    pub awaits_inbox_yes: bool,
 }
 
 /// Whether the ticket read as `state` (`None`: unknown) may be redeemed by `holder` for a
 /// call bound to `binding` at `now_unix`. Checked in order: known, same caller (id and
-/// tenant), same call, unused, unexpired. Every ledger decides with this, inside the
-/// transaction that then marks the ticket used.
+/// tenant), same call, unused, unexpired, and for an inbox ticket a person's yes recorded
+/// there. Every ledger decides with this, inside the transaction that then marks the ticket
+/// used.
 pub fn redeemable(
     state: Option<&TicketState>,
     binding: &str,
@@ -364,8 +369,17 @@ pub fn redeemable(
     if now_unix >= ticket.expires_at_unix {
         return Err(Denial::Expired);
     }
+    if ticket.awaits_inbox_yes {
+        return Err(Denial::Declined {
+            reason: INBOX_ONLY_REASON.into(),
+        });
+    }
     Ok(())
 }
+
+/// Why an inbox ticket without a person's yes is not redeemed.
+const INBOX_ONLY_REASON: &str =
+    "an approval-inbox ticket is approved only by a person's decision there";
 
 /// Where tickets are kept. An implementation stores what it is given and redeems atomically:
 /// the read, the [`redeemable`] decision and the marking happen in one transaction, so two
@@ -716,7 +730,9 @@ impl SqliteTickets {
             .map_err(ledger_failed)?;
         let state = tx
             .query_row(
-                "SELECT binding, principal, expires_at, used_at FROM approval_tickets WHERE token = ?1",
+                "SELECT binding, principal, expires_at, used_at,
+                        inbox = 1 AND coalesce(approved, 0) = 0
+                 FROM approval_tickets WHERE token = ?1",
                 params![token],
                 |row| {
                     Ok(TicketState {
@@ -724,27 +740,13 @@ impl SqliteTickets {
                         holder: row.get(1)?,
                         expires_at_unix: row.get(2)?,
                         used_at_unix: row.get(3)?,
+                        awaits_inbox_yes: row.get(4)?,
                     })
                 },
             )
             .optional()
             .map_err(ledger_failed)?;
         redeemable(state.as_ref(), binding, holder, now_unix)?;
-        // An inbox ticket's token travels to the host (in the page's URL, as requestState):
-        // only a person's yes recorded in the inbox lets it be redeemed, never the host's.
-        let unapproved_inbox: bool = tx
-            .query_row(
-                "SELECT inbox = 1 AND coalesce(approved, 0) = 0 FROM approval_tickets WHERE token = ?1",
-                params![token],
-                |row| row.get(0),
-            )
-            .map_err(ledger_failed)?;
-        if unapproved_inbox {
-            return Err(Denial::Declined {
-                reason: "an approval-inbox ticket is approved only by a person's decision there"
-                    .into(),
-            });
-        }
         let marked = tx
             .execute(
                 "UPDATE approval_tickets SET used_at = ?1 WHERE token = ?2 AND used_at IS NULL",

@@ -69,9 +69,14 @@ fn redeemable_refuses_every_ticket_but_the_callers_own_unused_unexpired_one() {
         holder: alice.clone(),
         expires_at_unix: 1_060,
         used_at_unix,
+        awaits_inbox_yes: false,
     };
     let fresh = ticket(None);
     let used = ticket(Some(1_010));
+    let inbox_undecided = TicketState {
+        awaits_inbox_yes: true,
+        ..fresh.clone()
+    };
     let cases = [
         (
             "an unknown token",
@@ -136,6 +141,16 @@ fn redeemable_refuses_every_ticket_but_the_callers_own_unused_unexpired_one() {
             alice.clone(),
             1_060,
             Err(Denial::Expired),
+        ),
+        (
+            "an inbox ticket no person approved, whose token the host holds",
+            Some(&inbox_undecided),
+            "bind-a",
+            alice.clone(),
+            1_000,
+            Err(Denial::Declined {
+                reason: INBOX_ONLY_REASON.into(),
+            }),
         ),
         (
             "the right call in time",

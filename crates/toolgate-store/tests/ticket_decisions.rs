@@ -247,11 +247,64 @@ async fn a_cancelled_wait_closes_its_ticket(
     );
 }
 
+/// An inbox ticket's token reaches the host (the page's URL, `requestState`): the host's own
+/// "approve" with it redeems nothing until a person approved in the inbox, and then only once;
+/// the client the call came from is read back.
+async fn only_a_persons_yes_redeems_an_inbox_ticket(ledger: &ApprovalLedger, store: &str) {
+    let mut alice = Principal::local("alice", &[]);
+    alice.tenant = "https://as.example".into();
+    let now = SystemTime::now();
+    let ticket = ledger
+        .open_inbox_ticket_from(
+            &request("bind-host", "ann@example.org"),
+            &alice,
+            (now, Duration::from_secs(60)),
+            Some("claude-desktop"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ledger.client_of(&ticket.token).await.unwrap().as_deref(),
+        Some("claude-desktop"),
+        "{store}"
+    );
+    let refused = ledger
+        .redeem(&ticket.token, "bind-host", &alice, SystemTime::now())
+        .await;
+    assert!(
+        matches!(refused, Err(Denial::Declined { .. })),
+        "{store}: {refused:?}"
+    );
+    let now_unix = i64::try_from(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
+    ledger
+        .decide(&ticket.token, "bind-host", &decision("bob", true, now_unix))
+        .await
+        .unwrap();
+    ledger
+        .redeem(&ticket.token, "bind-host", &alice, SystemTime::now())
+        .await
+        .unwrap_or_else(|e| panic!("{store}: {e}"));
+    assert_eq!(
+        ledger
+            .redeem(&ticket.token, "bind-host", &alice, SystemTime::now())
+            .await,
+        Err(Denial::AlreadyUsed),
+        "{store}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sqlite_ledger_keeps_the_inbox_contract() {
     let dir = tempfile::tempdir().unwrap();
     let ledger = Arc::new(ApprovalLedger::open(&dir.path().join("tickets.sqlite")).unwrap());
     holds_the_inbox_contract(&ledger, "sqlite").await;
+    only_a_persons_yes_redeems_an_inbox_ticket(&ledger, "sqlite").await;
     a_waiting_call_gets_the_decision(Arc::clone(&ledger), &ledger).await;
     a_cancelled_wait_closes_its_ticket(Arc::clone(&ledger), &ledger).await;
 }
@@ -268,6 +321,7 @@ async fn the_postgres_ledger_keeps_the_inbox_contract_across_instances() {
     let one = Arc::new(connect().await);
     let other = connect().await;
     holds_the_inbox_contract(&one, "postgres").await;
+    only_a_persons_yes_redeems_an_inbox_ticket(&other, "postgres").await;
     a_waiting_call_gets_the_decision(Arc::clone(&one), &other).await;
     a_cancelled_wait_closes_its_ticket(one, &other).await;
 }

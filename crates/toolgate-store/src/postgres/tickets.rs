@@ -13,7 +13,7 @@
 
 use toolgate_core::BoxFuture;
 use toolgate_core::approval::{
-    DecisionState, HumanDecision, InboxTicket, decidable, stored_request,
+    DecisionState, HumanDecision, InboxTicket, decidable, stored_client, stored_request,
 };
 use toolgate_core::{Denial, StoredTicket, TicketState, TicketStore, redeemable};
 
@@ -30,7 +30,7 @@ impl PgTickets {
         PgTickets { store }
     }
 
-    async fn client(&self) -> Result<deadpool_postgres::Object, Denial> {
+    async fn connection(&self) -> Result<deadpool_postgres::Object, Denial> {
         self.store
             .client()
             .await
@@ -38,7 +38,7 @@ impl PgTickets {
     }
 
     async fn insert_now(&self, ticket: StoredTicket) -> Result<(), Denial> {
-        let client = self.client().await?;
+        let client = self.connection().await?;
         let request: serde_json::Value =
             serde_json::from_str(&ticket.request).unwrap_or(serde_json::Value::Null);
         client
@@ -68,12 +68,13 @@ impl PgTickets {
         holder: &str,
         now_unix: i64,
     ) -> Result<(), Denial> {
-        let mut client = self.client().await?;
+        let mut client = self.connection().await?;
         let tx = client.transaction().await.map_err(ledger_failed)?;
         let state = tx
             .query_opt(
-                "SELECT binding, holder, expires_at, used_at FROM approval_tickets
-                 WHERE token = $1 FOR UPDATE",
+                "SELECT binding, holder, expires_at, used_at,
+                        inbox AND NOT coalesce(approved, false)
+                 FROM approval_tickets WHERE token = $1 FOR UPDATE",
                 &[&token],
             )
             .await
@@ -83,6 +84,7 @@ impl PgTickets {
                 holder: row.get(1),
                 expires_at_unix: row.get(2),
                 used_at_unix: row.get(3),
+                awaits_inbox_yes: row.get(4),
             });
         redeemable(state.as_ref(), binding, holder, now_unix)?;
         let marked = tx
@@ -99,7 +101,7 @@ impl PgTickets {
     }
 
     async fn spend_now(&self, token: &str, now_unix: i64) -> Result<(), Denial> {
-        let client = self.client().await?;
+        let client = self.connection().await?;
         client
             .execute(
                 "UPDATE approval_tickets SET used_at = $1 WHERE token = $2 AND used_at IS NULL",
@@ -145,7 +147,7 @@ fn inbox_row(row: &tokio_postgres::Row) -> InboxTicket {
 
 impl PgTickets {
     async fn pending_now(&self, now_unix: i64, limit: u32) -> Result<Vec<InboxTicket>, Denial> {
-        let client = self.client().await?;
+        let client = self.connection().await?;
         let rows = client
             .query(
                 &format!(
@@ -160,7 +162,7 @@ impl PgTickets {
     }
 
     async fn ticket_now(&self, token: &str) -> Result<Option<InboxTicket>, Denial> {
-        let client = self.client().await?;
+        let client = self.connection().await?;
         let row = client
             .query_opt(
                 &format!("{INBOX_SELECT} WHERE token = $1 AND inbox"),
@@ -177,7 +179,7 @@ impl PgTickets {
         binding: &str,
         decision: &HumanDecision,
     ) -> Result<(), Denial> {
-        let mut client = self.client().await?;
+        let mut client = self.connection().await?;
         let tx = client.transaction().await.map_err(ledger_failed)?;
         let state = tx
             .query_opt(
@@ -236,6 +238,20 @@ impl TicketStore for PgTickets {
         decision: &'a HumanDecision,
     ) -> BoxFuture<'a, Result<(), Denial>> {
         Box::pin(self.decide_now(token, binding, decision))
+    }
+
+    fn client<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<String>, Denial>> {
+        Box::pin(async move {
+            let client = self.connection().await?;
+            let row = client
+                .query_opt(
+                    "SELECT request::text FROM approval_tickets WHERE token = $1 AND inbox",
+                    &[&token],
+                )
+                .await
+                .map_err(ledger_failed)?;
+            Ok(row.and_then(|r| stored_client(&r.get::<_, String>(0))))
+        })
     }
 
     fn insert<'a>(&'a self, ticket: StoredTicket) -> BoxFuture<'a, Result<(), Denial>> {
