@@ -271,7 +271,7 @@ fn render_search(
     found: Option<(Vec<AuditLine>, Option<String>)>,
 ) -> Answer {
     let (lines, next) = found.unwrap_or_default();
-    let searched = found_anything(&lines, refusal.as_deref());
+    let searched = found_nothing(&lines, refusal.as_deref());
     templates.page(
         status,
         "audit.html",
@@ -287,7 +287,7 @@ fn render_search(
 }
 
 /// Whether the page should say the search found nothing (it ran, without a refusal).
-fn found_anything(lines: &[AuditLine], refusal: Option<&str>) -> bool {
+fn found_nothing(lines: &[AuditLine], refusal: Option<&str>) -> bool {
     refusal.is_none() && lines.is_empty()
 }
 

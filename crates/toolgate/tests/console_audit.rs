@@ -673,4 +673,22 @@ fn an_auditor_finds_a_call_by_principal_and_tool_sees_its_tree_and_exports_the_s
     let ids: Vec<i64> = rows[1..].iter().map(|r| r[0].parse().unwrap()).collect();
     let expected_ids: Vec<i64> = expected.iter().map(|e| e["id"].as_i64().unwrap()).collect();
     assert_eq!(ids, expected_ids);
+
+    // Signed out: sent to sign in, nothing shown. A filter outside its closed form, or an
+    // export in no format, is refused with what was wrong.
+    let signed_out = exchange(
+        &address,
+        "GET",
+        "/console/audit/export?format=jsonl",
+        &[],
+        "",
+    )
+    .unwrap();
+    assert_eq!(signed_out.status, 303, "{signed_out:?}");
+    assert!(!signed_out.body.contains("notes_search"));
+    let bad = get(&address, "/console/audit?outcome=fine", &cookie);
+    assert_eq!(bad.status, 400, "{bad:?}");
+    assert!(bad.body.contains("is not an outcome"), "{}", bad.body);
+    let bad = get(&address, "/console/audit/export?format=xlsx", &cookie);
+    assert_eq!(bad.status, 400, "{bad:?}");
 }
