@@ -4,7 +4,8 @@
 //! `code_execution` in the sandbox (bubblewrap) recorded into the same audit file, and Debian's
 //! headless chromium driven by the pinned playwright-core (`tests/browser/steps.mjs`).
 //!
-//! - carol finds the MCP client's `notes_search` calls by principal and tool; the recorded
+//! - carol finds the MCP client's `notes_search` calls by principal and tool (the form sent
+//!   from the keyboard, its fields labelled); the recorded
 //!   argument holding `<script>` and `<img onerror>` is shown as text and nothing runs (no
 //!   script, no dialog, no page error, no console error); the JSON Lines and CSV exports the
 //!   page links hold exactly the records of the same search.
@@ -567,7 +568,8 @@ fn an_auditor_finds_a_call_by_principal_and_tool_sees_its_tree_and_exports_the_s
         json!({"fill": "#f-principal", "value": "client-a"}),
         json!({"fill": "#f-tool", "value": "notes_search"}),
         json!({"eval": "document.querySelector('label[for=f-principal]').textContent", "as": "label"}),
-        json!({"click": "#search-button"}),
+        // By keyboard: Enter in a field submits the search.
+        json!({"press": "#f-tool", "key": "Enter", "navigates": true}),
         json!({"text": "#results tbody tr", "as": "found"}),
     ]);
     steps.extend(screenshot("console-audit-search.png"));

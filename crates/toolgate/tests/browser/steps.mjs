@@ -17,6 +17,8 @@
 //   {"eval": EXPR, "as": KEY}           the expression's value (JSON) into evals[KEY]
 //   {"html": SELECTOR, "as": KEY}       the first match's innerHTML into reads[KEY]
 //   {"screenshot": FILE}                a full-page PNG of what is shown now, saved to FILE
+//   {"press": SELECTOR, "key": KEY}     focus the first match and press KEY (keyboard use); with
+//                                       "navigates": true, wait for the page it opens to load
 // Only this machine is reachable: any other request is aborted and listed in "blocked".
 //
 // Output: {"url", "reads": {KEY: [text]}, "evals": {KEY: value}, "navigations": [{"url",
@@ -153,6 +155,17 @@ try {
     } else if (step.html) {
       const found = page.locator(step.html);
       report.reads[step.as] = (await found.count()) ? [await found.first().innerHTML()] : [];
+    } else if (step.press) {
+      const target = page.locator(step.press).first();
+      await target.focus({ timeout: STEP_MS });
+      if (step.navigates) {
+        await Promise.all([
+          page.waitForNavigation({ waitUntil: 'load', timeout: STEP_MS }),
+          page.keyboard.press(step.key),
+        ]);
+      } else {
+        await page.keyboard.press(step.key);
+      }
     } else if (step.screenshot) {
       await page.screenshot({ path: step.screenshot, fullPage: true });
     } else if (step.eval) {
