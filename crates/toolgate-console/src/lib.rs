@@ -183,10 +183,13 @@ pub async fn ticket_page(
     match ledger.ticket(token).await {
         Ok(Some(ticket)) => {
             let now = i64::try_from(unix_secs(SystemTime::now())).unwrap_or(i64::MAX);
+            // Which client asked is shown when the ledger noted it; a store that cannot say
+            // leaves it unnamed rather than failing the page.
+            let client = ledger.client_of(token).await.ok().flatten();
             templates.page(
                 StatusCode::OK,
                 "ticket.html",
-                context! { t => TicketView::of(&ticket, now), who, csrf },
+                context! { t => TicketView::of(&ticket, now, client.as_deref()), who, csrf },
             )
         }
         Ok(None) => templates.message(

@@ -181,7 +181,7 @@ pub struct TicketView {
     pub tool: String,
     pub version: u32,
     pub requester: String,
-    pub client: &'static str,
+    pub client: String,
     pub risk: &'static str,
     pub effect: &'static str,
     pub reason: String,
@@ -195,7 +195,9 @@ pub struct TicketView {
 }
 
 impl TicketView {
-    pub fn of(ticket: &InboxTicket, now_unix: i64) -> Self {
+    /// The ticket's page: `client` is the MCP client the call came from, as the ledger noted
+    /// it (`None`: the host named none, or the store could not say).
+    pub fn of(ticket: &InboxTicket, now_unix: i64, client: Option<&str>) -> Self {
         let request = &ticket.request;
         let (state, open) = match (&ticket.decision, ticket.used_at_unix) {
             (Some(d), _) => (
@@ -240,7 +242,10 @@ impl TicketView {
             tool: request.tool.clone(),
             version: request.version,
             requester: requester(ticket),
-            client: "not recorded: the approval request names the principal only",
+            client: client.map_or_else(
+                || "not named: the host gave no client name".to_string(),
+                str::to_string,
+            ),
             risk: request.risk.as_str(),
             effect: request.effect.as_str(),
             reason: request.reason.clone(),
@@ -337,7 +342,7 @@ mod tests {
                 templates.page(
                     StatusCode::OK,
                     "ticket.html",
-                    minijinja::context! { t => TicketView::of(&ticket, 10), who => "<b>", csrf => "\"><script>" },
+                    minijinja::context! { t => TicketView::of(&ticket, 10, Some("<img src=x onerror=alert(1)>")), who => "<b>", csrf => "\"><script>" },
                 ),
                 templates.page(
                     StatusCode::OK,
