@@ -2,8 +2,9 @@
 //! servers toolgate may import tools from. Pure: the file is read by the caller; `${VAR}` is
 //! expanded from the environment map the caller passes.
 //!
-//! Guarantees: a stdio server gets exactly the environment its entry names, nothing inherited
-//! (a value may say `${VAR}` or `${VAR:-default}` to pass one variable on, by name); a server
+//! Guarantees: a stdio entry's `env` is read as written (a value may say `${VAR}` or
+//! `${VAR:-default}` to pass one more variable of ours on, by name); it is laid over the SDKs'
+//! short default set when the server starts ([`crate::default_env`]), nothing else of ours; a server
 //! name becomes the namespace of its tools (`server__tool`), so it is normalized (lower case,
 //! `-` and `.` as `_`) and two names that normalize alike are refused; an entry that is neither
 //! stdio (`command`) nor HTTP (`url`), or is both, or asks for the old SSE transport, is refused
@@ -28,7 +29,8 @@ pub enum Transport {
     Stdio {
         command: String,
         args: Vec<String>,
-        /// The whole environment of the child.
+        /// The entry's `env`, expanded: laid over the default set when the child starts
+        /// ([`crate::default_env::child_environment`]).
         env: BTreeMap<String, String>,
         cwd: Option<String>,
     },
@@ -379,7 +381,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stdio_server_gets_only_the_environment_its_entry_names() {
+    fn a_stdio_entrys_env_is_expanded_and_nothing_else_is_added_to_it() {
         let entry = one(json!({
             "command": "node", "args": ["server.js", "--root", "${HOME}/notes"],
             "env": {"TOKEN": "${GITHUB_TOKEN}", "MODE": "${MODE:-safe}", "PLAIN": "x"},

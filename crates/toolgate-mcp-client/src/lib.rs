@@ -2,7 +2,8 @@
 //! policy. Library code below the wiring (which opens the imports for every front end) and
 //! beside the toolsets: it names no toolset, no front end and not the MCP server.
 //!
-//! - [`config`] reads the `mcpServers` JSON desktop hosts use;
+//! - [`config`] reads the `mcpServers` JSON desktop hosts use, and [`default_env`] decides
+//!   what environment a stdio server of it gets;
 //! - [`upstream`] connects to one server (stdio child or Streamable HTTP through the egress
 //!   exit) and lists and calls its tools with bounds;
 //! - [`plan`] decides, purely, what a remote tool becomes here (name, risk, description,
@@ -21,6 +22,7 @@
 pub mod breaker;
 pub mod config;
 pub mod credentials;
+pub mod default_env;
 pub mod diff;
 pub mod forwarded;
 pub mod imports;

@@ -2,11 +2,15 @@
 //! opened with rmcp's client, listed and called with bounds.
 //!
 //! Guarantees:
-//! - a stdio server gets exactly the environment its entry names (nothing inherited) and runs
-//!   as the leader of its own process group, so `npx`'s grandchildren die with it; its program
-//!   must be an absolute path or be found on the `PATH` its entry names, never on ours; its
-//!   stderr is drained into a bounded tail kept for error messages (its control and format
-//!   characters shown by name), so it can never block;
+//! - a stdio server gets the official SDKs' short default environment (`HOME`, `LOGNAME`,
+//!   `PATH`, `SHELL`, `TERM`, `USER` of ours, shell functions skipped) with its entry's `env`
+//!   on top, and nothing else of ours: no API key or token (see [`crate::default_env`]); so an
+//!   entry pasted from Claude Desktop, Claude Code or Cursor (`"command": "npx"`, no `env`)
+//!   starts as it does there. It runs as the leader of its own process group, so `npx`'s
+//!   grandchildren die with it; its program must be an absolute path or be found on the `PATH`
+//!   of that environment (the entry's when it names one, else ours); its stderr is drained
+//!   into a bounded tail kept for error messages (its control and format characters shown by
+//!   name), so it can never block;
 //! - an HTTP server is reached only through the egress exit ([`Egress::session_client`]): its
 //!   URL passes the allowlist and address checks, the session connects only to the checked
 //!   addresses, and no redirect is followed;
@@ -23,7 +27,9 @@
 //!   again before the next call ([`Upstream::announced_tools`]), so a tool that changed during
 //!   the session is caught before it is called.
 //!
-//! Refuses: a program that is not found under those rules, an unreachable or refused URL, a
+//! Refuses: a program that is not found under those rules (the error names the program and
+//! the `PATH` searched), a relative program path with a directory (`bin/server`: relative to
+//! what is not said), an unreachable or refused URL, a
 //! server that does not finish the handshake in time, a server that asks for authorization
 //! when no token is stored for it (the error says to run `toolgate mcp login SERVER`), or
 //! whose authorization metadata fails our checks.
@@ -53,6 +59,7 @@ use toolgate_egress::Egress;
 
 use super::config::{ServerEntry, Transport};
 use super::credentials::TokenHolder;
+use super::default_env::{child_environment, our_value};
 use super::oauth::{self, Stored};
 
 /// Lines of a stdio server's stderr kept for error messages.
@@ -99,10 +106,12 @@ impl Default for ConnectOptions {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UpstreamError {
     #[error(
-        "`{command}` is not an absolute path and the entry's env names no PATH: toolgate passes a server only the environment its entry names; give the program's full path, or add \"PATH\": \"${{PATH}}\" to its env"
+        "`{command}` is not an absolute path, and there is no PATH to find it on (neither the entry's env nor toolgate's own environment sets one) or it names a directory relative to nothing said: give the program's full path"
     )]
     NoPath { command: String },
-    #[error("`{command}` was not found on the PATH its entry names ({path})")]
+    #[error(
+        "`{command}` was not found on the server's PATH ({path}): install it there, give its full path, or set \"PATH\" in the entry's env"
+    )]
     NotFound { command: String, path: String },
     #[error("the server could not be started: {0}")]
     Spawn(String),
@@ -296,7 +305,7 @@ fn lifecycle(revision: Option<&ProtocolVersion>) -> ClientLifecycleMode {
 }
 
 /// `command` as the program to run: itself when absolute, else its first match on the `PATH`
-/// of `env` (the child's whole environment).
+/// of `env` (the child's whole environment, [`child_environment`]), as a host's SDK finds it.
 pub fn resolve_program(
     command: &str,
     env: &BTreeMap<String, String>,
@@ -358,9 +367,10 @@ impl Upstream {
                 env,
                 cwd,
             } => {
-                let program = resolve_program(command, env, is_executable_file)?;
+                let env = child_environment(our_value, env);
+                let program = resolve_program(command, &env, is_executable_file)?;
                 let mut cmd = tokio::process::Command::new(program);
-                cmd.args(args).env_clear().envs(env);
+                cmd.args(args).env_clear().envs(&env);
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
@@ -727,7 +737,7 @@ mod tests {
     }
 
     #[test]
-    fn program_is_never_looked_up_on_our_own_path() {
+    fn program_is_looked_up_only_on_the_servers_own_path() {
         let exists = |p: &Path| p == Path::new("/opt/node/bin/npx");
         let cases = [
             ("/usr/bin/node", None, Ok(PathBuf::from("/usr/bin/node"))),
