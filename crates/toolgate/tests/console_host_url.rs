@@ -24,47 +24,22 @@
 mod common;
 
 #[allow(clippy::duplicate_mod)]
-#[path = "../../toolgate-mcp/tests/support/oidc.rs"]
-mod oidc;
-
-#[allow(clippy::duplicate_mod)]
-#[path = "common/browser.rs"]
-mod browser;
+#[path = "common/console.rs"]
+mod console;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::mail_sink::MailSink;
+use console::{ConsoleConfig, ServeOptions, Server, payload, walk};
 use serde_json::{Value, json};
 use toolgate_wiring::notify::{DEFAULT_TOLERANCE_SECS, SIGNATURE_HEADER, verify};
 
 const SECRET: &str = "hook-secret-for-tests";
 const RECIPIENT: &str = "ann@example.org";
 const BODY_TEXT: &str = "The venue moved to Hall B; bring the signed contract.";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A `toolgate serve --http` process, killed when dropped.
-struct Server {
-    child: Child,
-    address: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// One request the webhook receiver heard.
 #[derive(Debug, Clone)]
@@ -154,7 +129,7 @@ enum Hook {
 
 struct Deployment {
     server: Server,
-    auth: oidc::AuthServer,
+    auth: console::oidc::AuthServer,
     sink: MailSink,
     hook: HookReceiver,
     dir: tempfile::TempDir,
@@ -165,50 +140,23 @@ impl Deployment {
         let dir = tempfile::tempdir().unwrap();
         let sink = MailSink::start();
         let receiver = HookReceiver::start();
-        let port = free_port();
-        let address = format!("127.0.0.1:{port}");
-        let resource = format!("http://{address}/mcp");
-        let callback = format!("http://{address}/console/callback");
-        let keys = oidc::TestKey::generate_many(&["k1"]);
-        let auth = oidc::AuthServer::start_with(
-            &[&resource],
-            &["notes:all", "approvals"],
-            &keys,
-            300,
-            &["--redirect-uri", &callback],
-        );
-        let issuer = auth.issuer();
-        let as_port = issuer.rsplit(':').next().unwrap().to_string();
+        let address = format!("127.0.0.1:{}", console::free_port());
+        let auth = console::start_auth(&address, &[]);
+        let as_port = console::auth_port(&auth);
         let allowed_ports = match hook {
             Hook::Allowed => format!("{as_port}, {}, {}", sink.port(), receiver.port),
             Hook::Refused => format!("{as_port}, {}", sink.port()),
         };
         let db = dir.path().join("notes.sqlite");
         toolgate_notes::NotesStore::open_or_init_sample(&db).unwrap();
-        let config = dir.path().join("toolgate.toml");
-        std::fs::write(
-            &config,
-            format!(
-                r#"[[egress.allow]]
-host = "127.0.0.1"
-schemes = ["http", "smtp"]
-ports = [{allowed_ports}]
-allow_private = true
-
-[smtp]
-host = "127.0.0.1"
-port = {smtp}
-security = "none"
-from = "Notes Assistant <assistant@example.org>"
-
-[serve.auth]
-issuer = "{issuer}"
-resource = "{resource}"
-[serve.auth.scopes]
-"notes:all" = ["notes"]
-
-[console]
-client_id = "public-client"
+        let config = ConsoleConfig {
+            head: "",
+            ports: allowed_ports,
+            smtp: sink.port(),
+            issuer: auth.issuer(),
+            resource: console::resource(&address),
+            console: format!(
+                r#"client_id = "public-client"
 ticket_secs = {ticket_secs}
 sign_in_scopes = ["approvals"]
 webhook_url = "http://127.0.0.1:{hook_port}/hooks/toolgate"
@@ -217,12 +165,20 @@ notify_email = ["approvers@example.org"]
 [console.approvers]
 subjects = ["alice"]
 "#,
-                smtp = sink.port(),
                 hook_port = receiver.port,
             ),
-        )
-        .unwrap();
-        let server = serve(dir.path(), &config, &address, &db);
+        }
+        .write(dir.path());
+        let server = console::serve(
+            dir.path(),
+            &config,
+            &address,
+            &db,
+            &ServeOptions {
+                trace: true,
+                env: &[("TOOLGATE_TEST_HOOK_SECRET", SECRET)],
+            },
+        );
         Deployment {
             server,
             auth,
@@ -237,16 +193,12 @@ subjects = ["alice"]
     }
 
     fn token(&self) -> String {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(self.auth.token(
+        console::client_token(
+            &self.auth,
             "client-a",
             "secret-a",
             &format!("{}/mcp", self.origin()),
-            "notes:all",
-        ))
+        )
     }
 
     fn trace(&self) -> Vec<Value> {
@@ -314,86 +266,6 @@ subjects = ["alice"]
     }
 }
 
-fn serve(dir: &Path, config: &Path, address: &str, db: &Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .arg("--config")
-        .arg(config)
-        .args(["serve", "--http", address, "--toolset", "notes", "--db"])
-        .arg(db)
-        .arg("--trace")
-        .arg(dir.join("trace.jsonl"))
-        .current_dir(dir)
-        .env_remove("XDG_DATA_HOME")
-        .env("HOME", dir)
-        .env("TOOLGATE_TEST_HOOK_SECRET", SECRET)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let started = Instant::now();
-    let mut seen = String::new();
-    loop {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the server did not start: {seen}"
-        );
-        let Some(Ok(line)) = lines.next() else {
-            panic!("the server stopped: {seen}");
-        };
-        seen.push_str(&line);
-        seen.push('\n');
-        if line.contains(" at http://") {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    Server {
-        child,
-        address: address.to_string(),
-    }
-}
-
-/// The browser's walk through `steps`; panics if a step failed.
-fn walk(steps: &Value) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("steps.json");
-    std::fs::write(&file, steps.to_string()).unwrap();
-    let script = browser::page_script().parent().unwrap().join("steps.mjs");
-    let mut child = Command::new(oidc::node())
-        .arg(script)
-        .arg("--node-dir")
-        .arg(oidc::node_dir())
-        .arg("--chromium")
-        .arg(browser::chromium())
-        .arg("--steps")
-        .arg(&file)
-        .arg("--max-seconds")
-        .arg("90")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.take();
-    let output = child.wait_with_output().unwrap();
-    drop(stdin);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| {
-            panic!(
-                "steps.mjs printed no report ({e}): {stdout}\n{}",
-                String::from_utf8_lossy(&output.stderr)
-            )
-        });
-    assert!(
-        report["error"].is_null(),
-        "a browser step failed: {report:#}"
-    );
-    report
-}
-
 /// alice signs in, opens `page` (the link the host was given) and approves; what the page
 /// then says of the ticket.
 fn approve_at(origin: &str, page: &str) -> String {
@@ -414,19 +286,6 @@ fn approve_at(origin: &str, page: &str) -> String {
         .map(|v| v.as_str().unwrap())
         .collect::<Vec<_>>()
         .join("")
-}
-
-/// The JSON a tool result carries (structured, else its text).
-fn payload(result: &Value) -> Value {
-    if let Some(structured) = result.get("structuredContent") {
-        return structured.clone();
-    }
-    let text = result["content"][0]["text"].as_str().unwrap_or_default();
-    let value: Value = serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.into()));
-    match value.get("result") {
-        Some(inner) => inner.clone(),
-        None => value,
-    }
 }
 
 /// A host that opens URLs and shows no form: it accepts every URL elicitation (the person
