@@ -1,6 +1,8 @@
 //! The audit console: the decision records the server keeps, searched, a call shown with the
 //! calls made from inside it, and a search exported (`/console/audit`, `/console/audit/call`,
-//! `/console/audit/export`). Read-only: these pages only answer GET and change nothing, so they
+//! `/console/audit/export`); a call's page also shows a write's receipt as the store keeps it
+//! (what was written, the key, when) and the egress exit's decisions on the requests its
+//! handler made. Read-only: these pages only answer GET and change nothing, so they
 //! need no CSRF token; reading them needs a signed-in auditor ([`crate::rules::may_audit`]).
 //!
 //! Guarantees: a signed-out person is sent to sign in, a signed-in person who is not an auditor
@@ -20,8 +22,8 @@ use toolgate_store::audit::query::MAX_PAGE;
 use toolgate_store::audit::{AuditError, AuditStore, ExportFormat};
 
 use crate::audit_views::{
-    AuditLine, CallView, PAGE_ROWS, Search, SearchForm, approval_choices, outcome_choices,
-    parse_search,
+    AuditLine, CallView, EgressView, PAGE_ROWS, ReceiptView, Search, SearchForm, approval_choices,
+    outcome_choices, parse_search,
 };
 use crate::pages::{Templates, see_other};
 use crate::rules::may_audit;
@@ -242,11 +244,21 @@ pub async fn call_page(
         );
     };
     match store.tree(&call, run.as_deref()).await {
-        Ok(Some(tree)) => templates.page(
-            StatusCode::OK,
-            "call.html",
-            context! { c => CallView::of(&tree), who, csrf },
-        ),
+        Ok(Some(tree)) => {
+            let mut view = CallView::of(&tree);
+            if !view.receipt.is_empty() {
+                view.written = Some(ReceiptView::of(store.write_record(&view.receipt).await));
+            }
+            match store.egress(&view.call_id, &view.run_id).await {
+                Ok(found) => view.egress = found.iter().map(EgressView::of).collect(),
+                Err(error) => view.egress_error = error.to_string(),
+            }
+            templates.page(
+                StatusCode::OK,
+                "call.html",
+                context! { c => view, who, csrf },
+            )
+        }
         Ok(None) => templates.message(
             StatusCode::NOT_FOUND,
             "No such call",

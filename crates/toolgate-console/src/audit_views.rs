@@ -10,7 +10,7 @@
 use serde::Serialize;
 use serde_json::Value;
 use toolgate_core::ErrorCode;
-use toolgate_store::audit::{AuditEntry, AuditFilter, CallTree, Cursor};
+use toolgate_store::audit::{AuditEntry, AuditFilter, CallTree, Cursor, EgressEntry, WriteRecord};
 
 use crate::PREFIX;
 use crate::pages::who_of;
@@ -356,6 +356,114 @@ pub struct CallView {
     pub parent_href: Option<String>,
     pub tree: TreeNode,
     pub calls: usize,
+    /// What the store holds under the receipt's key, once read ([`ReceiptView::of`]).
+    pub written: Option<ReceiptView>,
+    /// The egress exit's decisions on the requests this call's handler made, once read.
+    pub egress: Vec<EgressView>,
+    /// Why they could not be read, when they could not.
+    pub egress_error: String,
+}
+
+/// One decision of the egress exit as the call's page shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EgressView {
+    pub time: String,
+    /// `allowed` or `blocked`.
+    pub decision: String,
+    /// `GET`, `SMTP`, or `session` (an MCP session's check).
+    pub method: String,
+    /// Host and port as the exit saw them.
+    pub host: String,
+    pub url: String,
+    pub status: String,
+    /// The rule that let it out, or the check that blocked it.
+    pub rule: String,
+    /// Why it was blocked, or how an allowed request failed.
+    pub why: String,
+}
+
+impl EgressView {
+    pub fn of(entry: &EgressEntry) -> EgressView {
+        let host = match (&entry.host, entry.port) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            (Some(host), None) => host.clone(),
+            (None, _) => String::new(),
+        };
+        EgressView {
+            time: utc_ms(entry.time_unix_ms),
+            decision: entry.decision.clone(),
+            method: entry.method.clone().unwrap_or_else(|| "session".into()),
+            host,
+            url: entry.url.clone().unwrap_or_default(),
+            status: entry.status.map(|s| s.to_string()).unwrap_or_default(),
+            rule: entry.rule.clone().unwrap_or_default(),
+            why: entry
+                .reason
+                .clone()
+                .or_else(|| entry.error.clone())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// A write's receipt as the call's page shows it: what was written, under which key, when; or
+/// the claim an outside effect left, or why there is nothing to show.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReceiptView {
+    /// `receipt`, `claimed`, `missing`, `not_read` or `unreadable`.
+    pub state: String,
+    pub key: String,
+    pub tool: String,
+    /// The write's result as recorded (JSON, pretty).
+    pub written: String,
+    /// How to revert it (JSON, pretty), where it can be.
+    pub undo: String,
+    /// When the receipt was recorded (or the key claimed), UTC.
+    pub when: String,
+    /// For a claim: what a person must check before retrying.
+    pub what_to_check: String,
+    /// For `unreadable`: why.
+    pub error: String,
+}
+
+impl ReceiptView {
+    /// The page's view of a lookup: `Ok(None)` is a store that reads no receipts, `Err` its
+    /// message (the rest of the call's page still shows).
+    pub fn of<E: std::fmt::Display>(found: Result<Option<WriteRecord>, E>) -> ReceiptView {
+        let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
+        match found {
+            Ok(Some(WriteRecord::Receipt(r))) => ReceiptView {
+                state: "receipt".into(),
+                key: r.key,
+                tool: r.tool,
+                written: pretty(&r.result),
+                undo: r.undo.as_ref().map(pretty).unwrap_or_default(),
+                when: crate::pages::utc(r.created_at_unix),
+                ..ReceiptView::default()
+            },
+            Ok(Some(WriteRecord::Claimed(c))) => ReceiptView {
+                state: "claimed".into(),
+                key: c.key,
+                tool: c.tool,
+                when: crate::pages::utc(c.claimed_at_unix),
+                what_to_check: c.what_to_check,
+                ..ReceiptView::default()
+            },
+            Ok(Some(WriteRecord::Missing)) => ReceiptView {
+                state: "missing".into(),
+                ..ReceiptView::default()
+            },
+            Ok(None) => ReceiptView {
+                state: "not_read".into(),
+                ..ReceiptView::default()
+            },
+            Err(e) => ReceiptView {
+                state: "unreadable".into(),
+                error: e.to_string(),
+                ..ReceiptView::default()
+            },
+        }
+    }
 }
 
 impl CallView {
@@ -411,6 +519,9 @@ impl CallView {
                 .map(|parent| call_href(&entry.run_id, parent)),
             tree: TreeNode::of(tree),
             calls: tree.len(),
+            written: None,
+            egress: Vec::new(),
+            egress_error: String::new(),
         }
     }
 }
@@ -598,7 +709,86 @@ mod tests {
             "call.html",
             minijinja::context! { c => CallView::of(&tree), who => "w", csrf => "c" },
         );
-        for body in [&search, &call] {
+        // What the call's page reads beside the record: a receipt, a claim, egress decisions
+        // (hosts, URLs, rules and reasons as the exit recorded them) and read errors.
+        let hostile_egress = EgressEntry {
+            id: 1,
+            time_unix_ms: 0,
+            instance: HOSTILE.into(),
+            call_id: Some(HOSTILE.into()),
+            run_id: Some(HOSTILE.into()),
+            decision: HOSTILE.into(),
+            method: Some(HOSTILE.into()),
+            scheme: Some(HOSTILE.into()),
+            host: Some(HOSTILE.into()),
+            port: Some(443),
+            url: Some(format!("https://x.example/{HOSTILE}")),
+            status: Some(200),
+            rule: Some(HOSTILE.into()),
+            reason: Some(HOSTILE.into()),
+            error: Some(HOSTILE.into()),
+        };
+        let mut beside = Vec::new();
+        for (written, egress_error) in [
+            (
+                ReceiptView::of::<String>(Ok(Some(WriteRecord::Receipt(
+                    toolgate_store::audit::StoredReceipt {
+                        key: HOSTILE.into(),
+                        tool: HOSTILE.into(),
+                        result: serde_json::json!({"title": HOSTILE}),
+                        undo: Some(serde_json::json!({"note": HOSTILE})),
+                        created_at_unix: 1,
+                    },
+                )))),
+                String::new(),
+            ),
+            (
+                ReceiptView::of::<String>(Ok(Some(WriteRecord::Claimed(
+                    toolgate_store::audit::StoredClaim {
+                        key: HOSTILE.into(),
+                        tool: HOSTILE.into(),
+                        what_to_check: HOSTILE.into(),
+                        claimed_at_unix: 1,
+                    },
+                )))),
+                HOSTILE.to_string(),
+            ),
+            (ReceiptView::of(Err(HOSTILE)), String::new()),
+        ] {
+            let mut view = CallView::of(&tree);
+            view.receipt = HOSTILE.into();
+            view.written = Some(written);
+            if egress_error.is_empty() {
+                view.egress = vec![EgressView::of(&hostile_egress)];
+            }
+            view.egress_error = egress_error;
+            beside.push(render(
+                "call.html",
+                minijinja::context! { c => view, who => "w", csrf => "c" },
+            ));
+        }
+        assert!(
+            beside[0].contains("id=\"receipt-written\""),
+            "{}",
+            beside[0]
+        );
+        assert!(beside[0].contains("class=\"host\""), "{}", beside[0]);
+        assert!(
+            beside[1].contains("id=\"receipt-claimed\""),
+            "{}",
+            beside[1]
+        );
+        assert!(
+            beside[1].contains("id=\"egress-unreadable\""),
+            "{}",
+            beside[1]
+        );
+        assert!(
+            beside[2].contains("id=\"receipt-unreadable\""),
+            "{}",
+            beside[2]
+        );
+        for body in [&search, &call].into_iter().chain(&beside) {
             assert!(!body.contains("<script"), "{body}");
             assert!(!body.contains("<img"), "{body}");
             assert!(body.contains("&lt;script&gt;alert(1)"), "{body}");
@@ -609,6 +799,110 @@ mod tests {
         assert!(!call.contains("&amp;lt;"), "escaped twice: {call}");
         assert!(call.contains("approved via &lt;script&gt;"), "{call}");
         assert!(!call.contains("id=\"parent\""), "the root has no parent");
+    }
+
+    #[test]
+    fn a_receipt_lookup_says_what_it_found_or_why_nothing_shows() {
+        use toolgate_store::audit::{StoredClaim, StoredReceipt};
+        let receipt = StoredReceipt {
+            key: "k".into(),
+            tool: "email_send".into(),
+            result: serde_json::json!({"sent": true}),
+            undo: None,
+            created_at_unix: 86_400,
+        };
+        let claim = StoredClaim {
+            key: "k".into(),
+            tool: "email_send".into(),
+            what_to_check: "the relay's log".into(),
+            claimed_at_unix: 0,
+        };
+        let cases: Vec<(Result<Option<WriteRecord>, &str>, &str, &str, &str)> = vec![
+            (
+                Ok(Some(WriteRecord::Receipt(receipt))),
+                "receipt",
+                "1970-01-02 00:00:00 UTC",
+                "\"sent\": true",
+            ),
+            (
+                Ok(Some(WriteRecord::Claimed(claim))),
+                "claimed",
+                "1970-01-01 00:00:00 UTC",
+                "",
+            ),
+            (Ok(Some(WriteRecord::Missing)), "missing", "", ""),
+            (Ok(None), "not_read", "", ""),
+            (Err("disk gone"), "unreadable", "", ""),
+        ];
+        for (found, state, when, written) in cases {
+            let view = ReceiptView::of(found);
+            assert_eq!(view.state, state);
+            assert_eq!(view.when, when, "{state}");
+            assert!(view.written.contains(written), "{state}: {view:?}");
+        }
+        assert_eq!(
+            ReceiptView::of(Err("disk gone")).error,
+            "disk gone",
+            "a read error is said, not hidden"
+        );
+    }
+
+    #[test]
+    fn an_egress_decision_shows_its_host_and_why_and_a_session_check_says_so() {
+        let entry = |method: Option<&str>,
+                     host: Option<&str>,
+                     port,
+                     reason: Option<&str>,
+                     error: Option<&str>| EgressEntry {
+            id: 1,
+            time_unix_ms: 0,
+            instance: "i".into(),
+            call_id: None,
+            run_id: None,
+            decision: "blocked".into(),
+            method: method.map(str::to_owned),
+            scheme: None,
+            host: host.map(str::to_owned),
+            port,
+            url: None,
+            status: None,
+            rule: None,
+            reason: reason.map(str::to_owned),
+            error: error.map(str::to_owned),
+        };
+        for (e, method, host, why) in [
+            (
+                entry(
+                    Some("GET"),
+                    Some("a.example"),
+                    Some(443),
+                    Some("unlisted"),
+                    None,
+                ),
+                "GET",
+                "a.example:443",
+                "unlisted",
+            ),
+            (
+                entry(
+                    Some("SMTP"),
+                    Some("relay"),
+                    None,
+                    None,
+                    Some("timeout: 5 s"),
+                ),
+                "SMTP",
+                "relay",
+                "timeout: 5 s",
+            ),
+            (entry(None, None, None, None, None), "session", "", ""),
+        ] {
+            let view = EgressView::of(&e);
+            assert_eq!(
+                (view.method.as_str(), view.host.as_str(), view.why.as_str()),
+                (method, host, why)
+            );
+        }
     }
 
     #[test]

@@ -61,7 +61,7 @@ use crate::tool::{
     BoxFuture, CallBack, CheckFacts, ExecContext, Nested, Output, Tool, ToolCaller, ToolOutput,
     WriteOutput,
 };
-use crate::trace::{NoTrace, TraceSink};
+use crate::trace::{CallScope, NoTrace, TraceSink, in_call};
 use crate::waits::HumanWaits;
 
 /// How long a human has to answer while a call waits.
@@ -607,8 +607,18 @@ impl Dispatcher {
         request: &CallRequest,
         waits: &HumanWaits,
     ) -> Result<Output, ToolError> {
+        // What the handler causes (an egress decision, an upstream call) is recorded against
+        // this call.
+        let scope = CallScope {
+            call_id: ctx.call_id.clone(),
+            run_id: ctx.run_id.clone(),
+        };
         let mut handler = CatchPanic(catch_panic(|| {
-            Ok(tool.handler.call(ctx, &request.arguments))
+            Ok(in_call(
+                scope,
+                Arc::clone(&self.inner.trace),
+                tool.handler.call(ctx, &request.arguments),
+            ))
         })?);
         let started = Instant::now();
         loop {

@@ -136,6 +136,73 @@ impl TraceSink for Tee {
     }
 }
 
+/// The call whose handler is running, as the dispatcher names it: set around every handler's
+/// future ([`in_call`]), so an event recorded from inside the handler (an egress decision, an
+/// imported tool's call to its server) can be tied to the call that caused it
+/// ([`current_call`]) and recorded where the dispatcher records ([`record_in_call`]) without
+/// every layer passing the id and the sink down. A nested call's handler sets its own.
+///
+/// Why a task-local: the egress exit and an imported tool's client are shared by every call,
+/// and sinks are called synchronously from inside the handler's task; work a handler hands to
+/// a task of its own (`tokio::spawn`) is not inside the call, and reads `None`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallScope {
+    pub call_id: String,
+    pub run_id: String,
+}
+
+#[derive(Clone)]
+struct Current {
+    scope: CallScope,
+    trace: Arc<dyn TraceSink>,
+}
+
+tokio::task_local! {
+    static CURRENT_CALL: Current;
+}
+
+/// The call whose handler is running on this task, if any.
+pub fn current_call() -> Option<CallScope> {
+    CURRENT_CALL.try_with(|c| c.scope.clone()).ok()
+}
+
+/// Records `event` into the trace of the dispatcher running the current call; whether there
+/// was one (outside any call, nothing is recorded).
+pub fn record_in_call(event: Arc<dyn TraceEvent>) -> bool {
+    match CURRENT_CALL.try_with(|c| Arc::clone(&c.trace)) {
+        Ok(trace) => {
+            trace.record(event);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// `future`, run as the handler of the call `scope` names, whose dispatcher records to `trace`.
+pub fn in_call<F>(
+    scope: CallScope,
+    trace: Arc<dyn TraceSink>,
+    future: F,
+) -> crate::future::BoxFuture<'static, F::Output>
+where
+    F: std::future::Future + Send + 'static,
+{
+    Box::pin(CURRENT_CALL.scope(Current { scope, trace }, future))
+}
+
+/// `future` as part of the call whose handler is running, for a handler that moves work to a
+/// task of its own (`tokio::spawn(in_current_call(work))`): what the work records stays tied
+/// to the call. Outside any call, `future` as it is.
+pub fn in_current_call<F>(future: F) -> crate::future::BoxFuture<'static, F::Output>
+where
+    F: std::future::Future + Send + 'static,
+{
+    match CURRENT_CALL.try_with(Clone::clone) {
+        Ok(current) => Box::pin(CURRENT_CALL.scope(current, future)),
+        Err(_) => Box::pin(future),
+    }
+}
+
 /// The JSON line of `event`: its kind, the time, then its attributes.
 pub fn event_line(event: &dyn TraceEvent) -> Value {
     line_at(event.kind(), now_unix_ms(), event.attributes())
@@ -165,6 +232,55 @@ fn line_at(kind: &str, time_unix_ms: u64, attributes: Value) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_event_recorded_inside_a_call_names_it_and_one_outside_names_none() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let scope = |id: &str| CallScope {
+            call_id: id.into(),
+            run_id: "run-1".into(),
+        };
+        let trace = Arc::new(MemoryTrace::default());
+        let sink: Arc<dyn TraceSink> = trace.clone();
+        let seen = runtime.block_on(async {
+            let outside = current_call();
+            let outside_recorded = record_in_call(Arc::new(Sample("outside", json!({}))));
+            let inner_sink = Arc::clone(&sink);
+            let (outer, inner, after) = in_call(scope("c1"), Arc::clone(&sink), async move {
+                let outer = current_call();
+                let inner = in_call(scope("c1.1"), inner_sink, async {
+                    record_in_call(Arc::new(Sample("inside", json!({}))));
+                    current_call()
+                })
+                .await;
+                (outer, inner, current_call())
+            })
+            .await;
+            assert!(!outside_recorded, "nothing is recorded outside a call");
+            (outside, outer, inner, after, current_call())
+        });
+        // Work a handler spawns on a task of its own stays in the call when it is carried.
+        let carried = runtime.block_on(in_call(scope("c2"), Arc::clone(&sink), async {
+            let carried = tokio::spawn(in_current_call(async { current_call() }));
+            let bare = tokio::spawn(async { current_call() });
+            (carried.await.ok().flatten(), bare.await.ok().flatten())
+        }));
+        assert_eq!(carried, (Some(scope("c2")), None));
+        let kinds: Vec<Value> = trace.events().iter().map(|e| e["event"].clone()).collect();
+        assert_eq!(kinds, vec![json!("inside")]);
+        assert_eq!(
+            seen,
+            (
+                None,
+                Some(scope("c1")),
+                Some(scope("c1.1")),
+                Some(scope("c1")),
+                None
+            )
+        );
+    }
 
     #[derive(Debug, Clone, PartialEq)]
     struct Sample(&'static str, Value);

@@ -111,6 +111,7 @@ impl reqwest::dns::Resolve for NoDns {
 /// What the trace line of one call says; filled in as the call goes.
 #[derive(Debug, Default)]
 struct Record {
+    method: Option<&'static str>,
     url: String,
     hops: Vec<String>,
     hop_rules: Vec<String>,
@@ -148,6 +149,7 @@ impl Record {
     fn into_decision<T>(self, result: &Result<T, EgressError>) -> EgressDecision {
         let allowed_by = self.hop_rules.last().cloned();
         let request = Request::Http {
+            method: self.method,
             url: self.url,
             scheme: self.scheme,
             host: self.host,
@@ -231,6 +233,7 @@ impl Egress {
     /// Fetches `url` through every check; see the module doc. Emits one `egress` trace event.
     pub async fn get(&self, url: &str) -> Result<FetchedPage, EgressError> {
         let mut record = Record {
+            method: Some("GET"),
             url: url_for_trace(url),
             ..Record::default()
         };

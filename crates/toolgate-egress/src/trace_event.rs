@@ -28,6 +28,10 @@ pub struct Failure {
 #[serde(untagged)]
 pub enum Request {
     Http {
+        /// The request's method (`GET` for [`crate::Egress::get`]); absent for a session's
+        /// check ([`crate::Egress::session_client`]), whose requests are the session's own.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        method: Option<&'static str>,
         url: String,
         scheme: Option<String>,
         host: Option<String>,

@@ -524,8 +524,8 @@ fn send_tool(
                     cancel: ctx.cancel.clone(),
                 };
                 // Spawned, so that claim, send and record finish together even when the caller
-                // stops waiting.
-                tokio::spawn(outbox.run())
+                // stops waiting; still the call's, so the relay's egress decision names it.
+                tokio::spawn(toolgate_core::trace::in_current_call(outbox.run()))
                     .await
                     .map_err(|_| ToolError::internal("the email send task failed"))?
             }

@@ -9,7 +9,10 @@
 //!   argument holding `<script>` and `<img onerror>` is shown as text and nothing runs (no
 //!   script, no dialog, no page error, no console error); the JSON Lines and CSV exports the
 //!   page links hold exactly the records of the same search.
-//! - The `email_send` alice approved in the inbox shows, in the audit, who approved it.
+//! - The `email_send` alice approved in the inbox shows, in the audit, who approved it, and its
+//!   receipt as the notes store keeps it (what was sent, the key, when) and the egress exit's
+//!   decision on the mail it handed to the relay; a `web_clip` of an unlisted host shows the
+//!   exit's block under that call.
 //! - A `code_execution` call's page shows the calls its script made as a tree under it.
 //! - alice, signed in but not an auditor, gets 403 for the audit and its export.
 //!
@@ -247,6 +250,12 @@ fn an_auditor_finds_a_call_by_principal_and_tool_sees_its_tree_and_exports_the_s
     // Calls through the MCP server: a search whose argument is hostile markup, and a mail
     // that waits in the inbox.
     let mut session = McpSession::open(&address, &deployment.requester_token());
+    // A clip of a page on a host the allowlist does not list: the egress exit blocks it.
+    let clipped = session.call(
+        "web_clip",
+        json!({ "url": "https://unlisted.example/page" }),
+    );
+    assert_eq!(clipped["isError"], json!(true), "{clipped}");
     for query in [HOSTILE, "budget"] {
         let found = session.call("notes_search", json!({ "query": query, "limit": 3 }));
         assert_ne!(found["isError"], json!(true), "{found}");
@@ -344,6 +353,13 @@ fn an_auditor_finds_a_call_by_principal_and_tool_sees_its_tree_and_exports_the_s
         json!({"text": "#approval", "as": "approval"}),
         json!({"text": "#receipt", "as": "receipt"}),
         json!({"text": "#taint", "as": "taint"}),
+        json!({"text": "#receipt-key", "as": "receipt_key"}),
+        json!({"text": "#receipt-written", "as": "receipt_written"}),
+        json!({"text": "#receipt-time", "as": "receipt_time"}),
+        json!({"text": "#egress-table tbody tr", "as": "send_egress"}),
+        json!({"goto": format!("{origin}/console/audit?tool=web_clip")}),
+        json!({"click": "a.call"}),
+        json!({"text": "#egress-table tbody tr", "as": "clip_egress"}),
         json!({"goto": format!("{origin}/console/audit?principal=coder&tool=code_execution")}),
         json!({"click": "a.call"}),
         json!({"text": "#tree a.node", "as": "tree"}),
@@ -392,6 +408,38 @@ fn an_auditor_finds_a_call_by_principal_and_tool_sees_its_tree_and_exports_the_s
     assert!(
         !reads(&carol, "receipt")[0].starts_with("none"),
         "the send's receipt key: {carol:#}"
+    );
+    // The send's receipt, as the store keeps it under the key the record names.
+    let receipt_key = reads(&carol, "receipt_key")[0].clone();
+    assert!(
+        !receipt_key.is_empty() && reads(&carol, "receipt")[0].starts_with(&receipt_key),
+        "{carol:#}"
+    );
+    assert!(
+        reads(&carol, "receipt_written")[0].contains("\"sent\": true"),
+        "what was written: {carol:#}"
+    );
+    assert!(
+        reads(&carol, "receipt_time")[0].ends_with(" UTC"),
+        "{carol:#}"
+    );
+    // The egress exit's decisions, under the calls that made them: the mail handed to the
+    // relay, and the clip the allowlist refused.
+    let send_egress = reads(&carol, "send_egress");
+    assert_eq!(send_egress.len(), 1, "{send_egress:?}");
+    assert!(
+        send_egress[0].contains("allowed")
+            && send_egress[0].contains("SMTP")
+            && send_egress[0].contains("127.0.0.1"),
+        "{send_egress:?}"
+    );
+    let clip_egress = reads(&carol, "clip_egress");
+    assert_eq!(clip_egress.len(), 1, "{clip_egress:?}");
+    assert!(
+        clip_egress[0].contains("blocked")
+            && clip_egress[0].contains("GET")
+            && clip_egress[0].contains("unlisted.example"),
+        "{clip_egress:?}"
     );
     assert!(
         reads(&carol, "taint")[0].contains(RECIPIENT),

@@ -1,14 +1,22 @@
 //! One decision record as a row of `decisions`: the columns the searches filter on, taken from
 //! the record's JSON by one rule ([`AuditRow::from_record`]) that both writers use, and the
-//! record kept whole beside them; and a row as read back ([`AuditEntry`]).
+//! record kept whole beside them; and a row as read back ([`AuditEntry`]). [`audit_row`] is the
+//! one rule, for both writers, of which trace events the audit keeps: decision records, and the
+//! egress exit's decisions ([`super::egress`]).
 //!
 //! Guarantees: a record missing a field gets an empty column (or NULL where the column allows
 //! it), never a refusal: the audit keeps every call, even a malformed record. A row read back
 //! whose stored record is not JSON is an error, never a panic.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
+use toolgate_core::call::DecisionRecord;
 use toolgate_core::sql::{SqlError, SqlRow, SqlValue};
+use toolgate_core::trace::TraceEvent;
+
+use super::egress::{self, EgressRow};
 
 /// The columns of one row to write.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,6 +181,38 @@ impl AuditRow {
             self.catalogue_digest.clone().into(),
             self.record.to_string().into(),
         ]
+    }
+}
+
+/// One row to write, into its table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Row {
+    Decision(Box<AuditRow>),
+    Egress(Box<EgressRow>),
+}
+
+/// The row an event becomes in the audit, or `None` for kinds that are not the audit's. An
+/// egress decision is tied to the call running on this task, so this must be called where the
+/// event is recorded, not later.
+pub fn audit_row(event: Arc<dyn TraceEvent>) -> Option<Row> {
+    let time_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    match event.kind() {
+        "tool_call" => {
+            let any: Arc<dyn std::any::Any + Send + Sync> = event;
+            let decision = any.downcast_ref::<DecisionRecord>()?;
+            Some(Row::Decision(Box::new(AuditRow::from_record(
+                time_unix_ms,
+                decision.attributes(),
+            ))))
+        }
+        egress::EVENT_KIND => Some(Row::Egress(Box::new(EgressRow::from_event(
+            time_unix_ms,
+            toolgate_core::trace::current_call(),
+            event.attributes(),
+        )))),
+        _ => None,
     }
 }
 

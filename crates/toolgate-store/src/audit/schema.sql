@@ -35,3 +35,27 @@ CREATE INDEX IF NOT EXISTS decisions_by_decider_time ON decisions (decided_by, t
 CREATE INDEX IF NOT EXISTS decisions_by_call ON decisions (call_id);
 CREATE INDEX IF NOT EXISTS decisions_by_parent ON decisions (run_id, parent_call_id)
     WHERE parent_call_id IS NOT NULL;
+
+-- The egress exit's decisions (allowed or blocked), each tied to the call whose handler made
+-- the request when one did: PostgreSQL's `egress_decisions` (migration V12), same columns.
+CREATE TABLE IF NOT EXISTS egress_decisions (
+    id INTEGER PRIMARY KEY,
+    time_unix_ms INTEGER NOT NULL,
+    instance TEXT NOT NULL,
+    call_id TEXT,
+    run_id TEXT,
+    decision TEXT NOT NULL,
+    method TEXT,
+    scheme TEXT,
+    host TEXT,
+    port INTEGER,
+    url TEXT,
+    status INTEGER,
+    rule TEXT,
+    reason TEXT,
+    error TEXT,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS egress_by_call ON egress_decisions (call_id, run_id)
+    WHERE call_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS egress_by_time ON egress_decisions (time_unix_ms, id);

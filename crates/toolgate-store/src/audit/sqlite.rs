@@ -6,8 +6,9 @@
 //! most [`BATCH`] rows per transaction (its own connection, so no toolset's connection waits).
 //!
 //! Guarantees (those of [`crate::postgres::audit::PgAudit`]): every decision record
-//! (`tool_call` events; other kinds are not the audit's) is written once, in the order
-//! recorded; a batch that fails (the file busy or the disk full) is kept and retried with a
+//! (`tool_call` events) and every egress decision (`egress` events, into `egress_decisions`,
+//! tied to the call running when it was recorded: [`super::egress`]) is written once, in the
+//! order recorded (other kinds are not the audit's); a batch that fails (the file busy or the disk full) is kept and retried with a
 //! growing pause (at most [`MAX_PAUSE`]), so nothing queued is lost while the process lives;
 //! [`SqliteAudit::flush`] waits until everything queued before it is written. Refuses: a file
 //! that cannot be opened or given the table, at [`SqliteAudit::open`].
@@ -18,11 +19,11 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
-use toolgate_core::call::DecisionRecord;
 use toolgate_core::sql::{Sql, sqlite_error};
 use toolgate_core::trace::{TraceEvent, TraceSink};
 
-use super::row::{AuditRow, INSERT};
+use super::egress;
+use super::row::{INSERT, Row, audit_row};
 use super::store::AuditError;
 
 /// The table and its indexes (created when missing).
@@ -38,7 +39,7 @@ pub const BATCH: usize = 256;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 enum Queued {
-    Record(Box<AuditRow>),
+    Record(Row),
     Flush(mpsc::Sender<()>),
 }
 
@@ -145,34 +146,28 @@ impl SqliteAudit {
 
 impl TraceSink for SqliteAudit {
     fn record(&self, event: Arc<dyn TraceEvent>) {
-        if event.kind() != "tool_call" {
-            return;
-        }
-        let any: Arc<dyn std::any::Any + Send + Sync> = event;
-        let Some(decision) = any.downcast_ref::<DecisionRecord>() else {
+        let Some(row) = audit_row(event) else {
             return;
         };
-        let time_unix_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         // A closed queue means the writer is gone (its thread panicked): nothing is left to
         // write with, and the JSONL trace, when kept, still has the record.
-        let _ = self
-            .queue
-            .send(Queued::Record(Box::new(AuditRow::from_record(
-                time_unix_ms,
-                decision.attributes(),
-            ))));
+        if self.queue.send(Queued::Record(row)).is_err() {
+            eprintln!(
+                "toolgate: the audit file {} has no writer left; a record was not written (the \
+                 JSONL trace, --trace, has it when kept)",
+                self.path.display()
+            );
+        }
     }
 }
 
 fn write_queue(mut conn: Connection, instance: &str, pending: &mpsc::Receiver<Queued>) {
-    let mut batch: Vec<AuditRow> = Vec::new();
+    let mut batch: Vec<Row> = Vec::new();
     while let Ok(first) = pending.recv() {
         let mut flushes = Vec::new();
         for queued in std::iter::once(first).chain(std::iter::from_fn(|| pending.try_recv().ok())) {
             match queued {
-                Queued::Record(row) => batch.push(*row),
+                Queued::Record(row) => batch.push(row),
                 Queued::Flush(done) => {
                     flushes.push(done);
                     break;
@@ -183,10 +178,19 @@ fn write_queue(mut conn: Connection, instance: &str, pending: &mpsc::Receiver<Qu
             }
         }
         let mut pause = Duration::from_millis(50);
+        let mut told = false;
         while !batch.is_empty() {
             match insert(&mut conn, instance, &batch) {
                 Ok(()) => batch.clear(),
-                Err(_) => {
+                Err(e) => {
+                    // Kept and retried, never dropped; said once so a stuck audit is seen.
+                    if !std::mem::replace(&mut told, true) {
+                        eprintln!(
+                            "toolgate: {} records could not be written to the audit file yet \
+                             ({e}); retrying",
+                            batch.len()
+                        );
+                    }
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(MAX_PAUSE);
                 }
@@ -202,13 +206,16 @@ fn write_queue(mut conn: Connection, instance: &str, pending: &mpsc::Receiver<Qu
 pub fn insert(
     conn: &mut Connection,
     instance: &str,
-    batch: &[AuditRow],
+    batch: &[Row],
 ) -> Result<(), toolgate_core::sql::SqlError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sqlite_error)?;
     for row in batch {
-        Sql::execute(&*tx, INSERT, &row.sqlite_params(instance))?;
+        match row {
+            Row::Decision(row) => Sql::execute(&*tx, INSERT, &row.sqlite_params(instance))?,
+            Row::Egress(row) => Sql::execute(&*tx, egress::INSERT, &row.params(instance))?,
+        };
     }
     tx.commit().map_err(sqlite_error)
 }

@@ -7,8 +7,9 @@
 //!
 //! Guarantees: a page holds at most the asked number of rows, newest first, and says where the
 //! next one starts (none when it is the last); a tree is bounded by [`MAX_TREE`] calls; an
-//! export writes exactly the rows the same search pages through. Refuses: a SQLite audit file
-//! that does not exist (never created by reading it).
+//! export writes exactly the rows the same search pages through; a write call's receipt is read
+//! where the dispatcher wrote it (the toolset's store: its SQLite file, read-only, or the shared
+//! database). Refuses: a SQLite audit file that does not exist (never created by reading it).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -16,12 +17,18 @@ use std::sync::{Arc, Mutex};
 use rusqlite::Connection;
 use toolgate_core::sql::{Sql, SqlError};
 
+use super::egress::{self, EgressEntry};
 use super::export::{ExportFormat, ExportWriter};
 use super::query::{self, AuditFilter, Cursor, MAX_PAGE, MAX_TREE};
+use super::receipts::{WriteRecord, write_record_on};
 use super::row::AuditEntry;
 use super::tree::CallTree;
 use crate::postgres::PgStore;
 use crate::postgres::sql::writer_lock;
+
+/// The most egress decisions a call's page reads (a handler looping on fetches must not make
+/// one page unbounded).
+pub const MAX_EGRESS: i64 = 500;
 
 /// Why a search or an export failed.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +68,9 @@ pub enum AuditStore {
     Sqlite {
         path: PathBuf,
         conn: Arc<Mutex<Connection>>,
+        /// The toolset's store file its calls wrote their receipts into, opened read-only when
+        /// a receipt is read ([`AuditStore::with_receipts_file`]); `None`: receipts are not read.
+        receipts: Option<PathBuf>,
     },
     /// A team's shared database.
     Postgres(PgStore),
@@ -73,7 +83,22 @@ impl AuditStore {
         Ok(AuditStore::Sqlite {
             path: path.to_path_buf(),
             conn: Arc::new(Mutex::new(conn)),
+            receipts: None,
         })
+    }
+
+    /// Also reads write calls' receipts from the toolset's store file at `store` (opened
+    /// read-only at each read, so a store created later is found). A PostgreSQL audit reads
+    /// them from its own database already.
+    pub fn with_receipts_file(self, store: &Path) -> AuditStore {
+        match self {
+            AuditStore::Sqlite { path, conn, .. } => AuditStore::Sqlite {
+                path,
+                conn,
+                receipts: Some(store.to_path_buf()),
+            },
+            postgres @ AuditStore::Postgres(_) => postgres,
+        }
     }
 
     /// The audit table of a shared database.
@@ -156,6 +181,71 @@ impl AuditStore {
             .await
     }
 
+    /// The egress exit's decisions made inside call `call_id` of run `run_id`, oldest first,
+    /// at most [`MAX_EGRESS`] (an audit file older than the table has none).
+    pub async fn egress(
+        &self,
+        call_id: &str,
+        run_id: &str,
+    ) -> Result<Vec<EgressEntry>, AuditError> {
+        let (sql_text, params) = egress::of_call(call_id, run_id, MAX_EGRESS);
+        let sqlite = matches!(self, AuditStore::Sqlite { .. });
+        self.run(move |sql| {
+            if sqlite
+                && sql
+                    .query_i64(
+                        "SELECT count(*) FROM sqlite_master WHERE type = 'table' \
+                         AND name = 'egress_decisions'",
+                        &[],
+                    )
+                    .is_ok_and(|n| n == 0)
+            {
+                return Ok(Vec::new());
+            }
+            let rows = sql.query(&sql_text, &params)?;
+            rows.iter()
+                .map(EgressEntry::from_row)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(AuditError::from)
+        })
+        .await
+    }
+
+    /// What the store holds under a write's idempotency `key` (its receipt, or an unsettled
+    /// claim), or `None` when this audit reads no receipts (a SQLite audit given no store).
+    pub async fn write_record(&self, key: &str) -> Result<Option<WriteRecord>, AuditError> {
+        let source = match self {
+            AuditStore::Sqlite { receipts: None, .. } => return Ok(None),
+            AuditStore::Sqlite {
+                receipts: Some(file),
+                ..
+            } => ReceiptSource::Sqlite(file.clone()),
+            AuditStore::Postgres(pg) => ReceiptSource::Postgres(pg.clone()),
+        };
+        let key = key.to_owned();
+        let work = move |sql: &dyn Sql| -> Result<WriteRecord, AuditError> {
+            Ok(write_record_on(sql, &key)?)
+        };
+        let found = match source {
+            ReceiptSource::Sqlite(file) => tokio::task::spawn_blocking(move || {
+                let conn = super::sqlite::open_read_only(&file)?;
+                if !has_receipt_tables(&conn) {
+                    return Ok(WriteRecord::Missing);
+                }
+                work(&conn)
+            })
+            .await
+            .map_err(|_| AuditError::Task)??,
+            ReceiptSource::Postgres(pg) => {
+                pg.blocking(writer_lock("audit"), move |session| {
+                    Ok(work(as_sql(session)))
+                })
+                .await??
+            }
+        };
+        Ok(Some(found))
+    }
+
     /// Writes every row of `filter`, newest first, to `out` as `format`; returns how many.
     pub async fn export<W: std::io::Write + Send>(
         &self,
@@ -182,8 +272,24 @@ impl AuditStore {
     }
 }
 
+/// Where receipts are read, when they are.
+enum ReceiptSource {
+    Sqlite(PathBuf),
+    Postgres(PgStore),
+}
+
 fn as_sql(session: &mut dyn toolgate_core::sql::SqlSession) -> &dyn Sql {
     session
+}
+
+/// Whether a SQLite store file has the receipts table (a store that never wrote may not).
+fn has_receipt_tables(conn: &Connection) -> bool {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tool_receipts'",
+        [],
+        |row| row.get::<_, i64>(0),
+    )
+    .is_ok_and(|n| n > 0)
 }
 
 /// [`AuditStore::search`] on a connection.

@@ -6,9 +6,10 @@
 //! round trip there would add to every call; so [`PgAudit::record`] only queues the record, and
 //! one task per instance writes the queue in order, in batches.
 //!
-//! Guarantees: every decision record (`tool_call` events; other kinds are not the audit's) is
-//! written once, in the order recorded; while the database is unreachable the records wait in
-//! memory and the writer retries with a growing pause (at most [`MAX_PAUSE`]), so an outage
+//! Guarantees: every decision record (`tool_call` events) and egress decision (`egress` events,
+//! into `egress_decisions`, migration V12) is written once, in the order recorded (other kinds
+//! are not the audit's; [`crate::audit::row::audit_row`] decides, as for the SQLite file);
+//! while the database is unreachable the records wait in memory and the writer retries with a growing pause (at most [`MAX_PAUSE`]), so an outage
 //! delays the table and loses nothing while the process lives. [`PgAudit::flush`] waits until
 //! everything queued before it is written. Refuses: nothing; what it cannot write (a process
 //! killed while the database was down) is still on the JSONL trace when one is kept.
@@ -16,13 +17,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
-use toolgate_core::call::DecisionRecord;
 use toolgate_core::trace::{TraceEvent, TraceSink};
 
 use super::PgStore;
-use crate::audit::row::{AuditRow, INSERT};
+use crate::audit::egress;
+use crate::audit::row::{INSERT, Row, audit_row};
 
 /// The longest pause between two attempts to write while the database is unreachable.
 pub const MAX_PAUSE: Duration = Duration::from_secs(5);
@@ -31,7 +31,7 @@ pub const MAX_PAUSE: Duration = Duration::from_secs(5);
 const BATCH: usize = 64;
 
 enum Queued {
-    Record { time_unix_ms: i64, record: Value },
+    Record(Row),
     Flush(oneshot::Sender<()>),
 }
 
@@ -46,7 +46,7 @@ pub struct PgAudit {
 impl std::fmt::Debug for Queued {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Queued::Record { .. } => "Record",
+            Queued::Record(_) => "Record",
             Queued::Flush(_) => "Flush",
         })
     }
@@ -88,21 +88,16 @@ impl PgAudit {
 
 impl TraceSink for PgAudit {
     fn record(&self, event: Arc<dyn TraceEvent>) {
-        if event.kind() != "tool_call" {
-            return;
-        }
-        let any: Arc<dyn std::any::Any + Send + Sync> = event;
-        let Some(decision) = any.downcast_ref::<DecisionRecord>() else {
+        let Some(row) = audit_row(event) else {
             return;
         };
-        let time_unix_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         // A closed queue means the runtime is shutting down: nothing is left to write with.
-        let _ = self.queue.send(Queued::Record {
-            time_unix_ms,
-            record: decision.attributes(),
-        });
+        if self.queue.send(Queued::Record(row)).is_err() {
+            eprintln!(
+                "toolgate: the shared store's audit writer has stopped; a record was not written \
+                 (the JSONL trace, --trace, has it when kept)"
+            );
+        }
     }
 }
 
@@ -111,15 +106,12 @@ async fn write_queue(
     instance: String,
     mut pending: mpsc::UnboundedReceiver<Queued>,
 ) {
-    let mut batch: Vec<(i64, Value)> = Vec::new();
+    let mut batch: Vec<Row> = Vec::new();
     while let Some(first) = pending.recv().await {
         let mut flushes = Vec::new();
         for queued in std::iter::once(first).chain(std::iter::from_fn(|| pending.try_recv().ok())) {
             match queued {
-                Queued::Record {
-                    time_unix_ms,
-                    record,
-                } => batch.push((time_unix_ms, record)),
+                Queued::Record(row) => batch.push(row),
                 Queued::Flush(done) => {
                     flushes.push(done);
                     break;
@@ -130,10 +122,19 @@ async fn write_queue(
             }
         }
         let mut pause = Duration::from_millis(100);
+        let mut told = false;
         while !batch.is_empty() {
             match insert(&store, &instance, &batch).await {
                 Ok(()) => batch.clear(),
-                Err(_) => {
+                Err(e) => {
+                    // Kept and retried, never dropped; said once so a stuck audit is seen.
+                    if !std::mem::replace(&mut told, true) {
+                        eprintln!(
+                            "toolgate: {} records could not be written to the shared store's \
+                             audit yet ({e}); retrying",
+                            batch.len()
+                        );
+                    }
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(MAX_PAUSE);
                 }
@@ -148,44 +149,74 @@ async fn write_queue(
 async fn insert(
     store: &PgStore,
     instance: &str,
-    batch: &[(i64, Value)],
+    batch: &[Row],
 ) -> Result<(), toolgate_core::ToolError> {
     let mut client = store.client().await?;
     let failed = |e: tokio_postgres::Error| super::unreachable_store(store.shown(), &e.to_string());
     let tx = client.transaction().await.map_err(failed)?;
-    let statement = tx
+    let decisions = tx
         .prepare_cached(&toolgate_core::sql::postgres_placeholders(INSERT))
         .await
         .map_err(failed)?;
-    for (time_unix_ms, record) in batch {
-        // The same columns as the SQLite audit, by the same rule.
-        let row = AuditRow::from_record(*time_unix_ms, record.clone());
-        tx.execute(
-            &statement,
-            &[
-                &row.time_unix_ms,
-                &instance,
-                &row.call_id,
-                &row.parent_call_id,
-                &row.run_id,
-                &row.tenant,
-                &row.principal,
-                &row.tool,
-                &row.tool_version,
-                &row.origin,
-                &row.risk,
-                &row.stage,
-                &row.outcome,
-                &row.approval,
-                &row.denial,
-                &row.decided_by,
-                &row.idempotency_key,
-                &row.duplicate,
-                &row.catalogue_digest,
-                &row.record,
-            ],
-        )
+    let egress_decisions = tx
+        .prepare_cached(&toolgate_core::sql::postgres_placeholders(egress::INSERT))
         .await
+        .map_err(failed)?;
+    for row in batch {
+        match row {
+            // The same columns as the SQLite audit, by the same rule.
+            Row::Decision(row) => {
+                tx.execute(
+                    &decisions,
+                    &[
+                        &row.time_unix_ms,
+                        &instance,
+                        &row.call_id,
+                        &row.parent_call_id,
+                        &row.run_id,
+                        &row.tenant,
+                        &row.principal,
+                        &row.tool,
+                        &row.tool_version,
+                        &row.origin,
+                        &row.risk,
+                        &row.stage,
+                        &row.outcome,
+                        &row.approval,
+                        &row.denial,
+                        &row.decided_by,
+                        &row.idempotency_key,
+                        &row.duplicate,
+                        &row.catalogue_digest,
+                        &row.record,
+                    ],
+                )
+                .await
+            }
+            Row::Egress(row) => {
+                tx.execute(
+                    &egress_decisions,
+                    &[
+                        &row.time_unix_ms,
+                        &instance,
+                        &row.call_id,
+                        &row.run_id,
+                        &row.decision,
+                        &row.method,
+                        &row.scheme,
+                        &row.host,
+                        &row.port,
+                        &row.url,
+                        &row.status,
+                        &row.rule,
+                        &row.reason,
+                        &row.error,
+                        &row.record,
+                    ],
+                )
+                .await
+            }
+        }
         .map_err(failed)?;
     }
     tx.commit().await.map_err(failed)

@@ -72,10 +72,15 @@ pub fn run(
     let audit_reader = match (&audit, &shared) {
         _ if config.console.is_none() => None,
         (_, Some(shared)) => Some(shared.audit_store.clone()),
-        (toolgate_wiring::audit::AuditGuard::File(file), None) => Some(
-            toolgate_wiring::audit::AuditStore::open_file(file.path())
-                .map_err(|e| ServeError::Start(e.to_string()))?,
-        ),
+        (toolgate_wiring::audit::AuditGuard::File(file), None) => {
+            let reader = toolgate_wiring::audit::AuditStore::open_file(file.path())
+                .map_err(|e| ServeError::Start(e.to_string()))?;
+            // A write call's page shows its receipt, kept in the toolset's store file.
+            match store {
+                Some((kind, db)) => Some(reader.with_receipts_file(&config.store_path(kind, db)?)),
+                None => Some(reader),
+            }
+        }
         (toolgate_wiring::audit::AuditGuard::Shared(_), None) => None,
     };
     // What /readyz reports: the shared database (required) and each imported server.

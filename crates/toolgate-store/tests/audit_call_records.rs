@@ -1,0 +1,233 @@
+//! What a call's page reads beside its decision record, on real stores: a SQLite audit file
+//! with the toolset's SQLite store file, and a PostgreSQL database of the test cluster.
+//!
+//! - Receipts: a write recorded by [`run_once_on`] (and a claim left by [`claim_on`]) is read
+//!   back by its key through [`AuditStore::write_record`] with its fields, the same on both
+//!   stores; a key with nothing under it, a hostile key and a store that never wrote read as
+//!   missing; a SQLite audit given no store reads no receipts.
+//! - Egress decisions: an `egress` event recorded inside a call's handler (the dispatcher's
+//!   [`in_call`] scope) lands in `egress_decisions` under that call, through either writer
+//!   ([`SqliteAudit`], [`PgAudit`]), and reads back by call; one recorded outside any call is
+//!   kept with none, and other calls read none of them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use toolgate_core::Principal;
+use toolgate_core::idempotency::{IdempotencyKey, WriteEffect, claim_on, install, run_once_on};
+use toolgate_core::sql::SqlSession;
+use toolgate_core::trace::{CallScope, TraceEvent, TraceSink, in_call};
+use toolgate_store::audit::{AuditStore, SqliteAudit, StoredClaim, StoredReceipt, WriteRecord};
+use toolgate_store::postgres::audit::PgAudit;
+use toolgate_store::postgres::sql::writer_lock;
+use toolgate_store::postgres::{PgSettings, PgStore, cluster};
+
+fn key(tool: &str, args: &str) -> IdempotencyKey {
+    IdempotencyKey::derived(&Principal::local("alice", &[]), "run-1", tool, args)
+}
+
+/// A written note's receipt and a mail's unsettled claim, on one session of either store.
+fn write_both(session: &mut dyn SqlSession) -> (IdempotencyKey, IdempotencyKey) {
+    let written = key("notes_create", r#"{"title":"<b>x</b>"}"#);
+    run_once_on(session, &written, 1_796_461_200, |_| {
+        Ok(WriteEffect {
+            result: json!({"note_id": 7, "title": "<script>alert(1)</script>"}),
+            undo: Some(json!({"tool": "notes_delete", "arguments": {"note_id": 7}})),
+        })
+    })
+    .unwrap();
+    let claimed = key("email_send", r#"{"draft_id":3}"#);
+    claim_on(
+        session,
+        &claimed,
+        1_796_461_260,
+        "check the relay's log",
+        |_| Ok(()),
+    )
+    .unwrap();
+    (written, claimed)
+}
+
+async fn reads_both(store: &AuditStore, written: &IdempotencyKey, claimed: &IdempotencyKey) {
+    let cases = [
+        (
+            written.key.clone(),
+            WriteRecord::Receipt(StoredReceipt {
+                key: written.key.clone(),
+                tool: "notes_create".into(),
+                result: json!({"note_id": 7, "title": "<script>alert(1)</script>"}),
+                undo: Some(json!({"tool": "notes_delete", "arguments": {"note_id": 7}})),
+                created_at_unix: 1_796_461_200,
+            }),
+        ),
+        (
+            claimed.key.clone(),
+            WriteRecord::Claimed(StoredClaim {
+                key: claimed.key.clone(),
+                tool: "email_send".into(),
+                what_to_check: "check the relay's log".into(),
+                claimed_at_unix: 1_796_461_260,
+            }),
+        ),
+        ("no-such-key".into(), WriteRecord::Missing),
+        (format!("{}' OR '1'='1", written.key), WriteRecord::Missing),
+    ];
+    for (key, expected) in cases {
+        assert_eq!(
+            store.write_record(&key).await.unwrap(),
+            Some(expected),
+            "{} {key}",
+            store.shown()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writes_receipt_is_read_by_its_key_on_sqlite_and_postgres() {
+    // SQLite: the audit file and, beside it, the toolset's store file the receipts are in.
+    let dir = tempfile::tempdir().unwrap();
+    let audit_file = dir.path().join("audit.sqlite");
+    drop(SqliteAudit::open(&audit_file, "test/file".into()).unwrap());
+    let store_file = dir.path().join("notes.sqlite");
+    let mut conn = rusqlite::Connection::open(&store_file).unwrap();
+    install(&conn).unwrap();
+    let (written, claimed) = write_both(&mut conn);
+    drop(conn);
+    let store = AuditStore::open_file(&audit_file)
+        .unwrap()
+        .with_receipts_file(&store_file);
+    reads_both(&store, &written, &claimed).await;
+
+    // Without a store file, receipts are not read; a store that never wrote holds none.
+    let bare = AuditStore::open_file(&audit_file).unwrap();
+    assert_eq!(bare.write_record(&written.key).await.unwrap(), None);
+    let empty_file = dir.path().join("empty.sqlite");
+    drop(rusqlite::Connection::open(&empty_file).unwrap());
+    let empty = AuditStore::open_file(&audit_file)
+        .unwrap()
+        .with_receipts_file(&empty_file);
+    assert_eq!(
+        empty.write_record(&written.key).await.unwrap(),
+        Some(WriteRecord::Missing)
+    );
+
+    // PostgreSQL: the audit table and the receipts share the team's database.
+    let url = cluster::shared().unwrap().fresh_database().unwrap();
+    let pg = PgStore::connect(&url, PgSettings::default()).await.unwrap();
+    let (written, claimed) = pg
+        .blocking(writer_lock("test"), |session| Ok(write_both(session)))
+        .await
+        .unwrap();
+    reads_both(&AuditStore::on_postgres(pg), &written, &claimed).await;
+}
+
+/// An `egress` event as the exit writes it (its attributes are the audit's contract).
+#[derive(Debug)]
+struct EgressEvent(Value);
+
+impl TraceEvent for EgressEvent {
+    fn kind(&self) -> &'static str {
+        "egress"
+    }
+
+    fn attributes(&self) -> Value {
+        self.0.clone()
+    }
+}
+
+const HOSTILE_HOST: &str = "<img src=x onerror=alert(1)>.example";
+
+/// A blocked fetch inside call `c1`, an allowed mail inside `c1`, and a session check outside
+/// any call, recorded into `sink`.
+async fn record_egress(sink: Arc<dyn TraceSink>) {
+    let inside = Arc::clone(&sink);
+    in_call(
+        CallScope {
+            call_id: "c1".into(),
+            run_id: "run-1".into(),
+        },
+        Arc::clone(&sink),
+        async move {
+            inside.record(Arc::new(EgressEvent(json!({
+                "method": "GET", "url": format!("https://{HOSTILE_HOST}/"), "host": HOSTILE_HOST,
+                "decision": "blocked", "rule": "not_allowlisted",
+                "reason": format!("{HOSTILE_HOST} is not on the allowlist"), "error": null,
+            }))));
+            inside.record(Arc::new(EgressEvent(json!({
+                "scheme": "smtp", "host": "127.0.0.1", "port": 2525,
+                "recipients": ["ann@example.org"], "decision": "allowed", "rule": "allow[0]",
+            }))));
+        },
+    )
+    .await;
+    sink.record(Arc::new(EgressEvent(json!({
+        "url": "https://mcp.example/mcp", "host": "mcp.example", "decision": "allowed",
+    }))));
+}
+
+async fn reads_egress(store: &AuditStore) {
+    let found = store.egress("c1", "run-1").await.unwrap();
+    let shown: Vec<(&str, Option<&str>, Option<&str>, Option<i64>, Option<&str>)> = found
+        .iter()
+        .map(|e| {
+            (
+                e.decision.as_str(),
+                e.method.as_deref(),
+                e.host.as_deref(),
+                e.port,
+                e.reason.as_deref(),
+            )
+        })
+        .collect();
+    let reason = format!("{HOSTILE_HOST} is not on the allowlist");
+    assert_eq!(
+        shown,
+        vec![
+            (
+                "blocked",
+                Some("GET"),
+                Some(HOSTILE_HOST),
+                None,
+                Some(reason.as_str())
+            ),
+            ("allowed", Some("SMTP"), Some("127.0.0.1"), Some(2525), None),
+        ],
+        "{}",
+        store.shown()
+    );
+    assert!(found.iter().all(|e| e.call_id.as_deref() == Some("c1")));
+    assert!(store.egress("c2", "run-1").await.unwrap().is_empty());
+    assert!(store.egress("c1", "run-2").await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn egress_decisions_land_under_the_call_that_made_them_on_sqlite_and_postgres() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit_file = dir.path().join("audit.sqlite");
+    let writer = SqliteAudit::open(&audit_file, "test/file".into()).unwrap();
+    record_egress(Arc::new(writer.clone())).await;
+    tokio::task::spawn_blocking(move || writer.flush())
+        .await
+        .unwrap();
+    reads_egress(&AuditStore::open_file(&audit_file).unwrap()).await;
+    let conn = rusqlite::Connection::open(&audit_file).unwrap();
+    let outside: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM egress_decisions WHERE call_id IS NULL AND host = 'mcp.example'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        outside, 1,
+        "a request made outside any call is kept with none"
+    );
+
+    let url = cluster::shared().unwrap().fresh_database().unwrap();
+    let pg = PgStore::connect(&url, PgSettings::default()).await.unwrap();
+    let writer = PgAudit::start(pg.clone(), "test/pg".into());
+    record_egress(Arc::new(writer.clone())).await;
+    writer.flush().await;
+    reads_egress(&AuditStore::on_postgres(pg)).await;
+}
