@@ -21,6 +21,7 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::{SessionId, SessionManager, SessionStore};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -33,6 +34,7 @@ use super::answers::{
 };
 use super::message::{Peeked, RequestId, peek, unreadable};
 use super::pages::{Pages, under};
+use super::session_streams::SessionStreams;
 use super::sessions::{Owner, Owners, SESSION_HEADER, session_access};
 use super::shared_sessions::SharedSessions;
 use super::{HttpLimits, MCP_PATH, ResponseBody};
@@ -65,6 +67,8 @@ pub(super) struct Front {
     shared: Option<Arc<SharedSessions>>,
     /// Web pages on the same listener (the console), handed their paths.
     pages: Option<Arc<dyn Pages>>,
+    /// Each session's open GET streams, ended by its DELETE before the answer.
+    streams: Arc<SessionStreams>,
 }
 
 /// Who is asking, as the front established it before the request goes on.
@@ -127,6 +131,7 @@ impl Front {
             server: served,
             shared,
             pages,
+            streams: Arc::new(SessionStreams::default()),
         }
     }
 
@@ -289,23 +294,55 @@ impl Front {
 
     /// A GET (a session's stream) or a DELETE (a session's end): rmcp's, not calls. A stream
     /// ends by the stream time (the client may open it again); a deleted session's binding and
-    /// taint sources are forgotten.
+    /// taint sources are forgotten, and the DELETE is answered as the SDKs' servers answer it
+    /// ([`session_end_answer`]).
     async fn stream_or_delete(&self, request: Request<Incoming>, admitted: &Admitted) -> Answer {
         if let Some(auth) = &self.auth {
             auth.record_allow(admitted.facts());
         }
         let deleting = request.method() == Method::DELETE;
+        // Asked before rmcp closes it: rmcp's close of a session it never held does nothing.
+        let known = match (&admitted.session, deleting) {
+            (Some(session), true) => self.session_known(session).await,
+            _ => true,
+        };
         let response = self.mcp.handle(request).await.map(BodyExt::boxed);
+        let response = if deleting {
+            match session_end_answer(response.status(), known) {
+                SessionEnd::AsRmcp => response,
+                SessionEnd::Ended => {
+                    if let Some(session) = &admitted.session {
+                        self.streams.end(session, self.limits.drain_time).await;
+                    }
+                    Response::builder()
+                        .status(StatusCode::OK)
+                        .body(ResponseBody::default())
+                        .unwrap_or(response)
+                }
+                SessionEnd::Unknown => error_response(
+                    StatusCode::NOT_FOUND,
+                    Value::Null,
+                    -32001,
+                    "Session not found: it ended or was never opened here; start a new one with initialize",
+                ),
+            }
+        } else {
+            response
+        };
         let response = if is_event_stream(&response) {
             let deadline = Box::pin(tokio::time::sleep(self.limits.stream_time));
             response.map(|body| {
-                BoxBody::new(Bounded {
+                let bounded = BoxBody::new(Bounded {
                     inner: body,
                     deadline,
                     on_timeout: None,
                     ended: false,
                     _permit: None,
-                })
+                });
+                match &admitted.session {
+                    Some(session) => self.streams.register(session, bounded),
+                    None => bounded,
+                }
             })
         } else {
             response
@@ -545,6 +582,24 @@ impl Front {
         self.server.forget_sessions(sessions);
     }
 
+    /// Whether `session` is one rmcp holds here or, on a team's store, one any instance
+    /// recorded. A store that cannot be read counts it as known: the DELETE goes on to rmcp,
+    /// which ends it wherever it is.
+    async fn session_known(&self, session: &str) -> bool {
+        if self
+            .manager
+            .has_session(&SessionId::from(session))
+            .await
+            .unwrap_or(true)
+        {
+            return true;
+        }
+        match &self.shared {
+            Some(shared) => !matches!(SessionStore::load(shared.as_ref(), session).await, Ok(None)),
+            None => false,
+        }
+    }
+
     /// Waits until no POST is in flight, up to the drain time.
     pub(super) async fn drain(&self) {
         let all = u32::try_from(self.limits.max_concurrent).unwrap_or(u32::MAX);
@@ -579,10 +634,60 @@ fn parseable(bytes: &[u8]) -> Result<(), Answer> {
     }
 }
 
+/// What a DELETE is answered, from rmcp's answer and whether the session it names was known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SessionEnd {
+    /// 200 with an empty body: the session ended.
+    Ended,
+    /// 404: no such session (ended before, or never opened).
+    Unknown,
+    /// rmcp's own answer: 405 for a 2026-07-28 request (that revision has no sessions), 400
+    /// without a session id or with a bad protocol header, 500 when the close failed.
+    AsRmcp,
+}
+
+/// rmcp answers a DELETE that ended a session with 202 Accepted. The 2025-11-25 revision names
+/// no success status for it, and the official SDKs' servers answer 200 with an empty body
+/// (TypeScript: `handleDeleteRequest`, `new Response(null, { status: 200 })`; Python:
+/// `_handle_delete_request`, 200), while the Python SDK's client logs "Session termination
+/// failed: 202" for anything but 200, 204 and 405. So ours is theirs: 200; and, as theirs, 404
+/// for a session nobody holds, which the revision says a request naming an ended session gets.
+fn session_end_answer(rmcp: StatusCode, known: bool) -> SessionEnd {
+    match (rmcp, known) {
+        (StatusCode::ACCEPTED | StatusCode::OK | StatusCode::NO_CONTENT, true) => SessionEnd::Ended,
+        (StatusCode::ACCEPTED | StatusCode::OK | StatusCode::NO_CONTENT, false) => {
+            SessionEnd::Unknown
+        }
+        _ => SessionEnd::AsRmcp,
+    }
+}
+
 /// Whether `response` is a server-sent event stream.
 fn is_event_stream<B>(response: &Response<B>) -> bool {
     response
         .headers()
         .get(CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_python_sdk_client_never_sees_202_for_the_end_of_its_session() {
+        // (rmcp's answer, session known, ours)
+        let cases = [
+            (StatusCode::ACCEPTED, true, SessionEnd::Ended),
+            (StatusCode::ACCEPTED, false, SessionEnd::Unknown),
+            (StatusCode::OK, true, SessionEnd::Ended),
+            (StatusCode::METHOD_NOT_ALLOWED, true, SessionEnd::AsRmcp),
+            (StatusCode::METHOD_NOT_ALLOWED, false, SessionEnd::AsRmcp),
+            (StatusCode::BAD_REQUEST, false, SessionEnd::AsRmcp),
+            (StatusCode::INTERNAL_SERVER_ERROR, true, SessionEnd::AsRmcp),
+        ];
+        for (rmcp, known, want) in cases {
+            assert_eq!(session_end_answer(rmcp, known), want, "{rmcp} {known}");
+        }
+    }
 }

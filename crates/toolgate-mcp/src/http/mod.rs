@@ -59,12 +59,16 @@
 //! is deleted or rmcp no longer holds it; the MCP server forgets that session's taint sources
 //! then too. With a shared store ([`McpServer::sharing_sessions`](crate::McpServer)), a session
 //! and its owner are recorded there too, so any instance continues it, still only for that
-//! principal (see [`SharedSessions`]).
+//! principal (see [`SharedSessions`]). A DELETE that ends a session is answered as the
+//! official SDKs' servers answer it: its GET streams are ended first, then 200 with an empty
+//! body (rmcp says 202, which the Python SDK's client logs as a failed termination); a DELETE
+//! naming a session nobody holds gets 404, and one under 2026-07-28 (no sessions) rmcp's 405.
 //!
 //! One file per job: `limits` (what one server takes on), `addresses` (where it may listen,
 //! which Host and Origin names it answers to), `connections` (accepting connections, bounded
 //! in count and time), `front` (each request, stage by stage, before and after rmcp),
-//! `sessions` (who owns each session), `message` (what the front reads of a body) and
+//! `sessions` (who owns each session), `session_streams` (each session's open streams, for its
+//! DELETE), `message` (what the front reads of a body) and
 //! `answers` (the front's own responses, and bodies that end by their deadline).
 
 mod addresses;
@@ -74,6 +78,7 @@ mod front;
 mod limits;
 mod message;
 mod pages;
+mod session_streams;
 mod sessions;
 mod shared_sessions;
 
