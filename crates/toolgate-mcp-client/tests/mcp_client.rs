@@ -539,19 +539,25 @@ async fn an_unreachable_server_withholds_its_pinned_tools_and_the_others_still_w
     assert_eq!(imports.tools.len(), 1);
     imports.close().await;
 
-    let no_path = Fixture::new()
+    // A program looked up on a PATH the entry names, where it is not: refused by name, never
+    // started (nor looked up on our own PATH, where `npx` is).
+    let not_found = Fixture::new()
         .open(
-            json!({"npx": {"command": "npx", "args": ["-y", "x"]}}),
+            json!({"npx": {"command": "npx", "args": ["-y", "x"],
+                           "env": {"PATH": "/nonexistent/bin"}}}),
             "",
             ConnectOptions::default(),
         )
         .await;
-    let error = no_path.servers[0]
+    let error = not_found.servers[0]
         .connected
         .as_ref()
         .unwrap_err()
         .to_string();
-    assert!(error.contains("PATH"), "{error}");
+    assert!(
+        error.starts_with("`npx` was not found on the server's PATH (/nonexistent/bin)"),
+        "{error}"
+    );
 }
 
 /// Our own books server over Streamable HTTP on 127.0.0.1, and an egress exit allowing it.
