@@ -12,7 +12,7 @@
 mod node_install;
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,11 +132,15 @@ async fn the_end_of_a_session_is_answered_200_as_the_sdks_servers_answer_it() {
 fn sdk_session(url: &str, line: &str) -> String {
     let node_modules = node_install::node_dir().join("node_modules");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk_clients/session.mjs");
-    let mut child = Command::new(node_install::node())
-        .arg(&script)
-        .arg(&node_modules)
-        .arg(url)
-        .arg(line)
+    let mut command = Command::new(node_install::node());
+    command.arg(&script).arg(&node_modules).arg(url).arg(line);
+    quiet_session(command, line)
+}
+
+/// Runs `command` (a client's whole session): its stdout, after checking that it exited well
+/// and wrote nothing to stderr (where the SDKs log their warnings and errors).
+fn quiet_session(mut command: Command, line: &str) -> String {
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -178,4 +182,35 @@ async fn no_sdk_client_reports_an_error_or_warning_over_a_whole_session() {
         .unwrap();
     assert!(v2.contains("from the sdk"), "{v2}");
     assert!(v2.ends_with("closed\n"), "{v2}");
+}
+
+/// The Python SDK's client, where `scripts/bench-mcp.sh` installed it (its pinned `mcp` in a
+/// venv under `$BENCH_DIR`, by default `target/mcp-bench`): setup.sh does not install it.
+fn python_sdk() -> Option<PathBuf> {
+    let bench = std::env::var_os("BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-bench"));
+    Some(bench.join("python-venv/bin/python")).filter(|p| p.exists())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_logs_no_warning_over_a_whole_session() {
+    let Some(python) = python_sdk() else {
+        eprintln!(
+            "not run: the Python SDK is not installed (scripts/bench-mcp.sh installs it, \
+             pinned, into target/mcp-bench/python-venv)"
+        );
+        return;
+    };
+    let server = start().await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk_clients/session.py");
+    let mut command = Command::new(python);
+    command.arg(&script).arg(&server.url);
+    let out = tokio::task::spawn_blocking(move || quiet_session(command, "python"))
+        .await
+        .unwrap();
+    assert!(out.contains("initialized 2025-11-25"), "{out}");
+    assert!(out.contains("listed echo_text"), "{out}");
+    assert!(out.contains("from the sdk"), "{out}");
+    assert!(out.ends_with("closed\n"), "{out}");
 }
