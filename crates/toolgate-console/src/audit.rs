@@ -2,7 +2,9 @@
 //! calls made from inside it, and a search exported (`/console/audit`, `/console/audit/call`,
 //! `/console/audit/export`); a call's page also shows a write's receipt as the store keeps it
 //! (what was written, the key, when) and the egress exit's decisions on the requests its
-//! handler made. Read-only: these pages only answer GET and change nothing, so they
+//! handler made, and a gateway call's requests to its MCP server as leaves of the tree (with
+//! the calls a toolgate server behind it dispatched for it, when both share the audit).
+//! Read-only: these pages only answer GET and change nothing, so they
 //! need no CSRF token; reading them needs a signed-in auditor ([`crate::rules::may_audit`]).
 //!
 //! Guarantees: a signed-out person is sent to sign in, a signed-in person who is not an auditor
@@ -253,6 +255,22 @@ pub async fn call_page(
                 Ok(found) => view.egress = found.iter().map(EgressView::of).collect(),
                 Err(error) => view.egress_error = error.to_string(),
             }
+            // Each call's requests to an imported tool's server, under it in the tree. A tree
+            // spans runs when a toolgate server behind a gateway recorded calls for it.
+            let mut runs: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+            for entry in tree.entries() {
+                runs.entry(entry.run_id.clone())
+                    .or_default()
+                    .push(entry.call_id.clone());
+            }
+            let mut legs = Vec::new();
+            for (run, calls) in runs {
+                match store.upstream_legs(&run, calls).await {
+                    Ok(found) => legs.extend(found),
+                    Err(error) => view.legs_error = error.to_string(),
+                }
+            }
+            view.tree.hang_legs(&legs);
             templates.page(
                 StatusCode::OK,
                 "call.html",

@@ -10,7 +10,9 @@
 use serde::Serialize;
 use serde_json::Value;
 use toolgate_core::ErrorCode;
-use toolgate_store::audit::{AuditEntry, AuditFilter, CallTree, Cursor, EgressEntry, WriteRecord};
+use toolgate_store::audit::{
+    AuditEntry, AuditFilter, CallTree, Cursor, EgressEntry, UpstreamEntry, WriteRecord,
+};
 
 use crate::PREFIX;
 use crate::pages::who_of;
@@ -303,10 +305,40 @@ impl AuditLine {
     }
 }
 
+/// A gateway call's request to its MCP server, as a leaf of the tree under the call that sent
+/// it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LegView {
+    pub server: String,
+    /// The tool's name on that server.
+    pub tool: String,
+    pub outcome: String,
+    /// How long it took: `42 ms`.
+    pub took: String,
+    pub time: String,
+}
+
+impl LegView {
+    pub fn of(leg: &UpstreamEntry) -> LegView {
+        LegView {
+            server: leg.server.clone(),
+            tool: leg.tool.clone(),
+            outcome: leg.outcome.clone(),
+            took: format!("{} ms", leg.duration_ms),
+            time: utc_ms(leg.time_unix_ms),
+        }
+    }
+}
+
 /// A call in the tree.
 #[derive(Debug, Clone, Serialize)]
 pub struct TreeNode {
     pub href: String,
+    /// Its run and call id, which its upstream legs name.
+    pub run_id: String,
+    pub call_id: String,
+    /// Its requests to an imported tool's server, once read ([`TreeNode::hang_legs`]).
+    pub legs: Vec<LegView>,
     pub tool: String,
     pub origin: String,
     pub outcome: String,
@@ -320,12 +352,30 @@ impl TreeNode {
         let entry = &tree.entry;
         TreeNode {
             href: call_href(&entry.run_id, &entry.call_id),
+            run_id: entry.run_id.clone(),
+            call_id: entry.call_id.clone(),
+            legs: Vec::new(),
             tool: entry.tool.clone(),
             origin: entry.origin.clone(),
             outcome: entry.outcome.clone(),
             approval: approval_of(entry),
             time: utc_ms(entry.time_unix_ms),
             children: tree.children.iter().map(TreeNode::of).collect(),
+        }
+    }
+
+    /// Hangs each leg under the node of the call that sent it (a leg of no node is left out).
+    pub fn hang_legs(&mut self, legs: &[UpstreamEntry]) {
+        self.legs = legs
+            .iter()
+            .filter(|l| {
+                l.run_id.as_deref() == Some(self.run_id.as_str())
+                    && l.call_id.as_deref() == Some(self.call_id.as_str())
+            })
+            .map(LegView::of)
+            .collect();
+        for child in &mut self.children {
+            child.hang_legs(legs);
         }
     }
 }
@@ -362,6 +412,8 @@ pub struct CallView {
     pub egress: Vec<EgressView>,
     /// Why they could not be read, when they could not.
     pub egress_error: String,
+    /// Why the upstream legs could not be read, when they could not.
+    pub legs_error: String,
 }
 
 /// One decision of the egress exit as the call's page shows it.
@@ -522,6 +574,7 @@ impl CallView {
             written: None,
             egress: Vec::new(),
             egress_error: String::new(),
+            legs_error: String::new(),
         }
     }
 }
@@ -756,6 +809,17 @@ mod tests {
             (ReceiptView::of(Err(HOSTILE)), String::new()),
         ] {
             let mut view = CallView::of(&tree);
+            view.tree.hang_legs(&[UpstreamEntry {
+                id: 9,
+                time_unix_ms: 0,
+                instance: HOSTILE.into(),
+                call_id: Some("c1".into()),
+                run_id: Some(format!("run{HOSTILE}")),
+                server: HOSTILE.into(),
+                tool: HOSTILE.into(),
+                outcome: HOSTILE.into(),
+                duration_ms: 3,
+            }]);
             view.receipt = HOSTILE.into();
             view.written = Some(written);
             if egress_error.is_empty() {
@@ -787,6 +851,12 @@ mod tests {
             beside[2].contains("id=\"receipt-unreadable\""),
             "{}",
             beside[2]
+        );
+        assert_eq!(
+            beside[0].matches("class=\"upstream\"").count(),
+            1,
+            "{}",
+            beside[0]
         );
         for body in [&search, &call].into_iter().chain(&beside) {
             assert!(!body.contains("<script"), "{body}");
@@ -903,6 +973,40 @@ mod tests {
                 (method, host, why)
             );
         }
+    }
+
+    #[test]
+    fn an_upstream_leg_hangs_under_the_call_that_sent_it_and_nowhere_else() {
+        let tree = CallTree {
+            entry: hostile_entry(1, "c1", None),
+            children: vec![CallTree {
+                entry: hostile_entry(2, "c1.1", Some("c1")),
+                children: Vec::new(),
+            }],
+        };
+        let run = tree.entry.run_id.clone();
+        let leg = |id, call: &str, run: &str| UpstreamEntry {
+            id,
+            time_unix_ms: id,
+            instance: "i".into(),
+            call_id: Some(call.into()),
+            run_id: Some(run.into()),
+            server: "docs".into(),
+            tool: format!("search{id}"),
+            outcome: "ok".into(),
+            duration_ms: 12,
+        };
+        let mut node = TreeNode::of(&tree);
+        node.hang_legs(&[
+            leg(1, "c1.1", &run),
+            leg(2, "c1", &run),
+            leg(3, "c1", "another run"),
+            leg(4, "c9", &run),
+        ]);
+        let tools = |n: &TreeNode| n.legs.iter().map(|l| l.tool.clone()).collect::<Vec<_>>();
+        assert_eq!(tools(&node), ["search2"]);
+        assert_eq!(tools(&node.children[0]), ["search1"]);
+        assert_eq!(node.children[0].legs[0].took, "12 ms");
     }
 
     #[test]

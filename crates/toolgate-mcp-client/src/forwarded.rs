@@ -23,18 +23,26 @@
 //!   before anything is sent;
 //! - a write carries its idempotency key to the server in `_meta` (under
 //!   [`crate::IDEMPOTENCY_KEY_META`]), so a toolgate server behind us replays instead of
-//!   repeating.
+//!   repeating;
+//! - every call names the call it forwards in `_meta` (under [`PARENT_CALL_META`], as
+//!   `RUN/CALL`), so a toolgate server behind us records it as the parent of the calls it
+//!   dispatches (an audit link only: it decides nothing there), and every request sent is
+//!   recorded as an [`UpstreamCall`] (server, its tool, how it ended, how long) against the
+//!   call that sent it, in the dispatcher's trace and so in the audit.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use toolgate_core::idempotency::{self, Claimed};
+use toolgate_core::trace::{TraceEvent, record_in_call};
 use toolgate_core::{
     DeclarationError, ErrorCode, ExecContext, Tool, ToolBuilder, ToolError, ToolOutput,
     UntrustedText, WriteEffect, WriteOutput,
 };
 use toolgate_store::SharedConnection;
+use toolgate_store::audit::upstream::parent_reference;
+pub use toolgate_store::audit::upstream::{PARENT_CALL_META, valid_parent_reference};
 
 use super::breaker::{Admission, Reached};
 use super::pins::tool_digest;
@@ -227,8 +235,13 @@ impl Forward {
         session: &Upstream,
         ctx: &ExecContext,
         args: Value,
-        meta: Map<String, Value>,
+        mut meta: Map<String, Value>,
     ) -> Result<Value, UpstreamError> {
+        meta.insert(
+            PARENT_CALL_META.into(),
+            Value::String(parent_reference(&ctx.run_id, &ctx.call_id)),
+        );
+        let started = Instant::now();
         let sent = session
             .call(
                 &self.remote,
@@ -238,6 +251,12 @@ impl Forward {
                 &ctx.cancel,
             )
             .await;
+        record_in_call(Arc::new(UpstreamCall {
+            server: self.server.clone(),
+            tool: self.remote.clone(),
+            outcome: leg_outcome(&sent),
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        }));
         if matches!(sent, Err(UpstreamError::Gone(_))) {
             self.route.lost(&ctx.principal);
         }
@@ -323,6 +342,55 @@ impl Forward {
 
     fn upstream_error(&self, error: &UpstreamError) -> ToolError {
         upstream_error(&self.server, &self.remote, error)
+    }
+}
+
+/// One request an imported tool sent to its server (the gateway's upstream leg), recorded in
+/// the trace of the dispatcher running the call that sent it; the audit keeps it under that
+/// call (`upstream_calls`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UpstreamCall {
+    /// The server's name here (its tools' namespace).
+    pub server: String,
+    /// The tool's name on that server.
+    pub tool: String,
+    /// [`leg_outcome`].
+    pub outcome: &'static str,
+    pub duration_ms: u64,
+}
+
+impl TraceEvent for UpstreamCall {
+    fn kind(&self) -> &'static str {
+        toolgate_store::audit::upstream::EVENT_KIND
+    }
+
+    fn attributes(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// How a request to the server ended, in the audit's words: `ok`, `error` (the server
+/// answered with `isError`), or how it failed.
+pub fn leg_outcome(sent: &Result<Value, UpstreamError>) -> &'static str {
+    match sent {
+        Ok(result) if result.get("isError") == Some(&Value::Bool(true)) => "error",
+        Ok(_) => "ok",
+        Err(error) => match error {
+            UpstreamError::NoPath { .. }
+            | UpstreamError::NotFound { .. }
+            | UpstreamError::Spawn(_) => "not_started",
+            UpstreamError::Egress(_) | UpstreamError::NoEgress => "blocked_by_egress",
+            UpstreamError::BadHeader(_) => "bad_header",
+            UpstreamError::AuthorizationRequired { .. }
+            | UpstreamError::UserNotConnected { .. }
+            | UpstreamError::OAuth(_) => "not_authorized",
+            UpstreamError::Handshake { .. } => "handshake_failed",
+            UpstreamError::Timeout { .. } => "timeout",
+            UpstreamError::Protocol(_) => "protocol_error",
+            UpstreamError::Refused { .. } => "refused",
+            UpstreamError::Gone(_) => "connection_lost",
+            UpstreamError::Canceled => "canceled",
+        },
     }
 }
 
@@ -544,6 +612,41 @@ pub fn observe(server: &str, tool: &str, result: &Value) -> Result<ToolOutput, T
         untrusted,
         sources: vec![source],
     })
+}
+
+#[cfg(test)]
+mod leg_tests {
+    use super::*;
+
+    #[test]
+    fn each_way_an_upstream_leg_ends_is_named_for_the_audit() {
+        let cases: Vec<(Result<Value, UpstreamError>, &str)> = vec![
+            (Ok(json!({"content": []})), "ok"),
+            (Ok(json!({"content": [], "isError": false})), "ok"),
+            (Ok(json!({"content": [], "isError": true})), "error"),
+            (
+                Err(UpstreamError::Timeout {
+                    what: "answer the call",
+                    seconds: 1,
+                    stderr: String::new(),
+                }),
+                "timeout",
+            ),
+            (Err(UpstreamError::Gone("closed".into())), "connection_lost"),
+            (Err(UpstreamError::Canceled), "canceled"),
+            (Err(UpstreamError::NoEgress), "blocked_by_egress"),
+            (
+                Err(UpstreamError::Refused {
+                    code: -32602,
+                    said: "bad".into(),
+                }),
+                "refused",
+            ),
+        ];
+        for (sent, expected) in cases {
+            assert_eq!(leg_outcome(&sent), expected, "{sent:?}");
+        }
+    }
 }
 
 #[cfg(test)]

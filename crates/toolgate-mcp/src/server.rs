@@ -64,6 +64,9 @@ use crate::{prompts, resources};
 /// The `_meta` key under which a client may pass its own idempotency key for a `tools/call`
 /// (kept by the client crate, which sends it, so neither crate imports the other upward).
 pub use toolgate_mcp_client::IDEMPOTENCY_KEY_META;
+/// The `_meta` key under which a toolgate gateway names the call it forwards (`RUN/CALL`); the
+/// calls dispatched for it record that call as their parent in the audit.
+pub use toolgate_mcp_client::forwarded::{PARENT_CALL_META, valid_parent_reference};
 
 /// The `_meta` key that marks a content block as untrusted text (data, never instructions).
 pub const UNTRUSTED_META: &str = "toolgate/untrusted";
@@ -478,7 +481,7 @@ impl McpServer {
         &self,
         principal: Principal,
         params: CallToolRequestParams,
-        key: Option<String>,
+        (key, parent): (Option<String>, Option<String>),
         route: crate::inbox::Route,
         ct: CancelToken,
         sources: Arc<TaintSources>,
@@ -492,6 +495,9 @@ impl McpServer {
         if let Some(key) = key {
             request = request.with_idempotency_key(&key);
         }
+        // A toolgate gateway's call this one serves: recorded as its parent in the audit,
+        // nothing more (authorization, approval and taint are this call's own).
+        request.parent_call_id = parent;
         if let Some((token, approved)) = answer {
             request = request.with_ticket_answer(&token, approved);
         }
@@ -794,10 +800,11 @@ impl ServerHandler for McpServer {
         // a handler's future inline in the task it spawns per request, which tokio moves
         // several times; a pointer is all that moves then.
         let given = given_idempotency_key(&params, &ctx);
+        let parent = given_parent_call(&params, &ctx);
         let caller = principal.clone();
         let url_question = route.url_question;
         let outcome = Box::pin(with_cancellation(&ctx, |ct| {
-            self.dispatch(principal, params, given, route, ct, sources)
+            self.dispatch(principal, params, (given, parent), route, ct, sources)
         }))
         .await;
         self.remember(key, &ctx.id.to_string(), &outcome).await;
@@ -828,6 +835,22 @@ fn given_idempotency_key(
         .or_else(|| ctx.meta.get(IDEMPOTENCY_KEY_META))
         .and_then(Value::as_str)
         .map(str::to_string)
+}
+
+/// The gateway call the client says this call serves (`_meta` under [`PARENT_CALL_META`]), when
+/// it has the closed form of a reference ([`valid_parent_reference`]); anything else names no
+/// parent. Read where the idempotency key is (the context, else the params).
+fn given_parent_call(
+    params: &CallToolRequestParams,
+    ctx: &RequestContext<RoleServer>,
+) -> Option<String> {
+    let in_params = params
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get(PARENT_CALL_META));
+    in_params
+        .or_else(|| ctx.meta.get(PARENT_CALL_META))
+        .and_then(valid_parent_reference)
 }
 
 /// Runs `work` with a child of the request's cancellation token: rmcp cancels the request's

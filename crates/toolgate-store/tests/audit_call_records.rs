@@ -9,15 +9,23 @@
 //!   [`in_call`] scope) lands in `egress_decisions` under that call, through either writer
 //!   ([`SqliteAudit`], [`PgAudit`]), and reads back by call; one recorded outside any call is
 //!   kept with none, and other calls read none of them.
+//! - A gateway: its imported tool's upstream leg (recorded where the dispatcher records, as
+//!   the MCP client does) reads back under its call, and the calls a second dispatcher (the
+//!   toolgate server behind it, another writer of the same audit) ran for it, named by the
+//!   parent reference the server takes from `_meta`, hang under it in the tree; a call of
+//!   another run that names the same bare call id does not.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use toolgate_core::Principal;
 use toolgate_core::idempotency::{IdempotencyKey, WriteEffect, claim_on, install, run_once_on};
 use toolgate_core::sql::SqlSession;
-use toolgate_core::trace::{CallScope, TraceEvent, TraceSink, in_call};
+use toolgate_core::trace::{CallScope, TraceEvent, TraceSink, in_call, record_in_call};
+use toolgate_core::{
+    CallRequest, Dispatcher, Effect, Principal, Registry, Risk, ToolBuilder, ToolOutput,
+};
+use toolgate_store::audit::upstream::parent_reference;
 use toolgate_store::audit::{AuditStore, SqliteAudit, StoredClaim, StoredReceipt, WriteRecord};
 use toolgate_store::postgres::audit::PgAudit;
 use toolgate_store::postgres::sql::writer_lock;
@@ -230,4 +238,172 @@ async fn egress_decisions_land_under_the_call_that_made_them_on_sqlite_and_postg
     record_egress(Arc::new(writer.clone())).await;
     writer.flush().await;
     reads_egress(&AuditStore::on_postgres(pg)).await;
+}
+
+// ---- A gateway call's upstream legs, and the calls a toolgate server behind it dispatched ----
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct QueryArgs {
+    /// What to look for.
+    query: String,
+}
+
+/// The upstream server's own tool.
+fn upstream_search() -> toolgate_core::Tool {
+    ToolBuilder::<QueryArgs>::new("docs_search", 1)
+        .describe("Searches docs.", "you need a doc.", None, "hits.")
+        .policy(Risk::Low, Effect::Read, "It only reads.")
+        .read(|_ctx, args: QueryArgs| async move {
+            Ok(ToolOutput::new(json!({"hits": [args.query]})))
+        })
+        .unwrap()
+}
+
+/// The gateway's imported tool: it records its upstream leg where the dispatcher records (as
+/// an imported tool does) and calls the upstream dispatcher naming itself as the parent (as
+/// the MCP server does with the reference in `_meta`).
+fn gateway_search(upstream: Arc<Dispatcher>) -> toolgate_core::Tool {
+    ToolBuilder::<QueryArgs>::new("docs__docs_search", 1)
+        .describe("Searches docs upstream.", "you need a doc.", None, "hits.")
+        .policy(Risk::Low, Effect::Read, "It only reads.")
+        .read(move |ctx, args: QueryArgs| {
+            let upstream = Arc::clone(&upstream);
+            async move {
+                let mut request = CallRequest::new(
+                    Principal::local("gateway", &[]),
+                    "upstream-run",
+                    "docs_search",
+                    json!({"query": args.query}),
+                );
+                request.parent_call_id = Some(parent_reference(&ctx.run_id, &ctx.call_id));
+                let outcome = upstream.call(request).await;
+                record_in_call(Arc::new(Leg(json!({
+                    "server": "docs", "tool": format!("docs_search{HOSTILE_HOST}"),
+                    "outcome": if outcome.is_error() { "error" } else { "ok" },
+                    "duration_ms": 7,
+                }))));
+                Ok(ToolOutput::new(json!({"forwarded": true})))
+            }
+        })
+        .unwrap()
+}
+
+#[derive(Debug)]
+struct Leg(Value);
+
+impl TraceEvent for Leg {
+    fn kind(&self) -> &'static str {
+        "upstream_call"
+    }
+
+    fn attributes(&self) -> Value {
+        self.0.clone()
+    }
+}
+
+/// A gateway call, its upstream leg and the upstream's call under it, on one store.
+async fn gateway_tree(gateway_sink: Arc<dyn TraceSink>, upstream_sink: Arc<dyn TraceSink>) {
+    let upstream = Arc::new(
+        Dispatcher::new(Arc::new(Registry::new(vec![upstream_search()]).unwrap()))
+            .unwrap()
+            .with_trace(upstream_sink),
+    );
+    let gateway = Dispatcher::new(Arc::new(
+        Registry::new(vec![gateway_search(upstream)]).unwrap(),
+    ))
+    .unwrap()
+    .with_trace(gateway_sink);
+    let call = CallRequest::new(
+        Principal::local("alice", &[]),
+        "gateway-run",
+        "docs__docs_search",
+        json!({"query": "risotto"}),
+    )
+    .with_call_id("g1");
+    assert!(!gateway.call(call).await.is_error());
+    // The same call id in another run is another call: never taken for g1's child.
+    let mut stranger = CallRequest::new(
+        Principal::local("bob", &[]),
+        "other-run",
+        "docs__docs_search",
+        json!({"query": "x"}),
+    );
+    stranger.parent_call_id = Some("g1".into());
+    let _ = gateway.call(stranger).await;
+}
+
+async fn reads_gateway_tree(store: &AuditStore) {
+    let tree = store
+        .tree("g1", Some("gateway-run"))
+        .await
+        .unwrap()
+        .unwrap();
+    let shape: Vec<(String, String, Option<String>)> = tree
+        .entries()
+        .iter()
+        .map(|e| (e.tool.clone(), e.run_id.clone(), e.parent_call_id.clone()))
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            ("docs__docs_search".into(), "gateway-run".into(), None),
+            (
+                "docs_search".into(),
+                "upstream-run".into(),
+                Some("gateway-run/g1".into())
+            ),
+        ],
+        "{}",
+        store.shown()
+    );
+    let legs = store
+        .upstream_legs("gateway-run", vec!["g1".into()])
+        .await
+        .unwrap();
+    let legs: Vec<(&str, &str, &str, i64)> = legs
+        .iter()
+        .map(|l| {
+            (
+                l.server.as_str(),
+                l.tool.as_str(),
+                l.outcome.as_str(),
+                l.duration_ms,
+            )
+        })
+        .collect();
+    let tool = format!("docs_search{HOSTILE_HOST}");
+    assert_eq!(
+        legs,
+        vec![("docs", tool.as_str(), "ok", 7)],
+        "{}",
+        store.shown()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_calls_upstream_leg_and_the_upstreams_calls_hang_under_it_on_sqlite_and_postgres()
+{
+    // Two processes' writers (the gateway's and the upstream server's) into one audit file.
+    let dir = tempfile::tempdir().unwrap();
+    let audit_file = dir.path().join("audit.sqlite");
+    let gateway = SqliteAudit::open(&audit_file, "gateway/1".into()).unwrap();
+    let upstream = SqliteAudit::open(&audit_file, "upstream/2".into()).unwrap();
+    gateway_tree(Arc::new(gateway.clone()), Arc::new(upstream.clone())).await;
+    tokio::task::spawn_blocking(move || {
+        upstream.flush();
+        gateway.flush();
+    })
+    .await
+    .unwrap();
+    reads_gateway_tree(&AuditStore::open_file(&audit_file).unwrap()).await;
+
+    let url = cluster::shared().unwrap().fresh_database().unwrap();
+    let pg = PgStore::connect(&url, PgSettings::default()).await.unwrap();
+    let gateway = PgAudit::start(pg.clone(), "gateway/1".into());
+    let upstream = PgAudit::start(pg.clone(), "upstream/2".into());
+    gateway_tree(Arc::new(gateway.clone()), Arc::new(upstream.clone())).await;
+    upstream.flush().await;
+    gateway.flush().await;
+    reads_gateway_tree(&AuditStore::on_postgres(pg)).await;
 }

@@ -8,6 +8,8 @@
 //!   keyset pages, a call's tree.
 //! - [`tree`]: a call and the calls made from inside it, assembled from rows.
 //! - [`egress`]: the egress exit's decisions, each tied to the call that caused it.
+//! - [`upstream`]: a gateway call's requests to its MCP server, each tied to the call that sent
+//!   it, and the reference a toolgate server behind the gateway records as their parent.
 //! - [`export`]: a search written out as JSON Lines or CSV (spreadsheet-safe).
 //! - [`receipts`]: a write call's receipt (or unsettled claim) as the toolset's store keeps it.
 //! - [`store`]: [`AuditStore`], the one search API over both stores.
@@ -25,6 +27,7 @@ pub mod row;
 pub mod sqlite;
 pub mod store;
 pub mod tree;
+pub mod upstream;
 
 pub use egress::{EgressEntry, EgressRow};
 pub use export::ExportFormat;
@@ -34,3 +37,4 @@ pub use row::{AuditEntry, AuditRow};
 pub use sqlite::SqliteAudit;
 pub use store::{AuditError, AuditStore, MAX_EGRESS, Page};
 pub use tree::CallTree;
+pub use upstream::{UpstreamEntry, UpstreamRow};

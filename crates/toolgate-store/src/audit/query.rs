@@ -264,6 +264,19 @@ pub fn children(run_id: &str, instance: &str, parents: &[String], limit: usize) 
     b.finish()
 }
 
+/// The calls other processes dispatched for any of the calls `references` names
+/// ([`super::upstream::parent_reference`]: a toolgate gateway's calls to a toolgate server
+/// behind it), in any run, oldest first, at most `limit`.
+pub fn served_for(references: &[String], limit: usize) -> Statement {
+    let mut b = Builder::new(format!("SELECT {ENTRY_COLUMNS} FROM decisions WHERE 1 = 1"));
+    let marks: Vec<String> = references.iter().map(|p| b.bind(p)).collect();
+    b.and(&format!("parent_call_id IN ({})", marks.join(", ")));
+    let limit = b.bind(i64::try_from(limit).unwrap_or(i64::MAX));
+    b.sql
+        .push_str(&format!(" ORDER BY time_unix_ms, id LIMIT {limit}"));
+    b.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,8 +1,9 @@
 //! One decision record as a row of `decisions`: the columns the searches filter on, taken from
 //! the record's JSON by one rule ([`AuditRow::from_record`]) that both writers use, and the
 //! record kept whole beside them; and a row as read back ([`AuditEntry`]). [`audit_row`] is the
-//! one rule, for both writers, of which trace events the audit keeps: decision records, and the
-//! egress exit's decisions ([`super::egress`]).
+//! one rule, for both writers, of which trace events the audit keeps: decision records, the
+//! egress exit's decisions ([`super::egress`]) and gateway calls' upstream legs
+//! ([`super::upstream`]).
 //!
 //! Guarantees: a record missing a field gets an empty column (or NULL where the column allows
 //! it), never a refusal: the audit keeps every call, even a malformed record. A row read back
@@ -17,6 +18,7 @@ use toolgate_core::sql::{SqlError, SqlRow, SqlValue};
 use toolgate_core::trace::TraceEvent;
 
 use super::egress::{self, EgressRow};
+use super::upstream::{self, UpstreamRow};
 
 /// The columns of one row to write.
 #[derive(Debug, Clone, PartialEq)]
@@ -189,6 +191,7 @@ impl AuditRow {
 pub enum Row {
     Decision(Box<AuditRow>),
     Egress(Box<EgressRow>),
+    Upstream(Box<UpstreamRow>),
 }
 
 /// The row an event becomes in the audit, or `None` for kinds that are not the audit's. An
@@ -208,6 +211,11 @@ pub fn audit_row(event: Arc<dyn TraceEvent>) -> Option<Row> {
             ))))
         }
         egress::EVENT_KIND => Some(Row::Egress(Box::new(EgressRow::from_event(
+            time_unix_ms,
+            toolgate_core::trace::current_call(),
+            event.attributes(),
+        )))),
+        upstream::EVENT_KIND => Some(Row::Upstream(Box::new(UpstreamRow::from_event(
             time_unix_ms,
             toolgate_core::trace::current_call(),
             event.attributes(),

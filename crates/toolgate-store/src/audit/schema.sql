@@ -59,3 +59,20 @@ CREATE TABLE IF NOT EXISTS egress_decisions (
 CREATE INDEX IF NOT EXISTS egress_by_call ON egress_decisions (call_id, run_id)
     WHERE call_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS egress_by_time ON egress_decisions (time_unix_ms, id);
+
+-- A gateway call's requests to its imported MCP server (which server, its tool, how it ended,
+-- how long), each tied to the call that sent it: PostgreSQL's `upstream_calls` (migration V13).
+CREATE TABLE IF NOT EXISTS upstream_calls (
+    id INTEGER PRIMARY KEY,
+    time_unix_ms INTEGER NOT NULL,
+    instance TEXT NOT NULL,
+    call_id TEXT,
+    run_id TEXT,
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS upstream_by_call ON upstream_calls (run_id, call_id)
+    WHERE call_id IS NOT NULL;

@@ -7,8 +7,9 @@
 //!
 //! Guarantees (those of [`crate::postgres::audit::PgAudit`]): every decision record
 //! (`tool_call` events) and every egress decision (`egress` events, into `egress_decisions`,
-//! tied to the call running when it was recorded: [`super::egress`]) is written once, in the
-//! order recorded (other kinds are not the audit's); a batch that fails (the file busy or the disk full) is kept and retried with a
+//! tied to the call running when it was recorded: [`super::egress`]) and every gateway call's
+//! upstream leg (`upstream_call` events, into `upstream_calls`) is written once, in the order
+//! recorded (other kinds are not the audit's); a batch that fails (the file busy or the disk full) is kept and retried with a
 //! growing pause (at most [`MAX_PAUSE`]), so nothing queued is lost while the process lives;
 //! [`SqliteAudit::flush`] waits until everything queued before it is written. Refuses: a file
 //! that cannot be opened or given the table, at [`SqliteAudit::open`].
@@ -22,9 +23,9 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use toolgate_core::sql::{Sql, sqlite_error};
 use toolgate_core::trace::{TraceEvent, TraceSink};
 
-use super::egress;
 use super::row::{INSERT, Row, audit_row};
 use super::store::AuditError;
+use super::{egress, upstream};
 
 /// The table and its indexes (created when missing).
 pub const SCHEMA: &str = include_str!("schema.sql");
@@ -215,6 +216,7 @@ pub fn insert(
         match row {
             Row::Decision(row) => Sql::execute(&*tx, INSERT, &row.sqlite_params(instance))?,
             Row::Egress(row) => Sql::execute(&*tx, egress::INSERT, &row.params(instance))?,
+            Row::Upstream(row) => Sql::execute(&*tx, upstream::INSERT, &row.params(instance))?,
         };
     }
     tx.commit().map_err(sqlite_error)

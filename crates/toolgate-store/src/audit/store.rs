@@ -23,6 +23,7 @@ use super::query::{self, AuditFilter, Cursor, MAX_PAGE, MAX_TREE};
 use super::receipts::{WriteRecord, write_record_on};
 use super::row::AuditEntry;
 use super::tree::CallTree;
+use super::upstream::{self, UpstreamEntry, parent_reference};
 use crate::postgres::PgStore;
 use crate::postgres::sql::writer_lock;
 
@@ -191,15 +192,7 @@ impl AuditStore {
         let (sql_text, params) = egress::of_call(call_id, run_id, MAX_EGRESS);
         let sqlite = matches!(self, AuditStore::Sqlite { .. });
         self.run(move |sql| {
-            if sqlite
-                && sql
-                    .query_i64(
-                        "SELECT count(*) FROM sqlite_master WHERE type = 'table' \
-                         AND name = 'egress_decisions'",
-                        &[],
-                    )
-                    .is_ok_and(|n| n == 0)
-            {
+            if sqlite && !sqlite_has_table(sql, "egress_decisions") {
                 return Ok(Vec::new());
             }
             let rows = sql.query(&sql_text, &params)?;
@@ -207,6 +200,24 @@ impl AuditStore {
                 .map(EgressEntry::from_row)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(AuditError::from)
+        })
+        .await
+    }
+
+    /// The upstream legs (a gateway call's requests to its MCP server) sent from inside any of
+    /// `call_ids` of run `run_id`, oldest first (an audit file older than the table has none).
+    pub async fn upstream_legs(
+        &self,
+        run_id: &str,
+        call_ids: Vec<String>,
+    ) -> Result<Vec<UpstreamEntry>, AuditError> {
+        let run_id = run_id.to_owned();
+        let sqlite = matches!(self, AuditStore::Sqlite { .. });
+        self.run(move |sql| {
+            if sqlite && !sqlite_has_table(sql, "upstream_calls") {
+                return Ok(Vec::new());
+            }
+            upstream_legs_on(sql, &run_id, &call_ids)
         })
         .await
     }
@@ -282,6 +293,15 @@ fn as_sql(session: &mut dyn toolgate_core::sql::SqlSession) -> &dyn Sql {
     session
 }
 
+/// Whether a SQLite audit file has `table` (one written by an older toolgate may not).
+fn sqlite_has_table(sql: &dyn Sql, table: &str) -> bool {
+    sql.query_i64(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        &[table.into()],
+    )
+    .is_ok_and(|n| n > 0)
+}
+
 /// Whether a SQLite store file has the receipts table (a store that never wrote may not).
 fn has_receipt_tables(conn: &Connection) -> bool {
     conn.query_row(
@@ -316,7 +336,9 @@ pub fn search_on(
     Ok(Page { entries, next })
 }
 
-/// [`AuditStore::tree`] on a connection: the root, then its descendants level by level.
+/// [`AuditStore::tree`] on a connection: the root, then its descendants level by level: the
+/// calls made from inside each level's calls in their run and instance, and the calls another
+/// toolgate process dispatched for them (named by reference, any run).
 pub fn tree_on(
     sql: &dyn Sql,
     call_id: &str,
@@ -329,26 +351,57 @@ pub fn tree_on(
     let root = AuditEntry::from_row(&row)?;
     let mut seen = std::collections::HashSet::from([root.id]);
     let mut descendants: Vec<AuditEntry> = Vec::new();
-    let mut parents = vec![root.call_id.clone()];
-    while !parents.is_empty() && descendants.len() < MAX_TREE {
-        let statement = query::children(
-            &root.run_id,
-            &root.instance,
-            &parents,
-            MAX_TREE - descendants.len(),
-        );
-        let rows = sql.query(&statement.sql, &statement.params)?;
-        parents.clear();
-        for row in &rows {
-            let entry = AuditEntry::from_row(row)?;
-            // A call already read is not asked for again, so a malformed cycle ends here.
-            if seen.insert(entry.id) {
-                parents.push(entry.call_id.clone());
-                descendants.push(entry);
+    let mut level = vec![root.clone()];
+    while !level.is_empty() && descendants.len() < MAX_TREE {
+        let mut statements = Vec::new();
+        let mut local: std::collections::BTreeMap<(String, String), Vec<String>> =
+            std::collections::BTreeMap::new();
+        for entry in &level {
+            local
+                .entry((entry.run_id.clone(), entry.instance.clone()))
+                .or_default()
+                .push(entry.call_id.clone());
+        }
+        let room = MAX_TREE - descendants.len();
+        for ((run, instance), mut parents) in local {
+            parents.sort();
+            parents.dedup();
+            statements.push(query::children(&run, &instance, &parents, room));
+        }
+        let references: Vec<String> = level
+            .iter()
+            .map(|e| parent_reference(&e.run_id, &e.call_id))
+            .collect();
+        statements.push(query::served_for(&references, room));
+        level.clear();
+        for statement in statements {
+            for row in &sql.query(&statement.sql, &statement.params)? {
+                let entry = AuditEntry::from_row(row)?;
+                // A call already read is not asked for again, so a malformed cycle ends here.
+                if descendants.len() < MAX_TREE && seen.insert(entry.id) {
+                    level.push(entry.clone());
+                    descendants.push(entry);
+                }
             }
         }
-        parents.sort();
-        parents.dedup();
     }
     Ok(Some(CallTree::assemble(root, descendants)))
+}
+
+/// [`AuditStore::upstream_legs`] on a connection.
+pub fn upstream_legs_on(
+    sql: &dyn Sql,
+    run_id: &str,
+    call_ids: &[String],
+) -> Result<Vec<UpstreamEntry>, AuditError> {
+    let mut legs = Vec::new();
+    // A bounded number of ids per statement (a large tree is read in parts).
+    for part in call_ids.chunks(500) {
+        let (text, params) = upstream::of_calls(run_id, part, MAX_EGRESS);
+        for row in &sql.query(&text, &params)? {
+            legs.push(UpstreamEntry::from_row(row)?);
+        }
+    }
+    legs.sort_by_key(|l| (l.time_unix_ms, l.id));
+    Ok(legs)
 }

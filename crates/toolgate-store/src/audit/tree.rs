@@ -1,15 +1,32 @@
 //! A call and the calls made from inside it (a `code_execution` call's tool calls, a tool's
-//! nested calls), assembled from rows: each row hangs under the row whose call id is its
-//! `parent_call_id`.
+//! nested calls, and the calls a toolgate server behind a gateway dispatched for it), assembled
+//! from rows: each row hangs under the row of its run whose call id is its `parent_call_id`,
+//! or, when that names another process's call by reference (`RUN/CALL`,
+//! [`super::upstream::parent_reference`]), under the row of that run and call.
 //!
 //! Guarantees: every row given appears at most once; a row whose parent is not in the tree is
-//! left out (the caller reads only descendants); a cycle in malformed rows cannot loop.
+//! left out (the caller reads only descendants); a call id reused by another run is never
+//! taken for the parent; a cycle in malformed rows cannot loop.
 
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
 use super::row::AuditEntry;
+use super::upstream::parent_reference;
+
+/// Where a row hangs: a local parent by run and call id; one named by reference by the
+/// reference alone (the run in it).
+type ParentKey = (Option<String>, String);
+
+fn parent_key(entry: &AuditEntry) -> Option<ParentKey> {
+    let parent = entry.parent_call_id.clone()?;
+    Some(if parent.contains('/') {
+        (None, parent)
+    } else {
+        (Some(entry.run_id.clone()), parent)
+    })
+}
 
 /// A call and its nested calls, oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -19,12 +36,13 @@ pub struct CallTree {
 }
 
 impl CallTree {
-    /// The tree under `root` from `descendants` (rows of the same run, in any order).
+    /// The tree under `root` from `descendants` (rows of its run, and of other runs naming
+    /// its calls by reference, in any order).
     pub fn assemble(root: AuditEntry, descendants: Vec<AuditEntry>) -> CallTree {
-        let mut by_parent: HashMap<String, Vec<AuditEntry>> = HashMap::new();
+        let mut by_parent: HashMap<ParentKey, Vec<AuditEntry>> = HashMap::new();
         for entry in descendants {
-            if let Some(parent) = entry.parent_call_id.clone() {
-                by_parent.entry(parent).or_default().push(entry);
+            if let Some(key) = parent_key(&entry) {
+                by_parent.entry(key).or_default().push(entry);
             }
         }
         for siblings in by_parent.values_mut() {
@@ -56,10 +74,17 @@ impl CallTree {
 
 fn grow(
     entry: AuditEntry,
-    by_parent: &mut HashMap<String, Vec<AuditEntry>>,
+    by_parent: &mut HashMap<ParentKey, Vec<AuditEntry>>,
     seen: &mut HashSet<i64>,
 ) -> CallTree {
-    let kids = by_parent.remove(&entry.call_id).unwrap_or_default();
+    let mut kids = by_parent
+        .remove(&(Some(entry.run_id.clone()), entry.call_id.clone()))
+        .unwrap_or_default();
+    let served = (None, parent_reference(&entry.run_id, &entry.call_id));
+    if let Some(more) = by_parent.remove(&served) {
+        kids.extend(more);
+        kids.sort_by_key(|e| (e.time_unix_ms, e.id));
+    }
     let mut children = Vec::with_capacity(kids.len());
     for kid in kids {
         if seen.insert(kid.id) {
@@ -93,6 +118,13 @@ mod tests {
         }
     }
 
+    fn in_run(id: i64, call: &str, parent: Option<&str>, run: &str) -> AuditEntry {
+        AuditEntry {
+            run_id: run.into(),
+            ..entry(id, call, parent)
+        }
+    }
+
     fn shape(tree: &CallTree) -> String {
         if tree.children.is_empty() {
             return tree.entry.call_id.clone();
@@ -123,6 +155,18 @@ mod tests {
             (
                 vec![entry(2, "c.1", Some("c")), entry(3, "c.1", Some("c.1"))],
                 "c[c.1[c.1]]",
+            ),
+            // Another process's calls served for `c` (named `r/c`), with their own nested
+            // call, hang under it in time order; a call of another run naming `c` by its bare
+            // id is not taken for `c`'s child.
+            (
+                vec![
+                    in_run(4, "u1", Some("r/c"), "r2"),
+                    in_run(5, "u1.1", Some("u1"), "r2"),
+                    entry(2, "c.1", Some("c")),
+                    in_run(6, "x", Some("c"), "r3"),
+                ],
+                "c[c.1,u1[u1.1]]",
             ),
         ];
         for (rows, expected) in cases {

@@ -7,7 +7,8 @@
 //! one task per instance writes the queue in order, in batches.
 //!
 //! Guarantees: every decision record (`tool_call` events) and egress decision (`egress` events,
-//! into `egress_decisions`, migration V12) is written once, in the order recorded (other kinds
+//! into `egress_decisions`, migration V12) and gateway upstream leg (`upstream_call` events,
+//! into `upstream_calls`, V13) is written once, in the order recorded (other kinds
 //! are not the audit's; [`crate::audit::row::audit_row`] decides, as for the SQLite file);
 //! while the database is unreachable the records wait in memory and the writer retries with a growing pause (at most [`MAX_PAUSE`]), so an outage
 //! delays the table and loses nothing while the process lives. [`PgAudit::flush`] waits until
@@ -21,8 +22,8 @@ use tokio::sync::{mpsc, oneshot};
 use toolgate_core::trace::{TraceEvent, TraceSink};
 
 use super::PgStore;
-use crate::audit::egress;
 use crate::audit::row::{INSERT, Row, audit_row};
+use crate::audit::{egress, upstream};
 
 /// The longest pause between two attempts to write while the database is unreachable.
 pub const MAX_PAUSE: Duration = Duration::from_secs(5);
@@ -162,6 +163,10 @@ async fn insert(
         .prepare_cached(&toolgate_core::sql::postgres_placeholders(egress::INSERT))
         .await
         .map_err(failed)?;
+    let upstream_calls = tx
+        .prepare_cached(&toolgate_core::sql::postgres_placeholders(upstream::INSERT))
+        .await
+        .map_err(failed)?;
     for row in batch {
         match row {
             // The same columns as the SQLite audit, by the same rule.
@@ -211,6 +216,23 @@ async fn insert(
                         &row.rule,
                         &row.reason,
                         &row.error,
+                        &row.record,
+                    ],
+                )
+                .await
+            }
+            Row::Upstream(row) => {
+                tx.execute(
+                    &upstream_calls,
+                    &[
+                        &row.time_unix_ms,
+                        &instance,
+                        &row.call_id,
+                        &row.run_id,
+                        &row.server,
+                        &row.tool,
+                        &row.outcome,
+                        &row.duration_ms,
                         &row.record,
                     ],
                 )

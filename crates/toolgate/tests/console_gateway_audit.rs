@@ -1,0 +1,193 @@
+//! A gateway call's upstream leg in the audit, every part real: two `toolgate serve --http`
+//! processes on 127.0.0.1 recording into one audit file: the upstream serving the notes
+//! toolset, and the gateway (`--no-toolset`) importing its tools with `--mcp-config` over
+//! Streamable HTTP through the egress exit. Read back as the console's call page reads it
+//! ([`AuditStore::tree`], [`AuditStore::upstream_legs`]).
+//!
+//! - The gateway's call of `up__notes_search` has its upstream leg (server `up`, the tool
+//!   `notes_search`, `ok`, how long) under it, and the upstream's own `notes_search` call,
+//!   which recorded the gateway's call (`RUN/CALL`, sent in `_meta`) as its parent, hangs under
+//!   it in the tree though it is another process's run.
+//! - A client naming a parent outside the reference's closed form (markup, a bare id) names
+//!   none: the upstream records no parent, and the call runs as any other.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::team::{Instance, modern_call, serve_with};
+use serde_json::{Value, json};
+use toolgate_store::audit::{AuditEntry, AuditFilter, AuditStore};
+
+const PARENT_META: &str = "dev.toolgate/parent_call_id";
+
+/// Every decision row of `tool`, once there are `at_least` (within 30 s).
+fn rows_of(audit: &Path, tool: &str, at_least: usize) -> Vec<AuditEntry> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        if let Ok(store) = AuditStore::open_file(audit) {
+            let filter = AuditFilter {
+                tool: Some(tool.into()),
+                ..AuditFilter::default()
+            };
+            let page = runtime.block_on(store.search(&filter, None, 100)).unwrap();
+            if page.entries.len() >= at_least {
+                return page.entries;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the audit did not get {at_least} rows of {tool}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn succeeded(reply: &common::team::Reply) -> Value {
+    let message = reply
+        .message()
+        .unwrap_or_else(|| panic!("no answer: {reply:?}"));
+    let result = message["result"].clone();
+    assert_ne!(result["isError"], json!(true), "{message}");
+    result
+}
+
+fn upstream(dir: &Path, audit: &Path) -> Instance {
+    let db = dir.join("notes.sqlite");
+    toolgate_notes::NotesStore::open_or_init_sample(&db).unwrap();
+    let (db, audit) = (db.display().to_string(), audit.display().to_string());
+    serve_with(
+        dir,
+        None,
+        &["--toolset", "notes", "--db", &db, "--audit-db", &audit],
+    )
+}
+
+fn gateway(dir: &Path, audit: &Path, upstream: &str) -> Instance {
+    let port = upstream.rsplit(':').next().unwrap();
+    let config = dir.join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[egress.allow]]\nhost = \"127.0.0.1\"\nschemes = [\"http\"]\nports = [{port}]\n\
+             allow_private = true\n\n[mcp.servers.up]\nrisk = \"low\"\n"
+        ),
+    )
+    .unwrap();
+    let servers = dir.join("servers.json");
+    std::fs::write(
+        &servers,
+        json!({"mcpServers": {"up": {"url": format!("http://{upstream}/mcp")}}}).to_string(),
+    )
+    .unwrap();
+    let (servers, audit) = (servers.display().to_string(), audit.display().to_string());
+    serve_with(
+        dir,
+        Some(&config),
+        &[
+            "--no-toolset",
+            "--mcp-config",
+            &servers,
+            "--audit-db",
+            &audit,
+        ],
+    )
+}
+
+#[test]
+fn a_gateway_calls_upstream_leg_and_the_upstreams_own_call_hang_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.sqlite");
+    let (up_dir, gw_dir) = (dir.path().join("up"), dir.path().join("gw"));
+    std::fs::create_dir_all(&up_dir).unwrap();
+    std::fs::create_dir_all(&gw_dir).unwrap();
+    let up = upstream(&up_dir, &audit);
+    let gw = gateway(&gw_dir, &audit, &up.address);
+
+    // Parents a client names outside the closed form name none; the calls run.
+    for hostile in [
+        json!("<script>alert(1)</script>/call-1"),
+        json!("call-1"),
+        json!({"run": "r"}),
+    ] {
+        succeeded(
+            &modern_call(
+                &up.address,
+                "notes_search",
+                &json!({"query": "garden", "limit": 1}),
+                json!({}),
+                json!({ (PARENT_META): hostile }),
+            )
+            .unwrap(),
+        );
+    }
+
+    // Through the gateway.
+    succeeded(
+        &modern_call(
+            &gw.address,
+            "up__notes_search",
+            &json!({"query": "budget", "limit": 2}),
+            json!({}),
+            json!({}),
+        )
+        .unwrap(),
+    );
+
+    let gateway_call = rows_of(&audit, "up__notes_search", 1).remove(0);
+    let upstream_calls = rows_of(&audit, "notes_search", 4);
+    let parents: Vec<Option<String>> = upstream_calls
+        .iter()
+        .map(|e| e.parent_call_id.clone())
+        .collect();
+    let reference = format!("{}/{}", gateway_call.run_id, gateway_call.call_id);
+    assert_eq!(
+        parents,
+        vec![Some(reference.clone()), None, None, None],
+        "newest first: the gateway's, then the three naming no valid parent"
+    );
+    assert_ne!(upstream_calls[0].instance, gateway_call.instance);
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = AuditStore::open_file(&audit).unwrap();
+    let tree = runtime
+        .block_on(store.tree(&gateway_call.call_id, Some(&gateway_call.run_id)))
+        .unwrap()
+        .unwrap();
+    let shape: Vec<(String, Option<String>)> = tree
+        .entries()
+        .iter()
+        .map(|e| (e.tool.clone(), e.parent_call_id.clone()))
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            ("up__notes_search".to_string(), None),
+            ("notes_search".to_string(), Some(reference)),
+        ]
+    );
+    let legs = runtime
+        .block_on(store.upstream_legs(&gateway_call.run_id, vec![gateway_call.call_id.clone()]))
+        .unwrap();
+    assert_eq!(legs.len(), 1, "{legs:?}");
+    assert_eq!(
+        (
+            legs[0].server.as_str(),
+            legs[0].tool.as_str(),
+            legs[0].outcome.as_str()
+        ),
+        ("up", "notes_search", "ok"),
+        "{legs:?}"
+    );
+    drop(gw);
+    drop(up);
+}
