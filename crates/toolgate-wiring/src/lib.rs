@@ -17,6 +17,11 @@
 //!   approval tickets every instance shares.
 //! - [`imports`]: [`open_imports`]: the configured MCP servers' tools, reached through the
 //!   egress exit [`ExitsConfig`] builds, and [`extra_tools`] to hand them to a dispatcher.
+//! - [`wrap`]: one MCP server from the command line made into a one-server import
+//!   (`toolgate wrap`).
+//! - [`host_config`]: the hosts' MCP configuration files (Claude Desktop, Claude Code, Cursor,
+//!   VS Code) read, changed to put toolgate in front, shown as a diff, backed up and restored
+//!   (`toolgate mcp install` / `uninstall`).
 //!
 //! Guarantees: every toolset name parses from and prints as one string; a toolset is only ever
 //! bound to the store kind it works on ([`WiringError::WrongStore`] otherwise); a toolset gets
@@ -28,11 +33,13 @@ pub mod code;
 pub mod dispatch;
 pub mod error;
 pub mod exits;
+pub mod host_config;
 pub mod imports;
 pub mod notify;
 pub mod shared;
 pub mod store;
 pub mod toolset;
+pub mod wrap;
 
 pub use code::CodeOptions;
 pub use dispatch::{
