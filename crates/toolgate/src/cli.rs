@@ -62,9 +62,17 @@ pub enum Command {
     /// the host through the protocol, and is denied when the host cannot ask.
     Serve(ServeArgs),
     /// The MCP servers whose tools are imported (--mcp-config or [mcp] config): their tools,
-    /// risks, pins and quarantine; review and accept changed tool definitions.
+    /// risks, pins and quarantine; review and accept changed tool definitions. And the hosts'
+    /// own configuration files: put toolgate in front of them (install) or take it out again
+    /// (uninstall).
     #[command(subcommand)]
-    Mcp(McpCommand),
+    Mcp(McpCommands),
+    /// Serve exactly one MCP server through the gateway over stdio, so a host's entry becomes
+    /// `"command": "toolgate", "args": ["wrap", "--", "npx", "-y", "@modelcontextprotocol/server-filesystem", "/home/me"]`:
+    /// its tools under our names (NAME__tool) and risks (--risk; unrated means high), pinned on
+    /// first use (a changed definition is quarantined), each call in the trace and the audit, and
+    /// a call that needs approval asked through the host (denied when the host cannot ask).
+    Wrap(WrapArgs),
     /// Run the security suites and say what was attempted, what was blocked and which trace
     /// line shows each block; write a JSON report. Exits 1 when anything leaked, a case that
     /// must pass was blocked, a block is missing from the trace or a case could not be checked.
@@ -194,6 +202,114 @@ pub enum ConfigCommand {
         #[arg(long)]
         digest: Option<String>,
     },
+}
+
+/// `toolgate mcp ...`: the imported servers' commands, and the hosts' files.
+#[derive(Debug, Subcommand)]
+pub enum McpCommands {
+    #[command(flatten)]
+    Imports(McpCommand),
+    /// Put toolgate into a host's MCP configuration file: an entry per toolset
+    /// (`toolgate-notes`: `toolgate serve --stdio --toolset notes`) and, with --wrap-all, every
+    /// existing server rewritten to `toolgate wrap --name NAME -- COMMAND ARGS` (its env kept and
+    /// passed on by name; an HTTP server with --url). Shows the change as a diff and asks before
+    /// writing; keeps a byte-for-byte backup (FILE.toolgate-backup-UNIXTIME) for `uninstall`.
+    /// A file that is not valid JSON (comments included), or whose servers are not an object, is
+    /// refused and left untouched.
+    Install(McpInstallArgs),
+    /// Restore a host's MCP configuration file from its newest toolgate backup, byte for byte.
+    /// Refused when the file changed since toolgate wrote it, unless --force.
+    Uninstall(McpUninstallArgs),
+}
+
+/// `toolgate mcp install`.
+#[derive(Debug, clap::Args)]
+pub struct McpInstallArgs {
+    #[command(flatten)]
+    pub host: HostFileArgs,
+    /// A toolset to serve from the host (an entry `toolgate-TOOLSET`); repeatable.
+    #[arg(long, value_parser = toolset_parser(), default_value = "notes")]
+    pub toolset: Vec<ToolsetName>,
+    /// Add no toolset's entry (with --wrap-all: only wrap the existing servers).
+    #[arg(long, conflicts_with = "toolset", requires = "wrap_all")]
+    pub no_toolset: bool,
+    /// Also rewrite every existing server's entry to go through `toolgate wrap`.
+    #[arg(long)]
+    pub wrap_all: bool,
+    /// Write without asking (for scripts); the diff is still shown.
+    #[arg(long)]
+    pub yes: bool,
+    /// The toolgate program the host starts. Default: this one's full path (hosts start
+    /// servers with a short PATH).
+    #[arg(long, value_name = "PATH")]
+    pub program: Option<PathBuf>,
+}
+
+/// `toolgate mcp uninstall`.
+#[derive(Debug, clap::Args)]
+pub struct McpUninstallArgs {
+    #[command(flatten)]
+    pub host: HostFileArgs,
+    /// Restore the backup even though the file changed since toolgate wrote it (those changes
+    /// are lost).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Which host's file.
+#[derive(Debug, clap::Args)]
+pub struct HostFileArgs {
+    /// The host: claude-desktop (claude_desktop_config.json), claude-code (~/.claude.json, user
+    /// scope), cursor (~/.cursor/mcp.json) or vscode (the user's mcp.json, `servers`).
+    #[arg(long, value_parser = PossibleValuesParser::new(["claude-desktop", "claude-code", "cursor", "vscode"]))]
+    pub host: String,
+    /// The file, instead of the host's user-level one (a project's .mcp.json,
+    /// .cursor/mcp.json or .vscode/mcp.json, or a copy).
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+}
+
+/// `toolgate wrap`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("upstream").required(true).args(["url", "command"])))]
+pub struct WrapArgs {
+    /// The server's name: the namespace of its tools (NAME__tool) and the key of its pins.
+    /// Default: derived from the package or script (`npx -y @scope/server-x` → server-x).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Our rating of the server's tools: LEVEL[:EFFECT] for all of them, TOOL=LEVEL[:EFFECT] for
+    /// one (by the server's own name); repeatable; over [mcp.servers.NAME]. LEVEL is low,
+    /// medium or high; EFFECT read, undoable_write, outbound, irreversible (the default) or
+    /// costs_money. A tool the server marks destructive is raised to high; unrated is high.
+    #[arg(long, value_name = "RATING")]
+    pub risk: Vec<String>,
+    /// Pass this variable of toolgate's environment on to the server (by name; repeatable).
+    /// The server otherwise gets only HOME, LOGNAME, PATH, SHELL, TERM and USER.
+    #[arg(long, value_name = "NAME")]
+    pub env: Vec<String>,
+    /// A Streamable HTTP server instead of a command.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// With --url: a request header, "NAME: VALUE"; repeatable.
+    #[arg(long, value_name = "HEADER", requires = "url")]
+    pub header: Vec<String>,
+    /// The pin lock file. Default: wrap/NAME.lock.json in the user data folder.
+    #[arg(long, value_name = "FILE")]
+    pub lock: Option<PathBuf>,
+    /// Also write every decision to this JSON Lines trace.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Record every call's decision in this SQLite audit file. Default: audit.sqlite in the
+    /// user data folder (or [store] url's audit table).
+    #[arg(long, value_name = "FILE")]
+    pub audit_db: Option<PathBuf>,
+    /// Print the server's tools with our names, risks and pins (as `toolgate mcp list`), then
+    /// exit instead of serving.
+    #[arg(long)]
+    pub list: bool,
+    /// The server's command and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND", num_args = 1..)]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -8,16 +8,18 @@ mod config;
 mod demo;
 mod eval;
 mod mcp;
+mod mcp_install;
 mod notes;
 mod serve;
 mod tool_search;
 mod tools;
+mod wrap;
 
 use std::path::{Path, PathBuf};
 
 use toolgate_wiring::{Store, StoreKind, WiringError};
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, McpCommands};
 use crate::config::{Config, ConfigError};
 
 #[derive(Debug, thiserror::Error)]
@@ -68,12 +70,25 @@ pub enum CommandError {
     ChecksFailed(String),
     #[error("measuring `{call}` failed: {message}")]
     Measurement { call: String, message: String },
+    #[error(transparent)]
+    Wrap(#[from] toolgate_wiring::wrap::WrapError),
+    #[error("{path}: refused, left untouched: {source}")]
+    HostFile {
+        path: String,
+        source: toolgate_wiring::host_config::HostFileError,
+    },
 }
 
 pub fn run(cli: Cli) -> Result<(), CommandError> {
     // Before any configuration is loaded: trusting one must not need it trusted already.
     if let Command::Config(command) = cli.command {
         return config::run(command);
+    }
+    // A host's file is edited without any configuration of ours.
+    match cli.command {
+        Command::Mcp(McpCommands::Install(args)) => return mcp_install::install(&args),
+        Command::Mcp(McpCommands::Uninstall(args)) => return mcp_install::uninstall(&args),
+        _ => {}
     }
     let config = Config::load(cli.config.as_deref())?;
     match cli.command {
@@ -85,7 +100,12 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Notes(command) => notes::run(&config, command),
         Command::Demo(args) => demo::run(&config, &args),
         Command::Serve(args) => serve::run(&config, cli.mcp_config.as_deref(), &args),
-        Command::Mcp(command) => mcp::run(&config, cli.mcp_config.as_deref(), command),
+        Command::Mcp(McpCommands::Imports(command)) => {
+            mcp::run(&config, cli.mcp_config.as_deref(), command)
+        }
+        Command::Mcp(McpCommands::Install(args)) => mcp_install::install(&args),
+        Command::Mcp(McpCommands::Uninstall(args)) => mcp_install::uninstall(&args),
+        Command::Wrap(args) => wrap::run(config, cli.mcp_config.as_deref(), &args),
         Command::Check(args) => check::run(&config, &args),
         Command::Config(command) => config::run(command),
         Command::Audit(command) => audit::run(&config, command),

@@ -1,0 +1,262 @@
+//! `toolgate wrap` in front of the real @modelcontextprotocol/server-filesystem (installed,
+//! pinned, by `scripts/setup.sh`), driven by the official MCP Inspector in CLI mode in both
+//! protocol eras, as a host would start it: `toolgate wrap --risk low:read -- node
+//! …/server-filesystem/dist/index.js FOLDER`. The tools are listed under our names with our
+//! risks; a read runs; a write needs approval, which the Inspector cannot give (it shows no
+//! elicitation form), so it is declined and the folder is unchanged.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{node, text};
+use serde_json::Value;
+
+const ERAS: [&str; 2] = ["legacy", "modern"];
+
+fn filesystem_server() -> PathBuf {
+    node::installed(
+        node::node_dir().join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"),
+        "@modelcontextprotocol/server-filesystem",
+    )
+}
+
+/// `wrap` before the server's command line, for `folder`.
+fn wrap_args(folder: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = vec!["wrap".into(), "--risk".into(), "low:read".into()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.push("--".into());
+    args.push(node::node().display().to_string());
+    args.push(filesystem_server().display().to_string());
+    args.push(folder.display().to_string());
+    args
+}
+
+/// One Inspector run against `toolgate wrap … FOLDER` (HOME in `dir`): its exit status, the
+/// parsed `result` and its stderr.
+fn inspect(
+    dir: &Path,
+    era: &str,
+    method: &str,
+    extra: &[&str],
+    tag: &str,
+) -> (std::process::ExitStatus, Value, String) {
+    let out_path = dir.join(format!("{era}-{tag}.out"));
+    let err_path = dir.join(format!("{era}-{tag}.err"));
+    let trace = dir.join(format!("{era}-{tag}.trace.jsonl"));
+    let wrap = wrap_args(&dir.join("shared"), &["--trace", trace.to_str().unwrap()]);
+    let mut child = Command::new(node::node())
+        .arg(node::inspector())
+        .arg("--cli")
+        .args(["--format", "json", "--protocol-era", era])
+        .args(["--method", method])
+        .args(extra)
+        .args(["-e", &format!("HOME={}", dir.display())])
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_toolgate"))
+        .args(&wrap)
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env_remove("XDG_DATA_HOME")
+        .stdin(Stdio::null())
+        .stdout(File::create(&out_path).unwrap())
+        .stderr(File::create(&err_path).unwrap())
+        .spawn()
+        .expect("node runs the Inspector");
+    let status = node::wait_bounded(&mut child, Duration::from_secs(90), "the Inspector");
+    let stdout = std::fs::read_to_string(&out_path).unwrap();
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    let mut reply: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "{era} {method}: one JSON object on stdout ({e}, {status}): {stdout}\nstderr: {stderr}"
+        )
+    });
+    (status, reply["result"].take(), stderr)
+}
+
+fn result_text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("content blocks: {result}"))
+        .iter()
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The folder's files and their contents.
+fn snapshot(folder: &Path) -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = std::fs::read_dir(folder)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&path).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn decision(trace: &Path, tool: &str) -> Value {
+    let events: Vec<Value> = std::fs::read_to_string(trace)
+        .unwrap_or_else(|e| panic!("{}: {e}", trace.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    events
+        .into_iter()
+        .find(|e| e["event"] == "tool_call" && e["gen_ai.tool.name"] == tool)
+        .unwrap_or_else(|| panic!("no decision for {tool} in {}", trace.display()))
+}
+
+#[test]
+fn wrap_lists_server_filesystem_under_our_names_and_risks_reads_and_declines_a_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::write(shared.join("hello.txt"), "hello from the shared folder\n").unwrap();
+    let before = snapshot(&shared);
+
+    // `--list`: our names, risks and where each came from, then exit.
+    let listed = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(wrap_args(&shared, &["--list"]))
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .env_remove("XDG_DATA_HOME")
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let table = text(&listed.stdout);
+    let row = |tool: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("server_filesystem__{tool} ")))
+            .unwrap_or_else(|| panic!("no {tool} row: {table}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    // TOOL, REMOTE NAME, RISK, EFFECT, RISK FROM...
+    assert_eq!(row("read_text_file")[2..4], ["low", "read"], "{table}");
+    assert_eq!(row("list_directory")[2..4], ["low", "read"], "{table}");
+    // The server marks write_file destructive: our low rating is raised to high.
+    assert_eq!(row("write_file")[2], "high", "{table}");
+    assert!(table.contains("raised"), "{table}");
+    assert!(
+        text(&listed.stderr).contains("wrapping server-filesystem"),
+        "{}",
+        text(&listed.stderr)
+    );
+    let lock = dir
+        .path()
+        .join(".local/share/toolgate/wrap/server_filesystem.lock.json");
+    assert!(
+        lock.exists(),
+        "first use pins the server in the data folder"
+    );
+
+    for era in ERAS {
+        let (status, tools, stderr) = inspect(dir.path(), era, "tools/list", &[], "list");
+        assert!(status.success(), "{era}: {tools}\n{stderr}");
+        let tools = tools["tools"].as_array().unwrap();
+        let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert!(
+            names.iter().all(|n| n.starts_with("server_filesystem__")),
+            "{era}: {names:?}"
+        );
+        let tool = |name: &str| {
+            tools
+                .iter()
+                .find(|t| t["name"] == format!("server_filesystem__{name}"))
+                .unwrap_or_else(|| panic!("{era}: no {name} in {names:?}"))
+        };
+        // Our ratings, as the hints a host shows.
+        assert_eq!(tool("read_text_file")["annotations"]["readOnlyHint"], true);
+        assert_eq!(tool("write_file")["annotations"]["readOnlyHint"], false);
+        assert_eq!(tool("write_file")["annotations"]["destructiveHint"], true);
+
+        let target = shared.join(format!("{era}-new.txt"));
+        let args = serde_json::json!({"path": target, "content": "written through the gateway"});
+        let (status, write, _) = inspect(
+            dir.path(),
+            era,
+            "tools/call",
+            &[
+                "--tool-name",
+                "server_filesystem__write_file",
+                "--tool-args-json",
+                &args.to_string(),
+            ],
+            "write",
+        );
+        assert!(!status.success(), "{era}: {write}");
+        assert_eq!(write["isError"], true, "{era}: {write}");
+        assert!(result_text(&write).contains("approval"), "{era}: {write}");
+        assert_eq!(
+            snapshot(&shared),
+            before,
+            "{era}: the declined write changed the folder"
+        );
+        let denied = decision(
+            &dir.path().join(format!("{era}-write.trace.jsonl")),
+            "server_filesystem__write_file",
+        );
+        assert_eq!(denied["outcome"], "approval_denied", "{era}: {denied}");
+
+        let args = serde_json::json!({"path": shared.join("hello.txt")});
+        let (status, read, stderr) = inspect(
+            dir.path(),
+            era,
+            "tools/call",
+            &[
+                "--tool-name",
+                "server_filesystem__read_text_file",
+                "--tool-args-json",
+                &args.to_string(),
+            ],
+            "read",
+        );
+        assert!(status.success(), "{era}: {read}\n{stderr}");
+        assert_eq!(read["isError"], false, "{era}: {read}");
+        assert!(
+            result_text(&read).contains("hello from the shared folder"),
+            "{era}: {read}"
+        );
+        let ran = decision(
+            &dir.path().join(format!("{era}-read.trace.jsonl")),
+            "server_filesystem__read_text_file",
+        );
+        assert_eq!(ran["outcome"], "ok", "{era}: {ran}");
+    }
+}
+
+#[test]
+fn wrap_refuses_what_it_cannot_serve_with_the_remedy() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["wrap"], "--url"),
+        (
+            &["wrap", "--risk", "lowest", "--", "npx", "-y", "pkg"],
+            "not a risk level",
+        ),
+        (&["wrap", "--url", "http://127.0.0.1:9/mcp"], "--name"),
+        (
+            &["wrap", "--name", "my server", "--", "node", "s.js"],
+            "cannot namespace",
+        ),
+    ];
+    for (args, said) in cases {
+        let out = common::toolgate(args, dir.path());
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(said),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
