@@ -3,18 +3,22 @@
 //! protocol eras, as a host would start it: `toolgate wrap --risk low:read -- node
 //! …/server-filesystem/dist/index.js FOLDER`. The tools are listed under our names with our
 //! risks; a read runs; a write needs approval, which the Inspector cannot give (it shows no
-//! elicitation form), so it is declined and the folder is unchanged.
+//! elicitation form), so it is declined and the folder is unchanged. And as a host that shows
+//! forms (elicitation declared, JSON-RPC written by hand on stdin): the write is asked about
+//! first; declined, the folder is unchanged; accepted, the file is written.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use common::{node, text};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const ERAS: [&str; 2] = ["legacy", "modern"];
 
@@ -259,4 +263,119 @@ fn wrap_refuses_what_it_cannot_serve_with_the_remedy() {
             text(&out.stderr)
         );
     }
+}
+
+/// `toolgate wrap` as a host's child: JSON-RPC lines on its stdin and stdout.
+struct Host {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Host {
+    fn start(dir: &Path, folder: &Path) -> Host {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(wrap_args(folder, &[]))
+            .current_dir(dir)
+            .env("HOME", dir)
+            .env_remove("XDG_DATA_HOME")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(File::create(dir.join("host.err")).unwrap())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Host {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send(&mut self, message: &Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn next(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a line on stdout in time");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout is JSON ({e}): {line}"))
+    }
+
+    /// Asks for `write_file` of `content` to `path` as call `id`; returns the form it is shown.
+    fn write(&mut self, id: u64, path: &Path, content: &str) -> Value {
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "server_filesystem__write_file",
+            "arguments": {"path": path, "content": content}}}),
+        );
+        let question = self.next();
+        assert_eq!(question["method"], "elicitation/create", "{question}");
+        question
+    }
+
+    fn answer(&mut self, question: &Value, result: Value, id: u64) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": question["id"], "result": result}));
+        let reply = self.next();
+        assert_eq!(reply["id"], id, "{reply}");
+        reply
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_host_that_shows_forms_is_asked_before_a_write_and_a_decline_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::write(shared.join("hello.txt"), "hello\n").unwrap();
+    let before = snapshot(&shared);
+    let mut host = Host::start(dir.path(), &shared);
+    let params = json!({"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "a-host", "version": "0"}});
+    host.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}));
+    let reply = host.next();
+    assert_eq!(reply["id"], 1, "{reply}");
+    host.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+
+    let target = shared.join("note.txt");
+    let question = host.write(2, &target, "declined text");
+    let asked = question["params"].to_string();
+    assert!(asked.contains("server_filesystem__write_file"), "{asked}");
+    let declined = host.answer(&question, json!({"action": "decline"}), 2);
+    assert_eq!(declined["result"]["isError"], true, "{declined}");
+    assert_eq!(
+        snapshot(&shared),
+        before,
+        "the declined write changed the folder"
+    );
+
+    let question = host.write(3, &target, "approved text");
+    let approved = host.answer(
+        &question,
+        json!({"action": "accept", "content": {"approve": true}}),
+        3,
+    );
+    assert_eq!(approved["result"]["isError"], false, "{approved}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "approved text");
 }
