@@ -1,8 +1,9 @@
 //! `mcpServers` entries pasted as each host documents them (Claude Desktop, Claude Code, Cursor:
-//! stdio with `node`, `npx` or `uvx` and no `env`, HTTP with headers) import without a change,
-//! against the real npm servers `scripts/setup.sh` pins (server-everything, -filesystem and
-//! -memory at 2026.8.31) and our own server over Streamable HTTP; and a stdio server gets the
-//! SDKs' default environment and never a secret of ours.
+//! stdio with `node`, `npx` or `uvx` and no `env`, HTTP with headers, which reach the server)
+//! import without a change, against the real npm servers `scripts/setup.sh` pins
+//! (server-everything, -filesystem and -memory at 2026.8.31) and our own server over
+//! Streamable HTTP; and a stdio server gets the SDKs' default environment and never a secret
+//! of ours.
 //!
 //! One test function, on purpose: it sets this process's own environment and folder, as a
 //! person's shell would before starting toolgate, which the child servers then see through the
@@ -19,9 +20,10 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolgate_core::{CallOutcome, CallRequest, Principal};
 use toolgate_egress::{Egress, StaticResolver};
 use toolgate_mcp::{HttpLimits, McpServer};
@@ -277,8 +279,43 @@ async fn a_uvx_entry_is_looked_up_on_the_default_path(path: &str) {
     }
 }
 
+/// A plain TCP relay on 127.0.0.1 to `target` that keeps the head of the first request on
+/// each connection (its Host rewritten to the target's, which our server checks), so the test
+/// sees the headers a client sent.
+async fn recording_relay(target: u16) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&heads);
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let seen = Arc::clone(&seen);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match inbound.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&head)
+                    .replace(&format!("127.0.0.1:{port}"), &format!("127.0.0.1:{target}"));
+                seen.lock().unwrap().push(text.clone());
+                let mut outbound = tokio::net::TcpStream::connect(("127.0.0.1", target))
+                    .await
+                    .unwrap();
+                outbound.write_all(text.as_bytes()).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            });
+        }
+    });
+    (port, heads)
+}
+
 /// HTTP entries with headers: Claude Code's (`"type": "http"`, a header with `${VAR}`) and
-/// Cursor's (`url` and `headers`, no type), against our own server on 127.0.0.1.
+/// Cursor's (`url` and `headers`, no type), against our own server on 127.0.0.1, through a
+/// relay that shows the headers arrive.
 async fn http_entries_with_headers_import(_path: &str) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_or_init(StoreKind::Books, &dir.path().join("books.sqlite")).unwrap();
@@ -295,8 +332,10 @@ async fn http_entries_with_headers_import(_path: &str) {
         .unwrap()
         .parse()
         .unwrap();
+    let (relay, heads) = recording_relay(port).await;
+    let url = format!("http://127.0.0.1:{relay}/mcp");
     let egress = Egress::new(
-        support::loopback_http_allowlist(&[port]),
+        support::loopback_http_allowlist(&[relay]),
         Arc::new(StaticResolver::new()),
         Arc::new(toolgate_core::trace::NoTrace),
     )
@@ -304,11 +343,11 @@ async fn http_entries_with_headers_import(_path: &str) {
     let document = json!({"mcpServers": {
         "books": {
             "type": "http",
-            "url": upstream.url,
+            "url": url,
             "headers": {"X-API-Key": "${BOOKS_API_KEY}"}
         },
         "books-cursor": {
-            "url": upstream.url,
+            "url": url,
             "headers": {"API_KEY": "value"}
         }
     }})
@@ -334,4 +373,8 @@ async fn http_entries_with_headers_import(_path: &str) {
         assert!(text.contains("Hunger Games"), "{tool}: {text}");
     }
     imports.close().await;
+    let heads = heads.lock().unwrap().join("\n").to_ascii_lowercase();
+    for header in ["x-api-key: key-from-env", "api_key: value"] {
+        assert!(heads.contains(header), "{header} was not sent:\n{heads}");
+    }
 }
