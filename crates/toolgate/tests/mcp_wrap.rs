@@ -1,7 +1,7 @@
 //! `toolgate wrap` in front of the real @modelcontextprotocol/server-filesystem (installed,
 //! pinned, by `scripts/setup.sh`), driven by the official MCP Inspector in CLI mode in both
-//! protocol eras, as a host would start it: `toolgate wrap --risk low:read -- node
-//! …/server-filesystem/dist/index.js FOLDER`. The tools are listed under our names with our
+//! protocol eras, as a host would start it: `toolgate wrap --risk low:read --risk
+//! create_directory=medium:undoable_write -- node …/server-filesystem/dist/index.js FOLDER`. The tools are listed under our names with our
 //! risks; a read runs; a write needs approval, which the Inspector cannot give (it shows no
 //! elicitation form), so it is declined and the folder is unchanged. And as a host that shows
 //! forms (elicitation declared, JSON-RPC written by hand on stdin): the write is asked about
@@ -31,7 +31,13 @@ fn filesystem_server() -> PathBuf {
 
 /// `wrap` before the server's command line, for `folder`.
 fn wrap_args(folder: &Path, extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = vec!["wrap".into(), "--risk".into(), "low:read".into()];
+    // Reads are low risk; create_directory is not marked destructive by the server, so it is
+    // rated here as the write it is (the destructive ones are raised to high anyway).
+    let mut args: Vec<String> = ["wrap", "--risk", "low:read", "--risk"]
+        .into_iter()
+        .chain(["create_directory=medium:undoable_write"])
+        .map(String::from)
+        .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
     args.push("--".into());
     args.push(node::node().display().to_string());
@@ -148,6 +154,11 @@ fn wrap_lists_server_filesystem_under_our_names_and_risks_reads_and_declines_a_w
     // TOOL, REMOTE NAME, RISK, EFFECT, RISK FROM...
     assert_eq!(row("read_text_file")[2..4], ["low", "read"], "{table}");
     assert_eq!(row("list_directory")[2..4], ["low", "read"], "{table}");
+    assert_eq!(
+        row("create_directory")[2..5],
+        ["medium", "undoable_write", "config"],
+        "{table}"
+    );
     // The server marks write_file destructive: our low rating is raised to high.
     assert_eq!(row("write_file")[2], "high", "{table}");
     assert!(table.contains("raised"), "{table}");
