@@ -10,8 +10,9 @@
 //!
 //! Guarantees:
 //! - a file that is not a JSON object (comments and trailing commas included: the hosts' own
-//!   readers differ on them), whose servers key is not an object, or one of whose entries is
-//!   not an object, is refused with the reason, and nothing is written;
+//!   readers differ on them), whose servers key is not an object, one of whose entries is not
+//!   an object, or that is in the other format (`servers` given for a host that reads
+//!   `mcpServers`, or the reverse), is refused with the reason, and nothing is written;
 //! - every other key of the file and of each entry survives, in its order (serde_json keeps
 //!   insertion order in this workspace);
 //! - an entry already served through toolgate (its command is toolgate: `wrap` or `serve`) is
@@ -54,6 +55,16 @@ pub enum HostFileError {
     ServersNotAnObject { key: &'static str },
     #[error("its server {0:?} is not an object")]
     EntryNotAnObject(String),
+    #[error(
+        "it has {found:?} but no {expected:?}: it is another host's format ({hint}), not \
+         {host}'s"
+    )]
+    OtherHostsFormat {
+        found: &'static str,
+        expected: &'static str,
+        host: &'static str,
+        hint: &'static str,
+    },
     #[error(
         "its server {0:?} is not toolgate's, and a toolset's entry would take that name: \
          rename it first"
@@ -175,6 +186,25 @@ pub fn parse(host: Host, text: &str) -> Result<HostFile, HostFileError> {
         return Err(HostFileError::NotAnObject);
     };
     let key = host.servers_key();
+    // A file of the other format (VS Code's `servers`, everyone else's `mcpServers`) would get
+    // a second, unread servers object: refused instead.
+    let (other, hint) = match host {
+        Host::Vscode => (
+            "mcpServers",
+            "use --host claude-code for a project's .mcp.json",
+        ),
+        Host::ClaudeDesktop | Host::ClaudeCode | Host::Cursor => {
+            ("servers", "use --host vscode for VS Code's mcp.json")
+        }
+    };
+    if document.contains_key(other) && !document.contains_key(key) {
+        return Err(HostFileError::OtherHostsFormat {
+            found: other,
+            expected: key,
+            host: host.describe(),
+            hint,
+        });
+    }
     match document.get(key) {
         None => {}
         Some(Value::Object(servers)) => {

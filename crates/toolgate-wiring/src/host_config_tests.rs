@@ -56,6 +56,33 @@ fn a_malformed_host_file_is_refused_and_left_untouched() {
 }
 
 #[test]
+fn another_hosts_file_is_refused_not_given_a_second_servers_object() {
+    let cases = [
+        (Host::Vscode, "{\"mcpServers\": {}}", "--host claude-code"),
+        (
+            Host::Cursor,
+            "{\"servers\": {}, \"inputs\": []}",
+            "--host vscode",
+        ),
+        (
+            Host::ClaudeDesktop,
+            "{\"servers\": {}}",
+            "not Claude Desktop's",
+        ),
+    ];
+    for (host, text, said) in cases {
+        let refused = parse(host, text).unwrap_err();
+        assert!(
+            matches!(refused, HostFileError::OtherHostsFormat { .. })
+                && refused.to_string().contains(said),
+            "{host}: {refused}"
+        );
+    }
+    // Both keys: the host's own is edited, the other left as it is.
+    assert!(parse(Host::Cursor, "{\"servers\": {}, \"mcpServers\": {}}").is_ok());
+}
+
+#[test]
 fn an_unknown_host_is_refused_by_name() {
     for name in ["claude", "windsurf", "", "Cursor"] {
         let refused = name.parse::<Host>().unwrap_err().to_string();

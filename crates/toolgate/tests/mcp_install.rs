@@ -354,6 +354,12 @@ fn a_malformed_host_file_is_refused_and_left_untouched() {
             "\"mcpServers\" is not an object",
         ),
         ("claude-code", "[]", "not a JSON object"),
+        // Claude's format given as VS Code's: not given a second servers object.
+        (
+            "vscode",
+            "{\"mcpServers\": {\"memory\": {\"command\": \"npx\"}}}",
+            "another host's format",
+        ),
     ];
     for (host, body, said) in cases {
         let dir = tempfile::tempdir().unwrap();
