@@ -10,6 +10,9 @@
 #    $TOOLGATE_NODE_DIR), so the MCP tests run them without downloading anything at test time;
 #  - oidc-provider (pinned npm package, in the same folder), the real OAuth 2.1 authorization
 #    server the MCP OAuth tests run on 127.0.0.1 (crates/toolgate-mcp/tests/oauth/provider.mjs);
+#  - the official Python MCP SDK (mcp and its dependencies, pinned in
+#    crates/toolgate-mcp-bench/servers/python/requirements.txt) in a venv under
+#    ~/.cache/toolgate/python-mcp (or $TOOLGATE_PYTHON_MCP_DIR), whose client the SDK tests run;
 #  - PostgreSQL's server programs (Debian's postgresql package): the tests of the shared store
 #    start a cluster of their own in a temporary folder (initdb, pg_ctl), never the machine's;
 #    and nginx (Debian's package), the load balancer of the team deployment's test;
@@ -106,6 +109,19 @@ echo "== node $("$NODE_BIN" --version), inspector $(installed_version @modelcont
   "oidc-provider $(installed_version oidc-provider)," \
   "server-everything $(installed_version @modelcontextprotocol/server-everything)," \
   "playwright-core $(installed_version playwright-core) in $NODE_DIR"
+
+# The official Python SDK, whose client drives our server in crates/toolgate-mcp/tests/sdk_clients.rs:
+# mcp and every dependency pinned in the requirements file the MCP benchmark's Python server uses,
+# in a venv of its own so nothing else on the machine changes.
+PY_MCP_DIR="${TOOLGATE_PYTHON_MCP_DIR:-$HOME/.cache/toolgate/python-mcp}"
+PY_MCP_REQUIREMENTS=crates/toolgate-mcp-bench/servers/python/requirements.txt
+if ! cmp -s "$PY_MCP_REQUIREMENTS" "$PY_MCP_DIR/requirements.txt" || [ ! -x "$PY_MCP_DIR/bin/python" ]; then
+  echo "== installing the Python MCP SDK (mcp==$(sed -n 's/^mcp==//p' "$PY_MCP_REQUIREMENTS"), every package pinned) into $PY_MCP_DIR"
+  rm -rf "$PY_MCP_DIR"
+  python3 -m venv "$PY_MCP_DIR"
+  "$PY_MCP_DIR/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$PY_MCP_REQUIREMENTS"
+  cp "$PY_MCP_REQUIREMENTS" "$PY_MCP_DIR/requirements.txt"
+fi
 
 echo "== embedded model"
 python3 scripts/fetch-model.py --model "${TOOLGATE_MODEL_SIZE:-1.5b}"

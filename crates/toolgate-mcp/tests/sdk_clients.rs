@@ -1,7 +1,8 @@
 //! Our Streamable HTTP server as the official SDKs' clients find it: a whole session (connect,
 //! list, call, end, close) with the TypeScript SDK's clients that `scripts/setup.sh` installs
 //! (`@modelcontextprotocol/sdk` 1.x, whose 2025-11-25 sessions end with an HTTP DELETE, and
-//! `@modelcontextprotocol/client` 2.x), neither reporting an error or warning; and the end of a
+//! `@modelcontextprotocol/client` 2.x) and the Python SDK's client (`mcp`, in its own venv), none
+//! reporting an error or warning; and the end of a
 //! 2025-11-25 session on the wire, answered as the SDKs' own servers answer it: 200 and an
 //! empty body (the Python SDK's client logs "Session termination failed: 202" for rmcp's own
 //! 202), 404 for a session nobody holds, 405 under 2026-07-28, which has no sessions.
@@ -184,24 +185,28 @@ async fn no_sdk_client_reports_an_error_or_warning_over_a_whole_session() {
     assert!(v2.ends_with("closed\n"), "{v2}");
 }
 
-/// The Python SDK's client, where `scripts/bench-mcp.sh` installed it (its pinned `mcp` in a
-/// venv under `$BENCH_DIR`, by default `target/mcp-bench`): setup.sh does not install it.
-fn python_sdk() -> Option<PathBuf> {
-    let bench = std::env::var_os("BENCH_DIR")
+/// The Python SDK's client, as `scripts/setup.sh` installs it (its pinned `mcp` in a venv under
+/// `$TOOLGATE_PYTHON_MCP_DIR`, by default `~/.cache/toolgate/python-mcp`); missing, the test
+/// fails naming the script, never passes unrun.
+fn python_sdk() -> PathBuf {
+    let dir = std::env::var_os("TOOLGATE_PYTHON_MCP_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-bench"));
-    Some(bench.join("python-venv/bin/python")).filter(|p| p.exists())
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache/toolgate/python-mcp"))
+        })
+        .expect("HOME or TOOLGATE_PYTHON_MCP_DIR is set");
+    let python = dir.join("bin/python");
+    assert!(
+        python.exists(),
+        "the Python MCP SDK is not installed at {}: run scripts/setup.sh",
+        dir.display()
+    );
+    python
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_client_logs_no_warning_over_a_whole_session() {
-    let Some(python) = python_sdk() else {
-        eprintln!(
-            "not run: the Python SDK is not installed (scripts/bench-mcp.sh installs it, \
-             pinned, into target/mcp-bench/python-venv)"
-        );
-        return;
-    };
+    let python = python_sdk();
     let server = start().await;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk_clients/session.py");
     let mut command = Command::new(python);
