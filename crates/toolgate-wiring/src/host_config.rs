@@ -23,7 +23,9 @@
 //! - the file is replaced only after a byte-for-byte backup is on disk, through a temporary file
 //!   in the same folder renamed over it, and only if it is still the file the change was planned
 //!   on; [`restore`] puts the newest backup back byte for byte, refusing when the file changed
-//!   since our write unless forced.
+//!   since our write unless forced;
+//! - a host file that does not exist yet ([`absent`]) is created, its backup saying so, and
+//!   [`restore`] removes it again.
 
 use std::path::{Path, PathBuf};
 
@@ -507,33 +509,54 @@ pub fn diff(path: &str, old: &str, new: &str) -> String {
 
 /// The suffix of a backup's name, before its Unix time.
 pub const BACKUP_SUFFIX: &str = ".toolgate-backup-";
+/// After the time: the file did not exist before toolgate wrote it (the backup is empty, and
+/// restoring it removes the file).
+pub const ABSENT_SUFFIX: &str = ".absent";
 /// The suffix of the record of what toolgate wrote, after a backup's name.
 pub const WRITTEN_SUFFIX: &str = ".written";
 
-/// `file`'s backup taken at `unix` seconds: `FILE.toolgate-backup-UNIX` beside it.
-pub fn backup_path(file: &Path, unix: u64) -> PathBuf {
+/// `file`'s backup taken at `unix` seconds: `FILE.toolgate-backup-UNIX` beside it
+/// (`….absent` when there was no file).
+pub fn backup_path(file: &Path, unix: u64, absent: bool) -> PathBuf {
     let name = file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    file.with_file_name(format!("{name}{BACKUP_SUFFIX}{unix}"))
+    let absent = if absent { ABSENT_SUFFIX } else { "" };
+    file.with_file_name(format!("{name}{BACKUP_SUFFIX}{unix}{absent}"))
 }
 
 /// The newest backup of the file named `file_name` among the names in its folder, by the time
-/// in its name.
+/// in its name, and whether it records that there was no file.
 pub fn newest_backup<'a>(
     file_name: &str,
     names: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
+) -> Option<(&'a str, bool)> {
     let prefix = format!("{file_name}{BACKUP_SUFFIX}");
     names
         .into_iter()
         .filter_map(|name| {
-            let time = name.strip_prefix(&prefix)?.parse::<u64>().ok()?;
-            Some((time, name))
+            let rest = name.strip_prefix(&prefix)?;
+            let (time, absent) = match rest.strip_suffix(ABSENT_SUFFIX) {
+                Some(time) => (time, true),
+                None => (rest, false),
+            };
+            let time = time.parse::<u64>().ok()?;
+            Some((time, name, absent))
         })
-        .max_by_key(|(time, _)| *time)
-        .map(|(_, name)| name)
+        .max_by_key(|(time, _, _)| *time)
+        .map(|(_, name, absent)| (name, absent))
+}
+
+/// A host's file that does not exist yet (Claude Desktop writes its file only once a setting
+/// is changed): an empty document, laid out as the hosts write theirs.
+pub fn absent(host: Host) -> HostFile {
+    HostFile {
+        host,
+        document: Map::new(),
+        indent: "  ".into(),
+        trailing_newline: true,
+    }
 }
 
 /// What [`write_with_backup`] did.
@@ -549,29 +572,39 @@ fn io_error(path: &Path, error: std::io::Error) -> HostFileError {
     }
 }
 
-/// Replaces `path` (whose bytes were `read` when the change was planned) with `text`: first a
-/// byte-for-byte backup (`FILE.toolgate-backup-UNIX`, with a record of what is written beside
-/// it), then the new file through a temporary file in the same folder renamed over it, with the
-/// old file's permissions. Refused, writing nothing, when the file is no longer `read`.
+/// Replaces `path` (whose bytes were `read` when the change was planned, `None`: there was no
+/// file) with `text`: first a byte-for-byte backup (`FILE.toolgate-backup-UNIX`, or an empty
+/// `….absent` one), with a record of what is written beside it, then the new file through a
+/// temporary file in the same folder renamed over it, with the old file's permissions.
+/// Refused, writing nothing, when the file is no longer as `read` says.
 pub fn write_with_backup(
     path: &Path,
-    read: &[u8],
+    read: Option<&[u8]>,
     text: &str,
     unix: u64,
 ) -> Result<Written, HostFileError> {
-    let now = std::fs::read(path).map_err(|e| io_error(path, e))?;
-    if now != read {
+    let now = match std::fs::read(path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_error(path, e)),
+    };
+    if now.as_deref() != read {
         return Err(HostFileError::ChangedSinceRead {
             path: path.display().to_string(),
         });
     }
-    let permissions = std::fs::metadata(path)
-        .map_err(|e| io_error(path, e))?
-        .permissions();
+    let permissions = match read {
+        Some(_) => Some(
+            std::fs::metadata(path)
+                .map_err(|e| io_error(path, e))?
+                .permissions(),
+        ),
+        None => None,
+    };
     // A second install in the same second takes the next free name.
     let mut time = unix;
     let backup = loop {
-        let candidate = backup_path(path, time);
+        let candidate = backup_path(path, time, read.is_none());
         match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -579,11 +612,13 @@ pub fn write_with_backup(
         {
             Ok(mut out) => {
                 use std::io::Write;
-                out.write_all(read)
+                out.write_all(read.unwrap_or_default())
                     .and_then(|()| out.sync_all())
                     .map_err(|e| io_error(&candidate, e))?;
-                std::fs::set_permissions(&candidate, permissions.clone())
-                    .map_err(|e| io_error(&candidate, e))?;
+                if let Some(permissions) = &permissions {
+                    std::fs::set_permissions(&candidate, permissions.clone())
+                        .map_err(|e| io_error(&candidate, e))?;
+                }
                 break candidate;
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => time += 1,
@@ -591,8 +626,8 @@ pub fn write_with_backup(
         }
     };
     let record = written_record(&backup);
-    replace_atomically(&record, text.as_bytes(), &permissions)?;
-    replace_atomically(path, text.as_bytes(), &permissions)?;
+    replace_atomically(&record, text.as_bytes(), permissions.as_ref())?;
+    replace_atomically(path, text.as_bytes(), permissions.as_ref())?;
     Ok(Written { backup })
 }
 
@@ -606,7 +641,7 @@ fn written_record(backup: &Path) -> PathBuf {
 fn replace_atomically(
     path: &Path,
     bytes: &[u8],
-    permissions: &std::fs::Permissions,
+    permissions: Option<&std::fs::Permissions>,
 ) -> Result<(), HostFileError> {
     use std::io::Write;
     let name = path
@@ -619,7 +654,10 @@ fn replace_atomically(
             out.write_all(bytes)?;
             out.sync_all()
         })
-        .and_then(|()| std::fs::set_permissions(&temp, permissions.clone()))
+        .and_then(|()| match permissions {
+            Some(permissions) => std::fs::set_permissions(&temp, permissions.clone()),
+            None => Ok(()),
+        })
         .and_then(|()| std::fs::rename(&temp, path));
     written.map_err(|e| {
         let _ = std::fs::remove_file(&temp);
@@ -631,10 +669,13 @@ fn replace_atomically(
 #[derive(Debug, Clone)]
 pub struct Restored {
     pub backup: PathBuf,
+    /// There was no file before toolgate's: it was removed.
+    pub removed: bool,
 }
 
-/// Puts `path`'s newest toolgate backup back, byte for byte, then removes that backup and its
-/// record. Refused when the file is no longer what toolgate wrote (unless `force`).
+/// Puts `path`'s newest toolgate backup back, byte for byte (or removes the file when there was
+/// none before ours), then removes that backup and its record. Refused when the file is no
+/// longer what toolgate wrote (unless `force`).
 pub fn restore(path: &Path, force: bool) -> Result<Restored, HostFileError> {
     let folder = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -649,29 +690,38 @@ pub fn restore(path: &Path, force: bool) -> Result<Restored, HostFileError> {
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    let newest = newest_backup(&file_name, names.iter().map(String::as_str)).ok_or_else(|| {
-        HostFileError::NoBackup {
+    let (newest, removed) = newest_backup(&file_name, names.iter().map(String::as_str))
+        .ok_or_else(|| HostFileError::NoBackup {
             path: path.display().to_string(),
-        }
-    })?;
+        })?;
     let backup = folder.join(newest);
     let record = written_record(&backup);
-    let current = std::fs::read(path).map_err(|e| io_error(path, e))?;
+    let current = match std::fs::read(path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_error(path, e)),
+    };
     let written = std::fs::read(&record).ok();
-    if !force && written.as_deref() != Some(current.as_slice()) {
+    if !force && (current.is_none() || written != current) {
         return Err(HostFileError::ChangedSinceWrite {
             path: path.display().to_string(),
             backup: backup.display().to_string(),
         });
     }
-    let bytes = std::fs::read(&backup).map_err(|e| io_error(&backup, e))?;
-    let permissions = std::fs::metadata(&backup)
-        .map_err(|e| io_error(&backup, e))?
-        .permissions();
-    replace_atomically(path, &bytes, &permissions)?;
+    if removed {
+        if current.is_some() {
+            std::fs::remove_file(path).map_err(|e| io_error(path, e))?;
+        }
+    } else {
+        let bytes = std::fs::read(&backup).map_err(|e| io_error(&backup, e))?;
+        let permissions = std::fs::metadata(&backup)
+            .map_err(|e| io_error(&backup, e))?
+            .permissions();
+        replace_atomically(path, &bytes, Some(&permissions))?;
+    }
     let _ = std::fs::remove_file(&record);
     std::fs::remove_file(&backup).map_err(|e| io_error(&backup, e))?;
-    Ok(Restored { backup })
+    Ok(Restored { backup, removed })
 }
 
 #[cfg(test)]

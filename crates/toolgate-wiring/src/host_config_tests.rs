@@ -322,13 +322,53 @@ fn only_this_files_backups_count_and_the_newest_wins() {
     ];
     assert_eq!(
         newest_backup("mcp.json", names),
-        Some("mcp.json.toolgate-backup-300")
+        Some(("mcp.json.toolgate-backup-300", false))
     );
     assert_eq!(newest_backup("none.json", names), None);
+    let absent = [
+        "mcp.json.toolgate-backup-5",
+        "mcp.json.toolgate-backup-9.absent",
+    ];
     assert_eq!(
-        backup_path(Path::new("/a/mcp.json"), 7),
+        newest_backup("mcp.json", absent),
+        Some(("mcp.json.toolgate-backup-9.absent", true))
+    );
+    assert_eq!(
+        backup_path(Path::new("/a/mcp.json"), 7, false),
         Path::new("/a/mcp.json.toolgate-backup-7")
     );
+    assert_eq!(
+        backup_path(Path::new("/a/mcp.json"), 7, true),
+        Path::new("/a/mcp.json.toolgate-backup-7.absent")
+    );
+}
+
+#[test]
+fn a_file_that_did_not_exist_is_created_and_uninstall_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("claude_desktop_config.json");
+    let file = absent(Host::ClaudeDesktop);
+    let toolsets = notes();
+    let plan = plan(&file, &request(&toolsets, true)).unwrap();
+    let text = render(&file, &plan.document);
+    assert!(
+        text.starts_with("{\n  \"mcpServers\": {\n    \"toolgate-notes\""),
+        "{text}"
+    );
+    // Planned on no file: refused once one has appeared.
+    std::fs::write(&path, "{}").unwrap();
+    assert!(matches!(
+        write_with_backup(&path, None, &text, 1),
+        Err(HostFileError::ChangedSinceRead { .. })
+    ));
+    std::fs::remove_file(&path).unwrap();
+    let written = write_with_backup(&path, None, &text, 1).unwrap();
+    assert!(written.backup.to_string_lossy().ends_with(".absent"));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+    let restored = restore(&path, false).unwrap();
+    assert!(restored.removed);
+    assert!(!path.exists());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 #[test]
@@ -337,8 +377,13 @@ fn a_file_changed_since_our_write_is_not_restored_over_unless_forced() {
     let path = dir.path().join("mcp.json");
     let original = b"{\"mcpServers\": {}}";
     std::fs::write(&path, original).unwrap();
-    let written =
-        write_with_backup(&path, original, "{\"mcpServers\": {\"x\": {}}}\n", 1000).unwrap();
+    let written = write_with_backup(
+        &path,
+        Some(&original[..]),
+        "{\"mcpServers\": {\"x\": {}}}\n",
+        1000,
+    )
+    .unwrap();
     assert_eq!(std::fs::read(&written.backup).unwrap(), original);
     std::fs::write(&path, "{\"edited\": true}").unwrap();
     let refused = restore(&path, false).unwrap_err();
@@ -360,7 +405,7 @@ fn a_file_changed_between_reading_and_writing_is_not_written() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mcp.json");
     std::fs::write(&path, "{\"a\": 2}").unwrap();
-    let refused = write_with_backup(&path, b"{\"a\": 1}", "{}", 5).unwrap_err();
+    let refused = write_with_backup(&path, Some(&b"{\"a\": 1}"[..]), "{}", 5).unwrap_err();
     assert!(matches!(refused, HostFileError::ChangedSinceRead { .. }));
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\": 2}");
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();

@@ -471,3 +471,53 @@ fn the_default_file_is_the_hosts_own_under_home() {
     // Without --wrap-all the other servers are as they were.
     assert_eq!(written["mcpServers"]["memory"]["command"], "npx");
 }
+
+#[test]
+fn a_host_file_that_does_not_exist_yet_is_created_and_uninstall_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Claude Desktop installed (its folder exists) but its configuration never edited.
+    let folder = dir.path().join(".config/Claude");
+    std::fs::create_dir_all(&folder).unwrap();
+    let file = folder.join("claude_desktop_config.json");
+    let install = [
+        "mcp",
+        "install",
+        "--host",
+        "claude-desktop",
+        "--yes",
+        "--program",
+        PROGRAM,
+    ];
+    let out = run(dir.path(), &install, "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("will be created"),
+        "{}",
+        text(&out.stdout)
+    );
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(
+        written,
+        json!({"mcpServers": {"toolgate-notes": {"command": PROGRAM,
+            "args": ["serve", "--stdio", "--toolset", "notes"]}}})
+    );
+    let out = run(
+        dir.path(),
+        &["mcp", "uninstall", "--host", "claude-desktop"],
+        "",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!file.exists(), "{}", text(&out.stdout));
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0);
+
+    // A host whose folder is missing is not installed here: refused, nothing created.
+    let out = run(
+        dir.path(),
+        &["mcp", "install", "--host", "cursor", "--yes"],
+        "",
+    );
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("is Cursor installed?"), "{stderr}");
+    assert!(!dir.path().join(".cursor").exists());
+}

@@ -7,7 +7,8 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
 use toolgate_wiring::host_config::{
-    Host, HostFileError, InstallRequest, diff, parse, plan, render, restore, write_with_backup,
+    Host, HostFileError, InstallRequest, absent, diff, parse, plan, render, restore,
+    write_with_backup,
 };
 
 use super::CommandError;
@@ -41,14 +42,38 @@ pub fn install(args: &McpInstallArgs) -> Result<(), CommandError> {
         path: shown.clone(),
         source,
     };
-    let read = std::fs::read(&path).map_err(|e| {
-        CommandError::Usage(format!(
-            "cannot read {host}'s file {shown}: {e} (create it, or pass --file PATH)"
-        ))
-    })?;
-    let text = String::from_utf8(read.clone())
-        .map_err(|_| refused(HostFileError::NotJson("it is not UTF-8 text".into())))?;
-    let file = parse(host, &text).map_err(refused)?;
+    // No file yet (Claude Desktop writes its own only once a setting changes): created, in a
+    // folder that must exist (the host's own, else it is not installed here).
+    let read = match std::fs::read(&path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+            if folder.is_some_and(|f| !f.is_dir()) {
+                return Err(CommandError::Usage(format!(
+                    "{shown} does not exist, nor does its folder: is {host} installed? (or pass \
+                     --file PATH)"
+                )));
+            }
+            None
+        }
+        Err(e) => {
+            return Err(CommandError::Usage(format!(
+                "cannot read {host}'s file {shown}: {e}"
+            )));
+        }
+    };
+    let (text, file) = match &read {
+        Some(bytes) => {
+            let text = String::from_utf8(bytes.clone())
+                .map_err(|_| refused(HostFileError::NotJson("it is not UTF-8 text".into())))?;
+            let file = parse(host, &text).map_err(refused)?;
+            (text, file)
+        }
+        None => {
+            println!("{shown} does not exist yet: it will be created");
+            (String::new(), absent(host))
+        }
+    };
     let program = match &args.program {
         Some(program) => program.clone(),
         None => std::env::current_exe()?,
@@ -80,7 +105,8 @@ pub fn install(args: &McpInstallArgs) -> Result<(), CommandError> {
         println!("nothing written");
         return Ok(());
     }
-    let written = write_with_backup(&path, &read, &new_text, unix_now()).map_err(refused)?;
+    let written =
+        write_with_backup(&path, read.as_deref(), &new_text, unix_now()).map_err(refused)?;
     println!(
         "wrote {shown}; the file as it was is kept in {} (`toolgate mcp uninstall --host {}{}` \
          puts it back). Restart {host} to use it.",
@@ -121,10 +147,16 @@ pub fn uninstall(args: &McpUninstallArgs) -> Result<(), CommandError> {
         path: shown.clone(),
         source,
     })?;
-    println!(
-        "restored {shown} from {} (byte for byte); restart {host} to use it",
-        restored.backup.display()
-    );
+    if restored.removed {
+        println!(
+            "removed {shown}: there was none before toolgate wrote it; restart {host} to use that"
+        );
+    } else {
+        println!(
+            "restored {shown} from {} (byte for byte); restart {host} to use it",
+            restored.backup.display()
+        );
+    }
     Ok(())
 }
 
