@@ -3,10 +3,11 @@
 //! (`serve --stdio --no-toolset`) serves it with our names, risks, pins, approvals and trace.
 //!
 //! The server is written as a one-entry `mcpServers` file in the data folder
-//! (`wrap/NAME.json`, mode 0600) and imported from there through [`crate::imports`], unchanged:
-//! nothing of the import path is copied. Its pins are kept beside it (`wrap/NAME.lock.json`)
-//! unless a lock file is named, so a server wrapped by several hosts under one name is pinned
-//! once, and a changed one is quarantined as any import is.
+//! (`wrap/NAME.DIGEST.json`, named after its content, mode 0600) and imported from there
+//! through [`crate::imports`], unchanged: nothing of the import path is copied. Its pins are
+//! kept beside it (`wrap/NAME.lock.json`) unless a lock file is named, so a server wrapped by
+//! several hosts under one name is pinned once, and a changed one is quarantined as any import
+//! is.
 //!
 //! Guarantees: the file holds no value of the environment: a variable passed on (`--env NAME`)
 //! is written as `${NAME}` and expanded from toolgate's own environment when the server starts,
@@ -311,16 +312,21 @@ pub fn prepare(
         .partition(|v| environment.contains_key(v));
     let document = servers_document(&name, &request.upstream, &env)?;
     let rated = ratings(base.servers.get(&namespace), &request.risks)?;
-    let servers_file = folder.join(format!("{namespace}.json"));
-    write_private(&servers_file, &document)?;
+    let text = format!("{document:#}\n");
+    // Named after its content too: two wraps under one name started at once (a host starts
+    // all its servers together; two hosts may both have a "filesystem") never read each
+    // other's command line, and the same command line is the same file.
+    let servers_file = folder.join(format!("{namespace}.{}.json", short_digest(&text)));
+    write_private(&servers_file, &text)?;
     let mut settings = base.clone();
     settings.config = Some(servers_file.clone());
-    if request.lock.is_some() {
-        settings.lock = request.lock.clone();
-    } else {
-        // Keyed by the name, beside the file: not the configured lock of other servers.
-        settings.lock = None;
-    }
+    // Keyed by the name: not the configured lock of other servers.
+    settings.lock = Some(
+        request
+            .lock
+            .clone()
+            .unwrap_or_else(|| folder.join(format!("{namespace}.lock.json"))),
+    );
     settings.servers = rated
         .map(|r| BTreeMap::from([(namespace.clone(), r)]))
         .unwrap_or_default();
@@ -333,9 +339,19 @@ pub fn prepare(
     })
 }
 
-/// Writes `document` to `path` (mode 0600: a header may hold a token) through a temporary file
+/// The first 12 hex digits of the SHA-256 of `text`.
+fn short_digest(text: &str) -> String {
+    use sha2_11::Digest;
+    sha2_11::Sha256::digest(text.as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Writes `text` to `path` (mode 0600: a header may hold a token) through a temporary file
 /// renamed over it, so a host starting two wraps at once never reads half a file.
-fn write_private(path: &Path, document: &Value) -> Result<(), WrapError> {
+fn write_private(path: &Path, text: &str) -> Result<(), WrapError> {
     use std::io::Write;
     let failed = |e: std::io::Error| WrapError::Write {
         path: path.display().to_string(),
@@ -352,7 +368,6 @@ fn write_private(path: &Path, document: &Value) -> Result<(), WrapError> {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    let text = format!("{document:#}\n");
     let written = options
         .open(&temp)
         .and_then(|mut out| {

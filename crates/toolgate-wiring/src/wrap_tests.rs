@@ -176,14 +176,25 @@ fn the_servers_file_names_variables_and_never_holds_their_values() {
             "env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}}}})
     );
     assert_eq!(prepared.unset_env, ["NOT_SET"]);
-    assert_eq!(prepared.servers_file, dir.path().join("github.json"));
+    let file_name = prepared
+        .servers_file
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        file_name.starts_with("github.") && file_name.ends_with(".json"),
+        "{file_name}"
+    );
+    assert_eq!(prepared.servers_file.parent(), Some(dir.path()));
     assert_eq!(
         prepared.settings.config.as_deref(),
         Some(prepared.servers_file.as_path())
     );
     assert_eq!(
-        prepared.settings.lock, None,
-        "the lock is keyed by the name, beside the file"
+        prepared.settings.lock,
+        Some(dir.path().join("github.lock.json")),
+        "the lock is keyed by the name"
     );
     assert_eq!(
         prepared.settings.servers["github"].server.risk,
@@ -230,4 +241,40 @@ fn a_url_is_imported_over_http_with_its_headers_and_bad_headers_are_refused() {
         servers_document("c", &command(&["x"]), &["1BAD".into()]),
         Err(WrapError::BadEnv(_))
     ));
+}
+
+#[test]
+fn two_command_lines_under_one_name_never_share_a_file_but_share_the_pins() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = BTreeMap::new();
+    let mut first = request(command(&[
+        "npx",
+        "-y",
+        "@modelcontextprotocol/server-filesystem",
+        "/a",
+    ]));
+    first.name = Some("filesystem".into());
+    let mut second = first.clone();
+    second.upstream = command(&["npx", "-y", "@modelcontextprotocol/server-filesystem", "/b"]);
+    let a = prepare(&McpSettings::default(), &first, dir.path(), &none).unwrap();
+    let b = prepare(&McpSettings::default(), &second, dir.path(), &none).unwrap();
+    let again = prepare(&McpSettings::default(), &first, dir.path(), &none).unwrap();
+    assert_ne!(a.servers_file, b.servers_file);
+    assert_eq!(a.servers_file, again.servers_file);
+    assert!(
+        std::fs::read_to_string(&a.servers_file)
+            .unwrap()
+            .contains("\"/a\"")
+    );
+    assert!(
+        std::fs::read_to_string(&b.servers_file)
+            .unwrap()
+            .contains("\"/b\"")
+    );
+    assert_eq!(a.settings.lock, b.settings.lock);
+    // --lock names another.
+    let mut locked = first.clone();
+    locked.lock = Some(dir.path().join("mine.lock.json"));
+    let c = prepare(&McpSettings::default(), &locked, dir.path(), &none).unwrap();
+    assert_eq!(c.settings.lock, Some(dir.path().join("mine.lock.json")));
 }
