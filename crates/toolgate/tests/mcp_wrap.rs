@@ -4,8 +4,9 @@
 //! create_directory=medium:undoable_write -- node …/server-filesystem/dist/index.js FOLDER`. The tools are listed under our names with our
 //! risks; a read runs; a write needs approval, which the Inspector cannot give (it shows no
 //! elicitation form), so it is declined and the folder is unchanged. And as a host that shows
-//! forms (elicitation declared, JSON-RPC written by hand on stdin): the write is asked about
-//! first; declined, the folder is unchanged; accepted, the file is written.
+//! forms (elicitation declared, JSON-RPC written by hand on stdin, and the official Python SDK's
+//! client as `scripts/setup.sh` installs it): the write is asked about first; declined, the
+//! folder is unchanged; accepted, the file is written.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -389,4 +390,134 @@ fn a_host_that_shows_forms_is_asked_before_a_write_and_a_decline_changes_nothing
     );
     assert_eq!(approved["result"]["isError"], false, "{approved}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "approved text");
+}
+
+/// The official Python SDK's client (`mcp`, pinned, in the venv `scripts/setup.sh` makes under
+/// `$TOOLGATE_PYTHON_MCP_DIR`, by default `~/.cache/toolgate/python-mcp`): one session with
+/// `toolgate wrap` over stdio; its elicitation callback declines the first form and approves
+/// the second. Prints one JSON object per step.
+const PYTHON_SESSION: &str = r#"
+import asyncio, json, os, sys
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+import mcp_types as types
+
+program, home, folder, *wrap = sys.argv[1:]
+asked = []
+
+async def answer(context, params):
+    asked.append(params.message)
+    if len(asked) == 1:
+        return types.ElicitResult(action="decline")
+    return types.ElicitResult(action="accept", content={"approve": True})
+
+def text(result):
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+async def main():
+    server = StdioServerParameters(command=program, args=wrap, env={"HOME": home})
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=answer) as session:
+            await session.initialize()
+            tools = await session.list_tools()
+            print(json.dumps({"tools": [t.name for t in tools.tools]}), flush=True)
+            target = folder + "/sdk.txt"
+            for step in ["declined", "approved"]:
+                result = await session.call_tool(
+                    "server_filesystem__write_file", {"path": target, "content": step})
+                print(json.dumps({"step": step, "is_error": result.is_error,
+                                  "text": text(result), "asked": len(asked),
+                                  "folder": sorted(os.listdir(folder))}), flush=True)
+            read_back = await session.call_tool(
+                "server_filesystem__read_text_file", {"path": target})
+            print(json.dumps({"step": "read", "is_error": read_back.is_error,
+                              "text": text(read_back), "asked": len(asked)}), flush=True)
+
+asyncio.run(main())
+"#;
+
+fn python_sdk() -> PathBuf {
+    let dir = std::env::var_os("TOOLGATE_PYTHON_MCP_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(&std::env::var_os("HOME").unwrap()).join(".cache/toolgate/python-mcp")
+        });
+    let python = dir.join("bin/python");
+    assert!(
+        python.exists(),
+        "the Python MCP SDK is not installed at {}: run scripts/setup.sh",
+        dir.display()
+    );
+    python
+}
+
+#[test]
+fn the_python_sdk_client_is_asked_before_a_write_and_its_decline_changes_nothing() {
+    let python = python_sdk();
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::write(shared.join("hello.txt"), "hello\n").unwrap();
+    let script = dir.path().join("session.py");
+    std::fs::write(&script, PYTHON_SESSION).unwrap();
+    let mut child = Command::new(python)
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_toolgate"))
+        .arg(dir.path())
+        .arg(&shared)
+        .args(wrap_args(&shared, &[]))
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .env_remove("XDG_DATA_HOME")
+        .stdin(Stdio::null())
+        .stdout(File::create(dir.path().join("python.out")).unwrap())
+        .stderr(File::create(dir.path().join("python.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let status = node::wait_bounded(&mut child, Duration::from_secs(120), "the Python client");
+    let stdout = std::fs::read_to_string(dir.path().join("python.out")).unwrap();
+    let stderr = std::fs::read_to_string(dir.path().join("python.err")).unwrap();
+    assert!(status.success(), "{status}\n{stdout}\n{stderr}");
+    let steps: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(steps.len(), 4, "{stdout}");
+    let tools: Vec<&str> = steps[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"server_filesystem__write_file"),
+        "{tools:?}"
+    );
+    assert!(tools.iter().all(|t| t.starts_with("server_filesystem__")));
+    // Declined: asked once, refused, nothing written.
+    assert_eq!(steps[1]["step"], "declined");
+    assert_eq!(steps[1]["asked"], 1, "{}", steps[1]);
+    assert_eq!(steps[1]["is_error"], true, "{}", steps[1]);
+    assert_eq!(steps[1]["folder"], json!(["hello.txt"]), "{}", steps[1]);
+    // Approved: asked again, written.
+    assert_eq!(steps[2]["asked"], 2, "{}", steps[2]);
+    assert_eq!(steps[2]["is_error"], false, "{}", steps[2]);
+    assert_eq!(
+        steps[2]["folder"],
+        json!(["hello.txt", "sdk.txt"]),
+        "{}",
+        steps[2]
+    );
+    // The read is low risk: not asked.
+    assert_eq!(steps[3]["asked"], 2, "{}", steps[3]);
+    assert!(
+        steps[3]["text"].as_str().unwrap().contains("approved"),
+        "{}",
+        steps[3]
+    );
+    assert_eq!(
+        std::fs::read_to_string(shared.join("sdk.txt")).unwrap(),
+        "approved"
+    );
 }
