@@ -419,7 +419,13 @@ fn wrap_entry(host: Host, name: &str, entry: &mut Map<String, Value>, program: &
             if entry.contains_key("oauth") {
                 return kept("its oauth object cannot be carried on a command line");
             }
+            if entry.contains_key("env") {
+                return kept("an HTTP entry with an env of its own is not a form toolgate knows");
+            }
             args.extend(["--url".to_string(), url.clone()]);
+            // Each header's value moves into the entry's env and is named on the command line
+            // only by its variable: a token in `args` would be in every process listing.
+            let mut env = Map::new();
             match entry.get("headers") {
                 None => {}
                 Some(Value::Object(headers)) => {
@@ -427,12 +433,20 @@ fn wrap_entry(host: Host, name: &str, entry: &mut Map<String, Value>, program: &
                         let Some(value) = value.as_str() else {
                             return kept("its headers are not an object of strings");
                         };
-                        args.extend(["--header".to_string(), format!("{header}: {value}")]);
+                        let Some(variable) = header_variable(header, &env) else {
+                            return kept("a header name is not letters, digits, '-' or '_'");
+                        };
+                        args.extend(["--header-env".to_string(), format!("{header}={variable}")]);
+                        env.insert(variable, value.into());
                     }
                 }
                 Some(_) => return kept("its headers are not an object of strings"),
             }
-            replace_transport(host, entry, program, args, &["url", "headers"])
+            let mut rebuilt = replace_transport(host, entry, program, args, &["url", "headers"]);
+            if !env.is_empty() {
+                rebuilt.insert("env".into(), Value::Object(env));
+            }
+            rebuilt
         }
         _ => return kept("it gives neither a command nor a URL (or both)"),
     };
@@ -440,6 +454,30 @@ fn wrap_entry(host: Host, name: &str, entry: &mut Map<String, Value>, program: &
     Change::Wrapped {
         name: name.to_string(),
     }
+}
+
+/// The variable a wrapped entry's `header` travels in (`TOOLGATE_HEADER_X_TEAM` for
+/// `X-Team`), one not in `taken`; `None` for a header name that is not a token of letters,
+/// digits, `-` and `_`.
+fn header_variable(header: &str, taken: &Map<String, Value>) -> Option<String> {
+    if header.is_empty()
+        || !header
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return None;
+    }
+    let base = format!(
+        "TOOLGATE_HEADER_{}",
+        header.to_ascii_uppercase().replace('-', "_")
+    );
+    let mut variable = base.clone();
+    let mut n = 2;
+    while taken.contains_key(&variable) {
+        variable = format!("{base}_{n}");
+        n += 1;
+    }
+    Some(variable)
 }
 
 /// `entry` with its transport keys (`old`) replaced by `command`/`args` where the first of them

@@ -178,7 +178,8 @@ fn wrapping_rewrites_each_entry_to_toolgate_wrap_with_its_env_passed_on_by_name(
             "linear",
             json!({"type": "stdio", "command": PROGRAM, "args": ["wrap", "--name", "linear",
                 "--url", "https://mcp.example.com/mcp",
-                "--header", "Authorization: Bearer ${LINEAR_TOKEN}"]}),
+                "--header-env", "Authorization=TOOLGATE_HEADER_AUTHORIZATION"],
+                "env": {"TOOLGATE_HEADER_AUTHORIZATION": "Bearer ${LINEAR_TOKEN}"}}),
         ),
     ];
     for (name, want) in cases {
@@ -410,4 +411,40 @@ fn a_file_changed_between_reading_and_writing_is_not_written() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\": 2}");
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(left.len(), 1, "no backup, no temporary file");
+}
+
+#[test]
+fn a_wrapped_http_entrys_header_values_stay_off_the_command_line() {
+    let text = r#"{"mcpServers": {
+  "remote": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer sk-live-123", "X-Team": "blue", "x_team": "red"}},
+  "odd": {"url": "https://mcp.example.com/mcp", "headers": {"X Team": "blue"}},
+  "withenv": {"url": "https://mcp.example.com/mcp", "env": {"A": "b"}}
+}}"#;
+    let (_, plan) = planned(Host::Cursor, text, true);
+    let remote = entry(&plan, Host::Cursor, "remote");
+    let args = remote["args"].to_string();
+    assert!(!args.contains("sk-live-123"), "{args}");
+    assert!(!args.contains("blue"), "{args}");
+    assert_eq!(
+        remote["env"],
+        json!({"TOOLGATE_HEADER_AUTHORIZATION": "Bearer sk-live-123",
+            "TOOLGATE_HEADER_X_TEAM": "blue", "TOOLGATE_HEADER_X_TEAM_2": "red"})
+    );
+    assert!(
+        args.contains(r#""--header-env","X-Team=TOOLGATE_HEADER_X_TEAM""#),
+        "{args}"
+    );
+    assert!(
+        args.contains(r#""--header-env","x_team=TOOLGATE_HEADER_X_TEAM_2""#),
+        "{args}"
+    );
+    for name in ["odd", "withenv"] {
+        assert!(
+            plan.changes
+                .iter()
+                .any(|c| matches!(c, Change::Kept { name: n, .. } if n == name)),
+            "{name}: {:?}",
+            plan.changes
+        );
+    }
 }

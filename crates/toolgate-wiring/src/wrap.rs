@@ -16,8 +16,12 @@
 //! the flags replace the configured `[mcp.servers.NAME]` ones they name, and an unrated tool
 //! stays high risk.
 //!
+//! A header's value may come from a variable (`--header-env NAME=VAR`, written `${VAR}`), so a
+//! token a host keeps in an entry's `env` never stands on a command line.
+//!
 //! Refuses: a name that cannot namespace tools, a `--risk` that is not `LEVEL[:EFFECT]` or
-//! `TOOL=LEVEL[:EFFECT]`, a header that is not `NAME: VALUE`.
+//! `TOOL=LEVEL[:EFFECT]`, a header that is not `NAME: VALUE`, a `--header-env` that is not
+//! `NAME=VAR`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,8 +39,15 @@ pub const WRAP_FOLDER: &str = "wrap";
 pub enum Upstream {
     /// A program speaking MCP on stdin/stdout: its command and arguments.
     Command(Vec<String>),
-    /// A Streamable HTTP server, with extra request headers (`NAME: VALUE`).
-    Url { url: String, headers: Vec<String> },
+    /// A Streamable HTTP server, with extra request headers: `headers` as `NAME: VALUE`, and
+    /// `header_env` as `NAME=VAR`, a header whose value is the variable VAR of toolgate's
+    /// environment (read when the server starts; how `mcp install` keeps a host entry's
+    /// tokens off the command line).
+    Url {
+        url: String,
+        headers: Vec<String>,
+        header_env: Vec<String>,
+    },
 }
 
 /// What `toolgate wrap` was asked.
@@ -75,6 +86,8 @@ pub enum WrapError {
     BadHeader(String),
     #[error("--env {0:?} is not a variable name")]
     BadEnv(String),
+    #[error("--header-env {0:?} is not NAME=VAR (a header name, and a variable name)")]
+    BadHeaderEnv(String),
     #[error("--env and --url do not go together: only a command has an environment")]
     EnvWithUrl,
     #[error("cannot write {path}: {detail}")]
@@ -222,12 +235,7 @@ pub fn servers_document(
             if !env.is_empty() {
                 let mut passed = Map::new();
                 for variable in env {
-                    let valid = !variable.is_empty()
-                        && !variable.starts_with(|c: char| c.is_ascii_digit())
-                        && variable
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || c == '_');
-                    if !valid {
+                    if !is_variable_name(variable) {
                         return Err(WrapError::BadEnv(variable.clone()));
                     }
                     passed.insert(variable.clone(), format!("${{{variable}}}").into());
@@ -235,21 +243,29 @@ pub fn servers_document(
                 entry.insert("env".into(), Value::Object(passed));
             }
         }
-        Upstream::Url { url, headers } => {
+        Upstream::Url {
+            url,
+            headers,
+            header_env,
+        } => {
             if !env.is_empty() {
                 return Err(WrapError::EnvWithUrl);
             }
             entry.insert("type".into(), "http".into());
             entry.insert("url".into(), url.as_str().into());
-            if !headers.is_empty() {
-                let mut map = Map::new();
-                for header in headers {
-                    let (key, value) = header
-                        .split_once(':')
-                        .filter(|(k, _)| !k.trim().is_empty())
-                        .ok_or_else(|| WrapError::BadHeader(header.clone()))?;
-                    map.insert(key.trim().to_string(), value.trim().into());
-                }
+            let mut map = Map::new();
+            for header in headers {
+                let (key, value) = header
+                    .split_once(':')
+                    .filter(|(k, _)| !k.trim().is_empty())
+                    .ok_or_else(|| WrapError::BadHeader(header.clone()))?;
+                map.insert(key.trim().to_string(), value.trim().into());
+            }
+            for given in header_env {
+                let (key, variable) = header_from_env(given)?;
+                map.insert(key.to_string(), format!("${{{variable}}}").into());
+            }
+            if !map.is_empty() {
                 entry.insert("headers".into(), Value::Object(map));
             }
         }
@@ -257,6 +273,28 @@ pub fn servers_document(
     let mut servers = Map::new();
     servers.insert(name.to_string(), Value::Object(entry));
     Ok(json!({ "mcpServers": servers }))
+}
+
+/// A `--header-env NAME=VAR`: the header's name and the variable's.
+pub fn header_from_env(given: &str) -> Result<(&str, &str), WrapError> {
+    let refused = || WrapError::BadHeaderEnv(given.to_string());
+    let (key, variable) = given.split_once('=').ok_or_else(refused)?;
+    let key_ok = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if key_ok && is_variable_name(variable) {
+        Ok((key, variable))
+    } else {
+        Err(refused())
+    }
+}
+
+/// A name `${NAME}` can reference: letters, digits and `_`, not starting with a digit.
+fn is_variable_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The server's name (the flag, else derived), checked as a tool namespace; and the namespace.
@@ -285,8 +323,8 @@ pub struct Prepared {
     pub namespace: String,
     pub settings: McpSettings,
     pub servers_file: PathBuf,
-    /// `--env` variables not set in toolgate's environment (left out: the server would not
-    /// start with an unset `${NAME}`).
+    /// `--env` and `--header-env` variables not set in toolgate's environment (left out: the
+    /// server would not start with an unset `${NAME}`).
     pub unset_env: Vec<String>,
 }
 
@@ -305,12 +343,37 @@ pub fn prepare(
         return Err(WrapError::NothingToWrap);
     }
     let (name, namespace) = server_name(request)?;
-    let (env, unset_env): (Vec<String>, Vec<String>) = request
+    let (env, mut unset_env): (Vec<String>, Vec<String>) = request
         .env
         .iter()
         .cloned()
         .partition(|v| environment.contains_key(v));
-    let document = servers_document(&name, &request.upstream, &env)?;
+    // A header whose variable is unset is left out, as an unset `--env` is: the import would
+    // refuse the whole file for one unset `${VAR}`.
+    let upstream = match &request.upstream {
+        Upstream::Url {
+            url,
+            headers,
+            header_env,
+        } => {
+            let mut set = Vec::new();
+            for given in header_env {
+                let (_, variable) = header_from_env(given)?;
+                if environment.contains_key(variable) {
+                    set.push(given.clone());
+                } else {
+                    unset_env.push(variable.to_string());
+                }
+            }
+            Upstream::Url {
+                url: url.clone(),
+                headers: headers.clone(),
+                header_env: set,
+            }
+        }
+        command => command.clone(),
+    };
+    let document = servers_document(&name, &upstream, &env)?;
     let rated = ratings(base.servers.get(&namespace), &request.risks)?;
     let text = format!("{document:#}\n");
     // Named after its content too: two wraps under one name started at once (a host starts

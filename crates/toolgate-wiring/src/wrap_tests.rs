@@ -64,6 +64,7 @@ fn a_server_is_named_after_its_package_or_script_not_its_runner() {
             Upstream::Url {
                 url: "https://mcp.linear.app/mcp".into(),
                 headers: vec![],
+                header_env: vec![],
             },
             Some("mcp.linear.app"),
         ),
@@ -71,6 +72,7 @@ fn a_server_is_named_after_its_package_or_script_not_its_runner() {
             Upstream::Url {
                 url: "http://127.0.0.1:8765/mcp".into(),
                 headers: vec![],
+                header_env: vec![],
             },
             Some("127.0.0.1"),
         ),
@@ -85,6 +87,7 @@ fn a_name_that_cannot_namespace_tools_is_refused_with_the_remedy() {
     let url = request(Upstream::Url {
         url: "http://127.0.0.1:8765/mcp".into(),
         headers: vec![],
+        header_env: vec![],
     });
     let refused = server_name(&url).unwrap_err().to_string();
     assert!(refused.contains("--name"), "{refused}");
@@ -219,6 +222,7 @@ fn a_url_is_imported_over_http_with_its_headers_and_bad_headers_are_refused() {
     let upstream = Upstream::Url {
         url: "https://mcp.example.com/mcp".into(),
         headers: vec!["Authorization: Bearer ${TOKEN}".into()],
+        header_env: vec![],
     };
     assert_eq!(
         servers_document("remote", &upstream, &[]).unwrap(),
@@ -228,6 +232,7 @@ fn a_url_is_imported_over_http_with_its_headers_and_bad_headers_are_refused() {
     let bad = Upstream::Url {
         url: "https://mcp.example.com/mcp".into(),
         headers: vec!["no colon".into()],
+        header_env: vec![],
     };
     assert!(matches!(
         servers_document("r", &bad, &[]),
@@ -277,4 +282,31 @@ fn two_command_lines_under_one_name_never_share_a_file_but_share_the_pins() {
     locked.lock = Some(dir.path().join("mine.lock.json"));
     let c = prepare(&McpSettings::default(), &locked, dir.path(), &none).unwrap();
     assert_eq!(c.settings.lock, Some(dir.path().join("mine.lock.json")));
+}
+
+#[test]
+fn a_header_from_a_variable_is_written_as_a_reference_never_its_value() {
+    let upstream = Upstream::Url {
+        url: "https://mcp.example.com/mcp".into(),
+        headers: vec![],
+        header_env: vec!["Authorization=TOOLGATE_HEADER_AUTHORIZATION".into()],
+    };
+    assert_eq!(
+        servers_document("remote", &upstream, &[]).unwrap(),
+        json!({"mcpServers": {"remote": {"type": "http", "url": "https://mcp.example.com/mcp",
+            "headers": {"Authorization": "${TOOLGATE_HEADER_AUTHORIZATION}"}}}})
+    );
+    for bad in [
+        "Authorization",
+        "=VAR",
+        "Authorization=",
+        "Author ization=VAR",
+        "A=1VAR",
+        "A=V-R",
+    ] {
+        assert!(
+            matches!(header_from_env(bad), Err(WrapError::BadHeaderEnv(_))),
+            "{bad}"
+        );
+    }
 }

@@ -293,6 +293,11 @@ pub struct WrapArgs {
     /// With --url: a request header, "NAME: VALUE"; repeatable.
     #[arg(long, value_name = "HEADER", requires = "url")]
     pub header: Vec<String>,
+    /// With --url: a request header whose value is the variable VAR of toolgate's environment,
+    /// "NAME=VAR" (read when the server starts, never written down); repeatable. How `mcp
+    /// install --wrap-all` keeps an entry's tokens in its env, off the command line.
+    #[arg(long, value_name = "NAME=VAR", requires = "url")]
+    pub header_env: Vec<String>,
     /// The pin lock file. Default: wrap/NAME.lock.json in the user data folder.
     #[arg(long, value_name = "FILE")]
     pub lock: Option<PathBuf>,

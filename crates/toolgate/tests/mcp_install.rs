@@ -200,12 +200,31 @@ fn install_then_uninstall(host: &str, name: &str, original: &str, wrapped: &[(&s
         let mut want = vec![json!("wrap"), json!("--name"), json!(entry)];
         want.extend(rest.as_array().unwrap().iter().cloned());
         assert_eq!(got["args"], Value::Array(want), "{host}: {entry}");
-        // The entry's env is kept for the host to set on toolgate.
-        assert_eq!(
-            got.get("env"),
-            before[key][*entry].get("env"),
-            "{host}: {entry}"
-        );
+        match before[key][*entry].get("headers") {
+            // The entry's env is kept for the host to set on toolgate.
+            None => assert_eq!(
+                got.get("env"),
+                before[key][*entry].get("env"),
+                "{host}: {entry}"
+            ),
+            // An HTTP entry's header values move into its env, off the command line.
+            Some(headers) => {
+                let values = |m: &Value| {
+                    let mut v: Vec<String> = m
+                        .as_object()
+                        .unwrap()
+                        .values()
+                        .map(|x| x.as_str().unwrap().to_string())
+                        .collect();
+                    v.sort();
+                    v
+                };
+                assert_eq!(values(&got["env"]), values(headers), "{host}: {entry}");
+                for value in values(headers) {
+                    assert!(!got["args"].to_string().contains(&value), "{host}: {entry}");
+                }
+            }
+        }
     }
 
     // The backup is the file as it was, byte for byte.
@@ -304,8 +323,8 @@ fn cursor_file_is_installed_into_and_restored_byte_for_byte() {
                 json!([
                     "--url",
                     "https://mcp.example.com/mcp",
-                    "--header",
-                    "X-Team: blue"
+                    "--header-env",
+                    "X-Team=TOOLGATE_HEADER_X_TEAM"
                 ]),
             ),
         ],

@@ -30,6 +30,7 @@ pub fn run(
         Some(url) => Upstream::Url {
             url: url.clone(),
             headers: args.header.clone(),
+            header_env: args.header_env.clone(),
         },
         None => Upstream::Command(args.command.clone()),
     };
@@ -44,7 +45,7 @@ pub fn run(
     let folder = data_folder()?.join(WRAP_FOLDER);
     let prepared = prepare(&config.mcp, &request, &folder, &environment)?;
     for variable in &prepared.unset_env {
-        eprintln!("toolgate: --env {variable} is not set here, so it is not passed on");
+        eprintln!("toolgate: {variable} is not set here, so it is not passed on");
     }
     let file = prepared.servers_file.clone();
     let lock = prepared
