@@ -10,9 +10,17 @@
 //!   it in the tree though it is another process's run.
 //! - A client naming a parent outside the reference's closed form (markup, a bare id) names
 //!   none: the upstream records no parent, and the call runs as any other.
+//! - In the browser: the gateway behind `[serve.auth]` with `[console]` (oidc-provider's login
+//!   pages, headless chromium); carol, an auditor, opens the gateway call's page and sees the
+//!   upstream leg (server, tool, outcome, how long) and the upstream's call under it, and
+//!   nothing on the page runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+
+#[allow(clippy::duplicate_mod)]
+#[path = "common/console.rs"]
+mod console;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -188,6 +196,112 @@ fn a_gateway_calls_upstream_leg_and_the_upstreams_own_call_hang_under_it() {
         ("up", "notes_search", "ok"),
         "{legs:?}"
     );
+    drop(gw);
+    drop(up);
+}
+
+#[test]
+fn an_auditor_sees_a_gateway_calls_upstream_leg_and_the_upstreams_call_on_its_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.sqlite");
+    let (up_dir, gw_dir) = (dir.path().join("up"), dir.path().join("gw"));
+    std::fs::create_dir_all(&up_dir).unwrap();
+    std::fs::create_dir_all(&gw_dir).unwrap();
+    let up = upstream(&up_dir, &audit);
+    let up_port = up.address.rsplit(':').next().unwrap().to_string();
+
+    // The gateway serves the notes toolset and the upstream's tools, behind [serve.auth] with
+    // the console; carol audits.
+    let address = format!("127.0.0.1:{}", console::free_port());
+    let auth = console::start_auth(&address, &[]);
+    let resource = console::resource(&address);
+    let config = gw_dir.join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[[egress.allow]]
+host = "127.0.0.1"
+schemes = ["http"]
+ports = [{as_port}, {up_port}]
+allow_private = true
+
+[mcp.servers.up]
+risk = "low"
+
+[serve.auth]
+issuer = "{issuer}"
+resource = "{resource}"
+[serve.auth.scopes]
+"notes:all" = ["notes"]
+
+[console]
+client_id = "public-client"
+sign_in_scopes = ["approvals"]
+[console.approvers]
+subjects = ["alice"]
+[console.auditors]
+subjects = ["carol"]
+"#,
+            as_port = console::auth_port(&auth),
+            issuer = auth.issuer(),
+        ),
+    )
+    .unwrap();
+    let servers = gw_dir.join("servers.json");
+    std::fs::write(
+        &servers,
+        json!({"mcpServers": {"up": {"url": format!("http://{}/mcp", up.address)}}}).to_string(),
+    )
+    .unwrap();
+    let db = gw_dir.join("notes.sqlite");
+    toolgate_notes::NotesStore::open_or_init_sample(&db).unwrap();
+    let (servers, audit_arg) = (servers.display().to_string(), audit.display().to_string());
+    let gw = console::serve(
+        &gw_dir,
+        &config,
+        &address,
+        &db,
+        &console::ServeOptions {
+            args: &["--mcp-config", &servers, "--audit-db", &audit_arg],
+            ..console::ServeOptions::default()
+        },
+    );
+    let token = console::client_token(&auth, "client-a", "secret-a", &resource);
+    let mut session = console::McpSession::open(&gw.address, &token);
+    let answer = session.call("up__notes_search", json!({"query": "budget", "limit": 2}));
+    assert_ne!(answer["isError"], json!(true), "{answer}");
+    rows_of(&audit, "notes_search", 1);
+
+    let origin = format!("http://{address}");
+    let mut steps = console::sign_in(&origin, "carol");
+    steps.extend([
+        json!({"goto": format!("{origin}/console/audit?tool=up__notes_search")}),
+        json!({"click": "a.call"}),
+        json!({"text": "#tree a.node", "as": "nodes"}),
+        json!({"text": "#tree li.upstream", "as": "legs"}),
+        json!({"eval": "document.querySelectorAll('#tree > li > ul > li').length", "as": "under"}),
+        json!({"eval": console::INERT, "as": "inert"}),
+    ]);
+    let carol = console::walk(&Value::from(steps));
+    assert_eq!(
+        console::reads(&carol, "nodes"),
+        ["up__notes_search", "notes_search"],
+        "{carol:#}"
+    );
+    let legs = console::reads(&carol, "legs");
+    assert_eq!(legs.len(), 1, "{legs:?}");
+    assert!(
+        legs[0].contains("up")
+            && legs[0].contains("notes_search")
+            && legs[0].contains("ok")
+            && legs[0].contains(" ms"),
+        "{legs:?}"
+    );
+    // The leg and the upstream's call, both directly under the gateway's call.
+    assert_eq!(carol["evals"]["under"], json!(2), "{carol:#}");
+    assert_eq!(carol["evals"]["inert"], json!(true), "{carol:#}");
+    assert_eq!(carol["page_errors"], json!([]), "{carol:#}");
+    drop(session);
     drop(gw);
     drop(up);
 }

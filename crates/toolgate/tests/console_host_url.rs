@@ -177,6 +177,7 @@ subjects = ["alice"]
             &ServeOptions {
                 trace: true,
                 env: &[("TOOLGATE_TEST_HOOK_SECRET", SECRET)],
+                ..ServeOptions::default()
             },
         );
         Deployment {

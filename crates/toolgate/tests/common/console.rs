@@ -154,6 +154,8 @@ pub struct ServeOptions<'a> {
     pub trace: bool,
     /// Environment variables to set.
     pub env: &'a [(&'a str, &'a str)],
+    /// More arguments of `serve` (`--mcp-config FILE`, `--audit-db FILE`).
+    pub args: &'a [&'a str],
 }
 
 /// `toolgate --config CONFIG serve --http ADDRESS --toolset notes --db DB` in `dir` (its
@@ -174,6 +176,7 @@ pub fn serve(
     if options.trace {
         command.arg("--trace").arg(dir.join("trace.jsonl"));
     }
+    command.args(options.args);
     command
         .current_dir(dir)
         .env_remove("XDG_DATA_HOME")
