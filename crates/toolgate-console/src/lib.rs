@@ -7,7 +7,8 @@
 //!   person is the principal of an access token for this server's own resource, checked by the
 //!   same resource server that guards `/mcp`. The callback is taken once, and only in the
 //!   browser that started the sign-in (a `SameSite=Lax` login cookie scoped to the callback).
-//! - Sessions are server-side records with an expiry and a sign-out ([`sessions`]); the cookie
+//! - Sessions are server-side records with an expiry and a sign-out ([`sessions`]; in the
+//!   shared database with a shared store, [`shared_sessions`]); the cookie
 //!   that names one is `HttpOnly`, `SameSite=Strict`, scoped to `/console`, and `Secure` unless
 //!   the console is on plain http on loopback ([`rules::session_cookie`]).
 //! - Every state-changing request (a decision, sign-out) must come from the console's own
@@ -29,6 +30,7 @@ pub mod audit_views;
 pub mod pages;
 pub mod rules;
 pub mod sessions;
+pub mod shared_sessions;
 pub mod signin;
 
 use std::sync::Arc;
@@ -52,7 +54,7 @@ use pages::{InboxLine, Templates, TicketView, see_other};
 use rules::{
     Approvers, Auditors, Submission, admit_submission, may_decide, secure_cookie, session_cookie,
 };
-use sessions::{Session, SessionBook};
+use sessions::{Session, SessionBook, SessionRecords};
 use signin::SignIn;
 
 /// Where the console is served.
@@ -136,7 +138,8 @@ pub struct Console {
     host: String,
     secure: bool,
     ledger: Arc<ApprovalLedger>,
-    sessions: SessionBook,
+    /// In memory, or in the shared database ([`Console::with_shared_sessions`]).
+    sessions: Box<dyn SessionRecords>,
     signin: SignIn,
     templates: Templates,
     /// The decision records the audit pages read (none: the pages say there is no audit).
@@ -266,7 +269,9 @@ impl Console {
             authority.resource_server,
         );
         Ok(Console {
-            sessions: SessionBook::new(Duration::from_secs(settings.session_minutes * 60)),
+            sessions: Box::new(SessionBook::new(Duration::from_secs(
+                settings.session_minutes * 60,
+            ))),
             settings,
             origin,
             host,
@@ -282,6 +287,17 @@ impl Console {
     /// a reader, never a second writer).
     pub fn with_audit(mut self, store: toolgate_store::audit::AuditStore) -> Console {
         self.audit = Some(store);
+        self
+    }
+
+    /// The console keeping its sessions and sign-ins under way in the PostgreSQL database
+    /// `conn` is on, so every instance on that database shares them; on any other store they
+    /// stay in memory.
+    pub fn with_shared_sessions(mut self, conn: toolgate_store::SharedConnection) -> Console {
+        let lifetime = self.sessions.lifetime();
+        if let Some(shared) = shared_sessions::SharedSessions::on(conn, lifetime) {
+            self.sessions = Box::new(shared);
+        }
         self
     }
 
@@ -306,7 +322,7 @@ impl Console {
         }
         let path = request.uri().path().to_string();
         let rest = path.strip_prefix(PREFIX).unwrap_or_default();
-        let session = self.session_of(&request);
+        let session = self.session_of(&request).await;
         match (request.method(), rest) {
             (&Method::GET, "" | "/") => self.inbox(session.as_ref()).await,
             (&Method::GET, "/signin") => self.start_sign_in().await,
@@ -319,7 +335,7 @@ impl Console {
                 self.callback(request.uri().query().unwrap_or(""), binder)
                     .await
             }
-            (&Method::POST, "/signout") => self.sign_out(&request, session.as_ref()),
+            (&Method::POST, "/signout") => self.sign_out(&request, session.as_ref()).await,
             (&Method::GET, "/audit") => {
                 self.audit_search(request.uri().query().unwrap_or(""), session.as_ref())
                     .await
@@ -353,10 +369,12 @@ impl Console {
     }
 
     /// The session the request's cookie names, with its id.
-    fn session_of<B>(&self, request: &Request<B>) -> Option<(String, Session)> {
+    /// A session that cannot be read is none: the person is asked to sign in.
+    async fn session_of<B>(&self, request: &Request<B>) -> Option<(String, Session)> {
         let header = request.headers().get(COOKIE)?.to_str().ok()?;
         let id = rules::session_of(header)?;
-        self.sessions.find(id).map(|s| (id.to_string(), s))
+        let session = self.sessions.find(id).await?;
+        Some((id.to_string(), session))
     }
 
     fn signed_in<'a>(&self, session: &'a Session) -> Option<(&'a str, &'a str)> {
@@ -419,7 +437,11 @@ impl Console {
                 );
             }
         };
-        match self.sessions.start_login(&started.state, &started.verifier) {
+        match self
+            .sessions
+            .start_login(&started.state, &started.verifier)
+            .await
+        {
             Ok(binder) => {
                 let mut response = see_other(&started.url);
                 let cookie =
@@ -454,9 +476,10 @@ impl Console {
             self.templates
                 .message(StatusCode::BAD_REQUEST, "Sign-in failed", message, None)
         };
-        let verifier = state
-            .as_deref()
-            .and_then(|s| self.sessions.finish_login(s, binder));
+        let verifier = match state.as_deref() {
+            Some(state) => self.sessions.finish_login(state, binder).await,
+            None => None,
+        };
         let Some(verifier) = verifier else {
             return refused(
                 "This sign-in was not started here in this browser, was already used, or took too long: sign in again.",
@@ -472,7 +495,7 @@ impl Console {
             Ok(principal) => principal,
             Err(e) => return refused(&e.to_string()),
         };
-        match self.sessions.open(principal) {
+        match self.sessions.open(principal).await {
             Ok(id) => {
                 let mut response = see_other(PREFIX);
                 let cookie = session_cookie(&id, self.secure, self.sessions.lifetime().as_secs());
@@ -528,7 +551,7 @@ impl Console {
         Ok(form)
     }
 
-    fn sign_out(
+    async fn sign_out(
         &self,
         request: &Request<Bytes>,
         session: Option<&(String, Session)>,
@@ -539,7 +562,15 @@ impl Console {
         if let Err(refused) = self.admitted_form(request, session) {
             return refused;
         }
-        self.sessions.close(id);
+        // A sign-out the records did not take is said, never shown as done.
+        if let Err(e) = self.sessions.close(id).await {
+            return self.templates.message(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Sign-out failed",
+                &e.to_string(),
+                self.signed_in(session),
+            );
+        }
         let mut response = see_other(PREFIX);
         if let Ok(value) = HeaderValue::from_str(&session_cookie("", self.secure, 0)) {
             response.headers_mut().insert(SET_COOKIE, value);

@@ -111,9 +111,13 @@ pub fn run(
     if let Some(sessions) = sessions {
         server = server.shared_across_instances(sessions);
     }
-    // Imported tools whose server is down and set to hide leave tools/list until it is back.
+    // Imported tools whose server is down and set to hide leave tools/list until it is back;
+    // those quarantined or withdrawn when their server's catalogue changes leave it and are
+    // refused with the reason.
     if let Some(imports) = &imports {
-        server = server.hiding(imports.availability());
+        server = server
+            .hiding(imports.availability())
+            .withholding(imports.withholding());
     }
     match args.http {
         None => {
@@ -215,6 +219,9 @@ fn inbox(
         approver: Arc::new(approver),
         audit: None,
         links,
+        // The shared database's pool (the one the MCP sessions use): the console's statements
+        // are single autocommit statements and take no store's writer lock.
+        sessions: shared.map(|s| s.mcp_sessions.clone()),
     }))
 }
 
@@ -275,6 +282,10 @@ struct Inbox {
     audit: Option<toolgate_wiring::audit::AuditStore>,
     /// Where its tickets' pages are (the console's origin, set once it is known).
     links: TicketLinks,
+    /// With a shared store, where the console's sessions and sign-ins under way are kept, so
+    /// any instance behind the load balancer serves a person signed in at another; else they
+    /// stay in this process's memory.
+    sessions: Option<toolgate_wiring::shared::SharedConnection>,
 }
 
 /// What an instance keeps in the shared database.
@@ -446,6 +457,10 @@ async fn serve_over_http(
             .map_err(|e| CommandError::Usage(e.to_string()))?;
             let console = match inbox.audit {
                 Some(audit) => console.with_audit(audit),
+                None => console,
+            };
+            let console = match inbox.sessions {
+                Some(sessions) => console.with_shared_sessions(sessions),
                 None => console,
             };
             inbox.links.set_origin(console.origin());
