@@ -819,6 +819,7 @@ mod tests {
                 tool: HOSTILE.into(),
                 outcome: HOSTILE.into(),
                 duration_ms: 3,
+                reference: None,
             }]);
             view.receipt = HOSTILE.into();
             view.written = Some(written);
@@ -995,6 +996,7 @@ mod tests {
             tool: format!("search{id}"),
             outcome: "ok".into(),
             duration_ms: 12,
+            reference: None,
         };
         let mut node = TreeNode::of(&tree);
         node.hang_legs(&[

@@ -24,15 +24,20 @@
 //! - a write carries its idempotency key to the server in `_meta` (under
 //!   [`crate::IDEMPOTENCY_KEY_META`]), so a toolgate server behind us replays instead of
 //!   repeating;
-//! - every call names the call it forwards in `_meta` (under [`PARENT_CALL_META`], as
-//!   `RUN/CALL`), so a toolgate server behind us records it as the parent of the calls it
-//!   dispatches (an audit link only: it decides nothing there), and every request sent is
-//!   recorded as an [`UpstreamCall`] (server, its tool, how it ended, how long) against the
-//!   call that sent it, in the dispatcher's trace and so in the audit.
+//! - every request names the call it forwards in `_meta` (under [`PARENT_CALL_META`], as
+//!   `RUN/CALL/NONCE`, a fresh 128-bit nonce from the system's CSPRNG per request, so no one
+//!   who did not see the request can name it), so a toolgate server behind us records it as
+//!   the parent of the calls it dispatches (an audit link only: it decides nothing there);
+//!   when no nonce can be drawn, no reference is sent (never a guessable one). Every request
+//!   sent is recorded as an [`UpstreamCall`] (server, its tool, how it ended, how long, the
+//!   exact reference sent) against the call that sent it, in the dispatcher's trace and so in
+//!   the audit, where the call tree hangs the server's calls only under the call whose leg
+//!   sent their reference.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Map, Value, json};
 use toolgate_core::idempotency::{self, Claimed};
 use toolgate_core::trace::{TraceEvent, record_in_call};
@@ -41,7 +46,7 @@ use toolgate_core::{
     UntrustedText, WriteEffect, WriteOutput,
 };
 use toolgate_store::SharedConnection;
-use toolgate_store::audit::upstream::parent_reference;
+use toolgate_store::audit::upstream::{NONCE_BYTES, parent_reference};
 pub use toolgate_store::audit::upstream::{PARENT_CALL_META, valid_parent_reference};
 
 use super::breaker::{Admission, Reached};
@@ -237,10 +242,10 @@ impl Forward {
         args: Value,
         mut meta: Map<String, Value>,
     ) -> Result<Value, UpstreamError> {
-        meta.insert(
-            PARENT_CALL_META.into(),
-            Value::String(parent_reference(&ctx.run_id, &ctx.call_id)),
-        );
+        let reference = fresh_reference(&ctx.run_id, &ctx.call_id);
+        if let Some(reference) = &reference {
+            meta.insert(PARENT_CALL_META.into(), Value::String(reference.clone()));
+        }
         let started = Instant::now();
         let sent = session
             .call(
@@ -256,6 +261,7 @@ impl Forward {
             tool: self.remote.clone(),
             outcome: leg_outcome(&sent),
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            reference,
         }));
         if matches!(sent, Err(UpstreamError::Gone(_))) {
             self.route.lost(&ctx.principal);
@@ -357,6 +363,18 @@ pub struct UpstreamCall {
     /// [`leg_outcome`].
     pub outcome: &'static str,
     pub duration_ms: u64,
+    /// The parent reference the request sent in `_meta` (`RUN/CALL/NONCE`), exactly; `None`
+    /// when none was sent. The audit hangs the server's calls by this, and by nothing else.
+    pub reference: Option<String>,
+}
+
+/// A reference to call `call_id` of run `run_id` for one request, with a fresh nonce from the
+/// system's CSPRNG; `None` (no reference sent, never a guessable one) when none can be drawn
+/// or the run id makes no reference a server accepts.
+fn fresh_reference(run_id: &str, call_id: &str) -> Option<String> {
+    let mut nonce = [0u8; NONCE_BYTES];
+    SystemRandom::new().fill(&mut nonce).ok()?;
+    parent_reference(run_id, call_id, &nonce)
 }
 
 impl TraceEvent for UpstreamCall {
@@ -646,6 +664,36 @@ mod leg_tests {
         for (sent, expected) in cases {
             assert_eq!(leg_outcome(&sent), expected, "{sent:?}");
         }
+    }
+
+    #[test]
+    fn a_leg_records_the_unguessable_reference_it_sent() {
+        let made: Vec<String> = (0..2)
+            .map(|_| fresh_reference("mcp-http-12-1796461200", "call-7").unwrap())
+            .collect();
+        for reference in &made {
+            let nonce = reference
+                .strip_prefix("mcp-http-12-1796461200/call-7/")
+                .unwrap();
+            assert_eq!(nonce.len(), 2 * NONCE_BYTES, "{reference}");
+            assert!(nonce.chars().all(|c| c.is_ascii_hexdigit()), "{reference}");
+            assert_eq!(
+                valid_parent_reference(&json!(reference)).as_ref(),
+                Some(reference)
+            );
+        }
+        assert_ne!(made[0], made[1], "a fresh nonce per request");
+        let leg = UpstreamCall {
+            server: "up".into(),
+            tool: "t".into(),
+            outcome: "ok",
+            duration_ms: 1,
+            reference: Some(made[0].clone()),
+        };
+        // The audit reads the reference back from the event's attributes.
+        assert_eq!(leg.attributes()["reference"], json!(made[0]));
+        // A run id no server would accept: nothing is sent, nothing recorded.
+        assert_eq!(fresh_reference(&"r".repeat(300), "call-1"), None);
     }
 }
 

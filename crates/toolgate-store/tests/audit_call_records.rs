@@ -12,8 +12,11 @@
 //! - A gateway: its imported tool's upstream leg (recorded where the dispatcher records, as
 //!   the MCP client does) reads back under its call, and the calls a second dispatcher (the
 //!   toolgate server behind it, another writer of the same audit) ran for it, named by the
-//!   parent reference the server takes from `_meta`, hang under it in the tree; a call of
-//!   another run that names the same bare call id does not.
+//!   parent reference the server takes from `_meta` (`RUN/CALL/NONCE`, kept whole in the leg),
+//!   hang under it in the tree; a call of another run that names the same bare call id does
+//!   not, nor do forged calls another client dispatched on the server naming the gateway's
+//!   call by a guessed `RUN/CALL`, or in the right form with a wrong nonce (each still found
+//!   by search, under its own principal).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -25,8 +28,10 @@ use toolgate_core::trace::{CallScope, TraceEvent, TraceSink, in_call, record_in_
 use toolgate_core::{
     CallRequest, Dispatcher, Effect, Principal, Registry, Risk, ToolBuilder, ToolOutput,
 };
-use toolgate_store::audit::upstream::parent_reference;
-use toolgate_store::audit::{AuditStore, SqliteAudit, StoredClaim, StoredReceipt, WriteRecord};
+use toolgate_store::audit::upstream::{NONCE_BYTES, parent_reference};
+use toolgate_store::audit::{
+    AuditFilter, AuditStore, SqliteAudit, StoredClaim, StoredReceipt, WriteRecord,
+};
 use toolgate_store::postgres::audit::PgAudit;
 use toolgate_store::postgres::sql::writer_lock;
 use toolgate_store::postgres::{PgSettings, PgStore, cluster};
@@ -260,9 +265,12 @@ fn upstream_search() -> toolgate_core::Tool {
         .unwrap()
 }
 
-/// The gateway's imported tool: it records its upstream leg where the dispatcher records (as
-/// an imported tool does) and calls the upstream dispatcher naming itself as the parent (as
-/// the MCP server does with the reference in `_meta`).
+/// The nonce the test gateway sends (an imported tool draws a fresh one from the CSPRNG).
+const NONCE: [u8; NONCE_BYTES] = [0x5a; NONCE_BYTES];
+
+/// The gateway's imported tool: it records its upstream leg, with the reference it sent, where
+/// the dispatcher records (as an imported tool does) and calls the upstream dispatcher naming
+/// itself as the parent by that reference (as the MCP server does with the one in `_meta`).
 fn gateway_search(upstream: Arc<Dispatcher>) -> toolgate_core::Tool {
     ToolBuilder::<QueryArgs>::new("docs__docs_search", 1)
         .describe("Searches docs upstream.", "you need a doc.", None, "hits.")
@@ -276,12 +284,13 @@ fn gateway_search(upstream: Arc<Dispatcher>) -> toolgate_core::Tool {
                     "docs_search",
                     json!({"query": args.query}),
                 );
-                request.parent_call_id = Some(parent_reference(&ctx.run_id, &ctx.call_id));
+                let reference = parent_reference(&ctx.run_id, &ctx.call_id, &NONCE).unwrap();
+                request.parent_call_id = Some(reference.clone());
                 let outcome = upstream.call(request).await;
                 record_in_call(Arc::new(Leg(json!({
                     "server": "docs", "tool": format!("docs_search{HOSTILE_HOST}"),
                     "outcome": if outcome.is_error() { "error" } else { "ok" },
-                    "duration_ms": 7,
+                    "duration_ms": 7, "reference": reference,
                 }))));
                 Ok(ToolOutput::new(json!({"forwarded": true})))
             }
@@ -310,7 +319,7 @@ async fn gateway_tree(gateway_sink: Arc<dyn TraceSink>, upstream_sink: Arc<dyn T
             .with_trace(upstream_sink),
     );
     let gateway = Dispatcher::new(Arc::new(
-        Registry::new(vec![gateway_search(upstream)]).unwrap(),
+        Registry::new(vec![gateway_search(Arc::clone(&upstream))]).unwrap(),
     ))
     .unwrap()
     .with_trace(gateway_sink);
@@ -331,9 +340,26 @@ async fn gateway_tree(gateway_sink: Arc<dyn TraceSink>, upstream_sink: Arc<dyn T
     );
     stranger.parent_call_id = Some("g1".into());
     let _ = gateway.call(stranger).await;
+    // Mallory, another client of the upstream server, names the gateway's call as the parent
+    // of hers: by a guessed `RUN/CALL`, and in the right form with a wrong nonce (what the
+    // server records from a valid `_meta`).
+    for forged in [
+        "gateway-run/g1".to_string(),
+        parent_reference("gateway-run", "g1", &[0xa5; NONCE_BYTES]).unwrap(),
+    ] {
+        let mut request = CallRequest::new(
+            Principal::local("mallory", &[]),
+            "mallory-run",
+            "docs_search",
+            json!({"query": "forged"}),
+        );
+        request.parent_call_id = Some(forged);
+        assert!(!upstream.call(request).await.is_error());
+    }
 }
 
 async fn reads_gateway_tree(store: &AuditStore) {
+    let reference = parent_reference("gateway-run", "g1", &NONCE).unwrap();
     let tree = store
         .tree("g1", Some("gateway-run"))
         .await
@@ -351,17 +377,43 @@ async fn reads_gateway_tree(store: &AuditStore) {
             (
                 "docs_search".into(),
                 "upstream-run".into(),
-                Some("gateway-run/g1".into())
+                Some(reference.clone())
             ),
         ],
-        "{}",
+        "{}: only the call the gateway's leg sent the reference for",
+        store.shown()
+    );
+    // The forged calls are still in the audit, found by search under their own principal.
+    let mallory = store
+        .search(
+            &AuditFilter {
+                principal: Some("mallory".into()),
+                ..AuditFilter::default()
+            },
+            None,
+            10,
+        )
+        .await
+        .unwrap();
+    let forged: Vec<Option<String>> = mallory
+        .entries
+        .iter()
+        .map(|e| e.parent_call_id.clone())
+        .collect();
+    assert_eq!(
+        forged,
+        vec![
+            parent_reference("gateway-run", "g1", &[0xa5; NONCE_BYTES]),
+            Some("gateway-run/g1".into()),
+        ],
+        "{}: newest first",
         store.shown()
     );
     let legs = store
         .upstream_legs("gateway-run", vec!["g1".into()])
         .await
         .unwrap();
-    let legs: Vec<(&str, &str, &str, i64)> = legs
+    let legs: Vec<(&str, &str, &str, i64, Option<&str>)> = legs
         .iter()
         .map(|l| {
             (
@@ -369,13 +421,14 @@ async fn reads_gateway_tree(store: &AuditStore) {
                 l.tool.as_str(),
                 l.outcome.as_str(),
                 l.duration_ms,
+                l.reference.as_deref(),
             )
         })
         .collect();
     let tool = format!("docs_search{HOSTILE_HOST}");
     assert_eq!(
         legs,
-        vec![("docs", tool.as_str(), "ok", 7)],
+        vec![("docs", tool.as_str(), "ok", 7, Some(reference.as_str()))],
         "{}",
         store.shown()
     );

@@ -264,9 +264,9 @@ pub fn children(run_id: &str, instance: &str, parents: &[String], limit: usize) 
     b.finish()
 }
 
-/// The calls other processes dispatched for any of the calls `references` names
-/// ([`super::upstream::parent_reference`]: a toolgate gateway's calls to a toolgate server
-/// behind it), in any run, oldest first, at most `limit`.
+/// The calls other processes recorded as dispatched for any of `references` (the references a
+/// toolgate gateway's upstream legs recorded as sent, [`super::upstream::UpstreamEntry::reference`],
+/// never ones computed from a run and call id), in any run, oldest first, at most `limit`.
 pub fn served_for(references: &[String], limit: usize) -> Statement {
     let mut b = Builder::new(format!("SELECT {ENTRY_COLUMNS} FROM decisions WHERE 1 = 1"));
     let marks: Vec<String> = references.iter().map(|p| b.bind(p)).collect();

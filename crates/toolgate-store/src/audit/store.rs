@@ -23,13 +23,17 @@ use super::query::{self, AuditFilter, Cursor, MAX_PAGE, MAX_TREE};
 use super::receipts::{WriteRecord, write_record_on};
 use super::row::AuditEntry;
 use super::tree::CallTree;
-use super::upstream::{self, UpstreamEntry, parent_reference};
+use super::upstream::{self, UpstreamEntry};
 use crate::postgres::PgStore;
 use crate::postgres::sql::writer_lock;
 
 /// The most egress decisions a call's page reads (a handler looping on fetches must not make
 /// one page unbounded).
 pub const MAX_EGRESS: i64 = 500;
+
+/// The most upstream legs a tree reads per run and instance at each level (the references it
+/// follows come only from them).
+pub const MAX_LEGS: i64 = 10_000;
 
 /// Why a search or an export failed.
 #[derive(Debug, thiserror::Error)]
@@ -178,8 +182,12 @@ impl AuditStore {
     ) -> Result<Option<CallTree>, AuditError> {
         let call_id = call_id.to_owned();
         let run_id = run_id.map(str::to_owned);
-        self.run(move |sql| tree_on(sql, &call_id, run_id.as_deref()))
-            .await
+        let sqlite = matches!(self, AuditStore::Sqlite { .. });
+        self.run(move |sql| {
+            let has_legs = !sqlite || sqlite_has_table(sql, "upstream_calls");
+            tree_on(sql, &call_id, run_id.as_deref(), has_legs)
+        })
+        .await
     }
 
     /// The egress exit's decisions made inside call `call_id` of run `run_id`, oldest first,
@@ -338,11 +346,15 @@ pub fn search_on(
 
 /// [`AuditStore::tree`] on a connection: the root, then its descendants level by level: the
 /// calls made from inside each level's calls in their run and instance, and the calls another
-/// toolgate process dispatched for them (named by reference, any run).
+/// toolgate process dispatched for them, found only by the references the level's own
+/// upstream legs recorded as sent (never by a reference computed from a run and call id, which
+/// anyone can guess). `has_legs`: whether the store has the legs' table (an audit file older
+/// than it has no legs, so no calls served by reference).
 pub fn tree_on(
     sql: &dyn Sql,
     call_id: &str,
     run_id: Option<&str>,
+    has_legs: bool,
 ) -> Result<Option<CallTree>, AuditError> {
     let statement = query::call(call_id, run_id);
     let Some(row) = sql.query_opt(&statement.sql, &statement.params)? else {
@@ -351,6 +363,7 @@ pub fn tree_on(
     let root = AuditEntry::from_row(&row)?;
     let mut seen = std::collections::HashSet::from([root.id]);
     let mut descendants: Vec<AuditEntry> = Vec::new();
+    let mut legs: Vec<UpstreamEntry> = Vec::new();
     let mut level = vec![root.clone()];
     while !level.is_empty() && descendants.len() < MAX_TREE {
         let mut statements = Vec::new();
@@ -363,16 +376,27 @@ pub fn tree_on(
                 .push(entry.call_id.clone());
         }
         let room = MAX_TREE - descendants.len();
+        let mut references: Vec<String> = Vec::new();
         for ((run, instance), mut parents) in local {
             parents.sort();
             parents.dedup();
             statements.push(query::children(&run, &instance, &parents, room));
+            if has_legs {
+                for part in parents.chunks(500) {
+                    let (text, params) = upstream::of_calls_in(&run, &instance, part, MAX_LEGS);
+                    for row in &sql.query(&text, &params)? {
+                        let leg = UpstreamEntry::from_row(row)?;
+                        references.extend(leg.reference.clone());
+                        legs.push(leg);
+                    }
+                }
+            }
         }
-        let references: Vec<String> = level
-            .iter()
-            .map(|e| parent_reference(&e.run_id, &e.call_id))
-            .collect();
-        statements.push(query::served_for(&references, room));
+        references.sort();
+        references.dedup();
+        for part in references.chunks(500) {
+            statements.push(query::served_for(part, room));
+        }
         level.clear();
         for statement in statements {
             for row in &sql.query(&statement.sql, &statement.params)? {
@@ -385,7 +409,7 @@ pub fn tree_on(
             }
         }
     }
-    Ok(Some(CallTree::assemble(root, descendants)))
+    Ok(Some(CallTree::assemble(root, descendants, &legs)))
 }
 
 /// [`AuditStore::upstream_legs`] on a connection.
