@@ -6,6 +6,11 @@
 //!   any of its tools is offered; afterwards, a tool whose definition changed, a new tool and
 //!   a vanished tool are quarantined: withheld from the registry, and a call to one is refused
 //!   with the reason (see [`super::pins`]);
+//! - during the session, a server that announces a new tool list is reviewed again at once,
+//!   and so is the lock file when it changes (`toolgate mcp accept` beside a running gateway):
+//!   a new or changed tool is quarantined, a vanished one withdrawn, a tool pinned again as
+//!   declared offered again; a front end learns it from [`Imports::availability`] (announced)
+//!   and [`Imports::withholding`] (see [`super::live`]);
 //! - a server that cannot be reached does not stop the others: its pinned tools are withheld
 //!   with the reason it is unreachable;
 //! - a definition we refuse (see [`super::plan`]) is withheld with its reason;
@@ -30,6 +35,7 @@ use toolgate_store::SharedConnection;
 use super::config::{ServerEntry, Transport};
 use super::credentials::{CredentialError, TokenFile, TokenHolder};
 use super::forwarded::{DEFAULT_CALL_DEADLINE, Route, declare};
+use super::live::{CatalogueWatch, LiveServer, LiveTools, Withholding};
 use super::lock::{LockError, PinLock};
 use super::oauth::{LoggedIn, LoginClient, OAuthError};
 use super::outage::{OutageWatch, WATCH_TICK, Watched};
@@ -458,6 +464,9 @@ pub struct Imports {
     upstreams: Vec<(String, Arc<Upstream>)>,
     /// Which tools are hidden now because their server is down (`on_outage = "hide"`).
     outage: Arc<OutageWatch>,
+    /// What is withheld now because a catalogue or the lock file changed during the session
+    /// (and what the outage watch hides).
+    live: Arc<CatalogueWatch>,
     /// The catalogues as listed, per connected server.
     catalogues: BTreeMap<String, Vec<Value>>,
     lock: PinLock,
@@ -498,11 +507,20 @@ impl Imports {
             withheld: BTreeMap::new(),
             upstreams: Vec::new(),
             outage: OutageWatch::start(Vec::new(), WATCH_TICK),
+            live: CatalogueWatch::start(
+                Vec::new(),
+                BTreeMap::new(),
+                PinLock::default(),
+                options.lock_path.clone(),
+                OutageWatch::start(Vec::new(), WATCH_TICK),
+                WATCH_TICK,
+            ),
             catalogues: BTreeMap::new(),
             lock: PinLock::default(),
             lock_path: options.lock_path.clone(),
         };
         let mut watched = Vec::new();
+        let mut live = Vec::new();
         let connected = futures_join(&options).await;
         let mut lock_changed = false;
         for ((namespace, entry), connection) in options.servers.iter().zip(connected) {
@@ -603,8 +621,14 @@ impl Imports {
                 }
             };
             server.terms.per_user = matches!(route, Route::PerUser { .. });
-            let (entries, tools, withheld) =
-                import_server(namespace, &catalogue, &pins, ratings, route, &options);
+            let deadline = call_deadline_for(&options, namespace);
+            let (entries, tools, withheld) = import_server(
+                namespace,
+                &catalogue,
+                &pins,
+                ratings,
+                (route.clone(), &options.receipts, deadline),
+            );
             watched.push(Watched {
                 mode: ratings.map(|r| r.on_outage).unwrap_or_default(),
                 upstream: Arc::clone(&upstream),
@@ -612,6 +636,26 @@ impl Imports {
                     .iter()
                     .filter(|e| matches!(e.state, ToolState::Offered(_)))
                     .filter_map(|e| e.local_name.clone())
+                    .collect(),
+            });
+            live.push(LiveServer {
+                namespace: namespace.clone(),
+                upstream: Arc::clone(&upstream),
+                catalogue: catalogue.clone(),
+                ratings: ratings.cloned(),
+                route,
+                receipts: options.receipts.clone(),
+                deadline,
+                declared: entries
+                    .iter()
+                    .filter_map(|e| match &e.state {
+                        ToolState::Offered(plan) => {
+                            Some((plan.remote_name.clone(), plan.digest.clone()))
+                        }
+                        ToolState::Refused(_)
+                        | ToolState::Quarantined(_)
+                        | ToolState::Unreachable => None,
+                    })
                     .collect(),
             });
             server.tools = entries;
@@ -624,8 +668,16 @@ impl Imports {
         if lock_changed {
             lock.save(&options.lock_path)?;
         }
-        imports.lock = lock;
         imports.outage = OutageWatch::start(watched, WATCH_TICK);
+        imports.live = CatalogueWatch::start(
+            live,
+            imports.withheld.clone(),
+            lock.clone(),
+            options.lock_path.clone(),
+            Arc::clone(&imports.outage),
+            WATCH_TICK,
+        );
+        imports.lock = lock;
         Ok(imports)
     }
 
@@ -696,14 +748,30 @@ impl Imports {
         Ok(self.catalogue(&entry.namespace).unwrap_or_default())
     }
 
-    /// One health check per connected server: its breaker's state (`closed`, `open`,
-    /// `half_open`), not required (the instance serves its other tools while one is down).
-    /// Which imported tools are hidden now (their server is down and hides them), for a front
-    /// end's `tools/list`.
+    /// Which imported tools are hidden now, for a front end's `tools/list`: their server is
+    /// down and hides them, or they are quarantined or withdrawn because their server's
+    /// catalogue changed during the session (see [`super::live`]); its changes are announced.
     pub fn availability(&self) -> Arc<dyn Availability> {
-        Arc::clone(&self.outage) as Arc<dyn Availability>
+        Arc::clone(&self.live) as Arc<dyn Availability>
     }
 
+    /// Why an imported tool is withheld now beyond what the registry withholds (it is new,
+    /// changed or withdrawn since the session began), for a front end to refuse its calls.
+    pub fn withholding(&self) -> Arc<dyn Withholding> {
+        Arc::clone(&self.live) as Arc<dyn Withholding>
+    }
+
+    /// The imported tools as offered now, for a front end that builds its dispatcher again
+    /// when they change: from now on a tool pinned during the session (`toolgate mcp accept`
+    /// beside the running gateway) is declared and offered at once, a changed one as pinned
+    /// (see [`super::live`]).
+    pub fn admitting(&self) -> Arc<dyn LiveTools> {
+        self.live.admit();
+        Arc::clone(&self.live) as Arc<dyn LiveTools>
+    }
+
+    /// One health check per connected server: its breaker's state (`closed`, `open`,
+    /// `half_open`), not required (the instance serves its other tools while one is down).
     pub fn health_checks(&self) -> Vec<Arc<dyn HealthCheck>> {
         self.upstreams
             .iter()
@@ -720,8 +788,9 @@ impl Imports {
     /// Ends every session (stdio servers exit).
     pub async fn close(self) {
         drop(self.tools);
-        // The watcher holds the sessions too; it ends at its next tick.
+        // The watchers hold the sessions too; they end at their next tick.
         drop(self.outage);
+        drop(self.live);
         for (_, upstream) in self.upstreams {
             if let Ok(upstream) = Arc::try_unwrap(upstream) {
                 upstream.close().await;
@@ -799,16 +868,16 @@ async fn futures_join(options: &ImportOptions) -> Vec<Result<Upstream, UpstreamE
         .collect()
 }
 
-type ServerTools = (Vec<ToolEntry>, Vec<Tool>, BTreeMap<String, String>);
+pub(crate) type ServerTools = (Vec<ToolEntry>, Vec<Tool>, BTreeMap<String, String>);
 
-/// One connected server's tools: reviewed against `pins`, planned, declared.
-fn import_server(
+/// One connected server's tools: reviewed against `pins`, planned, declared (called through
+/// `route`, writes claimed in `receipts`, each call bounded by `deadline`).
+pub(crate) fn import_server(
     namespace: &str,
     catalogue: &[Value],
     pins: &ServerPins,
     ratings: Option<&ServerRatings>,
-    route: Route,
-    options: &ImportOptions,
+    (route, receipts, deadline): (Route, &SharedConnection, Duration),
 ) -> ServerTools {
     let reviewed = review(pins, catalogue);
     let mut entries = Vec::new();
@@ -848,12 +917,7 @@ fn import_server(
     }
     let mut tools = Vec::new();
     for plan in plans {
-        match declare(
-            &plan,
-            route.clone(),
-            options.receipts.clone(),
-            call_deadline_for(options, namespace),
-        ) {
+        match declare(&plan, route.clone(), receipts.clone(), deadline) {
             Ok(tool) => {
                 tools.push(tool);
                 entries.push(ToolEntry {

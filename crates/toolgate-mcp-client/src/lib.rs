@@ -26,6 +26,7 @@ pub mod default_env;
 pub mod diff;
 pub mod forwarded;
 pub mod imports;
+pub mod live;
 pub mod lock;
 pub mod oauth;
 pub mod outage;

@@ -6,7 +6,12 @@
 //! token's, when the HTTP server is a resource server; else the server's) and the server's run, with
 //! origin `mcp` and the request's cancellation; a tool error is an `isError` result carrying the
 //! model-facing message and, in structured content, our stable code and `retryable`; an unknown
-//! tool is a JSON-RPC invalid-params error, as the MCP spec asks.
+//! tool is a JSON-RPC invalid-params error, as the MCP spec asks. Where the offered set changes
+//! while the server runs (imported tools hidden during an outage, quarantined or withdrawn when
+//! their server's catalogue changes), a hidden tool leaves `tools/list`, each 2025-11-25
+//! session is sent `notifications/tools/list_changed`, 2026-07-28 lists carry a short time to
+//! live ([`CHANGING_TOOL_LIST_TTL_MS`]), and a call to a tool withheld now is refused with its
+//! reason before dispatch.
 //!
 //! Effect identity never depends on the JSON-RPC id: a write's key is derived from the
 //! principal, the server instance's run, the tool and the canonical arguments, or is the key
@@ -31,6 +36,7 @@
 //! HTTP front removes it, and a token must never travel further.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -52,6 +58,7 @@ use toolgate_core::{
     ApprovalChannel, CallOutcome, CallRequest, CallResult, Caller, CancelToken, ErrorCode,
     ErrorStyle, Observation, Origin, Principal, Registry, Stage, ToolError,
 };
+use toolgate_mcp_client::live::LiveTools;
 use toolgate_wiring::Assembled;
 use toolgate_wiring::shared::SharedConnection;
 
@@ -71,9 +78,15 @@ pub use toolgate_mcp_client::forwarded::{PARENT_CALL_META, valid_parent_referenc
 /// The `_meta` key that marks a content block as untrusted text (data, never instructions).
 pub const UNTRUSTED_META: &str = "toolgate/untrusted";
 
-/// How long a 2026-07-28 client may cache the tool list: the catalogue of a running server
-/// does not change.
+/// How long a 2026-07-28 client may cache the tool list when the catalogue of the running
+/// server does not change.
 pub const TOOL_LIST_TTL_MS: u64 = 5 * 60 * 1000;
+
+/// How long a 2026-07-28 client may cache the tool list of a server whose offered set changes
+/// while it runs (imported tools that an outage hides, or that are quarantined or admitted
+/// during the session): such clients hear no `notifications/tools/list_changed`, so they list
+/// again this soon.
+pub const CHANGING_TOOL_LIST_TTL_MS: u64 = 30 * 1000;
 
 /// One toolset served to MCP hosts.
 #[derive(Clone)]
@@ -81,11 +94,12 @@ pub struct McpServer {
     inner: Arc<Inner>,
 }
 
-#[derive(Clone)]
-struct Inner {
+/// What a server offers: its tools, and the dispatcher that calls them.
+struct Offered {
+    /// The generation of the imported tools it was built for ([`LiveTools::generation`]).
+    generation: u64,
     caller: Caller,
     principal: Principal,
-    run_id: String,
     tools: Vec<Tool>,
     /// The same tools with only name and input schema: what rmcp's HTTP transport asks
     /// [`ServerHandler::get_tool`] for on every request (to check `Mcp-Param-*` headers), so
@@ -93,6 +107,54 @@ struct Inner {
     schemas: Vec<Tool>,
     /// Tools that declare their result's shape: their results carry `structuredContent`.
     structured: std::collections::BTreeSet<String>,
+}
+
+impl Offered {
+    fn of(registry: &Registry, caller: Caller, principal: Principal, generation: u64) -> Self {
+        let visible: Vec<_> = registry.visible_to(&principal).collect();
+        let tools: Vec<Tool> = visible.iter().map(|spec| mcp_tool(spec)).collect();
+        let schemas = tools
+            .iter()
+            .map(|t| Tool::new_with_raw(t.name.clone(), None, Arc::clone(&t.input_schema)))
+            .collect();
+        let structured = visible
+            .iter()
+            .filter(|spec| spec.output_schema.is_some())
+            .map(|spec| spec.name.clone())
+            .collect();
+        Offered {
+            generation,
+            caller,
+            principal,
+            tools,
+            schemas,
+            structured,
+        }
+    }
+}
+
+/// Builds the dispatcher again over the imported tools offered now and the names withheld now
+/// (with the same seat as the first one): an error says why it could not.
+pub type Rebuild = Arc<
+    dyn Fn(Vec<toolgate_core::Tool>, BTreeMap<String, String>) -> Result<Assembled, String>
+        + Send
+        + Sync,
+>;
+
+/// A server whose imported tools change while it runs, and what it offers now.
+struct Admitting {
+    live: Arc<dyn LiveTools>,
+    rebuild: Rebuild,
+    current: std::sync::RwLock<Arc<Offered>>,
+}
+
+#[derive(Clone)]
+struct Inner {
+    /// What it offered when built.
+    offered: Arc<Offered>,
+    /// Built again when the imported tools change (tools admitted during the session).
+    admitting: Option<Arc<Admitting>>,
+    run_id: String,
     resources: Option<Arc<dyn ResourceSource>>,
     prompts: Arc<[Prompt]>,
     /// Each request must bring its own principal ([`Authenticated`], from an access token);
@@ -102,8 +164,12 @@ struct Inner {
     memory: Arc<TaintMemory>,
     /// What `/readyz` checks (the shared database, each imported server).
     health: Arc<[Arc<dyn HealthCheck>]>,
-    /// Tools left out of `tools/list` while their server is down (imports that hide).
+    /// Tools left out of `tools/list` while their server is down (imports that hide), or while
+    /// their server's catalogue changed during the session (quarantined, withdrawn).
     availability: Option<Arc<dyn Availability>>,
+    /// Tools refused now with a reason beyond what the registry withholds: imported tools new,
+    /// changed or withdrawn since the session began.
+    withholding: Option<Arc<dyn toolgate_mcp_client::live::Withholding>>,
     /// Where 2025-11-25 sessions are recorded for every instance on the team's store.
     shared_sessions: Option<Arc<crate::http::SharedSessions>>,
     /// Where what each session was shown is kept for every instance on the team's store.
@@ -257,31 +323,18 @@ impl McpServer {
         principal: Principal,
         run_id: &str,
     ) -> Self {
-        let visible: Vec<_> = registry.visible_to(&principal).collect();
-        let tools: Vec<Tool> = visible.iter().map(|spec| mcp_tool(spec)).collect();
-        let schemas = tools
-            .iter()
-            .map(|t| Tool::new_with_raw(t.name.clone(), None, Arc::clone(&t.input_schema)))
-            .collect();
-        let structured = visible
-            .iter()
-            .filter(|spec| spec.output_schema.is_some())
-            .map(|spec| spec.name.clone())
-            .collect();
         McpServer {
             inner: Arc::new(Inner {
-                caller,
-                principal,
+                offered: Arc::new(Offered::of(registry, caller, principal, 0)),
+                admitting: None,
                 run_id: run_id.into(),
-                tools,
-                schemas,
-                structured,
                 resources: None,
                 prompts: Arc::new([]),
                 requires_token: false,
                 memory: Arc::default(),
                 health: Arc::new([]),
                 availability: None,
+                withholding: None,
                 shared_sessions: None,
                 shared_memory: None,
                 inbox: None,
@@ -295,6 +348,7 @@ impl McpServer {
         let Offers { resources, prompts } = offers;
         let readable = |source: &Arc<dyn ResourceSource>| {
             self.inner
+                .offered
                 .tools
                 .iter()
                 .any(|t| t.name == source.read_tool())
@@ -325,6 +379,79 @@ impl McpServer {
     pub fn hiding(mut self, availability: Arc<dyn Availability>) -> Self {
         Arc::make_mut(&mut self.inner).availability = Some(availability);
         self
+    }
+
+    /// Refuses, before dispatch and with its reason, each call `withholding` withholds now (an
+    /// imported tool quarantined or withdrawn during the session), as the registry's withheld
+    /// names are refused.
+    pub fn withholding(
+        mut self,
+        withholding: Arc<dyn toolgate_mcp_client::live::Withholding>,
+    ) -> Self {
+        Arc::make_mut(&mut self.inner).withholding = Some(withholding);
+        self
+    }
+
+    /// Builds its dispatcher again with `rebuild` each time `live`'s imported tools change, so
+    /// a tool pinned while it runs (`toolgate mcp accept`) is offered without a restart. An
+    /// approval ticket the previous dispatcher issued and kept in memory is not redeemed by the
+    /// new one (the host asks again); a shared ledger keeps them.
+    pub fn admitting(mut self, live: Arc<dyn LiveTools>, rebuild: Rebuild) -> Self {
+        let inner = Arc::make_mut(&mut self.inner);
+        let first = Offered {
+            generation: live.generation(),
+            caller: inner.offered.caller.clone(),
+            principal: inner.offered.principal.clone(),
+            tools: inner.offered.tools.clone(),
+            schemas: inner.offered.schemas.clone(),
+            structured: inner.offered.structured.clone(),
+        };
+        inner.admitting = Some(Arc::new(Admitting {
+            live,
+            rebuild,
+            current: std::sync::RwLock::new(Arc::new(first)),
+        }));
+        self
+    }
+
+    /// What it offers now: built again first when its imported tools changed since.
+    fn offered(&self) -> Arc<Offered> {
+        let Some(admitting) = &self.inner.admitting else {
+            return Arc::clone(&self.inner.offered);
+        };
+        let Ok(current) = admitting.current.read().map(|c| Arc::clone(&c)) else {
+            return Arc::clone(&self.inner.offered);
+        };
+        let generation = admitting.live.generation();
+        if current.generation == generation {
+            return current;
+        }
+        let Ok(mut slot) = admitting.current.write() else {
+            return current;
+        };
+        if slot.generation == generation {
+            return Arc::clone(&slot);
+        }
+        let (generation, tools, withheld) = admitting.live.offered();
+        let next = match (admitting.rebuild)(tools, withheld) {
+            Ok(ready) => Offered::of(&ready.registry, ready.caller, ready.principal, generation),
+            Err(error) => {
+                // What it offered stays; a tool quarantined since is hidden and refused anyway.
+                eprintln!(
+                    "toolgate: the imported tools changed and the dispatcher could not be built again, so the tools offered stay as they were: {error}"
+                );
+                Offered {
+                    generation,
+                    caller: slot.caller.clone(),
+                    principal: slot.principal.clone(),
+                    tools: slot.tools.clone(),
+                    schemas: slot.schemas.clone(),
+                    structured: slot.structured.clone(),
+                }
+            }
+        };
+        *slot = Arc::new(next);
+        Arc::clone(&slot)
     }
 
     /// Shares with every instance on the team's store `store`: 2025-11-25 sessions (and whose
@@ -381,7 +508,7 @@ impl McpServer {
                 "this request carries no authenticated principal",
                 None,
             )),
-            None => Ok(self.inner.principal.clone()),
+            None => Ok(self.offered().principal.clone()),
         }
     }
 
@@ -458,7 +585,7 @@ impl McpServer {
 
     /// The tools a host is offered, in order.
     pub fn tools(&self) -> &[Tool] {
-        &self.inner.tools
+        &self.inner.offered.tools
     }
 
     fn request(
@@ -501,7 +628,8 @@ impl McpServer {
         if let Some((token, approved)) = answer {
             request = request.with_ticket_answer(&token, approved);
         }
-        self.inner.caller.call(request).await
+        let caller = self.offered().caller.clone();
+        caller.call(request).await
     }
 
     /// Reads `uri` with the call its source names, through the dispatcher.
@@ -519,8 +647,9 @@ impl McpServer {
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         // Boxed for the reason given in `call_tool`.
+        let caller = self.offered().caller.clone();
         let outcome = Box::pin(with_cancellation(ctx, |ct| {
-            self.inner.caller.call(self.request(
+            caller.call(self.request(
                 principal,
                 &read.tool,
                 read.arguments,
@@ -585,7 +714,7 @@ impl McpServer {
     fn respond(&self, outcome: CallOutcome) -> Result<CallToolResponse, ErrorData> {
         match outcome.result {
             CallResult::Done(observation) => {
-                let structured = self.inner.structured.contains(&outcome.record.tool);
+                let structured = self.offered().structured.contains(&outcome.record.tool);
                 Ok(success(observation, structured).into())
             }
             CallResult::Failed(ref error)
@@ -693,8 +822,8 @@ impl ServerHandler for McpServer {
             .as_ref()
             .map(|a| a.hidden())
             .unwrap_or_default();
-        let tools = self
-            .inner
+        let offered = self.offered();
+        let tools = offered
             .tools
             .iter()
             .filter(|tool| principal.in_catalogue(&tool.name) && !hidden.contains(&*tool.name))
@@ -704,8 +833,12 @@ impl ServerHandler for McpServer {
         // Cache hints exist from 2026-07-28 on; older clients get the list as they know it.
         // The list is the principal's own catalogue, so it is private to the caller.
         Ok(if approval::is_modern(&ctx) {
-            list.with_ttl_ms(TOOL_LIST_TTL_MS)
-                .with_cache_scope(CacheScope::Private)
+            let ttl = if self.inner.availability.is_some() {
+                CHANGING_TOOL_LIST_TTL_MS
+            } else {
+                TOOL_LIST_TTL_MS
+            };
+            list.with_ttl_ms(ttl).with_cache_scope(CacheScope::Private)
         } else {
             list
         })
@@ -775,7 +908,11 @@ impl ServerHandler for McpServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.inner.schemas.iter().find(|t| t.name == name).cloned()
+        self.offered()
+            .schemas
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
     }
 
     async fn call_tool(
@@ -784,6 +921,19 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = self.principal_for(&ctx)?;
+        if let Some(reason) = self
+            .inner
+            .withholding
+            .as_ref()
+            .and_then(|w| w.withheld(&params.name))
+        {
+            // Worded as the dispatcher words a name its registry withholds.
+            let name = &params.name;
+            return Ok(Self::refused_here(&ToolError::new(
+                ErrorCode::Forbidden,
+                format!("tool `{name}` is withheld: {reason}"),
+            )));
+        }
         let route = crate::inbox::route(
             self.inner.inbox.as_ref(),
             &ctx,

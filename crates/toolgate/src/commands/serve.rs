@@ -361,20 +361,32 @@ fn build_server(
 ) -> Result<(McpServer, String), CommandError> {
     // The MCP server asks the host through the protocol, per call; a call whose host cannot
     // ask waits in the console's inbox when there is one, and is denied otherwise.
-    let mut seat = Seat::new(Principal::local("local-user", &[]))
-        .with_mode(config.mode.unwrap_or_default())
-        .with_taint_policy(config.policy)
-        .with_trace(Arc::clone(trace));
-    if let Some(inbox) = inbox {
-        seat = seat.with_approver(Arc::clone(&inbox.approver) as Arc<dyn toolgate_core::Approver>);
-    }
-    let shared_store = match shared {
-        Some(shared) => {
-            seat = seat.with_ledger(shared.ledger);
-            shared.store
-        }
-        None => None,
+    let (ledger, shared_store) = match shared {
+        Some(shared) => (Some(shared.ledger), shared.store),
+        None => (None, None),
     };
+    let approver =
+        inbox.map(|inbox| Arc::clone(&inbox.approver) as Arc<dyn toolgate_core::Approver>);
+    let (mode, policy, trace_for_seats) = (
+        config.mode.unwrap_or_default(),
+        config.policy,
+        Arc::clone(trace),
+    );
+    // The same seat each time the dispatcher is built (again, when imported tools change).
+    let make_seat = move || {
+        let mut seat = Seat::new(Principal::local("local-user", &[]))
+            .with_mode(mode)
+            .with_taint_policy(policy)
+            .with_trace(Arc::clone(&trace_for_seats));
+        if let Some(approver) = &approver {
+            seat = seat.with_approver(Arc::clone(approver));
+        }
+        if let Some(ledger) = &ledger {
+            seat = seat.with_ledger(Arc::clone(ledger));
+        }
+        seat
+    };
+    let seat = make_seat();
     let extra = imports.map_or_else(ExtraTools::default, |i| {
         toolgate_wiring::extra_tools(i, false)
     });
@@ -384,12 +396,23 @@ fn build_server(
     let run_id = format!("mcp-{transport}-{}-{}", std::process::id(), unix_now());
     if args.no_toolset {
         let assembled = toolgate_wiring::assemble(extra.tools, extra.withheld, seat)?;
-        let server = McpServer::serving(
+        let mut server = McpServer::serving(
             &assembled.registry,
             assembled.caller,
             assembled.principal,
             &run_id,
         );
+        // A tool pinned while it runs (`toolgate mcp accept`) is offered without a restart:
+        // the dispatcher is built again over the imported tools offered now.
+        if let Some(imports) = imports {
+            let rebuild =
+                move |tools: Vec<toolgate_core::Tool>,
+                      withheld: std::collections::BTreeMap<String, String>| {
+                    toolgate_wiring::assemble(tools, withheld, make_seat())
+                        .map_err(|e| e.to_string())
+                };
+            server = server.admitting(imports.admitting(), Arc::new(rebuild));
+        }
         return Ok((with_inbox(server, inbox), "the imported tools".to_string()));
     }
     let kind = args.toolset.store();
