@@ -1,5 +1,5 @@
 //! The console's sessions and sign-ins under way in a team's PostgreSQL database (tables
-//! `console_sessions` and `console_logins`, migration V15), so that instances behind a load
+//! `console_sessions` and `console_logins`, migration V14), so that instances behind a load
 //! balancer share them: a sign-in's callback may reach another instance than the one that
 //! started it, and a signed-in person's requests may reach any instance.
 //!
