@@ -5,9 +5,15 @@
 //! ([`AuditStore::tree`], [`AuditStore::upstream_legs`]).
 //!
 //! - The gateway's call of `up__notes_search` has its upstream leg (server `up`, the tool
-//!   `notes_search`, `ok`, how long) under it, and the upstream's own `notes_search` call,
-//!   which recorded the gateway's call (`RUN/CALL`, sent in `_meta`) as its parent, hangs under
-//!   it in the tree though it is another process's run.
+//!   `notes_search`, `ok`, how long, the reference it sent) under it, and the upstream's own
+//!   `notes_search` call, which recorded the gateway's reference (`RUN/CALL/NONCE`, sent in
+//!   `_meta`, the nonce fresh and random) as its parent, hangs under it in the tree though it
+//!   is another process's run.
+//! - A forgery: a second client (rmcp's, over Streamable HTTP) calls the upstream directly
+//!   naming the gateway's call by a guessed `RUN/CALL`, and by the right form with a wrong
+//!   nonce; the upstream records them (valid forms) as parents, yet neither hangs under the
+//!   gateway's call: only the call whose leg sent the reference does. Both are still found by
+//!   search.
 //! - A client naming a parent outside the reference's closed form (markup, a bare id) names
 //!   none: the upstream records no parent, and the call runs as any other.
 //! - In the browser: the gateway behind `[serve.auth]` with `[console]` (oidc-provider's login
@@ -64,6 +70,32 @@ fn succeeded(reply: &common::team::Reply) -> Value {
     let result = message["result"].clone();
     assert_ne!(result["isError"], json!(true), "{message}");
     result
+}
+
+/// `tools/call` of `tool` on the server at `address` through rmcp's client over Streamable
+/// HTTP (its own session, no token), with `meta` as the request's `_meta`.
+fn rmcp_call(address: &str, tool: &str, arguments: Value, meta: Value) -> Value {
+    use rmcp::ServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport;
+    // reqwest is built without a default TLS provider (the plain-HTTP client still asks).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    // The transport starts its worker task as it is made.
+    let _inside = runtime.enter();
+    let transport = StreamableHttpClientTransport::from_uri(format!("http://{address}/mcp"));
+    let client = runtime.block_on(().serve(transport)).unwrap();
+    let params: rmcp::model::CallToolRequestParams =
+        serde_json::from_value(json!({"name": tool, "arguments": arguments, "_meta": meta}))
+            .unwrap();
+    let result = runtime
+        .block_on(client.call_tool(params))
+        .unwrap_or_else(|e| panic!("{tool} failed: {e}"));
+    let _ = runtime.block_on(client.cancel());
+    serde_json::to_value(result).unwrap()
 }
 
 fn upstream(dir: &Path, audit: &Path) -> Instance {
@@ -150,17 +182,48 @@ fn a_gateway_calls_upstream_leg_and_the_upstreams_own_call_hang_under_it() {
 
     let gateway_call = rows_of(&audit, "up__notes_search", 1).remove(0);
     let upstream_calls = rows_of(&audit, "notes_search", 4);
+    let reference = upstream_calls[0].parent_call_id.clone().unwrap();
+    let guessed = format!("{}/{}", gateway_call.run_id, gateway_call.call_id);
+    let nonce = reference
+        .strip_prefix(&format!("{guessed}/"))
+        .unwrap_or_else(|| panic!("{reference} names {guessed} with a nonce"));
+    assert!(
+        nonce.len() == 32 && nonce.chars().all(|c| c.is_ascii_hexdigit()),
+        "{reference}: 128 bits in hex"
+    );
     let parents: Vec<Option<String>> = upstream_calls
         .iter()
         .map(|e| e.parent_call_id.clone())
         .collect();
-    let reference = format!("{}/{}", gateway_call.run_id, gateway_call.call_id);
     assert_eq!(
         parents,
         vec![Some(reference.clone()), None, None, None],
         "newest first: the gateway's, then the three naming no valid parent"
     );
     assert_ne!(upstream_calls[0].instance, gateway_call.instance);
+
+    // Mallory, another client of the upstream, names the gateway's call as her calls' parent:
+    // by the guessable `RUN/CALL`, and in the right form with a wrong nonce.
+    let wrong_nonce = format!("{guessed}/{}", "0".repeat(32));
+    for forged in [&guessed, &wrong_nonce] {
+        let answer = rmcp_call(
+            &up.address,
+            "notes_search",
+            json!({"query": "forged", "limit": 1}),
+            json!({ (PARENT_META): forged }),
+        );
+        assert_ne!(answer["isError"], json!(true), "{answer}");
+    }
+    let upstream_calls = rows_of(&audit, "notes_search", 6);
+    let forged: Vec<Option<String>> = upstream_calls[..2]
+        .iter()
+        .map(|e| e.parent_call_id.clone())
+        .collect();
+    assert_eq!(
+        forged,
+        vec![Some(wrong_nonce), Some(guessed)],
+        "the upstream records both (valid forms) as their parents; search finds them"
+    );
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -180,8 +243,9 @@ fn a_gateway_calls_upstream_leg_and_the_upstreams_own_call_hang_under_it() {
         shape,
         vec![
             ("up__notes_search".to_string(), None),
-            ("notes_search".to_string(), Some(reference)),
-        ]
+            ("notes_search".to_string(), Some(reference.clone())),
+        ],
+        "only the call whose reference the gateway's leg sent; the forged two are not under it"
     );
     let legs = runtime
         .block_on(store.upstream_legs(&gateway_call.run_id, vec![gateway_call.call_id.clone()]))
@@ -191,9 +255,10 @@ fn a_gateway_calls_upstream_leg_and_the_upstreams_own_call_hang_under_it() {
         (
             legs[0].server.as_str(),
             legs[0].tool.as_str(),
-            legs[0].outcome.as_str()
+            legs[0].outcome.as_str(),
+            legs[0].reference.as_deref()
         ),
-        ("up", "notes_search", "ok"),
+        ("up", "notes_search", "ok", Some(reference.as_str())),
         "{legs:?}"
     );
     drop(gw);
