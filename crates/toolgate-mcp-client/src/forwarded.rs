@@ -197,7 +197,7 @@ impl Forward {
         Err(ToolError::new(
             ErrorCode::Forbidden,
             format!(
-                "the tool {} of server {} {what} during this session (the server announced a new tool list), so it is refused: nothing was sent; after a restart its change is quarantined for review with `toolgate mcp diff {}`",
+                "the tool {} of server {} {what} during this session (the server announced a new tool list), so it is refused: nothing was sent; its change is quarantined for review with `toolgate mcp diff {}`",
                 self.remote, self.server, self.server
             ),
         ))

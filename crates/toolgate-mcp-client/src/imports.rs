@@ -709,7 +709,8 @@ impl Imports {
     /// Records `server`'s current catalogue as its pins (what `toolgate mcp accept` does) and
     /// saves the lock, only when that catalogue is the one `reviewed` names (its digest, with
     /// or without a `sha256:` prefix, as `toolgate mcp diff` printed it); returns the review
-    /// that was accepted. Takes effect at the next open.
+    /// that was accepted. A gateway already running over the same lock file reads it again and
+    /// admits what it pins (see [`super::live`]); anything else at its next open.
     ///
     /// Refuses, pinning nothing, a catalogue other than the reviewed one: each command
     /// connects anew, so a server could show one catalogue to `diff` and another to `accept`.

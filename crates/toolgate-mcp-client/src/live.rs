@@ -8,9 +8,10 @@
 //!   with the reason a quarantined tool gets at start, which says to run `toolgate mcp diff`),
 //!   a tool the server no longer offers is withdrawn; nothing unpinned is ever offered
 //!   ([`withheld_now`], pure);
-//! - the lock file is read again when it changed (its length or modification time), so what
-//!   `toolgate mcp accept` pins beside a running gateway counts without a restart; a lock file
-//!   that does not parse keeps the pins in force and is logged ([`pins_in_force`]: fail closed);
+//! - the lock file is read again when it changed (a new file, or its length or modification
+//!   time), so what `toolgate mcp accept` pins beside a running gateway counts without a
+//!   restart; a lock file that does not parse keeps the pins in force and is logged
+//!   ([`pins_in_force`]: fail closed);
 //! - for a front end that builds its dispatcher again when the offered tools change
 //!   ([`LiveTools`], after [`CatalogueWatch::admit`]), every tool that matches its pins now is
 //!   declared and offered, through the same review, plan and declaration as at start, so an
@@ -20,9 +21,11 @@
 //! - every change of what is withheld or offered, and of what the outage watch hides, is
 //!   announced on [`Availability::changes`], so the front end tells its sessions.
 //!
-//! The watcher looks every tick ([`super::outage::WATCH_TICK`]) while the [`CatalogueWatch`] exists (it holds it
-//! weakly); a look costs a flag per server and a `stat` of the lock file, and lists a server
-//! again only after it announced a change.
+//! The watcher looks every tick ([`super::outage::WATCH_TICK`]) while the [`CatalogueWatch`]
+//! exists (it holds it weakly); a look costs a flag per server and a `stat` of the lock file,
+//! lists a server again only after it announced a change, and reviews only when a list or the
+//! lock file changed. A tool `toolgate mcp accept` admits is in `tools/list` from the tick after
+//! the lock file was written.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -170,13 +173,15 @@ struct Reviewed {
     offered_digests: BTreeMap<String, String>,
 }
 
-/// What the lock file looked like when last read.
-type Fingerprint = Option<(u64, Option<SystemTime>)>;
+/// What the lock file looked like when last read: its inode (the lock is saved by renaming a
+/// new file over it, so each save is a new one), length and modification time.
+type Fingerprint = Option<(u64, u64, Option<SystemTime>)>;
 
 fn fingerprint(path: &std::path::Path) -> Fingerprint {
+    use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path)
         .ok()
-        .map(|m| (m.len(), m.modified().ok()))
+        .map(|m| (m.ino(), m.len(), m.modified().ok()))
 }
 
 struct State {
@@ -246,7 +251,7 @@ impl CatalogueWatch {
             }),
             changes,
         });
-        watch.settle(false);
+        watch.settle(false, true);
         if !watch.servers.is_empty() {
             tokio::spawn(watch_loop(Arc::downgrade(&watch), tick));
         }
@@ -257,7 +262,7 @@ impl CatalogueWatch {
     /// its dispatcher again on each announced change).
     pub fn admit(&self) {
         self.admitting.store(true, Ordering::SeqCst);
-        self.settle(false);
+        self.settle(false, true);
     }
 
     fn review(&self, state: &State) -> Reviewed {
@@ -300,13 +305,15 @@ impl CatalogueWatch {
         reviewed
     }
 
-    /// Reviews again under the state now; announces when what is withheld, hidden or offered
+    /// Reviews again under the state now (when `review`: something changed); announces when what is withheld, hidden or offered
     /// changed (and `announce`).
-    fn settle(&self, announce: bool) {
+    fn settle(&self, announce: bool, review: bool) {
         let Ok(mut state) = self.state.lock() else {
             return;
         };
-        state.reviewed = self.review(&state);
+        if review {
+            state.reviewed = self.review(&state);
+        }
         let current = (
             state.reviewed.withheld.keys().cloned().collect(),
             self.outage.hidden(),
@@ -336,10 +343,20 @@ impl CatalogueWatch {
         let Ok(mut state) = self.state.lock() else {
             return;
         };
+        let mut changed = false;
         for (namespace, list) in listed {
-            state.catalogues.insert(namespace, list);
+            // The same list as last time (no new announcement) is not reviewed again.
+            if state
+                .catalogues
+                .get(&namespace)
+                .is_none_or(|last| !Arc::ptr_eq(last, &list))
+            {
+                state.catalogues.insert(namespace, list);
+                changed = true;
+            }
         }
         if now != state.seen {
+            changed = true;
             state.seen = now;
             let old = std::mem::take(&mut state.pins);
             let (pins, logged) = pins_in_force(old, PinLock::load(&self.lock_path));
@@ -349,7 +366,7 @@ impl CatalogueWatch {
             }
         }
         drop(state);
-        self.settle(true);
+        self.settle(true, changed);
     }
 }
 

@@ -25,7 +25,9 @@
 //!   asked by our dispatcher, never by a server on its own behalf;
 //! - a server that announces a new tool list (`notifications/tools/list_changed`) is listed
 //!   again before the next call ([`Upstream::announced_tools`]), so a tool that changed during
-//!   the session is caught before it is called.
+//!   the session is caught before it is called; the gateway's watcher ([`super::live`]) looks
+//!   at the same list every tick, so the new list is reviewed against the pins at once: a new
+//!   or changed tool quarantined, a vanished one withdrawn, the front end's sessions told.
 //!
 //! Refuses: a program that is not found under those rules (the error names the program and
 //! the `PATH` searched), a relative program path with a directory (`bin/server`: relative to
