@@ -450,6 +450,35 @@ impl InboxApprover {
         }
     }
 
+    /// The requester withdraws inbox ticket `token` for `request` by `principal` (the person at
+    /// the host would not open its page): the ticket is spent, whatever a person decided, and
+    /// the call denied with `reason`. A token for another call or caller is left as it is (it
+    /// may still be waiting), so carrying someone's token withdraws nothing of theirs.
+    pub async fn withdraw(
+        &self,
+        token: &str,
+        request: &ApprovalRequest,
+        principal: &Principal,
+        reason: String,
+    ) -> Result<NamedAnswer, ApproverError> {
+        let unavailable = |d: Denial| ApproverError::Unavailable(d.to_string());
+        let Some(ticket) = self.ledger.ticket(token).await.map_err(unavailable)? else {
+            return Ok(denied(Denial::UnknownTicket.to_string()));
+        };
+        if ticket.binding != request.binding {
+            return Ok(denied(Denial::BoundToOtherCall.to_string()));
+        }
+        if ticket.holder != super::holder(principal) {
+            return Ok(denied(Denial::OtherCaller.to_string()));
+        }
+        self.ledger
+            .spend(token, SystemTime::now())
+            .await
+            .map_err(unavailable)?;
+        self.record(request, None);
+        Ok(denied(reason))
+    }
+
     async fn wait(&self, request: &ApprovalRequest) -> Result<NamedAnswer, ApproverError> {
         let principal = self.requester(request);
         let ticket = self.open(request, &principal, None).await?;
@@ -664,6 +693,59 @@ mod tests {
             .await
             .unwrap();
         assert!(refused(again), "a second use");
+    }
+
+    /// A host's "decline" on a retry withdraws only its own call's ticket: another call's or
+    /// caller's token is left waiting, and a withdrawn ticket is redeemed by nobody, even after
+    /// a person's yes.
+    #[tokio::test]
+    async fn a_declined_retry_spends_only_its_own_ticket_and_nothing_redeems_it_after() {
+        let ledger = Arc::new(ApprovalLedger::in_memory().unwrap());
+        let inbox = InboxApprover::new(Arc::clone(&ledger), "iss", Duration::from_secs(30));
+        let alice = person("alice");
+        let wanted = request("bind-a");
+        let ticket = inbox.open(&wanted, &alice, None).await.unwrap();
+        let refused = |named: &NamedAnswer| matches!(named.answer, ApprovalAnswer::Deny { .. });
+        for (label, call, caller) in [
+            ("another call", request("bind-b"), alice.clone()),
+            ("another caller", wanted.clone(), person("mallory")),
+        ] {
+            let named = inbox
+                .withdraw(&ticket.token, &call, &caller, "declined".into())
+                .await
+                .unwrap();
+            assert!(refused(&named), "{label}");
+            let still = ledger.ticket(&ticket.token).await.unwrap().unwrap();
+            assert!(still.used_at_unix.is_none(), "{label}: left waiting");
+        }
+        let own = inbox
+            .withdraw(
+                &ticket.token,
+                &wanted,
+                &alice,
+                "declined at the host".into(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            own.answer,
+            ApprovalAnswer::Deny {
+                reason: "declined at the host".into()
+            }
+        );
+        let now = unix_i64(unix_secs(SystemTime::now()));
+        let yes = HumanDecision {
+            decided_by: "[\"iss\",\"bob\"]".into(),
+            approved: true,
+            reason: String::new(),
+            decided_at_unix: now,
+        };
+        let late = ledger.decide(&ticket.token, "bind-a", &yes).await;
+        assert!(late.is_err(), "a withdrawn ticket is not decided: {late:?}");
+        let redeemed = ledger
+            .redeem(&ticket.token, "bind-a", &alice, SystemTime::now())
+            .await;
+        assert!(redeemed.is_err(), "{redeemed:?}");
     }
 
     /// Redeeming is how a retried call's ticket answer is checked: an inbox ticket's token

@@ -112,6 +112,17 @@ pub fn answer(params: &CallToolRequestParams) -> Option<(String, bool)> {
     Some((token, approved))
 }
 
+/// What the host's person did with the question a retried call answers (its action), when the
+/// retry carries an answer that parses.
+pub fn host_action(params: &CallToolRequestParams) -> Option<ElicitationAction> {
+    params
+        .input_responses
+        .as_ref()
+        .and_then(|responses| responses.get(APPROVAL_INPUT))
+        .and_then(|value| serde_json::from_value::<ElicitResult>(value.clone()).ok())
+        .map(|result| result.action)
+}
+
 fn approves(result: &ElicitResult) -> bool {
     result.action == ElicitationAction::Accept
         && result

@@ -12,7 +12,9 @@
 //!   denied.
 //! - URL mode, 2026-07-28: the call is answered `input_required` with a URL elicitation naming
 //!   the ticket's page, `requestState` the inbox ticket's token; the retry carrying it waits
-//!   for the decision (the spec lets the server block) and runs only on a person's yes.
+//!   for the decision (the spec lets the server block) and runs only on a person's yes. A
+//!   retry whose answer is `decline` or `cancel` withdraws the ticket (spent, the call denied at
+//!   once), as a 2025-11-25 host's decline does: a no from the requester can only stop a call.
 //! - No elicitation at all: the call waits in the inbox silently, as before.
 //!
 //! Whatever path, a retry whose `requestState` names an inbox ticket is never taken as the
@@ -23,9 +25,7 @@
 //! The 2025-11-25 call is kept open while the person decides rather than answered with
 //! `URLElicitationRequiredError` (-32042): that error asks the client to retry once the page
 //! is done, and a retry is a new call the host may never make; holding the call (its deadline
-//! paused while a person decides) needs nothing of the host but the URL. A host that answers
-//! the retry of a 2026-07-28 question with `decline` still waits for the inbox: whether the
-//! call runs is the approver's decision, and the ticket expires as a decline.
+//! paused while a person decides) needs nothing of the host but the URL.
 //!
 //! rmcp 3.11 has types for URL elicitation (`ElicitRequestParams::UrlElicitationParams`, the
 //! `elicitation.url` capability) but none for `notifications/elicitation/complete`: that one
@@ -99,23 +99,25 @@ pub(crate) fn requesting_client(ctx: &RequestContext<RoleServer>) -> Option<Stri
     oauth.or_else(|| ctx.client_info().map(|info| info.name))
 }
 
-/// The route of a call from `ctx` by `principal` with `request_state`.
+/// The route of a call from `ctx` by `principal` with `request_state`, and the host's
+/// `action` on the question a retry answers.
 pub(crate) async fn route(
     inbox: Option<&Arc<InboxApprover>>,
     ctx: &RequestContext<RoleServer>,
-    request_state: Option<&str>,
+    (request_state, action): (Option<&str>, Option<ElicitationAction>),
     principal: &Principal,
 ) -> Route {
     let client = requesting_client(ctx);
     if let (Some(inbox), Some(token)) = (inbox, request_state) {
         match inbox.ledger().ticket(token).await {
             Ok(Some(_)) => {
-                return Route::ask(Retried {
+                let retried = Retried {
                     inbox: Arc::clone(inbox),
                     token: token.to_string(),
                     principal: principal.clone(),
-                })
-                .deaf();
+                    withdrawn: action.filter(|a| *a != ElicitationAction::Accept),
+                };
+                return Route::ask(retried).deaf();
             }
             // Not an inbox ticket: the host's answer to its own question.
             Ok(None) => {}
@@ -252,11 +254,13 @@ impl Approver for Waiting {
     }
 }
 
-/// A 2026-07-28 retry carrying an inbox ticket: waits for the person's decision on it.
+/// A 2026-07-28 retry carrying an inbox ticket: waits for the person's decision on it, or,
+/// when the host's person declined or cancelled, withdraws it.
 struct Retried {
     inbox: Arc<InboxApprover>,
     token: String,
     principal: Principal,
+    withdrawn: Option<ElicitationAction>,
 }
 
 impl Approver for Retried {
@@ -271,10 +275,24 @@ impl Approver for Retried {
         &'a self,
         request: &'a ApprovalRequest,
     ) -> BoxFuture<'a, Result<NamedAnswer, ApproverError>> {
-        Box::pin(
-            self.inbox
-                .await_decision(&self.token, request, &self.principal),
-        )
+        Box::pin(async move {
+            match &self.withdrawn {
+                Some(action) => {
+                    let reason = format!(
+                        "the person at the host would not open the approval page ({})",
+                        approval::action_name(action)
+                    );
+                    self.inbox
+                        .withdraw(&self.token, request, &self.principal, reason)
+                        .await
+                }
+                None => {
+                    self.inbox
+                        .await_decision(&self.token, request, &self.principal)
+                        .await
+                }
+            }
+        })
     }
 }
 

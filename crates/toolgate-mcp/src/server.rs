@@ -937,7 +937,10 @@ impl ServerHandler for McpServer {
         let route = crate::inbox::route(
             self.inner.inbox.as_ref(),
             &ctx,
-            params.request_state.as_deref(),
+            (
+                params.request_state.as_deref(),
+                crate::approval::host_action(&params),
+            ),
             &principal,
         )
         .await;

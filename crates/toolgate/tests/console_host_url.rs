@@ -632,6 +632,50 @@ fn a_2026_client_that_opens_urls_gets_the_page_and_its_retry_completes_once_appr
     assert_eq!(sent, 1);
 }
 
+#[test]
+fn a_2026_host_whose_person_declines_is_denied_at_once_and_nothing_waits() {
+    let deployment = Deployment::start(90, Hook::Allowed);
+    let token = deployment.token();
+    let address = deployment.server.address.clone();
+    let draft_id = draft(&address, &token);
+    let asked = url_only_send(&address, &token, draft_id, json!({}));
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let ticket = asked["requestState"].as_str().unwrap().to_string();
+    // The retry says the person would not open the page: denied now, not at the ticket's
+    // expiry, and the ticket is spent.
+    let declined = json!({"requestState": ticket,
+        "inputResponses": {"approval": {"action": "decline"}}});
+    let answer = url_only_send(&address, &token, draft_id, declined);
+    assert_eq!(answer["isError"], json!(true), "{answer}");
+    assert!(answer.to_string().contains("approval_denied"), "{answer}");
+    assert!(
+        answer
+            .to_string()
+            .contains("would not open the approval page (declined)"),
+        "{answer}"
+    );
+    let steps = json!([
+        {"goto": format!("{}/console", deployment.origin())},
+        {"click": "#sign-in"},
+        {"login": "alice"},
+        {"text": "#empty", "as": "empty"},
+    ]);
+    let inbox = walk(&steps);
+    assert_eq!(
+        inbox["reads"]["empty"],
+        json!(["No call is waiting for a person."]),
+        "{inbox:#}"
+    );
+    assert!(
+        deployment
+            .sink
+            .received()
+            .iter()
+            .all(|m| !m.rcpt_tos.contains(&RECIPIENT.to_string())),
+        "nothing was sent"
+    );
+}
+
 /// A 2026-07-28 `tools/call` of `email_send` for `draft_id` from a host declaring only URL
 /// elicitation, with `extra` in its params; the result.
 fn url_only_send(address: &str, token: &str, draft_id: i64, extra: Value) -> Value {
