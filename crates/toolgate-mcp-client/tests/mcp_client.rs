@@ -1248,6 +1248,34 @@ async fn a_server_that_went_down_is_not_called_until_a_probe_finds_it_back() {
 }
 
 /// The tool names `list` (a `tools/list` as JSON values) holds.
+/// A host's 2025-11-25 session (which hears notifications) with the gateway at `url`.
+async fn host_session(url: &str) -> Upstream {
+    let gateway_port: u16 = url::Url::parse(url).unwrap().port().unwrap();
+    let host_egress = Arc::new(
+        Egress::new(
+            support::loopback_http_allowlist(&[gateway_port]),
+            Arc::new(StaticResolver::new()),
+            Arc::new(toolgate_core::trace::NoTrace),
+        )
+        .unwrap(),
+    );
+    let entries = parse(
+        &json!({"mcpServers": {"gateway": {"type": "http", "url": url}}}).to_string(),
+        &BTreeMap::new(),
+    )
+    .unwrap();
+    Upstream::connect(
+        &entries["gateway"],
+        &ConnectOptions {
+            revision: Some(ProtocolVersion::V_2025_11_25),
+            egress: Some(host_egress),
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
 fn listed_names(list: &[Value]) -> Vec<String> {
     list.iter()
         .filter_map(|t| t.get("name").and_then(Value::as_str).map(str::to_string))
@@ -1287,30 +1315,7 @@ async fn a_hiding_server_leaves_the_gateways_list_while_down_and_sessions_hear_o
     .hiding(imports.availability());
     let gateway = support::spawn(front, HttpLimits::default()).await;
     // A host with a 2025-11-25 session, which hears notifications.
-    let gateway_port: u16 = url::Url::parse(&gateway.url).unwrap().port().unwrap();
-    let host_egress = Arc::new(
-        Egress::new(
-            support::loopback_http_allowlist(&[gateway_port]),
-            Arc::new(StaticResolver::new()),
-            Arc::new(toolgate_core::trace::NoTrace),
-        )
-        .unwrap(),
-    );
-    let entries = parse(
-        &json!({"mcpServers": {"gateway": {"type": "http", "url": gateway.url}}}).to_string(),
-        &BTreeMap::new(),
-    )
-    .unwrap();
-    let host = Upstream::connect(
-        &entries["gateway"],
-        &ConnectOptions {
-            revision: Some(ProtocolVersion::V_2025_11_25),
-            egress: Some(host_egress),
-            ..ConnectOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let host = host_session(&gateway.url).await;
     let all = listed_names(&host.list_tools().await.unwrap());
     assert!(all.contains(&"books__books_get".to_string()), "{all:?}");
 
@@ -1412,30 +1417,7 @@ async fn a_tool_added_or_changed_mid_session_leaves_the_gateways_list_and_is_ref
     .hiding(imports.availability())
     .withholding(imports.withholding());
     let gateway = support::spawn(front, HttpLimits::default()).await;
-    let gateway_port: u16 = url::Url::parse(&gateway.url).unwrap().port().unwrap();
-    let host_egress = Arc::new(
-        Egress::new(
-            support::loopback_http_allowlist(&[gateway_port]),
-            Arc::new(StaticResolver::new()),
-            Arc::new(toolgate_core::trace::NoTrace),
-        )
-        .unwrap(),
-    );
-    let entries = parse(
-        &json!({"mcpServers": {"gateway": {"type": "http", "url": gateway.url}}}).to_string(),
-        &BTreeMap::new(),
-    )
-    .unwrap();
-    let host = Upstream::connect(
-        &entries["gateway"],
-        &ConnectOptions {
-            revision: Some(ProtocolVersion::V_2025_11_25),
-            egress: Some(host_egress),
-            ..ConnectOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let host = host_session(&gateway.url).await;
     assert_eq!(
         listed_names(&host.list_tools().await.unwrap()),
         vec!["fixture__note_search"]
