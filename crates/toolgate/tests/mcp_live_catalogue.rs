@@ -1,6 +1,7 @@
 //! A gateway's catalogue changes during a session (issue 36 item 4), run as a user would: the
 //! `toolgate` binary serves our fixture MCP server (on the official TypeScript SDK) over stdio
-//! (`serve --stdio --no-toolset --mcp-config`), and an rmcp client session stays connected to it
+//! (`serve --stdio --no-toolset --mcp-config`, and again with a toolset beside the imported
+//! tools), and an rmcp client session stays connected to it
 //! while the fixture adds a tool and changes another mid-session. The session hears
 //! `notifications/tools/list_changed`; both tools are out of its list and refused, nothing
 //! reaching the fixture; `toolgate mcp diff` and `toolgate mcp accept`, run beside the gateway
@@ -65,14 +66,23 @@ fn toolgate_in(dir: &Path, args: &[&str]) -> (bool, String, String) {
     )
 }
 
-/// A 2025-11-25 session (which hears notifications) with the gateway, the binary over stdio.
-async fn gateway_session(dir: &Path) -> Upstream {
+/// A 2025-11-25 session (which hears notifications) with the gateway, the binary over stdio
+/// (`serve --stdio` and `serving`: `--no-toolset`, or a toolset beside the imports).
+async fn gateway_session(dir: &Path, serving: &[&str]) -> Upstream {
     let path = |name: &str| dir.join(name).display().to_string();
+    let mut args = vec![
+        "--config".to_string(),
+        path("gateway.toml"),
+        "--mcp-config".to_string(),
+        path("servers.json"),
+        "serve".to_string(),
+        "--stdio".to_string(),
+    ];
+    args.extend(serving.iter().map(|a| a.to_string()));
     let entries = parse(
         &json!({"mcpServers": {"gateway": {
             "command": env!("CARGO_BIN_EXE_toolgate"),
-            "args": ["--config", path("gateway.toml"), "--mcp-config", path("servers.json"),
-                     "serve", "--stdio", "--no-toolset"],
+            "args": args,
             "env": {"HOME": dir.display().to_string(),
                     "XDG_CONFIG_HOME": path(".config")},
         }}})
@@ -92,9 +102,12 @@ async fn gateway_session(dir: &Path) -> Upstream {
     .unwrap()
 }
 
+/// The imported tools' names in `list` (the fixture's namespace is `notes__`; a toolset served
+/// beside it has names of its own).
 fn names(list: &[Value]) -> Vec<String> {
     list.iter()
         .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .filter(|name| name.starts_with("notes__"))
         .collect()
 }
 
@@ -141,10 +154,25 @@ fn calls(dir: &Path) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_added_mid_session_is_quarantined_until_accepted_and_then_offered_without_a_restart()
 {
+    quarantined_then_admitted(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beside_a_toolset_too_an_accepted_tool_is_offered_without_a_restart() {
+    quarantined_then_admitted(Some("books-v2")).await;
+}
+
+/// The whole story, with the gateway serving only the imports or `toolset` beside them.
+async fn quarantined_then_admitted(toolset: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     fixture(dir, &json!([tool("note_lookup", "Finds a note.")]));
-    let session = gateway_session(dir).await;
+    let db = dir.join("toolset.sqlite").display().to_string();
+    let serving = match toolset {
+        Some(toolset) => vec!["--toolset", toolset, "--db", db.as_str()],
+        None => vec!["--no-toolset"],
+    };
+    let session = gateway_session(dir, &serving).await;
     let first = names(&session.list_tools().await.unwrap());
     assert_eq!(
         first,

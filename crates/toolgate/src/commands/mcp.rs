@@ -229,7 +229,7 @@ fn act(imports: &mut Imports, command: McpCommand) -> Result<(), CommandError> {
             } else {
                 let names: Vec<&str> = accepted.quarantined.keys().map(String::as_str).collect();
                 println!(
-                    "{namespace}: accepted the current definitions of {} ({}); a gateway serving only imported tools (`serve --no-toolset`, `wrap`) offers them now and tells its sessions, anything else from its next start",
+                    "{namespace}: accepted the current definitions of {} ({}); a running gateway (`serve`, `wrap`) offers them now and tells its sessions; `ask` and `chat` from their next start",
                     names.len(),
                     names.join(", ")
                 );

@@ -428,7 +428,25 @@ fn build_server(
     } else {
         ""
     };
-    let server = with_inbox(McpServer::new(ready, &run_id), inbox);
+    let mut server = McpServer::new(ready, &run_id);
+    // As above, beside the toolset: the toolset's tools over the same store, and the imported
+    // tools offered now.
+    if let Some(imports) = imports {
+        let (toolset, exits, store) = (args.toolset, config.exits(), Arc::new(store));
+        let rebuild =
+            move |tools: Vec<toolgate_core::Tool>,
+                  withheld: std::collections::BTreeMap<String, String>| {
+                let extra = ExtraTools {
+                    tools,
+                    withheld,
+                    ..ExtraTools::default()
+                };
+                toolgate_wiring::dispatcher_with(toolset, &store, &exits, make_seat(), extra)
+                    .map_err(|e| e.to_string())
+            };
+        server = server.admitting(imports.admitting(), Arc::new(rebuild));
+    }
+    let server = with_inbox(server, inbox);
     Ok((
         server,
         format!("{} ({}){imported}", args.toolset, path.display()),
