@@ -13,7 +13,7 @@
 mod node_install;
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -185,28 +185,9 @@ async fn no_sdk_client_reports_an_error_or_warning_over_a_whole_session() {
     assert!(v2.ends_with("closed\n"), "{v2}");
 }
 
-/// The Python SDK's client, as `scripts/setup.sh` installs it (its pinned `mcp` in a venv under
-/// `$TOOLGATE_PYTHON_MCP_DIR`, by default `~/.cache/toolgate/python-mcp`); missing, the test
-/// fails naming the script, never passes unrun.
-fn python_sdk() -> PathBuf {
-    let dir = std::env::var_os("TOOLGATE_PYTHON_MCP_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache/toolgate/python-mcp"))
-        })
-        .expect("HOME or TOOLGATE_PYTHON_MCP_DIR is set");
-    let python = dir.join("bin/python");
-    assert!(
-        python.exists(),
-        "the Python MCP SDK is not installed at {}: run scripts/setup.sh",
-        dir.display()
-    );
-    python
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_client_logs_no_warning_over_a_whole_session() {
-    let python = python_sdk();
+    let python = node_install::python_mcp_sdk();
     let server = start().await;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk_clients/session.py");
     let mut command = Command::new(python);

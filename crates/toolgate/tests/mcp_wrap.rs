@@ -436,25 +436,9 @@ async def main():
 asyncio.run(main())
 "#;
 
-fn python_sdk() -> PathBuf {
-    let dir = std::env::var_os("TOOLGATE_PYTHON_MCP_DIR")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(&std::env::var_os("HOME").unwrap()).join(".cache/toolgate/python-mcp")
-        });
-    let python = dir.join("bin/python");
-    assert!(
-        python.exists(),
-        "the Python MCP SDK is not installed at {}: run scripts/setup.sh",
-        dir.display()
-    );
-    python
-}
-
 #[test]
 fn the_python_sdk_client_is_asked_before_a_write_and_its_decline_changes_nothing() {
-    let python = python_sdk();
+    let python = common::node::python_mcp_sdk();
     let dir = tempfile::tempdir().unwrap();
     let shared = dir.path().join("shared");
     std::fs::create_dir_all(&shared).unwrap();

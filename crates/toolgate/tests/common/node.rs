@@ -1,6 +1,7 @@
 //! Node 22 and the npm tools that `scripts/setup.sh` installs for the MCP tests, found where the
-//! script puts them: `$TOOLGATE_NODE_DIR`, else `~/.cache/toolgate/node`. A missing piece is a
-//! failure naming the script, never a skipped test.
+//! script puts them: `$TOOLGATE_NODE_DIR`, else `~/.cache/toolgate/node`; and the official
+//! Python MCP SDK's venv (`$TOOLGATE_PYTHON_MCP_DIR`, else `~/.cache/toolgate/python-mcp`). A
+//! missing piece is a failure naming the script, never a skipped test.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};
@@ -13,6 +14,25 @@ pub fn node_dir() -> PathBuf {
     }
     let home = std::env::var_os("HOME").expect("HOME is set");
     Path::new(&home).join(".cache/toolgate/node")
+}
+
+/// The Python of the venv `scripts/setup.sh` installs the official Python MCP SDK into.
+pub fn python_mcp_sdk() -> PathBuf {
+    let dir = match std::env::var_os("TOOLGATE_PYTHON_MCP_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let home = std::env::var_os("HOME").expect("HOME is set");
+            Path::new(&home).join(".cache/toolgate/python-mcp")
+        }
+    };
+    let python = dir.join("bin/python");
+    assert!(
+        python.exists(),
+        "the Python MCP SDK is not installed at {}: run scripts/setup.sh (or set \
+         TOOLGATE_PYTHON_MCP_DIR to another venv)",
+        dir.display()
+    );
+    python
 }
 
 /// `path`, which must exist: else a failure naming what is missing and the script.
