@@ -69,33 +69,6 @@ fn search_json(dir: &Path, filters: &[&str]) -> Vec<Value> {
     page["entries"].as_array().unwrap().clone()
 }
 
-/// RFC 4180 as a spreadsheet reads it: quoted cells may hold commas, quotes (doubled) and
-/// line breaks. (Written here so the test reads the file independently of the writer's library.)
-fn read_csv(text: &str) -> Vec<Vec<String>> {
-    let mut rows = Vec::new();
-    let (mut row, mut cell) = (Vec::new(), String::new());
-    let (mut quoted, mut chars) = (false, text.chars().peekable());
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                cell.push('"');
-                chars.next();
-            }
-            (true, '"') => quoted = false,
-            (true, c) => cell.push(c),
-            (false, '"') => quoted = true,
-            (false, ',') => row.push(std::mem::take(&mut cell)),
-            (false, '\n') => {
-                row.push(std::mem::take(&mut cell));
-                rows.push(std::mem::take(&mut row));
-            }
-            (false, '\r') => {}
-            (false, c) => cell.push(c),
-        }
-    }
-    rows
-}
-
 fn ids(entries: &[Value]) -> Vec<i64> {
     entries.iter().map(|e| e["id"].as_i64().unwrap()).collect()
 }
@@ -193,7 +166,7 @@ async fn what_serve_recorded_is_searched_shown_and_exported_by_the_binary() {
             csv_path.to_str().unwrap(),
         ],
     );
-    let rows = read_csv(&std::fs::read_to_string(&csv_path).unwrap());
+    let rows = common::read_csv(&std::fs::read_to_string(&csv_path).unwrap());
     assert_eq!(rows[0][0], "id");
     let rows = &rows[1..];
     let csv_ids: Vec<i64> = rows.iter().map(|r| r[0].parse().unwrap()).collect();

@@ -210,32 +210,6 @@ fn audit_rows(file: &Path, filter: &AuditFilter, at_least: usize) -> Vec<Value> 
     }
 }
 
-/// RFC 4180 rows (quoted cells may hold commas, quotes and line breaks).
-fn read_csv(text: &str) -> Vec<Vec<String>> {
-    let mut rows = Vec::new();
-    let (mut row, mut cell) = (Vec::new(), String::new());
-    let (mut quoted, mut chars) = (false, text.chars().peekable());
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                cell.push('"');
-                chars.next();
-            }
-            (true, '"') => quoted = false,
-            (true, c) => cell.push(c),
-            (false, '"') => quoted = true,
-            (false, ',') => row.push(std::mem::take(&mut cell)),
-            (false, '\n') => {
-                row.push(std::mem::take(&mut cell));
-                rows.push(std::mem::take(&mut row));
-            }
-            (false, '\r') => {}
-            (false, c) => cell.push(c),
-        }
-    }
-    rows
-}
-
 fn get(address: &str, path: &str, cookie: &str) -> common::team::Reply {
     let cookie = format!("toolgate_console={cookie}");
     exchange(address, "GET", path, &[("cookie", cookie.as_str())], "").unwrap()
@@ -475,7 +449,7 @@ fn an_auditor_finds_a_call_by_principal_and_tool_sees_its_tree_and_exports_the_s
     assert_eq!(exported, expected);
     let csv = get(&address, carol["evals"]["csv"].as_str().unwrap(), &cookie);
     assert_eq!(csv.status, 200, "{csv:?}");
-    let rows = read_csv(&csv.body);
+    let rows = common::read_csv(&csv.body);
     assert_eq!(rows[0][0], "id");
     let ids: Vec<i64> = rows[1..].iter().map(|r| r[0].parse().unwrap()).collect();
     let expected_ids: Vec<i64> = expected.iter().map(|e| e["id"].as_i64().unwrap()).collect();

@@ -50,3 +50,30 @@ pub fn write_auth_config(
     .expect("the config file is written");
     config
 }
+
+/// RFC 4180 as a spreadsheet reads it: quoted cells may hold commas, quotes (doubled) and
+/// line breaks. (Written here so the test reads the file independently of the writer's library.)
+pub fn read_csv(text: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let (mut row, mut cell) = (Vec::new(), String::new());
+    let (mut quoted, mut chars) = (false, text.chars().peekable());
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                cell.push('"');
+                chars.next();
+            }
+            (true, '"') => quoted = false,
+            (true, c) => cell.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut cell)),
+            (false, '\n') => {
+                row.push(std::mem::take(&mut cell));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, '\r') => {}
+            (false, c) => cell.push(c),
+        }
+    }
+    rows
+}
