@@ -28,6 +28,7 @@ use crate::canonical::{canonical_json, digest_parts};
 
 use crate::future::BoxFuture;
 use crate::principal::Principal;
+use crate::question::{QuestionAnswer, QuestionRefused, ServerQuestion};
 use crate::spec::{Effect, Risk};
 
 #[path = "approval_inbox.rs"]
@@ -147,6 +148,21 @@ pub trait Approver: Send + Sync {
                 answer,
                 decided_by: None,
             })
+        })
+    }
+
+    /// Puts a question an MCP server asks during the call to the person
+    /// ([`crate::question`]); by default the channel shows none, and the server hears
+    /// that the person declined.
+    fn ask<'a>(
+        &'a self,
+        question: &'a ServerQuestion,
+    ) -> BoxFuture<'a, Result<QuestionAnswer, QuestionRefused>> {
+        let _ = question;
+        Box::pin(async {
+            Err(QuestionRefused::NotShown(
+                "it shows only approvals of calls".into(),
+            ))
         })
     }
 }

@@ -779,6 +779,10 @@ impl CallBack for Dispatcher {
             .get(tool)
             .is_some_and(|t| t.spec.executor.writes)
     }
+
+    fn approval_timeout(&self) -> Duration {
+        self.inner.approval_timeout
+    }
 }
 
 /// What nested calls inherit from the call whose handler makes them.

@@ -44,6 +44,7 @@ pub mod idempotency;
 pub mod observation;
 pub mod offers;
 pub mod principal;
+pub mod question;
 pub mod registry;
 pub mod schema;
 pub mod spec;
@@ -72,6 +73,7 @@ pub use future::BoxFuture;
 pub use idempotency::{Claim, Claimed, IdempotencyKey, Receipt, ReceiptLog, WriteEffect};
 pub use observation::Observation;
 pub use principal::Principal;
+pub use question::{Asked, QuestionAnswer, QuestionRefused, ServerQuestion};
 pub use registry::Registry;
 pub use spec::{Effect, Risk, ToolSpec};
 pub use tool::{

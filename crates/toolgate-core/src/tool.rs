@@ -108,6 +108,8 @@ pub(crate) trait CallBack: Send + Sync {
     fn call(&self, request: CallRequest) -> BoxFuture<'static, CallOutcome>;
     /// Whether a call to `tool` would write (a tool that cannot be resolved runs nothing).
     fn writes(&self, tool: &str) -> bool;
+    /// How long a person has to answer.
+    fn approval_timeout(&self) -> std::time::Duration;
 }
 
 /// A handler's way to call other tools: every call goes back through the dispatcher, under the
@@ -249,6 +251,29 @@ impl ToolCaller {
         }
         self.nested.learn(tool, &outcome);
         outcome
+    }
+
+    /// Asks the person on this call's approval channel a question the server this call is
+    /// talking to put (see [`crate::question`]): the enclosing calls' deadlines pause while
+    /// they decide, for at most the dispatcher's approval timeout.
+    pub async fn ask_person(
+        &self,
+        question: &crate::question::ServerQuestion,
+    ) -> Result<crate::question::QuestionAnswer, crate::question::QuestionRefused> {
+        use crate::question::QuestionRefused;
+        let approver = match &self.parent.approval {
+            ApprovalChannel::None => return Err(QuestionRefused::NoChannel),
+            ApprovalChannel::Ticket => return Err(QuestionRefused::TicketsOnly),
+            ApprovalChannel::Ask(approver) => Arc::clone(approver),
+        };
+        let _waiting = self.waits.begin();
+        let timeout = self.back.approval_timeout();
+        match tokio::time::timeout(timeout, approver.ask(question)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(QuestionRefused::TimedOut {
+                after_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            }),
+        }
     }
 
     /// The approval channel nested calls use.

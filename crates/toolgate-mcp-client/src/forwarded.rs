@@ -52,6 +52,7 @@ pub use toolgate_store::audit::upstream::{PARENT_CALL_META, valid_parent_referen
 use super::breaker::{Admission, Reached};
 use super::pins::tool_digest;
 use super::plan::ImportPlan;
+use super::server_requests::{InFlight, SamplingGrant};
 use super::upstream::{Upstream, UpstreamError};
 use super::users::UserSessions;
 use crate::IDEMPOTENCY_KEY_META;
@@ -108,14 +109,26 @@ const MIME_MAX: usize = 100;
 /// Longest a forwarded call may take by default.
 pub const DEFAULT_CALL_DEADLINE: Duration = Duration::from_secs(60);
 
-/// Declares `plan` as a tool of ours whose calls go through `route`; `receipts` is the ledger
-/// writes are claimed and settled in.
-pub fn declare(
-    plan: &ImportPlan,
-    route: Route,
-    receipts: SharedConnection,
-    deadline: Duration,
-) -> Result<Tool, DeclarationError> {
+/// How one server's tools are called.
+#[derive(Clone)]
+pub struct Forwarding {
+    pub route: Route,
+    /// The ledger writes are claimed and settled in.
+    pub receipts: SharedConnection,
+    /// The longest one call may take.
+    pub deadline: Duration,
+    /// What the server may ask of our model during a call (none: sampling refused).
+    pub sampling: Option<SamplingGrant>,
+}
+
+/// Declares `plan` as a tool of ours whose calls go as `forwarding` says.
+pub fn declare(plan: &ImportPlan, forwarding: &Forwarding) -> Result<Tool, DeclarationError> {
+    let Forwarding {
+        route,
+        receipts,
+        deadline,
+        sampling,
+    } = forwarding.clone();
     let server = plan.namespace.clone();
     let remote = plan.remote_name.clone();
     let use_when = format!(
@@ -138,6 +151,7 @@ pub fn declare(
         remote,
         deadline,
         digest: plan.digest.clone(),
+        sampling,
     };
     if plan.effect.writes() {
         let ledger = receipts.clone();
@@ -162,6 +176,7 @@ struct Forward {
     deadline: Duration,
     /// The digest of the definition declared (the pinned one).
     digest: String,
+    sampling: Option<SamplingGrant>,
 }
 
 impl Forward {
@@ -247,15 +262,22 @@ impl Forward {
             meta.insert(PARENT_CALL_META.into(), Value::String(reference.clone()));
         }
         let started = Instant::now();
-        let sent = session
-            .call(
+        // The server's own requests during the call are answered for this call only.
+        let in_flight = InFlight::new(&self.server, ctx.tools.clone(), self.sampling.clone());
+        let listed = session.in_flight().list(&in_flight);
+        let sent = in_flight
+            .run(session.call(
                 &self.remote,
                 Self::arguments(args),
                 meta,
                 self.deadline,
                 &ctx.cancel,
-            )
+            ))
             .await;
+        drop(listed);
+        for heard in in_flight.heard() {
+            record_in_call(Arc::new(heard));
+        }
         record_in_call(Arc::new(UpstreamCall {
             server: self.server.clone(),
             tool: self.remote.clone(),

@@ -34,13 +34,17 @@ use toolgate_store::SharedConnection;
 
 use super::config::{ServerEntry, Transport};
 use super::credentials::{CredentialError, TokenFile, TokenHolder};
-use super::forwarded::{DEFAULT_CALL_DEADLINE, Route, declare};
+use super::forwarded::{DEFAULT_CALL_DEADLINE, Forwarding, Route, declare};
 use super::live::{CatalogueWatch, LiveServer, LiveTools, Withholding};
 use super::lock::{LockError, PinLock};
 use super::oauth::{LoggedIn, LoginClient, OAuthError};
 use super::outage::{OutageWatch, WATCH_TICK, Watched};
 use super::pins::{Drift, Review, ServerPins, pin, review};
-use super::plan::{ImportPlan, ImportRefusal, RiskSource, ServerRatings, local_name, plan_server};
+use super::plan::{
+    DEFAULT_SAMPLING_MAX_TOKENS, ImportPlan, ImportRefusal, RiskSource, SamplingPolicy,
+    ServerRatings, local_name, plan_server,
+};
+use super::server_requests::{Sampler, SamplingGrant};
 use super::upstream::{ConnectOptions, Upstream, UpstreamError, authorization_challenge};
 use super::users::{RouteKind, RouteRefusal, UserSessions, route_kind};
 use super::vault::TokenVault;
@@ -353,6 +357,9 @@ pub struct ImportOptions {
     /// The front end serves many users (`[serve.auth]`): a server that asks for OAuth is called
     /// with each user's own token unless its `credentials` say `gateway`.
     pub per_user_by_default: bool,
+    /// Our model, for the servers whose ratings allow sampling (none: every sampling request
+    /// is refused).
+    pub sampler: Option<Arc<dyn Sampler>>,
 }
 
 impl ImportOptions {
@@ -370,6 +377,7 @@ impl ImportOptions {
             call_deadline: DEFAULT_CALL_DEADLINE,
             vault: None,
             per_user_by_default: false,
+            sampler: None,
         }
     }
 }
@@ -621,14 +629,14 @@ impl Imports {
                 }
             };
             server.terms.per_user = matches!(route, Route::PerUser { .. });
-            let deadline = call_deadline_for(&options, namespace);
-            let (entries, tools, withheld) = import_server(
-                namespace,
-                &catalogue,
-                &pins,
-                ratings,
-                (route.clone(), &options.receipts, deadline),
-            );
+            let forwarding = Forwarding {
+                route,
+                receipts: options.receipts.clone(),
+                deadline: call_deadline_for(&options, namespace),
+                sampling: sampling_for(&options, namespace),
+            };
+            let (entries, tools, withheld) =
+                import_server(namespace, &catalogue, &pins, ratings, &forwarding);
             watched.push(Watched {
                 mode: ratings.map(|r| r.on_outage).unwrap_or_default(),
                 upstream: Arc::clone(&upstream),
@@ -643,9 +651,7 @@ impl Imports {
                 upstream: Arc::clone(&upstream),
                 catalogue: catalogue.clone(),
                 ratings: ratings.cloned(),
-                route,
-                receipts: options.receipts.clone(),
-                deadline,
+                forwarding,
                 declared: entries
                     .iter()
                     .filter_map(|e| match &e.state {
@@ -831,6 +837,7 @@ fn connect_options_for(options: &ImportOptions, namespace: &str) -> ConnectOptio
     {
         connect.connect_timeout = Duration::from_secs(secs.max(1));
     }
+    connect.sampling = sampling_for(options, namespace).is_some();
     connect
 }
 
@@ -843,6 +850,21 @@ fn call_deadline_for(options: &ImportOptions, namespace: &str) -> Duration {
         .map_or(options.call_deadline, |secs| {
             Duration::from_secs(secs.max(1))
         })
+}
+
+/// What `namespace`'s server may ask of our model during a call: nothing unless its
+/// ratings say `sampling = "allow"` and a model is wired in.
+fn sampling_for(options: &ImportOptions, namespace: &str) -> Option<SamplingGrant> {
+    let ratings = options.ratings.get(namespace)?;
+    match (ratings.sampling, &options.sampler) {
+        (SamplingPolicy::Allow, Some(sampler)) => Some(SamplingGrant {
+            sampler: Arc::clone(sampler),
+            max_tokens: ratings
+                .sampling_max_tokens
+                .unwrap_or(DEFAULT_SAMPLING_MAX_TOKENS),
+        }),
+        (SamplingPolicy::Allow, None) | (SamplingPolicy::Deny, _) => None,
+    }
 }
 
 async fn futures_join(options: &ImportOptions) -> Vec<Result<Upstream, UpstreamError>> {
@@ -878,7 +900,7 @@ pub(crate) fn import_server(
     catalogue: &[Value],
     pins: &ServerPins,
     ratings: Option<&ServerRatings>,
-    (route, receipts, deadline): (Route, &SharedConnection, Duration),
+    forwarding: &Forwarding,
 ) -> ServerTools {
     let reviewed = review(pins, catalogue);
     let mut entries = Vec::new();
@@ -918,7 +940,7 @@ pub(crate) fn import_server(
     }
     let mut tools = Vec::new();
     for plan in plans {
-        match declare(&plan, route.clone(), receipts.clone(), deadline) {
+        match declare(&plan, forwarding) {
             Ok(tool) => {
                 tools.push(tool);
                 entries.push(ToolEntry {

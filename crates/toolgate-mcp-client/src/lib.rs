@@ -16,6 +16,8 @@
 //!   tokens kept in [`credentials`] (the person's own file) or, for a gateway acting for many
 //!   users, in each user's sealed entries of the [`vault`];
 //! - [`outage`] decides what clients see while a server is down (`fail` or `hide`);
+//! - [`server_requests`] answers a server's elicitation (the call's person) and sampling
+//!   (our model, where allowed) for the call of ours they belong to;
 //! - [`users`] holds each user's own session with a server that asks for OAuth;
 //! - [`imports`] puts it all together for every configured server, for every front end.
 
@@ -32,6 +34,7 @@ pub mod oauth;
 pub mod outage;
 pub mod pins;
 pub mod plan;
+pub mod server_requests;
 pub mod upstream;
 pub mod users;
 pub mod vault;

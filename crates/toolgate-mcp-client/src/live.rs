@@ -36,9 +36,8 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 use toolgate_core::Tool;
 use toolgate_core::health::Availability;
-use toolgate_store::SharedConnection;
 
-use super::forwarded::Route;
+use super::forwarded::Forwarding;
 use super::imports::{ToolState, import_server};
 use super::plan::ServerRatings;
 
@@ -155,11 +154,7 @@ pub struct LiveServer {
     /// Our ratings for it.
     pub ratings: Option<ServerRatings>,
     /// How its tools are called.
-    pub route: Route,
-    /// Where its forwarded writes are claimed.
-    pub receipts: SharedConnection,
-    /// The longest one call may take.
-    pub deadline: Duration,
+    pub forwarding: Forwarding,
 }
 
 /// What the review of every server found.
@@ -289,7 +284,7 @@ impl CatalogueWatch {
                 catalogue,
                 pins,
                 server.ratings.as_ref(),
-                (server.route.clone(), &server.receipts, server.deadline),
+                &server.forwarding,
             );
             reviewed.withheld.extend(withheld);
             reviewed.offered.extend(tools);

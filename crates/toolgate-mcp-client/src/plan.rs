@@ -63,7 +63,28 @@ pub struct ServerRatings {
     /// Longest this server may take to start and finish the handshake, in seconds (default:
     /// `[mcp] connect_timeout_secs`).
     pub connect_timeout_secs: Option<u64>,
+    /// Whether the server's sampling requests run on our model (`allow`) or are refused
+    /// (`deny`, the default).
+    #[serde(default)]
+    pub sampling: SamplingPolicy,
+    /// Tokens our model may generate for the server's sampling requests during one call
+    /// (default [`DEFAULT_SAMPLING_MAX_TOKENS`]).
+    pub sampling_max_tokens: Option<u32>,
 }
+
+/// What a server's sampling requests get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SamplingPolicy {
+    /// Refused, with a message naming the setting that allows it.
+    #[default]
+    Deny,
+    /// Run on our model, within the call's budget.
+    Allow,
+}
+
+/// Tokens a server's sampling may have generated per call unless `sampling_max_tokens` says.
+pub const DEFAULT_SAMPLING_MAX_TOKENS: u32 = 1024;
 
 /// Where an imported tool's risk came from, for `toolgate tools` and `toolgate mcp list`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

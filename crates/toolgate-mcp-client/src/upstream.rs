@@ -21,8 +21,10 @@
 //!   `initialize` for servers that do not know it, unless the caller pins one;
 //! - every connect, listing and call is bounded in time; a call that times out or is canceled
 //!   is abandoned, which sends the server `notifications/cancelled`;
-//! - requests the server makes of us (elicitation, sampling) are declined: approvals are ours,
-//!   asked by our dispatcher, never by a server on its own behalf;
+//! - requests the server makes of us are answered only for the call of ours they belong to
+//!   ([`crate::server_requests`]): elicitation put to that call's person, sampling run on our
+//!   model only where the server's configuration allows it (declared to the server only
+//!   then); outside a call, elicitation is declined and sampling refused;
 //! - a server that announces a new tool list (`notifications/tools/list_changed`) is listed
 //!   again before the next call ([`Upstream::announced_tools`]), so a tool that changed during
 //!   the session is caught before it is called; the gateway's watcher ([`super::live`]) looks
@@ -45,11 +47,18 @@ use std::time::Duration;
 use crate::breaker::{Breaker, BreakerSettings};
 
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+use rmcp::ErrorData;
+#[allow(deprecated)] // Sampling's types: deprecated in 2026-07-28, still answered.
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, MetaObject,
-    ProtocolVersion, RequestMetaObject,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, FormElicitationCapability, Implementation, MetaObject, ProtocolVersion,
+    RequestMetaObject, SamplingCapability, SamplingMessage, SamplingMessageContentBlock,
+    UrlElicitationCapability,
 };
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningService};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
+};
 use rmcp::transport::auth::AuthClient;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -63,6 +72,8 @@ use super::config::{ServerEntry, Transport};
 use super::credentials::TokenHolder;
 use super::default_env::{child_environment, our_value};
 use super::oauth::{self, Stored};
+use super::server_requests::{InFlightCalls, SampleRequest, SampleRole, SamplingRefused};
+use toolgate_core::{Asked, QuestionAnswer};
 
 /// Lines of a stdio server's stderr kept for error messages.
 const STDERR_TAIL_LINES: usize = 40;
@@ -89,6 +100,8 @@ pub struct ConnectOptions {
     pub tokens: Option<TokenHolder>,
     /// When the server's calls are refused for a while after failing to reach it.
     pub breaker: BreakerSettings,
+    /// Declare sampling to the server (its `[mcp.servers.NAME]` allows it).
+    pub sampling: bool,
 }
 
 impl Default for ConnectOptions {
@@ -100,6 +113,7 @@ impl Default for ConnectOptions {
             egress: None,
             tokens: None,
             breaker: BreakerSettings::default(),
+            sampling: false,
         }
     }
 }
@@ -245,12 +259,13 @@ impl StderrTail {
     }
 }
 
-/// How we answer a server: our client info; requests it makes of us get rmcp's default
-/// answers (declined, or method not found); a new tool list is noted.
+/// How we answer a server: our client info; its elicitation and sampling requests answered
+/// for the call of ours they belong to ([`crate::server_requests`]); a new tool list noted.
 #[derive(Clone)]
 struct UpstreamHandler {
     config: ClientConfig,
     tools_changed: Arc<AtomicBool>,
+    calls: InFlightCalls,
 }
 
 impl ClientHandler for UpstreamHandler {
@@ -261,6 +276,134 @@ impl ClientHandler for UpstreamHandler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.store(true, Ordering::SeqCst);
     }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        // Outside a call of ours nobody is waiting on this server: declined, as before.
+        let Ok(call) = self.calls.asking() else {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let (message, asked) = question_of(request)?;
+        Ok(elicit_result(call.elicit(message, asked).await))
+    }
+
+    #[allow(deprecated)] // Sampling is deprecated in 2026-07-28, and still ours to answer.
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let call = self
+            .calls
+            .asking()
+            .map_err(|e| ErrorData::invalid_request(format!("sampling refused: {e}"), None))?;
+        let request =
+            sample_request(params).map_err(|e| ErrorData::invalid_request(e.to_string(), None))?;
+        let sampled = call
+            .sample(request)
+            .await
+            .map_err(|e| ErrorData::invalid_request(format!("sampling refused: {e}"), None))?;
+        let message = SamplingMessage::new(
+            rmcp::model::Role::Assistant,
+            SamplingMessageContentBlock::text(sampled.text),
+        );
+        let stop = if sampled.at_limit {
+            CreateMessageResult::STOP_REASON_END_MAX_TOKEN
+        } else {
+            CreateMessageResult::STOP_REASON_END_TURN
+        };
+        Ok(CreateMessageResult::new(message, sampled.model).with_stop_reason(stop))
+    }
+}
+
+/// A server's elicitation as the question we put to the person; a form whose schema cannot be
+/// written back as JSON is refused.
+fn question_of(request: ElicitRequestParams) -> Result<(String, Asked), ErrorData> {
+    match request {
+        ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } => {
+            let schema = serde_json::to_value(requested_schema)
+                .map_err(|e| ErrorData::invalid_params(format!("requestedSchema: {e}"), None))?;
+            Ok((message, Asked::Form { schema }))
+        }
+        ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
+            Ok((message, Asked::Url { url }))
+        }
+        // rmcp's enum is non-exhaustive: a mode we do not know is not shown to anyone.
+        _ => Err(ErrorData::invalid_params(
+            "toolgate knows only the form and url elicitation modes",
+            None,
+        )),
+    }
+}
+
+fn elicit_result(answer: QuestionAnswer) -> ElicitResult {
+    match answer {
+        QuestionAnswer::Accept(content) => {
+            let result = ElicitResult::new(ElicitationAction::Accept);
+            if content.is_empty() {
+                result
+            } else {
+                result.with_content(Value::Object(content))
+            }
+        }
+        QuestionAnswer::Decline => ElicitResult::new(ElicitationAction::Decline),
+        QuestionAnswer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+    }
+}
+
+/// A server's sampling request as our model is given it: text only, no tools.
+#[allow(deprecated)] // Sampling's types are deprecated in 2026-07-28, and still in use.
+fn sample_request(params: CreateMessageRequestParams) -> Result<SampleRequest, SamplingRefused> {
+    if params.tools.as_ref().is_some_and(|tools| !tools.is_empty()) {
+        return Err(SamplingRefused::ToolsOffered);
+    }
+    let mut messages = Vec::new();
+    for message in params.messages {
+        let role = match message.role {
+            rmcp::model::Role::User => SampleRole::User,
+            rmcp::model::Role::Assistant => SampleRole::Assistant,
+        };
+        let mut text = String::new();
+        for block in message.content.into_vec() {
+            match block {
+                SamplingMessageContentBlock::Text(block) => {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(&block.text);
+                }
+                SamplingMessageContentBlock::Image(_) => {
+                    return Err(SamplingRefused::NotText("an image"));
+                }
+                SamplingMessageContentBlock::Audio(_) => {
+                    return Err(SamplingRefused::NotText("audio"));
+                }
+                SamplingMessageContentBlock::ToolUse(_) => {
+                    return Err(SamplingRefused::NotText("a tool call"));
+                }
+                SamplingMessageContentBlock::ToolResult(_) => {
+                    return Err(SamplingRefused::NotText("a tool result"));
+                }
+                // rmcp's enum is non-exhaustive: a block we do not know is not passed on.
+                _ => return Err(SamplingRefused::NotText("a block of an unknown kind")),
+            }
+        }
+        messages.push((role, text));
+    }
+    Ok(SampleRequest {
+        server: String::new(),
+        server_system: params.system_prompt,
+        messages,
+        max_tokens: params.max_tokens,
+        temperature: params.temperature,
+    })
 }
 
 /// A connected server.
@@ -275,6 +418,8 @@ pub struct Upstream {
     breaker: Breaker,
     /// The server asked for authorization and got a token.
     with_token: bool,
+    /// Our calls in flight, which the server's requests are answered for.
+    calls: InFlightCalls,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -285,9 +430,23 @@ impl std::fmt::Debug for Upstream {
     }
 }
 
-fn client_config(revision: ProtocolVersion) -> ClientConfig {
+/// Our client's info: elicitation in both modes (routed to the person, see
+/// [`crate::server_requests`]), and sampling only when the server may sample.
+fn client_config(revision: ProtocolVersion, sampling: bool) -> ClientConfig {
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.elicitation = Some(
+        ElicitationCapability::new()
+            .with_form(FormElicitationCapability::default())
+            .with_url(UrlElicitationCapability::new()),
+    );
+    if sampling {
+        #[allow(deprecated)] // Deprecated in 2026-07-28, still answered when allowed.
+        {
+            capabilities.sampling = Some(SamplingCapability::default());
+        }
+    }
     ClientConfig::new(
-        ClientCapabilities::default(),
+        capabilities,
         Implementation::new("toolgate", env!("CARGO_PKG_VERSION")),
     )
     .with_protocol_version(revision)
@@ -356,9 +515,11 @@ impl Upstream {
             .clone()
             .unwrap_or(ProtocolVersion::V_2025_11_25);
         let tools_changed = Arc::new(AtomicBool::new(false));
+        let calls = InFlightCalls::default();
         let info = UpstreamHandler {
-            config: client_config(revision),
+            config: client_config(revision, options.sampling),
             tools_changed: Arc::clone(&tools_changed),
+            calls: calls.clone(),
         };
         let mode = lifecycle(options.revision.as_ref());
         let mut with_token = false;
@@ -472,7 +633,13 @@ impl Upstream {
             announced: tokio::sync::Mutex::new(None),
             breaker: Breaker::new(options.breaker),
             with_token,
+            calls,
         })
+    }
+
+    /// The calls of ours in flight on this session, which its requests are answered for.
+    pub fn in_flight(&self) -> &InFlightCalls {
+        &self.calls
     }
 
     /// Whether the server asked for authorization and this session carries a token.
@@ -678,8 +845,10 @@ pub async fn authorization_challenge(
                 .revision
                 .clone()
                 .unwrap_or(ProtocolVersion::V_2025_11_25),
+            options.sampling,
         ),
         tools_changed: Arc::new(AtomicBool::new(false)),
+        calls: InFlightCalls::default(),
     };
     let mode = lifecycle(options.revision.as_ref());
     match http_handshake(url, headers, egress, None, &info, &mode, options).await? {
