@@ -12,17 +12,30 @@
 //! approval runs. What it shows is [`ApprovalRequest::describe`], in which every control and
 //! format character is shown by name, so the text cannot move the cursor, erase a line or
 //! reorder what the person reads.
+//!
+//! It also puts an MCP server's question to the person (its elicitation,
+//! [`crate::server_questions`]): one question at a time with approvals, each prompt after the
+//! same discarding of waiting input, each answer one line; an answer line longer than the
+//! terminal keeps is refused rather than cut short.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::sync::Arc;
 
 use toolgate_core::tool::BoxFuture;
-use toolgate_core::{ApprovalAnswer, ApprovalRequest, Approver, ApproverError};
+use toolgate_core::{
+    ApprovalAnswer, ApprovalRequest, Approver, ApproverError, QuestionAnswer, QuestionRefused,
+    ServerQuestion,
+};
+
+use crate::server_questions::{Conversation, Interview, Typed};
 
 /// The longest answer line kept (an answer is `y` or `no`; the rest of a long line is read and
 /// dropped).
 const MAX_ANSWER_BYTES: usize = 256;
+
+/// The longest line kept as a server's form answer; a longer one is refused, never cut short.
+const MAX_FORM_ANSWER_BYTES: usize = 16 * 1024;
 
 /// What the human reads before answering: [`ApprovalRequest::describe`] and the question.
 pub fn approval_prompt(request: &ApprovalRequest) -> String {
@@ -99,10 +112,65 @@ impl Approver for TerminalApprover {
             }
         })
     }
+
+    fn ask<'a>(
+        &'a self,
+        question: &'a ServerQuestion,
+    ) -> BoxFuture<'a, Result<QuestionAnswer, QuestionRefused>> {
+        Box::pin(async move {
+            // A form that cannot be shown whole is refused before the person is disturbed.
+            let interview = Interview::of(question)?;
+            let _one_at_a_time = self.asking.lock().await;
+            let tty = Arc::clone(&self.tty);
+            tokio::task::spawn_blocking(move || interview.run(&mut OnTerminal { tty: &tty }))
+                .await
+                .map_err(|e| QuestionRefused::Unavailable(e.to_string()))?
+        })
+    }
+}
+
+/// A server's question asked on the terminal: each prompt as an approval's is.
+struct OnTerminal<'a> {
+    tty: &'a File,
+}
+
+impl Conversation for OnTerminal<'_> {
+    fn ask(&mut self, prompt: &str) -> Result<Typed, QuestionRefused> {
+        let (line, cut) =
+            ask_keeping(self.tty, prompt, MAX_FORM_ANSWER_BYTES).map_err(unavailable)?;
+        Ok(if cut {
+            Typed::TooLong {
+                limit: MAX_FORM_ANSWER_BYTES,
+            }
+        } else {
+            Typed::Line(line)
+        })
+    }
+
+    fn tell(&mut self, text: &str) -> Result<(), QuestionRefused> {
+        let mut out = self.tty;
+        writeln!(out, "\n{text}")
+            .and_then(|()| out.flush())
+            .map_err(|e| QuestionRefused::Unavailable(e.to_string()))
+    }
+}
+
+/// End of input or an unreadable terminal: nobody can answer the server's question here.
+fn unavailable(e: ApproverError) -> QuestionRefused {
+    match e {
+        ApproverError::Unreadable(detail) | ApproverError::Unavailable(detail) => {
+            QuestionRefused::Unavailable(format!("the terminal: {detail}"))
+        }
+    }
 }
 
 /// Shows `prompt` on `tty` and reads one answer line typed after it.
 fn ask_on(tty: &File, prompt: &str) -> Result<String, ApproverError> {
+    ask_keeping(tty, prompt, MAX_ANSWER_BYTES).map(|(line, _cut)| line)
+}
+
+/// As [`ask_on`], keeping at most `limit` bytes of the line, and whether more were typed.
+fn ask_keeping(tty: &File, prompt: &str, limit: usize) -> Result<(String, bool), ApproverError> {
     // Input typed ahead or pasted with the conversation was written before anyone saw this
     // question: it answers nothing.
     rustix::termios::tcflush(tty, rustix::termios::QueueSelector::IFlush).map_err(|e| {
@@ -114,12 +182,14 @@ fn ask_on(tty: &File, prompt: &str) -> Result<String, ApproverError> {
     write!(out, "\n{prompt}")
         .and_then(|()| out.flush())
         .map_err(|e| ApproverError::Unavailable(e.to_string()))?;
-    read_line(tty)
+    read_line(tty, limit)
 }
 
-/// One line, read a byte at a time so that nothing after it is taken from the terminal.
-fn read_line(mut tty: &File) -> Result<String, ApproverError> {
+/// One line, read a byte at a time so that nothing after it is taken from the terminal; at
+/// most `limit` bytes kept, and whether more were dropped.
+fn read_line(mut tty: &File, limit: usize) -> Result<(String, bool), ApproverError> {
     let mut line = Vec::new();
+    let mut cut = false;
     let mut byte = [0u8; 1];
     loop {
         match tty.read(&mut byte) {
@@ -129,15 +199,17 @@ fn read_line(mut tty: &File) -> Result<String, ApproverError> {
             Ok(0) => break,
             Ok(_) if byte[0] == b'\n' => break,
             Ok(_) => {
-                if line.len() < MAX_ANSWER_BYTES {
+                if line.len() < limit {
                     line.push(byte[0]);
+                } else {
+                    cut = true;
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(ApproverError::Unreadable(e.to_string())),
         }
     }
-    Ok(String::from_utf8_lossy(&line).into_owned())
+    Ok((String::from_utf8_lossy(&line).into_owned(), cut))
 }
 
 /// Approves every call it is asked about, as a tired person clicking "yes" does. It exists to

@@ -1,5 +1,5 @@
 //! toolgate-agent: the loop that drives a model through the dispatcher, and the approvers a
-//! person answers.
+//! person answers (approvals, and the questions MCP servers ask during our calls).
 
 pub mod approvers;
 pub mod deferral;
@@ -8,6 +8,7 @@ pub mod phases;
 pub mod refused_call;
 pub mod repeat_guard;
 pub mod run;
+pub mod server_questions;
 
 pub use approvers::TerminalApprover;
 pub use deferral::{DEFAULT_DEFER_THRESHOLD, DEFAULT_PRELOAD, DeferralConfig, ToolList};
