@@ -1295,7 +1295,10 @@ mod tests {
             }
             let prompt = field_prompt(&field, 1, 1);
             assert!(prompt.contains("<ESC>[2K"), "{property}: {prompt:?}");
-            for shown in [prompt, answers_summary(&[field.clone()], &answers)] {
+            for shown in [
+                prompt,
+                answers_summary(std::slice::from_ref(&field), &answers),
+            ] {
                 assert!(
                     !shown.chars().any(|c| hidden(c) && c != '\n'),
                     "{property}: {shown:?}"
