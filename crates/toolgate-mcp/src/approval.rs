@@ -16,6 +16,12 @@
 //!
 //! Only an `accept` whose form says `approve: true` approves; decline, cancel, a missing or
 //! malformed answer all deny.
+//!
+//! A question a server behind us asks during a call ([`toolgate_core::question`]) reaches a
+//! 2025-11-25 host the same way, as an `elicitation/create` of its own: the server's form
+//! as it asked for it, our message naming the server and quoting its words
+//! ([`forwarded_question`]); a URL only to a host that declared it opens URLs. The host's
+//! answer goes back to that server alone.
 
 use std::sync::Arc;
 
@@ -29,6 +35,7 @@ use rmcp::{ErrorData, RoleServer};
 use toolgate_core::tool::BoxFuture;
 use toolgate_core::{
     ApprovalAnswer, ApprovalChannel, ApprovalRequest, ApprovalTicket, Approver, ApproverError,
+    Asked, QuestionAnswer, QuestionRefused, ServerQuestion,
 };
 
 /// The key of our question in `inputRequests` / `inputResponses`.
@@ -177,6 +184,77 @@ impl Approver for Eliciting {
                 })
             }
         })
+    }
+
+    fn ask<'a>(
+        &'a self,
+        question: &'a ServerQuestion,
+    ) -> BoxFuture<'a, Result<QuestionAnswer, QuestionRefused>> {
+        Box::pin(self.forward(question))
+    }
+}
+
+impl Eliciting {
+    /// The question a server behind us asks, put to our host's person: the form is the
+    /// server's, the message says whose it is; a URL only when the host opens URLs.
+    async fn forward(&self, question: &ServerQuestion) -> Result<QuestionAnswer, QuestionRefused> {
+        let params = forwarded_question(question, self.host_opens_urls())?;
+        let result = self
+            .peer
+            .create_elicitation(params)
+            .await
+            .map_err(|e| QuestionRefused::Unavailable(e.to_string()))?;
+        Ok(answer_of(result))
+    }
+
+    fn host_opens_urls(&self) -> bool {
+        self.peer.peer_info().is_some_and(|info| {
+            info.capabilities
+                .elicitation
+                .as_ref()
+                .is_some_and(|caps| caps.url.is_some())
+        })
+    }
+}
+
+/// The elicitation we send our host for `question`: its form as the server asked for it, or
+/// its URL when the host opens URLs; the message is ours, naming the server and quoting it.
+pub fn forwarded_question(
+    question: &ServerQuestion,
+    host_opens_urls: bool,
+) -> Result<ElicitRequestParams, QuestionRefused> {
+    match &question.asked {
+        Asked::Form { schema } => {
+            let requested_schema: ElicitationSchema = serde_json::from_value(schema.clone())
+                .map_err(|e| QuestionRefused::NotShown(format!("the server's form: {e}")))?;
+            Ok(ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: question.describe(),
+                requested_schema,
+            })
+        }
+        Asked::Url { url } if host_opens_urls => Ok(ElicitRequestParams::UrlElicitationParams {
+            meta: None,
+            message: question.describe(),
+            url: url.clone(),
+            elicitation_id: String::new(),
+        }),
+        Asked::Url { .. } => Err(QuestionRefused::NotShown(
+            "the host did not declare that it opens URLs".into(),
+        )),
+    }
+}
+
+/// The host's answer as the server is given it: content only with an accept, an object only.
+fn answer_of(result: ElicitResult) -> QuestionAnswer {
+    match result.action {
+        ElicitationAction::Accept => QuestionAnswer::Accept(match result.content {
+            Some(serde_json::Value::Object(content)) => content,
+            _ => serde_json::Map::new(),
+        }),
+        ElicitationAction::Cancel => QuestionAnswer::Cancel,
+        // Decline, and an action this server does not know: nothing is accepted for anyone.
+        _ => QuestionAnswer::Decline,
     }
 }
 
@@ -349,5 +427,94 @@ mod tests {
             !sent.contains("\\u001b") && !sent.contains('\u{202e}'),
             "{sent}"
         );
+    }
+
+    fn servers_question(asked: Asked) -> ServerQuestion {
+        ServerQuestion {
+            server: "files".into(),
+            message: "\u{1b}]0;toolgate\u{7}Approve everything".into(),
+            asked,
+        }
+    }
+
+    #[test]
+    fn a_servers_form_reaches_the_host_as_asked_under_our_framing() {
+        let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+        let sent = forwarded_question(&servers_question(Asked::Form { schema }), false).unwrap();
+        let ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = sent
+        else {
+            panic!("not a form: {sent:?}");
+        };
+        assert!(
+            message.starts_with("The MCP server `files` asks you"),
+            "{message}"
+        );
+        assert!(
+            !message.contains('\u{1b}') && !message.contains('\u{7}'),
+            "{message}"
+        );
+        let schema = serde_json::to_value(requested_schema).unwrap();
+        assert_eq!(schema["properties"]["name"]["type"], "string");
+        assert_eq!(schema["required"], json!(["name"]));
+    }
+
+    #[test]
+    fn a_url_goes_only_to_a_host_that_opens_urls() {
+        let asked = || Asked::Url {
+            url: "https://files.example/consent".into(),
+        };
+        assert!(matches!(
+            forwarded_question(&servers_question(asked()), true),
+            Ok(ElicitRequestParams::UrlElicitationParams { ref url, .. }) if url == "https://files.example/consent"
+        ));
+        assert!(matches!(
+            forwarded_question(&servers_question(asked()), false),
+            Err(QuestionRefused::NotShown(_))
+        ));
+    }
+
+    #[test]
+    fn a_form_that_is_not_a_flat_object_is_not_shown() {
+        let schema = json!({"type": "object", "properties": {"nested": {"type": "object"}}});
+        assert!(matches!(
+            forwarded_question(&servers_question(Asked::Form { schema }), false),
+            Err(QuestionRefused::NotShown(_))
+        ));
+    }
+
+    #[test]
+    fn only_an_accept_carries_content_back_to_the_server() {
+        let content = json!({"name": "Ada"});
+        let cases = [
+            (
+                ElicitationAction::Accept,
+                Some(content.clone()),
+                QuestionAnswer::Accept(content.as_object().unwrap().clone()),
+            ),
+            (
+                ElicitationAction::Accept,
+                Some(json!("not an object")),
+                QuestionAnswer::Accept(serde_json::Map::new()),
+            ),
+            (
+                ElicitationAction::Decline,
+                Some(content.clone()),
+                QuestionAnswer::Decline,
+            ),
+            (
+                ElicitationAction::Cancel,
+                Some(content),
+                QuestionAnswer::Cancel,
+            ),
+        ];
+        for (action, content, expected) in cases {
+            let mut result = ElicitResult::new(action);
+            result.content = content;
+            assert_eq!(answer_of(result), expected);
+        }
     }
 }

@@ -19,6 +19,8 @@ use toolgate_mcp_client::imports::{
     DEFAULT_VAULT_FILE, ImportOptions, Imports, ImportsError, McpSettings, configured_options,
     open_vault,
 };
+use toolgate_mcp_client::plan::SamplingPolicy;
+use toolgate_mcp_client::server_requests::Sampler;
 use toolgate_mcp_client::vault::TokenVault;
 use toolgate_store::SharedConnection;
 
@@ -52,7 +54,8 @@ pub fn servers_file(settings: &McpSettings, flag: Option<&Path>) -> Option<PathB
         .or_else(|| settings.config.clone())
 }
 
-/// Where the imports keep what instances share, and whom the front end serves.
+/// Where the imports keep what instances share, whom the front end serves, and which model
+/// answers the servers allowed to sample.
 #[derive(Clone, Default)]
 pub struct Placement {
     /// Forwarded writes are claimed and settled here instead of `[mcp] receipts` (a team's
@@ -64,6 +67,18 @@ pub struct Placement {
     /// The front end serves many users (`serve --http` behind `[serve.auth]`): a server that
     /// asks for OAuth is called with each user's own token unless configured otherwise.
     pub many_users: bool,
+    /// The front end's model, on which a server whose `[mcp.servers.NAME]` says `sampling =
+    /// "allow"` samples ([`crate::sampling::ModelSampler`]); none: every sampling request is
+    /// refused.
+    pub sampler: Option<Arc<dyn Sampler>>,
+}
+
+/// Whether any configured server may sample: the front end then wires its model in.
+pub fn sampling_allowed(settings: &McpSettings) -> bool {
+    settings
+        .servers
+        .values()
+        .any(|ratings| ratings.sampling == SamplingPolicy::Allow)
 }
 
 /// How the configured MCP servers are reached; `None` when no `mcpServers` file is
@@ -99,6 +114,7 @@ pub fn import_options(
     }
     options.vault = token_vault(settings, placement)?;
     options.per_user_by_default = placement.many_users;
+    options.sampler = placement.sampler.clone();
     Ok(Some(options))
 }
 

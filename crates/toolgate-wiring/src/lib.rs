@@ -17,6 +17,7 @@
 //!   approval tickets every instance shares.
 //! - [`imports`]: [`open_imports`]: the configured MCP servers' tools, reached through the
 //!   egress exit [`ExitsConfig`] builds, and [`extra_tools`] to hand them to a dispatcher.
+//! - [`sampling`]: the front end's model as the servers allowed to sample reach it.
 //! - [`wrap`]: one MCP server from the command line made into a one-server import
 //!   (`toolgate wrap`).
 //! - [`host_config`]: the hosts' MCP configuration files (Claude Desktop, Claude Code, Cursor,
@@ -36,6 +37,7 @@ pub mod exits;
 pub mod host_config;
 pub mod imports;
 pub mod notify;
+pub mod sampling;
 pub mod shared;
 pub mod store;
 pub mod toolset;

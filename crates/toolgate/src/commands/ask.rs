@@ -22,7 +22,7 @@ use std::path::Path;
 
 use toolgate_wiring::{CodeOptions, ExtraTools, Seat, ToolsetName};
 
-use super::mcp::{open_imports, server_heading};
+use super::mcp::server_heading;
 use super::{CommandError, audit_file_of, open_located_store, runtime, with_audit};
 use crate::cli::{AgentArgs, AskArgs, ModeName};
 use crate::config::Config;
@@ -131,7 +131,24 @@ fn build(
     if let Some(shared) = &shared {
         seat = seat.with_ledger(shared.ledger());
     }
-    let imports = rt.block_on(open_imports(config, mcp_config, Arc::clone(&trace)))?;
+    let spec = choose_model(args.model.as_deref().or(config.model.name.as_deref()))?;
+    let model = load_model(&spec, args.ctx, !args.quiet)?;
+    // A server allowed to sample (`[mcp.servers.NAME] sampling = "allow"`) runs on this model.
+    let placement = toolgate_wiring::Placement {
+        sampler: toolgate_wiring::imports::sampling_allowed(&config.mcp).then(|| {
+            Arc::new(toolgate_wiring::sampling::ModelSampler::new(Arc::clone(
+                &model,
+            ))) as Arc<dyn toolgate_mcp_client::server_requests::Sampler>
+        }),
+        ..toolgate_wiring::Placement::default()
+    };
+    let imports = rt.block_on(toolgate_wiring::open_imports_placed(
+        &config.mcp,
+        mcp_config,
+        &config.exits(),
+        Arc::clone(&trace),
+        &placement,
+    ))?;
     let extra = match &imports {
         Some(imports) => {
             if !args.quiet {
@@ -156,8 +173,6 @@ fn build(
     let path = store.path().to_path_buf();
     let ready =
         toolgate_wiring::dispatcher_with(args.toolset, &store, &config.exits(), seat, extra)?;
-    let spec = choose_model(args.model.as_deref().or(config.model.name.as_deref()))?;
-    let model = load_model(&spec, args.ctx, !args.quiet)?;
     let model_name = model.name();
     if !args.quiet {
         println!(

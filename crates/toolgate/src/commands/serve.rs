@@ -32,6 +32,29 @@ use crate::config::{Config, NotifyConfig};
 const AUTH_REMEDY: &str = "configure [serve.auth] (or --auth-issuer), or pass --insecure-no-auth \
                            to serve without authorization";
 
+/// The embedded model's context for servers' sampling: one short conversation each.
+const SAMPLING_CTX: u32 = 8_192;
+
+/// Our model, loaded only when a configured server may sample (`[mcp.servers.NAME] sampling =
+/// "allow"`): `[model] name`, else the model the environment's keys select. Announced on
+/// stderr, never on stdout (which may be the MCP stream).
+fn sampler_if_allowed(
+    config: &Config,
+) -> Result<Option<Arc<dyn toolgate_mcp_client::server_requests::Sampler>>, CommandError> {
+    if !toolgate_wiring::imports::sampling_allowed(&config.mcp) {
+        return Ok(None);
+    }
+    let spec = super::ask::choose_model(config.model.name.as_deref())?;
+    let model = super::ask::load_model(&spec, SAMPLING_CTX, true)?;
+    eprintln!(
+        "toolgate: servers allowed to sample run on {}",
+        model.name()
+    );
+    Ok(Some(Arc::new(
+        toolgate_wiring::sampling::ModelSampler::new(model),
+    )))
+}
+
 /// `toolgate serve`, stage by stage: check the flags, open the trace and the imports, build the
 /// server, serve it over stdio or HTTP until the host or a signal ends it, close the imports.
 pub fn run(
@@ -53,6 +76,7 @@ pub fn run(
         receipts: shared.as_ref().map(|s| s.mcp_receipts.clone()),
         vault: shared.as_ref().map(|s| s.token_vault.clone()),
         many_users: args.http.is_some() && auth_config.is_some(),
+        sampler: sampler_if_allowed(config)?,
     };
     let imports = runtime.block_on(toolgate_wiring::open_imports_placed(
         &config.mcp,
