@@ -9,7 +9,6 @@
 #[allow(dead_code)]
 mod node_install;
 #[path = "../../toolgate-mcp/tests/support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 use std::collections::BTreeMap;
