@@ -18,74 +18,14 @@ mod common;
 mod console;
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use common::mail_sink::MailSink;
-use common::team::{count, nginx_config};
+use common::team::{count, nginx_at};
 use console::{ConsoleConfig, McpSession, payload, reads, session_cookie, sign_in, walk};
 use serde_json::{Value, json};
 use toolgate_store::postgres::cluster::TempCluster;
-
-/// nginx on `address` in front of `backends`, as the team deployment's, passing the browser's
-/// own `Host` (with its port) on: the console answers only at its configured origin.
-struct Balancer {
-    child: Child,
-    _prefix: tempfile::TempDir,
-}
-
-impl Drop for Balancer {
-    fn drop(&mut self) {
-        // SIGTERM to the master, which stops its workers.
-        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
-        let _ = self.child.wait();
-    }
-}
-
-fn balancer(address: &str, backends: &[&str]) -> Balancer {
-    let prefix = tempfile::Builder::new()
-        .prefix("toolgate-nginx-")
-        .tempdir()
-        .unwrap();
-    std::fs::set_permissions(
-        prefix.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let config = prefix.path().join("nginx.conf");
-    let text = nginx_config(address, backends, prefix.path()).replace(
-        "proxy_set_header Host $host;",
-        "proxy_set_header Host $http_host;",
-    );
-    std::fs::write(&config, text).unwrap();
-    let child = Command::new("/usr/sbin/nginx")
-        .arg("-p")
-        .arg(prefix.path())
-        .arg("-c")
-        .arg(&config)
-        .args(["-g", "daemon off;"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nginx (Debian's package; scripts/setup.sh installs it)");
-    let started = Instant::now();
-    while TcpStream::connect(address).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "nginx did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Balancer {
-        child,
-        _prefix: prefix,
-    }
-}
 
 /// A `toolgate serve --http` process, killed when dropped.
 struct Instance {
@@ -169,7 +109,7 @@ subjects = ["alice"]
     .write(dir.path());
     let a = serve(dir.path(), &config, &url);
     let b = serve(dir.path(), &config, &url);
-    let _nginx = balancer(&front, &[a.address.as_str(), b.address.as_str()]);
+    let _nginx = nginx_at(&front, &[a.address.as_str(), b.address.as_str()]);
 
     // The MCP client, through nginx, drafts a mail and sends it: the send waits for the inbox.
     let token = console::client_token(&auth, "client-a", "secret-a", &console::resource(&front));

@@ -126,7 +126,7 @@ http {{
             proxy_pass http://toolgate;
             proxy_http_version 1.1;
             proxy_set_header Connection \"\";
-            proxy_set_header Host $host;
+            proxy_set_header Host $http_host;
             # Server-sent events go out as they are written.
             proxy_buffering off;
             proxy_read_timeout 120s;
@@ -137,7 +137,19 @@ http {{
     )
 }
 
+/// nginx on a free loopback port in front of `backends`.
 pub fn nginx(backends: &[&str]) -> Nginx {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    nginx_at(&format!("127.0.0.1:{port}"), backends)
+}
+
+/// nginx on `address` in front of `backends` (an address chosen first, when the instances
+/// must be configured with the origin people reach them at).
+pub fn nginx_at(address: &str, backends: &[&str]) -> Nginx {
     let prefix = tempfile::Builder::new()
         .prefix("toolgate-nginx-")
         .tempdir()
@@ -148,14 +160,8 @@ pub fn nginx(backends: &[&str]) -> Nginx {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let address = format!("127.0.0.1:{port}");
     let config = prefix.path().join("nginx.conf");
-    std::fs::write(&config, nginx_config(&address, backends, prefix.path())).unwrap();
+    std::fs::write(&config, nginx_config(address, backends, prefix.path())).unwrap();
     let child = Command::new("/usr/sbin/nginx")
         .arg("-p")
         .arg(prefix.path())
@@ -168,7 +174,7 @@ pub fn nginx(backends: &[&str]) -> Nginx {
         .spawn()
         .expect("nginx (Debian's package; scripts/setup.sh installs it)");
     let started = Instant::now();
-    while TcpStream::connect(&address).is_err() {
+    while TcpStream::connect(address).is_err() {
         assert!(
             started.elapsed() < Duration::from_secs(20),
             "nginx did not start"
@@ -177,7 +183,7 @@ pub fn nginx(backends: &[&str]) -> Nginx {
     }
     Nginx {
         child,
-        address,
+        address: address.to_string(),
         _prefix: prefix,
     }
 }
