@@ -291,6 +291,10 @@ pub struct DecisionRecord {
     /// [`ToolCaller`]: crate::tool::ToolCaller
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub nested_writes: bool,
+    /// A write's receipt, signed, when the dispatcher signs receipts
+    /// ([`crate::receipt_signing`]); a replay carries the first call's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<crate::receipt_signing::SignedReceipt>,
 }
 
 impl DecisionRecord {
@@ -326,6 +330,7 @@ impl DecisionRecord {
             taint: Vec::new(),
             taint_rule: None,
             nested_writes: false,
+            receipt: None,
         }
     }
 

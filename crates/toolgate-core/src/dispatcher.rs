@@ -53,6 +53,7 @@ use crate::error::{ErrorCode, ErrorStyle, ToolError};
 use crate::idempotency::{IdempotencyKey, Receipt, ReceiptLog};
 use crate::observation::{self, Observation, Provenance};
 use crate::principal::Principal;
+use crate::receipt_signing::{EffectSummary, ReceiptFacts, ReceiptPrincipal, ReceiptSigner};
 use crate::registry::Registry;
 use crate::schema::{self, Violation, ViolationKind};
 use crate::spec::ToolSpec;
@@ -85,6 +86,8 @@ struct Inner {
     approval_timeout: Duration,
     ticket_ttl: Duration,
     taint_policy: TaintPolicy,
+    /// Signs each write's receipt (none: receipts go out unsigned).
+    receipt_signer: Option<ReceiptSigner>,
 }
 
 /// Why a dispatcher could not be built.
@@ -110,12 +113,20 @@ impl Dispatcher {
                 approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
                 ticket_ttl: DEFAULT_TICKET_TTL,
                 taint_policy: TaintPolicy::default(),
+                receipt_signer: None,
             }),
         })
     }
 
     fn inner_mut(&mut self) -> &mut Inner {
         Arc::make_mut(&mut self.inner)
+    }
+
+    /// Signs each write's receipt with `signer` ([`crate::receipt_signing`]): the signed
+    /// receipt goes into the call's decision record, a replay carrying the first call's.
+    pub fn with_receipt_signer(mut self, signer: ReceiptSigner) -> Self {
+        self.inner_mut().receipt_signer = Some(signer);
+        self
     }
 
     /// The mode of calls that do not name one.
@@ -559,6 +570,7 @@ impl Dispatcher {
                 }
                 record.duplicate = receipt.duplicate();
                 record.undo = receipt.undo().cloned();
+                record.receipt = self.sign_receipt(call, &receipt, &record.args_hash);
                 let (content, _) = receipt.into_parts();
                 ToolOutput {
                     content,
@@ -595,6 +607,35 @@ impl Dispatcher {
             },
             content_len,
         ))
+    }
+
+    /// The write's receipt signed over what was recorded with it (its time, not a replay's),
+    /// when the dispatcher has a signer.
+    fn sign_receipt(
+        &self,
+        call: &Resolved<'_>,
+        receipt: &Receipt,
+        args_digest: &str,
+    ) -> Option<crate::receipt_signing::SignedReceipt> {
+        let signer = self.inner.receipt_signer.as_ref()?;
+        let (spec, principal) = (&call.tool.spec, &call.request.principal);
+        let mut result = receipt.result().clone();
+        observation::redact_value(&mut result);
+        Some(signer.sign(ReceiptFacts {
+            tool: spec.name.clone(),
+            version: spec.version,
+            principal: ReceiptPrincipal {
+                tenant: principal.tenant.clone(),
+                id: principal.id.clone(),
+            },
+            args_digest: args_digest.to_string(),
+            effect: EffectSummary {
+                idempotency_key: receipt.key().to_string(),
+                result,
+                undoable: receipt.undo().is_some(),
+            },
+            time_unix: receipt.created_at_unix(),
+        }))
     }
 
     /// The handler proper, under its deadline and the caller's cancellation. The deadline

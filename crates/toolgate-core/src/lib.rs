@@ -45,6 +45,8 @@ pub mod observation;
 pub mod offers;
 pub mod principal;
 pub mod question;
+pub mod receipt_keys;
+pub mod receipt_signing;
 pub mod registry;
 pub mod schema;
 pub mod spec;
