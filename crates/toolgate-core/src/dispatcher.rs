@@ -43,6 +43,7 @@ use crate::approval::{
     ApprovalAnswer, ApprovalChannel, ApprovalLedger, ApprovalRequest, ApprovalTicket, Denial, Mode,
     approval_needed, binding_hash, bound_value,
 };
+use crate::budget::{BudgetScope, Budgets, Exhausted, Spend};
 use crate::call::{
     ApprovalRecord, ApprovedVia, CallOutcome, CallRequest, CallResult, DecisionRecord, Outcome,
     Stage,
@@ -88,6 +89,8 @@ struct Inner {
     taint_policy: TaintPolicy,
     /// Signs each write's receipt (none: receipts go out unsigned).
     receipt_signer: Option<ReceiptSigner>,
+    /// What runs and principals may spend (none: unlimited).
+    budgets: Option<Arc<Budgets>>,
 }
 
 /// Why a dispatcher could not be built.
@@ -114,12 +117,26 @@ impl Dispatcher {
                 ticket_ttl: DEFAULT_TICKET_TTL,
                 taint_policy: TaintPolicy::default(),
                 receipt_signer: None,
+                budgets: None,
             }),
         })
     }
 
     fn inner_mut(&mut self) -> &mut Inner {
         Arc::make_mut(&mut self.inner)
+    }
+
+    /// What each run and principal may spend ([`crate::budget`]): calls and writes are
+    /// charged when a call is admitted, approvals when a person is asked, outbound requests by
+    /// the egress exit while a handler runs.
+    pub fn with_budgets(mut self, budgets: Arc<Budgets>) -> Self {
+        self.inner_mut().budgets = Some(budgets);
+        self
+    }
+
+    /// The budgets calls are charged to, for a front end that charges model tokens.
+    pub fn budgets(&self) -> Option<&Arc<Budgets>> {
+        self.inner.budgets.as_ref()
     }
 
     /// Signs each write's receipt with `signer` ([`crate::receipt_signing`]): the signed
@@ -405,7 +422,23 @@ impl Dispatcher {
                 ),
             ));
         }
-        Ok(())
+        self.charge(
+            request,
+            Spend::Call {
+                writes: spec.executor.writes,
+            },
+        )
+    }
+
+    /// Charges `spend` to the call's run and principal; a spend past a budget refuses the call.
+    fn charge(&self, request: &CallRequest, spend: Spend) -> Result<(), ToolError> {
+        let Some(budgets) = &self.inner.budgets else {
+            return Ok(());
+        };
+        let now = unix_secs(self.inner.clock.now());
+        budgets
+            .charge(&request.principal, &request.run_id, spend, now)
+            .map_err(|exhausted| budget_refusal(&exhausted))
     }
 
     /// 5. Approval: by risk, mode and taint, through the call's own channel; a tainted
@@ -452,6 +485,8 @@ impl Dispatcher {
                 if taint_asks && !approval_needed(spec.policy.risk, mode) {
                     record.taint_rule = Some(TaintRule::AskedTaintedOutbound);
                 }
+                // A person asked is spent even when they say no.
+                self.charge(request, Spend::Approval)?;
                 let taint = record.taint.clone();
                 // A caller that gives up stops the wait for a human; nothing has run yet.
                 record.approval = tokio::select! {
@@ -654,12 +689,21 @@ impl Dispatcher {
             call_id: ctx.call_id.clone(),
             run_id: ctx.run_id.clone(),
         };
+        let budget = self.inner.budgets.as_ref().map(|budgets| BudgetScope {
+            budgets: Arc::clone(budgets),
+            principal: request.principal.clone(),
+            run: request.run_id.clone(),
+            clock: Arc::clone(&self.inner.clock),
+        });
         let mut handler = CatchPanic(catch_panic(|| {
-            Ok(in_call(
-                scope,
-                Arc::clone(&self.inner.trace),
-                tool.handler.call(ctx, &request.arguments),
-            ))
+            let call = tool.handler.call(ctx, &request.arguments);
+            Ok(in_call(scope, Arc::clone(&self.inner.trace), async move {
+                // What the handler sends out is charged to this call's run and principal.
+                match budget {
+                    Some(budget) => budget.run(call).await,
+                    None => call.await,
+                }
+            }))
         })?);
         let started = Instant::now();
         loop {
@@ -938,6 +982,13 @@ async fn recorded_receipt(
     tokio::task::spawn_blocking(move || log.recorded(&key))
         .await
         .map_err(|_| ToolError::internal("reading the receipt log failed"))?
+}
+
+/// The error of a call refused by a budget: not retryable within the run.
+fn budget_refusal(exhausted: &Exhausted) -> ToolError {
+    ToolError::new(ErrorCode::BudgetExhausted, exhausted.to_string()).with_hint(
+        "this run can do no more of this: finish with what you have and tell the user what is left undone",
+    )
 }
 
 fn canceled() -> ToolError {

@@ -24,11 +24,14 @@ pub enum ErrorCode {
     Canceled,
     Internal,
     ApprovalDenied,
+    /// The run's or the principal's budget (calls, writes, approvals asked, outbound requests,
+    /// model tokens) is spent: nothing more of that kind runs until a new run or budget.
+    BudgetExhausted,
 }
 
 impl ErrorCode {
     /// All codes, in declaration order.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::InvalidArgument,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -41,6 +44,7 @@ impl ErrorCode {
         ErrorCode::Canceled,
         ErrorCode::Internal,
         ErrorCode::ApprovalDenied,
+        ErrorCode::BudgetExhausted,
     ];
 
     /// The stable wire name.
@@ -58,6 +62,7 @@ impl ErrorCode {
             ErrorCode::Canceled => "canceled",
             ErrorCode::Internal => "internal",
             ErrorCode::ApprovalDenied => "approval_denied",
+            ErrorCode::BudgetExhausted => "budget_exhausted",
         }
     }
 
@@ -76,7 +81,8 @@ impl ErrorCode {
             | ErrorCode::DeadlineExceeded
             | ErrorCode::Canceled
             | ErrorCode::Internal
-            | ErrorCode::ApprovalDenied => false,
+            | ErrorCode::ApprovalDenied
+            | ErrorCode::BudgetExhausted => false,
         }
     }
 
@@ -96,7 +102,8 @@ impl ErrorCode {
             | ErrorCode::PermanentDependency
             | ErrorCode::Canceled
             | ErrorCode::Internal
-            | ErrorCode::ApprovalDenied => false,
+            | ErrorCode::ApprovalDenied
+            | ErrorCode::BudgetExhausted => false,
         }
     }
 
@@ -108,7 +115,7 @@ impl ErrorCode {
             ErrorCode::Forbidden | ErrorCode::ApprovalDenied => "403 Forbidden",
             ErrorCode::NotFound => "404 Not Found",
             ErrorCode::Conflict => "409 Conflict",
-            ErrorCode::RateLimited => "429 Too Many Requests",
+            ErrorCode::RateLimited | ErrorCode::BudgetExhausted => "429 Too Many Requests",
             ErrorCode::TransientDependency => "503 Service Unavailable",
             ErrorCode::PermanentDependency => "502 Bad Gateway",
             ErrorCode::DeadlineExceeded => "504 Gateway Timeout",
