@@ -16,6 +16,8 @@ pub mod pages;
 pub mod record;
 pub mod report;
 pub mod report_html;
+pub mod replay;
+pub mod replay_run;
 pub mod rescore;
 pub mod run_folder;
 pub mod runner;

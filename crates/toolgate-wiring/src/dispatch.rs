@@ -21,13 +21,15 @@ use toolgate_core::{
 };
 
 use toolgate_core::offers::Offers;
+use toolgate_core::receipt_signing::ReceiptSigner;
 use toolgate_core::taint::TaintPolicy;
 
 use crate::code::{CodeOptions, code_tool};
 use crate::error::WiringError;
-use crate::exits::ExitsConfig;
+use crate::exits::{ExitsConfig, RecordingResolver};
 use crate::store::Store;
 use crate::toolset::ToolsetName;
+use toolgate_egress::{Resolver, SystemResolver};
 
 /// Who a dispatcher serves and how it asks: everything about it that is not the toolset.
 pub struct Seat {
@@ -43,6 +45,8 @@ pub struct Seat {
     /// Where approval tickets are kept: `None` for this process's own memory; a shared store's
     /// ([`crate::SharedStore::ledger`]) so that any instance redeems a ticket another issued.
     pub ledger: Option<Arc<ApprovalLedger>>,
+    /// Signs each write's receipt (`[receipts] signing_key`); `None`: receipts go out unsigned.
+    pub receipt_signer: Option<ReceiptSigner>,
 }
 
 impl Seat {
@@ -56,6 +60,7 @@ impl Seat {
             taint: TaintPolicy::default(),
             trace: Arc::new(NoTrace),
             ledger: None,
+            receipt_signer: None,
         }
     }
 
@@ -90,6 +95,12 @@ impl Seat {
         self.taint = policy;
         self
     }
+
+    /// Signs each write's receipt with `signer`, when one is given.
+    pub fn with_receipt_signer(mut self, signer: Option<ReceiptSigner>) -> Self {
+        self.receipt_signer = signer;
+        self
+    }
 }
 
 /// The tools of `toolset` bound to `store`; a toolset that reaches out gets the exits of
@@ -100,6 +111,18 @@ pub fn tools(
     exits: &ExitsConfig,
     trace: Arc<dyn TraceSink>,
 ) -> Result<Vec<Tool>, WiringError> {
+    tools_resolving(toolset, store, exits, Arc::new(SystemResolver), trace)
+}
+
+/// As [`tools`], the exits resolving names with `resolver` (a [`RecordingResolver`] makes
+/// them recorders that reach nothing).
+pub fn tools_resolving(
+    toolset: ToolsetName,
+    store: &Store,
+    exits: &ExitsConfig,
+    resolver: Arc<dyn Resolver>,
+    trace: Arc<dyn TraceSink>,
+) -> Result<Vec<Tool>, WiringError> {
     let wrong = || WiringError::WrongStore {
         toolset,
         store: store.kind(),
@@ -107,7 +130,7 @@ pub fn tools(
     match (toolset.books_design(), toolset.notes_design(), store) {
         (Some(design), _, Store::Books(books)) => Ok(design.tools(books)?),
         (None, Some(design), Store::Notes(notes)) => {
-            let built = exits.build(trace)?;
+            let built = exits.build_with(resolver, trace)?;
             Ok(toolgate_notes::designed_assistant_tools(
                 notes,
                 built.egress,
@@ -175,6 +198,9 @@ pub fn assemble_with(
     if let Some(ledger) = seat.ledger {
         dispatcher = dispatcher.with_ledger(ledger);
     }
+    if let Some(signer) = seat.receipt_signer {
+        dispatcher = dispatcher.with_receipt_signer(signer);
+    }
     Ok(Assembled {
         registry,
         caller: Caller::new(dispatcher).with_approval(seat.approval),
@@ -213,6 +239,33 @@ pub fn dispatcher_with(
         offers: offers(store),
         ..assembled
     })
+}
+
+/// The dispatcher over `toolset` on `store` for the seat's principal, with the exits of
+/// `exits` made recorders (shadow replay): every request is checked and traced as usual, and
+/// none leaves the process; the resolver returned says which names would have been reached.
+pub fn dispatcher_recording(
+    toolset: ToolsetName,
+    store: &Store,
+    exits: &ExitsConfig,
+    seat: Seat,
+) -> Result<(Assembled, Arc<RecordingResolver>), WiringError> {
+    let recorder = Arc::new(RecordingResolver::new());
+    let tools = tools_resolving(
+        toolset,
+        store,
+        exits,
+        Arc::clone(&recorder) as Arc<dyn Resolver>,
+        Arc::clone(&seat.trace),
+    )?;
+    let assembled = assemble_with(tools, BTreeMap::new(), false, seat)?;
+    Ok((
+        Assembled {
+            offers: offers(store),
+            ..assembled
+        },
+        recorder,
+    ))
 }
 
 /// What the toolsets on `store` offer besides tools: the notes toolsets their notes as

@@ -6,13 +6,17 @@
 //! mail is sent; nothing is reachable that the configuration does not list. Extra destinations
 //! a front end runs itself on this machine (the eval's page server, the demo's relay) are
 //! configuration too ([`ExitsConfig::allow_loopback`]), never a second set-up.
+//!
+//! [`RecordingResolver`] makes the same exits into recorders (shadow replay): every name the
+//! egress exit or the relay would look up is noted and refused, so no connection is ever
+//! opened, while the exits' own trace events still say what would have been sent.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use toolgate_core::trace::TraceSink;
 use toolgate_egress::{
-    AllowEntry, ConfigError, Egress, EgressConfig, Resolver, SmtpConfig, SmtpRelay, SmtpSecurity,
-    SystemResolver,
+    AllowEntry, ConfigError, Egress, EgressConfig, ResolveFuture, Resolver, SmtpConfig, SmtpRelay,
+    SmtpSecurity, SystemResolver,
 };
 
 use crate::error::WiringError;
@@ -119,6 +123,38 @@ impl ExitsConfig {
     }
 }
 
+/// A resolver that answers no name: the exits built with it ([`ExitsConfig::build_with`])
+/// check every request as usual and record their decision in the trace, but a request the
+/// allowlist admits fails at name resolution, before any connection (no HTTP request, no
+/// mail). It keeps the names asked for, in order: what would have been reached.
+#[derive(Debug, Default)]
+pub struct RecordingResolver {
+    asked: Mutex<Vec<String>>,
+}
+
+/// Why every lookup of a [`RecordingResolver`] fails, as the exit reports it.
+pub const NOTHING_LEAVES: &str = "shadow replay: nothing leaves this process";
+
+impl RecordingResolver {
+    pub fn new() -> Self {
+        RecordingResolver::default()
+    }
+
+    /// The names the exits asked for, in order.
+    pub fn asked(&self) -> Vec<String> {
+        self.asked.lock().map(|a| a.clone()).unwrap_or_default()
+    }
+}
+
+impl Resolver for RecordingResolver {
+    fn resolve<'a>(&'a self, host: &'a str) -> ResolveFuture<'a> {
+        if let Ok(mut asked) = self.asked.lock() {
+            asked.push(host.to_string());
+        }
+        Box::pin(async { Err(NOTHING_LEAVES.to_string()) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use toolgate_core::trace::NoTrace;
@@ -163,5 +199,15 @@ mod tests {
             .allow_loopback("smtp", 2526)
             .with_relay(relay(2526));
         assert!(listed.build(Arc::new(NoTrace)).unwrap().relay.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_recording_resolver_notes_every_name_and_reaches_none() {
+        let recorder = RecordingResolver::new();
+        for host in ["example.org", "127.0.0.1"] {
+            let answer = recorder.resolve(host).await;
+            assert_eq!(answer, Err(NOTHING_LEAVES.to_string()));
+        }
+        assert_eq!(recorder.asked(), ["example.org", "127.0.0.1"]);
     }
 }

@@ -45,10 +45,11 @@ pub mod wrap;
 
 pub use code::CodeOptions;
 pub use dispatch::{
-    Assembled, ExtraTools, Seat, assemble, assemble_with, dispatcher, dispatcher_with, tools,
+    Assembled, ExtraTools, Seat, assemble, assemble_with, dispatcher, dispatcher_recording,
+    dispatcher_with, tools, tools_resolving,
 };
 pub use error::WiringError;
-pub use exits::{Exits, ExitsConfig};
+pub use exits::{Exits, ExitsConfig, RecordingResolver};
 pub use imports::{OpenImportsError, Placement, extra_tools, open_imports, open_imports_placed};
 pub use shared::SharedStore;
 pub use store::{Store, StoreConfig, data_folder};
