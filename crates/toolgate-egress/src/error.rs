@@ -270,6 +270,9 @@ pub enum EgressError {
     /// A fault in this crate or its TLS setup, not in the request.
     #[error("internal egress error: {detail}")]
     Internal { detail: String },
+    /// The call's run or principal has no outbound requests left: nothing was sent.
+    #[error("not sent: {0}")]
+    BudgetExhausted(toolgate_core::budget::Exhausted),
 }
 
 impl From<BlockReason> for EgressError {
@@ -291,6 +294,7 @@ impl EgressError {
             EgressError::SmtpRejected { .. } => "smtp_rejected",
             EgressError::SmtpTransient { .. } => "smtp_failed",
             EgressError::Internal { .. } => "internal",
+            EgressError::BudgetExhausted(_) => "budget_exhausted",
         }
     }
 
@@ -298,7 +302,9 @@ impl EgressError {
     /// The time cap counts as a rule.
     pub fn is_block(&self) -> bool {
         match self {
-            EgressError::Blocked(_) | EgressError::Timeout { .. } => true,
+            EgressError::Blocked(_)
+            | EgressError::Timeout { .. }
+            | EgressError::BudgetExhausted(_) => true,
             EgressError::Resolve { .. }
             | EgressError::Transport { .. }
             | EgressError::Status { .. }
@@ -372,6 +378,11 @@ impl EgressError {
             EgressError::Internal { .. } => {
                 ToolError::internal("the egress exit failed internally")
             }
+            EgressError::BudgetExhausted(exhausted) => ToolError::new(
+                ErrorCode::BudgetExhausted,
+                format!("nothing was sent: {exhausted}"),
+            )
+            .with_hint("this run can send nothing more; tell the user what is left undone"),
         }
     }
 }

@@ -42,6 +42,7 @@ use reqwest::header::{
     ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, LOCATION,
     TRANSFER_ENCODING,
 };
+use toolgate_core::budget::Spend;
 use toolgate_core::error_chain::error_chain;
 use toolgate_core::trace::TraceSink;
 
@@ -238,9 +239,13 @@ impl Egress {
             ..Record::default()
         };
         let timeout = self.policy.timeout;
-        let result = match tokio::time::timeout(timeout, self.run(url, &mut record)).await {
-            Ok(result) => result,
-            Err(_) => Err(EgressError::Timeout { after: timeout }),
+        // Charged to the call this request serves before anything is resolved or sent.
+        let result = match toolgate_core::budget::charge_in_call(Spend::Outbound) {
+            Err(exhausted) => Err(EgressError::BudgetExhausted(exhausted)),
+            Ok(()) => match tokio::time::timeout(timeout, self.run(url, &mut record)).await {
+                Ok(result) => result,
+                Err(_) => Err(EgressError::Timeout { after: timeout }),
+            },
         };
         self.trace.record(Arc::new(record.into_decision(&result)));
         result

@@ -164,15 +164,20 @@ impl SmtpRelay {
         let mut rule: Option<String> = None;
         let mut message_id: Option<String> = None;
         let timeout = Duration::from_secs(self.config.timeout_secs);
-        let result = match tokio::time::timeout(
-            timeout,
-            self.deliver(email, &mut addresses, &mut rule, &mut message_id),
-        )
-        .await
-        {
-            Ok(result) => result,
-            Err(_) => Err(EgressError::Timeout { after: timeout }),
-        };
+        // Charged to the call this message serves before the relay is contacted.
+        let result =
+            match toolgate_core::budget::charge_in_call(toolgate_core::budget::Spend::Outbound) {
+                Err(exhausted) => Err(EgressError::BudgetExhausted(exhausted)),
+                Ok(()) => match tokio::time::timeout(
+                    timeout,
+                    self.deliver(email, &mut addresses, &mut rule, &mut message_id),
+                )
+                .await
+                {
+                    Ok(result) => result,
+                    Err(_) => Err(EgressError::Timeout { after: timeout }),
+                },
+            };
         let request = Request::Smtp {
             scheme: "smtp",
             host: self.host.to_string(),

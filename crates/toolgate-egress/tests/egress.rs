@@ -1058,3 +1058,42 @@ fn session_clients_ask_for_no_encoding_and_refuse_bad_certificates() {
         assert!(server.seen().is_empty());
     }
 }
+
+#[test]
+fn a_request_past_the_runs_outbound_budget_is_never_sent() {
+    use toolgate_core::budget::{BudgetConfig, BudgetScope, Budgets, Limits};
+    let server = HttpServer::start(vec![("/page", Route::html("<h1>Budget</h1>"))]);
+    let port = server.port();
+    let h = harness(vec![local("127.0.0.1", port)]);
+    let url = format!("http://127.0.0.1:{port}/page");
+    let scope = BudgetScope {
+        budgets: Arc::new(Budgets::new(BudgetConfig {
+            per_run: Limits {
+                outbound: Some(1),
+                ..Limits::default()
+            },
+            ..BudgetConfig::default()
+        })),
+        principal: toolgate_core::Principal::local("alice", &[]),
+        run: "run-1".into(),
+        clock: Arc::new(toolgate_core::SystemClock),
+    };
+    let (first, second) =
+        block_on(scope.run(async { (h.egress.get(&url).await, h.egress.get(&url).await) }));
+    assert!(first.is_ok(), "{first:?}");
+    let refused = second.expect_err("past the budget");
+    assert!(
+        matches!(refused, EgressError::BudgetExhausted(_)),
+        "{refused:?}"
+    );
+    assert_eq!(refused.to_tool_error().code, ErrorCode::BudgetExhausted);
+    assert_eq!(
+        server.seen().len(),
+        1,
+        "only the first request reached the server"
+    );
+    assert_eq!(h.egress.requests_sent(), 1);
+    let events = h.trace.of_kind("egress");
+    assert_eq!(events[1]["decision"], "blocked", "{events:#?}");
+    assert_eq!(events[1]["rule"], "budget_exhausted", "{events:#?}");
+}

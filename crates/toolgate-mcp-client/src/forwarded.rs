@@ -18,6 +18,8 @@
 //!   when the request surely never left or the server says the tool failed, and left standing
 //!   when the outcome is unknown (a timeout, a lost connection), so a retry is a `conflict`
 //!   that names the server to check rather than a second effect;
+//! - each call is an outbound request charged to the call's run and principal before anything
+//!   is sent ([`toolgate_core::budget::charge_in_call`]); past the budget nothing is sent;
 //! - a server that announced a new tool list during the session is listed again before the
 //!   call, and a tool whose definition is no longer the one declared (pinned) is refused
 //!   before anything is sent;
@@ -242,6 +244,15 @@ impl Forward {
     /// Nothing is sent when this fails.
     async fn session(&self, ctx: &ExecContext) -> Result<Arc<Upstream>, ToolError> {
         self.admitted()?;
+        // A request to the server is an outbound request of the call's run.
+        toolgate_core::budget::charge_in_call(toolgate_core::budget::Spend::Outbound).map_err(
+            |exhausted| {
+                ToolError::new(
+                    ErrorCode::BudgetExhausted,
+                    format!("nothing was sent to `{}`: {exhausted}", self.server),
+                )
+            },
+        )?;
         let session = self.route.session(&ctx.principal).await.map_err(|e| {
             self.route.breaker().record(reached_by(&e));
             self.upstream_error(&e)
