@@ -140,6 +140,40 @@ pub enum InputOrigin {
     DeclaredOpen,
 }
 
+/// A point in a tool's life: one of its own version numbers, or a day written `YYYY-MM-DD`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Milestone {
+    Version(u32),
+    Date(String),
+}
+
+impl Milestone {
+    /// Whether a date milestone is a real `YYYY-MM-DD` day (a version always is).
+    pub fn is_well_formed(&self) -> bool {
+        match self {
+            Milestone::Version(_) => true,
+            Milestone::Date(day) => {
+                let parts: Vec<&str> = day.split('-').collect();
+                let digits =
+                    |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+                matches!(parts.as_slice(), [y, m, d] if digits(y, 4) && digits(m, 2) && digits(d, 2)
+                    && matches!(m.parse::<u32>(), Ok(1..=12))
+                    && matches!(d.parse::<u32>(), Ok(1..=31)))
+            }
+        }
+    }
+}
+
+/// A tool on its way out: deprecated from `deprecated_since`, kept at least until
+/// `remove_after`. A catalogue check allows its removal once the deprecation has been shipped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Deprecation {
+    pub deprecated_since: Milestone,
+    pub remove_after: Milestone,
+}
+
 /// The complete declaration of a tool, minus its handler.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
@@ -153,6 +187,8 @@ pub struct ToolSpec {
     pub policy: PolicyView,
     pub executor: ExecutorView,
     pub observation: ObservationView,
+    /// Declared with `ToolBuilder::deprecated`; `None` for a tool not on its way out.
+    pub deprecation: Option<Deprecation>,
 }
 
 impl ToolSpec {

@@ -29,8 +29,8 @@ pub use crate::observation::UntrustedText;
 use crate::principal::Principal;
 use crate::schema::{self, CompiledSchema, SchemaError};
 use crate::spec::{
-    Description, Effect, Example, ExecutorView, InputOrigin, ObservationView, PolicyView, Risk,
-    ToolSpec,
+    Deprecation, Description, Effect, Example, ExecutorView, InputOrigin, Milestone,
+    ObservationView, PolicyView, Risk, ToolSpec,
 };
 use crate::taint::{TaintSources, UntrustedSource};
 
@@ -398,6 +398,8 @@ pub enum DeclarationError {
     ReceiptsOnRead(String),
     #[error("tool `{0}` writes: only a read can answer an exact repeat from its earlier result")]
     RepeatsOnWrite(String),
+    #[error("tool `{0}`: a deprecation milestone is a version number or a day written YYYY-MM-DD")]
+    BadDeprecation(String),
 }
 
 /// Builds a [`Tool`] whose arguments deserialize into `A`.
@@ -421,6 +423,7 @@ pub struct ToolBuilder<A> {
     /// A schema declared as JSON ([`ToolBuilder::from_schema`]) instead of derived from `A`.
     declared_schema: Option<Value>,
     allow_open: bool,
+    deprecation: Option<Deprecation>,
     _args: PhantomData<fn() -> A>,
 }
 
@@ -452,6 +455,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
             replay: None,
             declared_schema: None,
             allow_open: false,
+            deprecation: None,
             _args: PhantomData,
         }
     }
@@ -530,6 +534,16 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
 
     pub fn more_hint(mut self, hint: &str) -> Self {
         self.observation.more_hint = hint.into();
+        self
+    }
+
+    /// Marks the tool deprecated from `since` (one of its versions or a `YYYY-MM-DD` day) and
+    /// kept at least until `remove_after`: the catalogue check then allows its removal.
+    pub fn deprecated(mut self, since: Milestone, remove_after: Milestone) -> Self {
+        self.deprecation = Some(Deprecation {
+            deprecated_since: since,
+            remove_after,
+        });
         self
     }
 
@@ -626,6 +640,11 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
         }
         if writes && self.answers_repeats {
             return Err(DeclarationError::RepeatsOnWrite(tool));
+        }
+        if let Some(d) = &self.deprecation
+            && !(d.deprecated_since.is_well_formed() && d.remove_after.is_well_formed())
+        {
+            return Err(DeclarationError::BadDeprecation(tool));
         }
         let description = self.description.ok_or(DeclarationError::Missing {
             tool: tool.clone(),
@@ -725,6 +744,7 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
                     receipts_visible: self.receipts.is_some(),
                 },
                 observation: self.observation,
+                deprecation: self.deprecation,
             },
             validator: Arc::new(validator),
             handler: Arc::new(handler),
