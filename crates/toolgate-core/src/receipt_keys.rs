@@ -71,7 +71,10 @@ fn read_private(path: &Path) -> Result<String, KeyFileError> {
         return Err(KeyFileError::NotAFile { path: shown() });
     }
     if let Some(mode) = mode_refusal(metadata.permissions().mode()) {
-        return Err(KeyFileError::TooOpen { path: shown(), mode });
+        return Err(KeyFileError::TooOpen {
+            path: shown(),
+            mode,
+        });
     }
     let me = rustix::process::geteuid().as_raw();
     if metadata.uid() != me {

@@ -72,7 +72,9 @@ fn tampering_with_any_signed_field_fails_verification() {
         ("effect.idempotency_key", |r| {
             r.effect.idempotency_key = "key-2".into()
         }),
-        ("effect.result", |r| r.effect.result["title"] = json!("Bonus")),
+        ("effect.result", |r| {
+            r.effect.result["title"] = json!("Bonus")
+        }),
         ("effect.undoable", |r| r.effect.undoable = false),
         ("time_unix", |r| r.time_unix += 1),
     ];
@@ -176,7 +178,9 @@ fn another_principals_receipt_fails_for_this_principal() {
             .is_ok()
     );
     assert!(matches!(
-        verify(&receipt_for_alice, &ring).unwrap().for_principal(&bob),
+        verify(&receipt_for_alice, &ring)
+            .unwrap()
+            .for_principal(&bob),
         Err(VerifyError::Mismatch {
             field: "principal",
             ..
@@ -186,7 +190,12 @@ fn another_principals_receipt_fails_for_this_principal() {
     let mut other_tenant = facts();
     other_tenant.principal.tenant = format!("{}-other", alice.tenant);
     let theirs = signer.sign(other_tenant);
-    assert!(verify(&theirs, &ring).unwrap().for_principal(&alice).is_err());
+    assert!(
+        verify(&theirs, &ring)
+            .unwrap()
+            .for_principal(&alice)
+            .is_err()
+    );
     assert!(verify(&receipt, &ring).is_ok());
 }
 

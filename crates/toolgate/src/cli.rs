@@ -87,6 +87,10 @@ pub enum Command {
     /// or [store] url).
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Signed receipts: make a signing key ([receipts] signing_key signs every write's
+    /// receipt), and verify receipts with the public keys.
+    #[command(subcommand)]
+    Receipts(ReceiptsCommand),
 }
 
 /// `toolgate audit ...`.
@@ -995,4 +999,27 @@ pub struct CheckArgs {
     /// from [store] url.
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
+}
+
+/// `toolgate receipts ...`.
+#[derive(Debug, Subcommand)]
+pub enum ReceiptsCommand {
+    /// Make a new Ed25519 signing key: FILE (PEM PKCS#8, mode 0600, never overwritten) and
+    /// FILE.pub (the public key, for verifiers); prints the key id and the public key.
+    Keygen {
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// Verify a receipt (JSON) or JSON lines of receipts (or of decision records or audit
+    /// export entries holding one) from FILE, or standard input with `-`; prints each verified
+    /// or failed and why. Exits 1 when any failed, 2 when the input or keys are unusable.
+    Verify {
+        /// The receipt file, or `-` for standard input.
+        #[arg(value_name = "FILE|-")]
+        file: PathBuf,
+        /// A public key (base64) or key file to verify with, instead of [receipts]'s keys
+        /// (repeatable).
+        #[arg(long = "key", value_name = "PUBLIC_KEY_OR_FILE")]
+        keys: Vec<String>,
+    },
 }

@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use toolgate_core::Mode;
 use toolgate_core::canonical::{digest_parts, sha256_hex};
+use toolgate_core::receipt_keys;
+use toolgate_core::receipt_signing::{KeyRing, ReceiptSigner};
 use toolgate_core::taint::TaintPolicy;
 use toolgate_egress::{EgressConfig, SmtpConfig};
 use toolgate_wiring::{ExitsConfig, StoreConfig, StoreKind, WiringError};
@@ -62,6 +64,24 @@ pub struct Config {
     /// `[serve.auth]`); calls whose host cannot ask its user wait there for an approver.
     #[serde(default)]
     pub console: Option<ConsoleConfig>,
+    /// `[receipts]`: the key each write's receipt is signed with, and the older public keys
+    /// that still verify after a rotation.
+    #[serde(default)]
+    pub receipts: ReceiptsConfig,
+}
+
+/// `[receipts]`: signed receipts (see `docs/verifiable-receipts.md`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptsConfig {
+    /// The signing key file (PEM PKCS#8 Ed25519, mode 0600, yours): every write's receipt is
+    /// signed with it. Unset: receipts are not signed.
+    #[serde(default)]
+    pub signing_key: Option<PathBuf>,
+    /// Public keys that still verify (base64, or the path of a `.pub` or key file): the keys
+    /// that signed before a rotation. The signing key's own always verifies.
+    #[serde(default)]
+    pub verify_keys: Vec<String>,
 }
 
 /// `[console]`: the console's own settings, and who is told when a ticket is opened.
@@ -164,6 +184,8 @@ pub enum ConfigError {
         /// ", or changed since it was trusted" when an earlier version was trusted.
         changed: &'static str,
     },
+    #[error("[receipts]: {0}")]
+    ReceiptKey(#[from] toolgate_core::receipt_keys::KeyFileError),
     #[error("the trust list {path} cannot be used: {detail}")]
     TrustList { path: String, detail: String },
     #[error(
@@ -227,6 +249,27 @@ impl Config {
             (None, Some(_)) => None,
             (None, None) => self.store.url.clone(),
         }
+    }
+
+    /// The signer of `[receipts] signing_key`, when one is set (its file checked: private,
+    /// yours, an Ed25519 key).
+    pub fn receipt_signer(&self) -> Result<Option<ReceiptSigner>, ConfigError> {
+        match &self.receipts.signing_key {
+            Some(path) => Ok(Some(receipt_keys::load_signer(path)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The keys receipts verify with: the signing key's and every `verify_keys` entry.
+    pub fn receipt_key_ring(&self) -> Result<KeyRing, ConfigError> {
+        let mut ring = KeyRing::new();
+        if let Some(signer) = self.receipt_signer()? {
+            ring.add_signer(&signer);
+        }
+        for entry in &self.receipts.verify_keys {
+            receipt_keys::add_verify_entry(&mut ring, entry)?;
+        }
+        Ok(ring)
     }
 
     /// The exits the configuration allows: the egress allowlist and the SMTP relay, if any.
@@ -385,6 +428,15 @@ pub fn needs_trust(config: &Config) -> Vec<String> {
     }
     if config.console.is_some() {
         asks.push("[console] (who may approve calls in the web console)".into());
+    }
+    if let Some(key) = &config.receipts.signing_key {
+        asks.push(format!(
+            "[receipts] signing_key = {} (the key your receipts are signed with)",
+            key.display()
+        ));
+    }
+    if !config.receipts.verify_keys.is_empty() {
+        asks.push("[receipts] verify_keys (which keys make a receipt verify)".into());
     }
     if config.sandbox != toolgate_sandbox::Settings::default() {
         asks.push("[sandbox] (which programs code_execution starts, and its limits)".into());

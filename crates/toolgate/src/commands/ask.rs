@@ -127,7 +127,8 @@ fn build(
         .with_approval(approval)
         .with_mode(mode)
         .with_taint_policy(config.policy)
-        .with_trace(Arc::clone(&trace));
+        .with_trace(Arc::clone(&trace))
+        .with_receipt_signer(config.receipt_signer()?);
     if let Some(shared) = &shared {
         seat = seat.with_ledger(shared.ledger());
     }

@@ -10,6 +10,7 @@ mod eval;
 mod mcp;
 mod mcp_install;
 mod notes;
+mod receipts;
 mod serve;
 mod tool_search;
 mod tools;
@@ -109,6 +110,7 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Check(args) => check::run(&config, &args),
         Command::Config(command) => config::run(command),
         Command::Audit(command) => audit::run(&config, command),
+        Command::Receipts(command) => receipts::run(&config, command),
     }
 }
 

@@ -396,12 +396,14 @@ fn build_server(
         config.policy,
         Arc::clone(trace),
     );
+    let receipt_signer = config.receipt_signer()?;
     // The same seat each time the dispatcher is built (again, when imported tools change).
     let make_seat = move || {
         let mut seat = Seat::new(Principal::local("local-user", &[]))
             .with_mode(mode)
             .with_taint_policy(policy)
-            .with_trace(Arc::clone(&trace_for_seats));
+            .with_trace(Arc::clone(&trace_for_seats))
+            .with_receipt_signer(receipt_signer.clone());
         if let Some(approver) = &approver {
             seat = seat.with_approver(Arc::clone(approver));
         }
