@@ -368,6 +368,52 @@ async fn token_budget_stops_the_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_budget_refuses_calls_and_ends_the_run_when_its_tokens_are_spent() {
+    use toolgate_core::budget::{BudgetConfig, Budgets, Limits};
+    let world = World::new();
+    // Different topics each turn, so no call is answered from memory.
+    let turns: Vec<_> = (0..5)
+        .map(|i| {
+            ScriptedModel::calls(&[(
+                &format!("c{i}"),
+                "kb_lookup",
+                json!({"topic": format!("t{i}")}),
+            )])
+        })
+        .collect();
+    let model = Arc::new(ScriptedModel::new(turns));
+    let budgets = Arc::new(Budgets::new(BudgetConfig {
+        per_run: Limits {
+            calls: Some(1),
+            tokens: Some(250),
+            ..Limits::default()
+        },
+        ..BudgetConfig::default()
+    }));
+    let registry = Arc::new(Registry::new(world.tools()).unwrap());
+    let dispatcher = Dispatcher::new(registry)
+        .unwrap()
+        .with_budgets(Arc::clone(&budgets));
+    let caller = Caller::new(dispatcher).with_approver(Arc::new(DenyAll));
+    let agent = Agent::new(model.clone(), caller, Principal::local("tester", &[]));
+    let result = agent.ask("run-policy-budget", "go").await;
+
+    let StopCause::BudgetExhausted { detail } = &result.stop else {
+        panic!("stopped by {:?}", result.stop);
+    };
+    assert!(detail.contains("model tokens"), "{detail}");
+    // 120 tokens a turn: the fourth turn finds the 250 spent.
+    assert_eq!(model.requests().len(), 3);
+    let errors: Vec<Option<&str>> = result.calls.iter().map(|c| c.error.as_deref()).collect();
+    assert_eq!(
+        errors,
+        [None, Some("budget_exhausted"), Some("budget_exhausted")]
+    );
+    let spent = budgets.spent_by_run(&Principal::local("tester", &[]), "run-policy-budget");
+    assert_eq!((spent.calls, spent.tokens), (1, 360));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn high_risk_call_with_deny_all_never_reaches_the_handler_and_the_model_is_told() {
     let world = World::new();
     let model = Arc::new(ScriptedModel::new([

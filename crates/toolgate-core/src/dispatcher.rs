@@ -134,9 +134,25 @@ impl Dispatcher {
         self
     }
 
-    /// The budgets calls are charged to, for a front end that charges model tokens.
+    /// The budgets calls are charged to.
     pub fn budgets(&self) -> Option<&Arc<Budgets>> {
         self.inner.budgets.as_ref()
+    }
+
+    /// Charges `spend` to `principal`'s run `run_id` at the dispatcher's clock (a front end's
+    /// model tokens); always fits when no budgets are set.
+    pub fn charge(
+        &self,
+        principal: &Principal,
+        run_id: &str,
+        spend: Spend,
+    ) -> Result<(), Exhausted> {
+        match &self.inner.budgets {
+            Some(budgets) => {
+                budgets.charge(principal, run_id, spend, unix_secs(self.inner.clock.now()))
+            }
+            None => Ok(()),
+        }
     }
 
     /// Signs each write's receipt with `signer` ([`crate::receipt_signing`]): the signed
@@ -422,7 +438,7 @@ impl Dispatcher {
                 ),
             ));
         }
-        self.charge(
+        self.charge_call(
             request,
             Spend::Call {
                 writes: spec.executor.writes,
@@ -431,7 +447,7 @@ impl Dispatcher {
     }
 
     /// Charges `spend` to the call's run and principal; a spend past a budget refuses the call.
-    fn charge(&self, request: &CallRequest, spend: Spend) -> Result<(), ToolError> {
+    fn charge_call(&self, request: &CallRequest, spend: Spend) -> Result<(), ToolError> {
         let Some(budgets) = &self.inner.budgets else {
             return Ok(());
         };
@@ -486,7 +502,7 @@ impl Dispatcher {
                     record.taint_rule = Some(TaintRule::AskedTaintedOutbound);
                 }
                 // A person asked is spent even when they say no.
-                self.charge(request, Spend::Approval)?;
+                self.charge_call(request, Spend::Approval)?;
                 let taint = record.taint.clone();
                 // A caller that gives up stops the wait for a human; nothing has run yet.
                 record.approval = tokio::select! {

@@ -351,7 +351,10 @@ impl Runner {
         let (ending, ending_detail) = match &result.stop {
             StopCause::FinalAnswer => (Ending::FinalAnswer, String::new()),
             StopCause::RoundCap { .. } => (Ending::RoundCap, result.stop.describe()),
-            StopCause::TokenBudget { .. } => (Ending::TokenBudget, result.stop.describe()),
+            // A policy budget ends a run as the loop's own token budget does.
+            StopCause::TokenBudget { .. } | StopCause::BudgetExhausted { .. } => {
+                (Ending::TokenBudget, result.stop.describe())
+            }
             StopCause::ModelError { .. } => (Ending::ModelError, result.stop.describe()),
         };
         let failure = classify(ending, result.answer.as_deref(), &calls, &outcomes);

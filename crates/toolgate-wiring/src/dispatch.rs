@@ -20,6 +20,7 @@ use toolgate_core::{
     ApprovalChannel, ApprovalLedger, Approver, Caller, Dispatcher, Mode, Principal, Registry, Tool,
 };
 
+use toolgate_core::budget::Budgets;
 use toolgate_core::offers::Offers;
 use toolgate_core::receipt_signing::ReceiptSigner;
 use toolgate_core::taint::TaintPolicy;
@@ -47,6 +48,8 @@ pub struct Seat {
     pub ledger: Option<Arc<ApprovalLedger>>,
     /// Signs each write's receipt (`[receipts] signing_key`); `None`: receipts go out unsigned.
     pub receipt_signer: Option<ReceiptSigner>,
+    /// What each run and principal may spend (`[budgets]`); `None`: unlimited.
+    pub budgets: Option<Arc<Budgets>>,
 }
 
 impl Seat {
@@ -61,6 +64,7 @@ impl Seat {
             trace: Arc::new(NoTrace),
             ledger: None,
             receipt_signer: None,
+            budgets: None,
         }
     }
 
@@ -93,6 +97,13 @@ impl Seat {
 
     pub fn with_taint_policy(mut self, policy: TaintPolicy) -> Self {
         self.taint = policy;
+        self
+    }
+
+    /// Charges every call to `budgets` (shared by the dispatchers of one front end, so a
+    /// rebuilt dispatcher keeps counting).
+    pub fn with_budgets(mut self, budgets: Arc<Budgets>) -> Self {
+        self.budgets = Some(budgets);
         self
     }
 
@@ -200,6 +211,9 @@ pub fn assemble_with(
     }
     if let Some(signer) = seat.receipt_signer {
         dispatcher = dispatcher.with_receipt_signer(signer);
+    }
+    if let Some(budgets) = seat.budgets {
+        dispatcher = dispatcher.with_budgets(budgets);
     }
     Ok(Assembled {
         registry,

@@ -108,6 +108,7 @@ use crate::phases::{PhaseState, withheld};
 use crate::refused_call::{RefusedCall, refused_call, retry_text};
 use crate::repeat_guard::{CallKind, RepeatCount, RepeatGuard};
 use result::model_error;
+use toolgate_core::budget::Spend;
 
 pub struct Agent {
     model: Arc<dyn Model>,
@@ -272,6 +273,17 @@ impl Agent {
         if run.round >= self.config.max_rounds {
             return Some(StopCause::RoundCap { rounds: run.round });
         }
+        // The policy's budget (`[budgets]`), shared with the run's calls and the principal's
+        // other runs: nothing is added, only whether tokens are left is asked.
+        if let Err(exhausted) =
+            self.caller
+                .dispatcher()
+                .charge(&self.principal, run.run_id, Spend::Tokens(0))
+        {
+            return Some(StopCause::BudgetExhausted {
+                detail: exhausted.to_string(),
+            });
+        }
         let budget = self.config.token_budget?;
         let used = run.usage.input_tokens + run.usage.output_tokens;
         (used >= budget).then_some(StopCause::TokenBudget { used, budget })
@@ -299,6 +311,14 @@ impl Agent {
         run.usage.input_tokens += response.usage.input_tokens;
         run.usage.output_tokens += response.usage.output_tokens;
         run.usage.cached_input_tokens += response.usage.cached_input_tokens;
+        // Counted after the turn that used them; the next turn is refused once they run out.
+        // A turn that finds them already spent by another run of the principal keeps its
+        // answer: the check before the next turn stops the run.
+        let _ = self.caller.dispatcher().charge(
+            &self.principal,
+            run.run_id,
+            Spend::Tokens(response.usage.input_tokens + response.usage.output_tokens),
+        );
         run.messages.push(Message::from_response(&response));
         Ok(response)
     }

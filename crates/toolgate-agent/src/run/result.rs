@@ -12,9 +12,21 @@ use crate::refused_call::RefusedCall;
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum StopCause {
     FinalAnswer,
-    RoundCap { rounds: u32 },
-    TokenBudget { used: u64, budget: u64 },
-    ModelError { message: String, retryable: bool },
+    RoundCap {
+        rounds: u32,
+    },
+    TokenBudget {
+        used: u64,
+        budget: u64,
+    },
+    /// The policy's budget for the run or the principal (`[budgets]`) is spent.
+    BudgetExhausted {
+        detail: String,
+    },
+    ModelError {
+        message: String,
+        retryable: bool,
+    },
 }
 
 impl StopCause {
@@ -27,6 +39,7 @@ impl StopCause {
             StopCause::TokenBudget { used, budget } => {
                 format!("token budget exhausted ({used} of {budget} tokens)")
             }
+            StopCause::BudgetExhausted { detail } => format!("budget exhausted: {detail}"),
             StopCause::ModelError { message, .. } => format!("model error: {message}"),
         }
     }
