@@ -98,6 +98,10 @@ impl World {
             .with_approver(approver)
             .with_trace(self.trace.clone())
             .with_taint_policy(taint);
+        self.agent_seated(model, seat)
+    }
+
+    fn agent_seated(&self, model: Arc<ScriptedModel>, seat: Seat) -> Agent {
         let extra = ExtraTools {
             code: Some(CodeOptions {
                 sandbox: sandbox_config(),
@@ -222,6 +226,41 @@ async fn tools_called_from_code_go_through_the_dispatcher_as_children_of_the_cod
         .find(|e| e["gen_ai.tool.name"] == "code_execution")
         .unwrap();
     assert_eq!(outer["origin"], "loop");
+}
+
+#[tokio::test]
+async fn a_script_cannot_spend_past_its_runs_budget() {
+    use toolgate_core::budget::{BudgetConfig, Budgets, Limits};
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        code(
+            "c1",
+            "import toolgate_tools as t\nok, refused = 0, []\nfor i in range(10):\n    try:\n        t.notes_search(query='budget', limit=1)\n        ok += 1\n    except t.ToolError as e:\n        refused.append(e.code)\nprint('OK', ok, 'REFUSED', len(refused), sorted(set(refused)))\n",
+        ),
+        ScriptedModel::answer("done"),
+    ]));
+    let budgets = Arc::new(Budgets::new(BudgetConfig {
+        per_run: Limits {
+            calls: Some(4),
+            ..Limits::default()
+        },
+        ..BudgetConfig::default()
+    }));
+    let seat = Seat::new(Principal::local("local-user", &[]))
+        .with_trace(world.trace.clone())
+        .with_budgets(Arc::clone(&budgets));
+    let result = world
+        .agent_seated(model.clone(), seat)
+        .ask("run-code-budget", "How often is the budget mentioned?")
+        .await;
+    // The code call is one of the four; three searches fit.
+    let seen = stdout_of(&result, &model, "c1");
+    assert!(
+        seen.contains("OK 3 REFUSED 7 ['budget_exhausted']"),
+        "{seen}"
+    );
+    let spent = budgets.spent_by_run(&Principal::local("local-user", &[]), "run-code-budget");
+    assert_eq!(spent.calls, 4);
 }
 
 #[tokio::test]
