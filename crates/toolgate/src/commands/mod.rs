@@ -3,6 +3,7 @@
 mod ask;
 mod audit;
 mod books;
+pub(crate) mod catalogue;
 mod check;
 mod config;
 mod demo;
@@ -10,6 +11,7 @@ mod eval;
 mod mcp;
 mod mcp_install;
 mod notes;
+mod replay;
 mod receipts;
 mod serve;
 mod tool_search;
@@ -110,6 +112,8 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Check(args) => check::run(&config, &args),
         Command::Config(command) => config::run(command),
         Command::Audit(command) => audit::run(&config, command),
+        Command::Catalogue(command) => catalogue::run(&config, cli.mcp_config.as_deref(), command),
+        Command::Replay(args) => replay::run(&config, &args),
         Command::Receipts(command) => receipts::run(&config, command),
     }
 }
