@@ -316,7 +316,8 @@ pub fn parse_recording(text: &str) -> Result<Recording, TraceError> {
                 *recording.skipped.entry(event.clone()).or_default() += 1;
             }
             (None, Some(Value::String(toolset)), Some(Value::Array(calls))) => {
-                recording.runs.push(eval_run(line, toolset, &value, calls)?);
+                let run = eval_run(line, toolset, &value, calls, &mut recording.skipped)?;
+                recording.runs.push(run);
             }
             _ => return Err(TraceError::Unrecognised { line }),
         }
@@ -423,6 +424,7 @@ fn eval_run(
     toolset: &str,
     value: &Value,
     calls: &[Value],
+    skipped: &mut BTreeMap<String, usize>,
 ) -> Result<RecordedRun, TraceError> {
     let kind = "eval run";
     let task = text_field(line, kind, value, "task")?;
@@ -457,6 +459,10 @@ fn eval_run(
                     field: "is_error",
                 })?;
         let result = text_field(line, kind, call, "result")?;
+        if answered_by_the_loop(&result) {
+            *skipped.entry(LOOP_ANSWERED.into()).or_default() += 1;
+            continue;
+        }
         let decision = match (is_error, call.get("error").and_then(Value::as_str)) {
             (false, _) => Decision::Ran,
             (true, Some("approval_denied" | "approval_required")) => Decision::AsksApproval,
@@ -495,6 +501,23 @@ fn eval_run(
         toolset: Some(toolset.to_string()),
         fresh_store: true,
         calls: proposals,
+    })
+}
+
+/// What the report calls an eval's call that the loop answered itself.
+pub const LOOP_ANSWERED: &str = "call answered by the loop, never run";
+
+/// Whether an eval's recorded result is the loop's own answer, never the dispatcher's: an
+/// exact repeat answered from memory (`[repeat] ...`), or a call the loop refused itself (a
+/// tool not offered this round, tool use ended), whose message starts `not run:`.
+fn answered_by_the_loop(result: &str) -> bool {
+    if result.starts_with("[repeat]") {
+        return true;
+    }
+    serde_json::from_str::<Value>(result).is_ok_and(|v| {
+        v.pointer("/error/message")
+            .and_then(Value::as_str)
+            .is_some_and(|m| m.starts_with("not run:"))
     })
 }
 

@@ -269,6 +269,19 @@ fn eval_runs_keep_their_toolset_run_id_and_result_shape() {
 }
 
 #[test]
+fn calls_the_loop_answered_itself_are_not_replayed_as_dispatcher_calls() {
+    let call = |result: &str| json!({"tool": "books_get", "arguments": {}, "is_error": false, "error": null, "result": result});
+    let run = json!({"toolset": "books-v3", "task": "t", "index": 0, "calls": [
+        call("{\"result\":{}}"),
+        call("[repeat] You made this exact call in round 1 ...\n{\"result\":{}}"),
+        call("{\"error\":{\"code\":\"forbidden\",\"message\":\"not run: web_clip is only for a URL\"}}"),
+    ]});
+    let recording = parse_recording(&run.to_string()).unwrap();
+    assert_eq!(recording.call_count(), 1);
+    assert_eq!(recording.skipped.get(LOOP_ANSWERED), Some(&2));
+}
+
+#[test]
 fn an_accept_entry_accepts_only_what_it_names() {
     let file = AcceptFile::parse(
         r#"{"accept":[{"call":"r#2","reason":"known"},{"tool":"books_search","kind":"different_result","reason":"pages"}]}"#,
