@@ -68,6 +68,11 @@ pub struct Config {
     /// that still verify after a rotation.
     #[serde(default)]
     pub receipts: ReceiptsConfig,
+    /// `[budgets]`: what each run and each principal may spend (`[budgets.per_run]`,
+    /// `[budgets.per_principal]`: calls, writes, approvals, outbound, tokens); unset:
+    /// unlimited.
+    #[serde(default)]
+    pub budgets: toolgate_core::budget::BudgetConfig,
 }
 
 /// `[receipts]`: signed receipts (see `docs/verifiable-receipts.md`).
@@ -249,6 +254,14 @@ impl Config {
             (None, Some(_)) => None,
             (None, None) => self.store.url.clone(),
         }
+    }
+
+    /// The counters of `[budgets]`, one set for everything this process serves; `None` when
+    /// no limit is set.
+    pub fn budgets(&self) -> Option<std::sync::Arc<toolgate_core::budget::Budgets>> {
+        let unlimited = toolgate_core::budget::Limits::default();
+        (self.budgets.per_run != unlimited || self.budgets.per_principal != unlimited)
+            .then(|| std::sync::Arc::new(toolgate_core::budget::Budgets::new(self.budgets)))
     }
 
     /// The signer of `[receipts] signing_key`, when one is set (its file checked: private,

@@ -132,6 +132,9 @@ fn build(
     if let Some(shared) = &shared {
         seat = seat.with_ledger(shared.ledger());
     }
+    if let Some(budgets) = config.budgets() {
+        seat = seat.with_budgets(budgets);
+    }
     let spec = choose_model(args.model.as_deref().or(config.model.name.as_deref()))?;
     let model = load_model(&spec, args.ctx, !args.quiet)?;
     // A server allowed to sample (`[mcp.servers.NAME] sampling = "allow"`) runs on this model.

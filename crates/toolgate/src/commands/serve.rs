@@ -397,6 +397,8 @@ fn build_server(
         Arc::clone(trace),
     );
     let receipt_signer = config.receipt_signer()?;
+    // One set of counters for every dispatcher this process builds: a rebuild keeps counting.
+    let budgets = config.budgets();
     // The same seat each time the dispatcher is built (again, when imported tools change).
     let make_seat = move || {
         let mut seat = Seat::new(Principal::local("local-user", &[]))
@@ -409,6 +411,9 @@ fn build_server(
         }
         if let Some(ledger) = &ledger {
             seat = seat.with_ledger(Arc::clone(ledger));
+        }
+        if let Some(budgets) = &budgets {
+            seat = seat.with_budgets(Arc::clone(budgets));
         }
         seat
     };
