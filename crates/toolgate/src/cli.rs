@@ -94,13 +94,6 @@ pub enum Command {
     /// (the JSON shape of the result, values left out). Exits 0 when nothing differs or every
     /// difference is accepted (--accept), 1 on a difference, 2 on input it cannot use.
     Replay(ReplayArgs),
-    /// Shadow replay: run the calls recorded in a trace (its decision records) or an eval's
-    /// runs.jsonl again against a toolset, on a copy of a store, with every exit a recorder
-    /// (no mail, no web request, no upstream call) and nobody to approve, and report per call:
-    /// same, now refused (which step, which code), now asks for approval, different result
-    /// (the JSON shape of the result, values left out). Exits 0 when nothing differs or every
-    /// difference is accepted (--accept), 1 on a difference, 2 on input it cannot use.
-    Replay(ReplayArgs),
     /// Signed receipts: make a signing key ([receipts] signing_key signs every write's
     /// receipt), and verify receipts with the public keys.
     #[command(subcommand)]
@@ -1041,46 +1034,6 @@ pub enum ReceiptsCommand {
         #[arg(long = "key", value_name = "PUBLIC_KEY_OR_FILE")]
         keys: Vec<String>,
     },
-}
-
-#[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  \
-toolgate replay evals/runs/books-v3-dev-embedded/runs.jsonl --toolset books-v2\n      \
-the books-v2 runs against books-v2 itself: no difference expected\n  \
-toolgate replay evals/runs/books-v3-dev-embedded/runs.jsonl --recorded books-v2 --toolset books-v3\n      \
-which of books-v2's calls books-v3 answers differently\n  \
-toolgate replay trace.jsonl --toolset notes --store ~/.local/share/toolgate/notes.sqlite\n      \
-a session's trace, on a copy of the notebook it ran on\n\n\
-Accept file (JSON): {\"accept\": [{\"call\": \"books-v2/king-count/0#1\", \"reason\": \"...\"}, \
-{\"tool\": \"books_search\", \"kind\": \"different_result\", \"reason\": \"...\"}]}; \
-kinds: now_refused, now_asks_approval, different_result. See docs/shadow-replay.md.")]
-pub struct ReplayArgs {
-    /// The recording: a trace (JSON Lines; its `tool_call` lines are decision records, other
-    /// events are left out) or an eval's runs.jsonl (each run replayed on a fresh store).
-    #[arg(value_name = "TRACE.jsonl")]
-    pub trace: PathBuf,
-
-    /// The toolset to replay against.
-    #[arg(long, value_parser = toolset_parser())]
-    pub toolset: ToolsetName,
-
-    /// Of an eval's runs.jsonl, replay the runs recorded with this toolset. Default: the only
-    /// toolset it holds, else --toolset's runs.
-    #[arg(long, value_name = "TOOLSET", value_parser = toolset_parser())]
-    pub recorded: Option<ToolsetName>,
-
-    /// Replay on a copy of this store file (it is never written). Default: a fresh store with
-    /// the toolset's initial contents, as the eval seeds it.
-    #[arg(long, value_name = "COPY")]
-    pub store: Option<PathBuf>,
-
-    /// Known differences that do not fail the replay (JSON; see below).
-    #[arg(long, value_name = "FILE")]
-    pub accept: Option<PathBuf>,
-
-    /// Print the whole report as JSON instead of the summary.
-    #[arg(long)]
-    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -12,7 +12,6 @@ mod mcp;
 mod mcp_install;
 mod notes;
 mod replay;
-mod replay;
 mod receipts;
 mod serve;
 mod tool_search;
@@ -113,7 +112,6 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Check(args) => check::run(&config, &args),
         Command::Config(command) => config::run(command),
         Command::Audit(command) => audit::run(&config, command),
-        Command::Replay(args) => replay::run(&config, &args),
         Command::Catalogue(command) => catalogue::run(&config, cli.mcp_config.as_deref(), command),
         Command::Replay(args) => replay::run(&config, &args),
         Command::Receipts(command) => receipts::run(&config, command),
