@@ -187,6 +187,23 @@ async fn a_writes_receipt_is_signed_verified_tamper_evident_and_survives_rotatio
     let out = verify_stdin(dir, &config, &lines);
     assert!(out.status.success(), "{}", text(&out.stdout));
     assert_eq!(text(&out.stdout).matches("verified").count(), 2);
+    // The audit's export as it is: the writes' receipts verified, other lines skipped.
+    let audit = dir.join("audit.sqlite");
+    let export = toolgate(
+        &[
+            "audit",
+            "export",
+            "--format",
+            "jsonl",
+            "--audit-db",
+            audit.to_str().unwrap(),
+        ],
+        dir,
+    );
+    assert!(export.status.success(), "{}", text(&export.stderr));
+    let out = verify_stdin(dir, &config, &text(&export.stdout));
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    assert_eq!(text(&out.stdout).matches("verified").count(), 2);
 
     // Tampered: each changed field fails, exit 1.
     type Tamper = fn(&mut Value);
