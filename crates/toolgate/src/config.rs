@@ -8,10 +8,10 @@
 //! whoever wrote the checkout. Such a file is loaded only when it asks for nothing a stranger
 //! may not ([`needs_trust`]: starting processes, expanding secrets into them, rating imported
 //! tools, relaxing the taint policy, widening the egress allowlist, choosing the model, the
-//! mail relay, the server's authorization or the sandbox), or when the user trusted exactly
-//! these bytes once with `toolgate config trust` (recorded by digest, with the file's path and
-//! the bytes of the mcpServers file it names, in the user's trust list [`trust_file`]). A
-//! changed file is untrusted again. Otherwise it is refused before anything runs, with an
+//! mail relay, the server's authorization, the sandbox or the receipt keys), or when the user
+//! trusted exactly these bytes once with `toolgate config trust` (recorded by digest, with the
+//! file's path and the bytes of the mcpServers file it names, in the user's trust list
+//! [`trust_file`]). A changed file is untrusted again. Otherwise it is refused before anything runs, with an
 //! error naming `toolgate config trust`: fails closed, nothing is partly loaded.
 
 use std::path::{Path, PathBuf};
