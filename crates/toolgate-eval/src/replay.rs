@@ -7,7 +7,9 @@
 //!   run, mode, stage, outcome, approval). Decision records carry no result, so a call read from
 //!   one is compared on its decision only ([`Compared::DecisionOnly`]). Other trace events
 //!   (`model_turn`, `egress`, `run_end`, ...) are counted and skipped, and so are nested calls
-//!   (a record with `parent_call_id`): the call that made them makes them again.
+//!   (a record with `parent_call_id`): the call that made them makes them again. An audit
+//!   export's lines (`toolgate audit export --format jsonl`) are read the same way: each holds
+//!   the decision record whole under `record`.
 //! - An eval's `runs.jsonl`: each line is one run of one task on one toolset, with its calls
 //!   (tool, arguments, error code, the result as the model read it). The principal is the
 //!   eval's (`eval`), and each run starts from a fresh store, as the eval's did.
@@ -314,6 +316,23 @@ pub fn parse_recording(text: &str) -> Result<Recording, TraceError> {
             }
             (Some(Value::String(event)), _, _) => {
                 *recording.skipped.entry(event.clone()).or_default() += 1;
+            }
+            // An audit export line (`toolgate audit export --format jsonl`): the decision
+            // record whole under `record`.
+            (None, _, _)
+                if map
+                    .get("record")
+                    .is_some_and(|r| r.get("gen_ai.tool.name").is_some()) =>
+            {
+                let record = map.get("record").unwrap_or(&Value::Null);
+                if record.get("parent_call_id").is_some_and(|p| !p.is_null()) {
+                    *recording
+                        .skipped
+                        .entry("nested tool_call".into())
+                        .or_default() += 1;
+                } else {
+                    trace_calls.push(decision_record(line, record)?);
+                }
             }
             (None, Some(Value::String(toolset)), Some(Value::Array(calls))) => {
                 let run = eval_run(line, toolset, &value, calls, &mut recording.skipped)?;

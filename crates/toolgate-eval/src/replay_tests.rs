@@ -234,6 +234,12 @@ fn other_trace_events_and_nested_calls_are_skipped_not_replayed() {
     assert_eq!(recording.runs.len(), 1);
     let calls = &recording.runs[0].calls;
     assert_eq!(calls.len(), 2);
+    // The same record as an audit export line holds it.
+    let record: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+    let exported = json!({"id": 7, "call_id": "c1", "tool": "code_execution", "record": record});
+    let from_audit = parse_recording(&exported.to_string()).unwrap();
+    assert_eq!(from_audit.runs[0].calls[0].call_id, "c1");
+    assert_eq!(from_audit.runs[0].calls[0].mode.as_deref(), Some("ask"));
     assert_eq!(
         (calls[0].principal.as_str(), calls[0].tenant.as_str()),
         ("alice", "t")

@@ -273,3 +273,24 @@ fn lines_that_are_not_decision_records_exit_2_naming_the_line() {
     );
     assert!(text.contains("left out: 1 model_turn"), "{text}");
 }
+
+#[test]
+fn a_committed_trace_of_decision_records_replays_with_its_requests_recorded_not_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = repo().join("evals/runs/sandbox-attack-embedded/ask-code-trace.jsonl");
+    let output = replay(
+        dir.path(),
+        &[trace.to_str().unwrap(), "--toolset", "notes-v2", "--json"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report = report(&output);
+    let calls = report["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 8);
+    for call in calls {
+        assert_eq!(call["difference"]["kind"], "same", "{call}");
+        assert_eq!(call["compared"], "decision_only", "{call}");
+        let sent = call["would_send"][0].as_str().unwrap();
+        assert!(sent.starts_with("GET https://en.wikipedia.org/"), "{sent}");
+    }
+    assert_eq!(report["skipped"]["model_turn"], 8);
+}
