@@ -262,3 +262,87 @@ fn unreadable_input_exits_2_with_a_clear_error() {
     assert_eq!(code, 0);
     assert!(stdout.contains("no differences"), "{stdout}");
 }
+
+#[test]
+fn imported_tools_are_snapshotted_and_a_rating_lowered_is_a_policy_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let servers = json!({"mcpServers": {"books": {
+        "command": env!("CARGO_BIN_EXE_toolgate"),
+        "args": ["serve", "--stdio", "--toolset", "books-v2", "--db",
+                 dir.join("books.sqlite").display().to_string()],
+    }}});
+    std::fs::write(dir.join("servers.json"), servers.to_string()).unwrap();
+    // Configuration files of their own names: a ./toolgate.toml would configure the child too.
+    let rated = |file: &str, set_status_risk: &str| {
+        std::fs::write(
+            dir.join(file),
+            format!(
+                "[mcp.servers.books]\nrisk = \"low\"\neffect = \"read\"\n\
+                 [mcp.servers.books.tools.books_set_status]\nrisk = \"{set_status_risk}\"\neffect = \"undoable_write\"\n"
+            ),
+        )
+        .unwrap();
+    };
+    rated("before.toml", "high");
+    rated("after.toml", "medium");
+    for (config, out) in [("before.toml", "old.json"), ("after.toml", "new.json")] {
+        let run = toolgate(
+            &[
+                "--config",
+                config,
+                "--mcp-config",
+                "servers.json",
+                "catalogue",
+                "snapshot",
+                "--out",
+                out,
+            ],
+            dir,
+        );
+        assert!(run.status.success(), "{}", text(&run.stderr));
+    }
+    let old = Snapshot::from_json(&std::fs::read_to_string(dir.join("old.json")).unwrap()).unwrap();
+    assert!(old.source.starts_with("mcp:"), "{}", old.source);
+    assert!(old.tool("books__books_get").is_some(), "{:?}", old.tools);
+    let (code, stdout, stderr) = check(
+        &dir.join("old.json"),
+        &dir.join("new.json"),
+        &["--json"],
+        dir,
+    );
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let rules: Vec<(&str, &str)> = report["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["tool"].as_str().unwrap(), c["rule"].as_str().unwrap()))
+        .collect();
+    assert!(
+        rules.contains(&("books__books_set_status", "risk_lowered")),
+        "{rules:?}"
+    );
+    assert!(
+        rules.contains(&("books__books_set_status", "approval_dropped")),
+        "{rules:?}"
+    );
+    // Both at once is one catalogue too many.
+    let run = toolgate(
+        &[
+            "--mcp-config",
+            "servers.json",
+            "catalogue",
+            "snapshot",
+            "--toolset",
+            "books-v1",
+        ],
+        dir,
+    );
+    assert!(!run.status.success());
+    assert!(
+        text(&run.stderr).contains("not both"),
+        "{}",
+        text(&run.stderr)
+    );
+}
