@@ -658,6 +658,53 @@ pub fn compare(recorded: &Proposal, replayed: &Replayed) -> (Difference, Compare
     (difference, compared)
 }
 
+/// A catalogue to replay against (`--against`, a catalogue snapshot): its views decide what the
+/// dispatcher decides before a handler runs: whether the tool exists, whether the arguments fit
+/// its input schema, and whether the call's mode asks a human first. A call it lets through
+/// runs the toolset's own handler (a snapshot holds no code).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CatalogueGate {
+    /// What the snapshot says it is of (a toolset's name).
+    pub source: String,
+    pub tools: BTreeMap<String, GateTool>,
+}
+
+/// One tool's views, as a [`CatalogueGate`] checks them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateTool {
+    /// The input schema as a model reads it (normalized).
+    pub input_schema: Value,
+    /// The approval modes in which a call asks a human first.
+    pub approval_in: Vec<toolgate_core::Mode>,
+}
+
+impl CatalogueGate {
+    /// What the catalogue decides for a call of `tool` with `arguments` in `mode` before any
+    /// handler runs: a refusal or a human to ask; `None` when it lets the call through.
+    pub fn decide(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        mode: toolgate_core::Mode,
+    ) -> Option<Decision> {
+        let Some(view) = self.tools.get(tool) else {
+            return Some(Decision::Refused {
+                stage: Some("resolve".into()),
+                code: "not_found".into(),
+            });
+        };
+        if !toolgate_core::schema::validate(&view.input_schema, arguments).is_empty() {
+            return Some(Decision::Refused {
+                stage: Some("validate".into()),
+                code: "invalid_argument".into(),
+            });
+        }
+        view.approval_in
+            .contains(&mode)
+            .then_some(Decision::AsksApproval)
+    }
+}
+
 /// The accept file: known differences that do not fail a replay.
 ///
 /// ```json

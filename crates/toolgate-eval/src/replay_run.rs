@@ -12,6 +12,9 @@
 //!   admits fails at name resolution; each call's report lists what its exits would have sent.
 //! - No call is ever approved: the seat has no approval channel, so a call that needs a human
 //!   is denied and reported as asking for approval.
+//! - Against a catalogue ([`ReplayTarget::against`]), the catalogue's views decide the steps
+//!   before a handler (the tool exists, the arguments fit, the mode asks a human); what they
+//!   let through runs the toolset's handler through the dispatcher as usual.
 //! - Each call runs as the principal (and tenant) its record names, with the record's mode,
 //!   origin and run; a trace does not record scopes, so none are held.
 
@@ -26,7 +29,8 @@ use toolgate_core::{ApprovalRecord, CallRequest, Mode, Origin, Principal};
 use toolgate_wiring::{ExitsConfig, Seat, Store, ToolsetName, WiringError};
 
 use crate::replay::{
-    AcceptFile, Compared, Decision, Difference, Proposal, Recording, Replayed, Shape, compare,
+    AcceptFile, CatalogueGate, Compared, Decision, Difference, Proposal, Recording, Replayed,
+    Shape, compare,
 };
 
 /// Where the replay's store comes from.
@@ -116,6 +120,8 @@ pub struct ReplayTarget<'a> {
     /// Where the store copies go (a temporary folder the caller removes).
     pub work_dir: &'a Path,
     pub accept: Option<&'a AcceptFile>,
+    /// Replay against this catalogue's views (the toolset's handlers run what it lets through).
+    pub against: Option<&'a CatalogueGate>,
 }
 
 /// Replays every call of `recording` against `target`, calling `progress(done, total)` after
@@ -173,10 +179,23 @@ pub async fn replay(
             if let Some(mode) = mode(proposal.mode.as_deref()) {
                 request = request.with_mode(mode);
             }
-            let outcome = ready.caller.call(request).await;
-            let replayed = Replayed {
-                decision: decision_of(&outcome.record),
-                shape: Shape::of_text(&outcome.model_text()),
+            let gated = target.against.and_then(|gate| {
+                let mode = request.mode.unwrap_or(ready.caller.mode());
+                gate.decide(&proposal.tool, &proposal.arguments, mode)
+            });
+            let replayed = match gated {
+                // The catalogue stops the call before any handler: nothing runs.
+                Some(decision) => Replayed {
+                    decision,
+                    shape: Shape::Null,
+                },
+                None => {
+                    let outcome = ready.caller.call(request).await;
+                    Replayed {
+                        decision: decision_of(&outcome.record),
+                        shape: Shape::of_text(&outcome.model_text()),
+                    }
+                }
             };
             let would_send = trace.of_kind("egress")[sent_before..]
                 .iter()

@@ -330,3 +330,64 @@ fn an_accept_file_that_would_accept_everything_or_says_no_reason_is_refused() {
         assert!(error.contains(expected), "{error}");
     }
 }
+
+#[test]
+fn a_catalogue_without_the_tool_a_narrower_schema_or_an_approval_mode_stops_the_call_first() {
+    use toolgate_core::Mode;
+    let schema = json!({
+        "type": "object",
+        "properties": {"ids": {"type": "array", "items": {"type": "integer"}, "maxItems": 2}},
+        "required": ["ids"],
+        "additionalProperties": false
+    });
+    let gate = CatalogueGate {
+        source: "books-v2".into(),
+        tools: [
+            (
+                "books_get".to_string(),
+                GateTool {
+                    input_schema: schema.clone(),
+                    approval_in: Vec::new(),
+                },
+            ),
+            (
+                "books_tag".to_string(),
+                GateTool {
+                    input_schema: json!({"type": "object"}),
+                    approval_in: vec![Mode::Ask],
+                },
+            ),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    let cases = [
+        ("books_get", json!({"ids": [1]}), Mode::Auto, None),
+        (
+            "books_get",
+            json!({"ids": [1, 2, 3]}),
+            Mode::Auto,
+            Some(refused(Some("validate"), "invalid_argument")),
+        ),
+        (
+            "books_removed",
+            json!({}),
+            Mode::Auto,
+            Some(refused(Some("resolve"), "not_found")),
+        ),
+        ("books_tag", json!({}), Mode::Auto, None),
+        (
+            "books_tag",
+            json!({}),
+            Mode::Ask,
+            Some(Decision::AsksApproval),
+        ),
+    ];
+    for (tool, arguments, mode, expected) in cases {
+        assert_eq!(
+            gate.decide(tool, &arguments, mode),
+            expected,
+            "{tool} {arguments}"
+        );
+    }
+}

@@ -1071,6 +1071,12 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "FILE")]
     pub accept: Option<PathBuf>,
 
+    /// Replay against this catalogue snapshot (`toolgate catalogue snapshot`): its views decide
+    /// whether each tool exists, whether the arguments fit and whether the call asks a human;
+    /// what they let through runs --toolset's handler.
+    #[arg(long, value_name = "CATALOGUE.json")]
+    pub against: Option<PathBuf>,
+
     /// Print the whole report as JSON instead of the summary.
     #[arg(long)]
     pub json: bool,

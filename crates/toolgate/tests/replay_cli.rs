@@ -294,3 +294,71 @@ fn a_committed_trace_of_decision_records_replays_with_its_requests_recorded_not_
     }
     assert_eq!(report["skipped"]["model_turn"], 8);
 }
+
+#[test]
+fn against_a_catalogue_with_one_tool_removed_exactly_that_tools_calls_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = committed_runs();
+    let released = repo().join("catalogue/releases/books-v2.json");
+    let own = replay(
+        dir.path(),
+        &[
+            runs.to_str().unwrap(),
+            "--toolset",
+            "books-v2",
+            "--against",
+            released.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(own.status.code(), Some(0), "{}", stderr(&own));
+    assert_eq!(differences(&report(&own)), Vec::<(String, String)>::new());
+
+    let mut snapshot: Value =
+        serde_json::from_str(&std::fs::read_to_string(&released).unwrap()).unwrap();
+    snapshot["tools"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|t| t["name"] != "books_tag");
+    let changed = dir.path().join("without-tag.json");
+    std::fs::write(&changed, snapshot.to_string()).unwrap();
+    let output = replay(
+        dir.path(),
+        &[
+            runs.to_str().unwrap(),
+            "--toolset",
+            "books-v2",
+            "--against",
+            changed.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report = report(&output);
+    let calls = report["calls"].as_array().unwrap();
+    let tag_calls = calls.iter().filter(|c| c["tool"] == "books_tag").count();
+    assert!(tag_calls > 0);
+    for call in calls {
+        let expected = if call["tool"] == "books_tag" {
+            serde_json::json!({"kind": "now_refused", "stage": "resolve", "code": "not_found"})
+        } else {
+            serde_json::json!({"kind": "same"})
+        };
+        assert_eq!(call["difference"], expected, "{call}");
+    }
+
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "{\"tools\": []}").unwrap();
+    let output = replay(
+        dir.path(),
+        &[
+            runs.to_str().unwrap(),
+            "--toolset",
+            "books-v2",
+            "--against",
+            broken.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("--against"), "{}", stderr(&output));
+}

@@ -9,7 +9,9 @@
 
 use std::io::Write;
 
-use toolgate_eval::replay::{AcceptFile, Compared, Difference, Recording, parse_recording};
+use toolgate_eval::replay::{
+    AcceptFile, CatalogueGate, Compared, Difference, GateTool, Recording, parse_recording,
+};
 use toolgate_eval::replay_run::{ReplayReport, ReplayTarget, StoreSource, replay};
 
 use super::CommandError;
@@ -24,6 +26,13 @@ pub fn run(config: &Config, args: &ReplayArgs) -> Result<(), CommandError> {
         Ok(input) => input,
         Err(message) => bad_input(&message),
     };
+    let against = match &args.against {
+        Some(path) => match read_catalogue(path) {
+            Ok(gate) => Some(gate),
+            Err(message) => bad_input(&message),
+        },
+        None => None,
+    };
     let work = tempfile::tempdir()?;
     let target = ReplayTarget {
         toolset: args.toolset,
@@ -34,6 +43,7 @@ pub fn run(config: &Config, args: &ReplayArgs) -> Result<(), CommandError> {
         exits: config.exits(),
         work_dir: work.path(),
         accept: accept.as_ref(),
+        against: against.as_ref(),
     };
     let total = recording.call_count();
     let show_progress = total >= 20 && !args.json;
@@ -111,6 +121,28 @@ fn read_input(args: &ReplayArgs) -> Result<(Recording, Option<AcceptFile>), Stri
     Ok((recording, accept))
 }
 
+/// A catalogue snapshot (`toolgate catalogue snapshot`) as the views replay checks.
+fn read_catalogue(path: &std::path::Path) -> Result<CatalogueGate, String> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--against {shown}: {e}"))?;
+    let snapshot = toolgate_catalogue::Snapshot::from_json(&text)
+        .map_err(|e| format!("--against {shown}: {e}"))?;
+    Ok(CatalogueGate {
+        source: snapshot.source,
+        tools: snapshot
+            .tools
+            .into_iter()
+            .map(|tool| {
+                let view = GateTool {
+                    input_schema: tool.input_schema,
+                    approval_in: tool.approval_in,
+                };
+                (tool.name, view)
+            })
+            .collect(),
+    })
+}
+
 fn print_report(
     out: &mut impl Write,
     report: &ReplayReport,
@@ -120,9 +152,13 @@ fn print_report(
         Some(name) => format!(" (runs recorded with {name})"),
         None => String::new(),
     };
+    let against = match &args.against {
+        Some(path) => format!(" with the catalogue of {}", path.display()),
+        None => String::new(),
+    };
     writeln!(
         out,
-        "replayed {} calls of {}{recorded} against {}",
+        "replayed {} calls of {}{recorded} against {}{against}",
         report.calls.len(),
         args.trace.display(),
         report.toolset
