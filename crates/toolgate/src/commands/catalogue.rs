@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
-use toolgate_catalogue::{Review, Snapshot, check};
+use toolgate_catalogue::{Review, Snapshot};
 use toolgate_core::clock::{Clock, SystemClock};
 use toolgate_core::trace::NoTrace;
 use toolgate_core::{Principal, Registry};
@@ -81,14 +81,18 @@ pub fn run(
 ) -> Result<(), CommandError> {
     match command {
         CatalogueCommand::Snapshot(args) => snapshot(config, mcp_config, &args),
-        CatalogueCommand::Check(args) => {
-            let code = check_files(&args);
-            if code != 0 {
-                std::process::exit(code);
-            }
-            Ok(())
-        }
+        CatalogueCommand::Check(args) => check(&args),
     }
+}
+
+/// `catalogue check`: prints the report, and exits 1 or 2 itself (the command line's error
+/// path knows only one failure code).
+pub fn check(args: &CheckArgs) -> Result<(), CommandError> {
+    let code = check_files(args);
+    if code != 0 {
+        std::process::exit(code);
+    }
+    Ok(())
 }
 
 fn snapshot(
@@ -180,7 +184,7 @@ fn check_files(args: &CheckArgs) -> i32 {
             return BAD_INPUT;
         }
     };
-    let report = check(&old, &new);
+    let report = toolgate_catalogue::check(&old, &new);
     if args.json {
         println!(
             "{}",

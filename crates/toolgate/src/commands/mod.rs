@@ -91,6 +91,10 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
     match cli.command {
         Command::Mcp(McpCommands::Install(args)) => return mcp_install::install(&args),
         Command::Mcp(McpCommands::Uninstall(args)) => return mcp_install::uninstall(&args),
+        // Compares two files: no configuration needed, none that could refuse to load.
+        Command::Catalogue(catalogue::CatalogueCommand::Check(args)) => {
+            return catalogue::check(&args);
+        }
         _ => {}
     }
     let config = Config::load(cli.config.as_deref())?;
