@@ -10,11 +10,8 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
 
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
 use common::{text, toolgate};
@@ -22,18 +19,9 @@ use common::{text, toolgate};
 /// Serves the notes over stdio (on `store`, args naming a file or a shared store), makes the
 /// calls, and closes the session (the server exits and writes its audit out).
 async fn record_calls(dir: &Path, store: &[&str]) {
-    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate")).configure(|c| {
-        c.args(["serve", "--stdio", "--toolset", "notes"])
-            .args(store)
-            .current_dir(dir)
-            .env_remove("XDG_DATA_HOME")
-            .env("HOME", dir);
-    });
-    let (transport, _stderr) = TokioChildProcess::builder(command)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let client = ().serve(transport).await.expect("the server answers initialize");
+    let mut args = vec!["serve", "--stdio", "--toolset", "notes"];
+    args.extend_from_slice(store);
+    let client = common::stdio::session(dir, &args).await;
     let calls = [
         json!({"query": "budget"}),
         json!({"query": "=HYPERLINK(\"http://evil.example\")"}),

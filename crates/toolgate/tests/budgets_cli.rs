@@ -3,31 +3,30 @@
 //! the key named before anything starts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 use std::process::Stdio;
 
+use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 async fn serve_books(dir: &Path, config: &Path) -> RunningService<RoleClient, ()> {
     let db = dir.join("books.sqlite");
-    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate")).configure(|c| {
-        c.arg("--config")
-            .arg(config)
-            .args(["serve", "--stdio", "--toolset", "books-v2", "--db"])
-            .arg(&db)
-            .current_dir(dir)
-            .env_remove("XDG_DATA_HOME")
-            .env("HOME", dir);
-    });
-    let (transport, _stderr) = TokioChildProcess::builder(command)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    ().serve(transport).await.expect("the server answers")
+    let (config, db) = (config.to_str().unwrap(), db.to_str().unwrap());
+    let args = [
+        "--config",
+        config,
+        "serve",
+        "--stdio",
+        "--toolset",
+        "books-v2",
+        "--db",
+        db,
+    ];
+    common::stdio::session(dir, &args).await
 }
 
 async fn search(client: &RunningService<RoleClient, ()>) -> (bool, Value) {

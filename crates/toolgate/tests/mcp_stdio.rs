@@ -3,31 +3,19 @@
 //! the protocol. Each test is named after what it prevents.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-use std::process::Stdio;
+mod common;
 
+use std::path::Path;
+
+use rmcp::RoleClient;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 async fn connect(dir: &Path, toolset: &str) -> RunningService<RoleClient, ()> {
     let db = dir.join(format!("{toolset}.sqlite"));
-    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate")).configure(|c| {
-        c.args(["serve", "--stdio", "--toolset", toolset, "--db"])
-            .arg(&db)
-            .current_dir(dir)
-            .env_remove("XDG_DATA_HOME")
-            .env("HOME", dir);
-    });
-    let (transport, _stderr) = TokioChildProcess::builder(command)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    ().serve(transport)
-        .await
-        .expect("the server answers initialize")
+    let db = db.to_str().unwrap();
+    common::stdio::session(dir, &["serve", "--stdio", "--toolset", toolset, "--db", db]).await
 }
 
 async fn call(

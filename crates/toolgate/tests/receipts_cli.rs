@@ -15,9 +15,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
 use common::{text, toolgate};
@@ -87,19 +85,18 @@ fn verify_file(dir: &Path, config: &Path, receipt: &Value) -> Output {
 /// and closes the session.
 async fn write_a_note_twice(dir: &Path, config: &Path) {
     let db = dir.join("notes.sqlite");
-    let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate")).configure(|c| {
-        c.args(["--config", config.to_str().unwrap()])
-            .args(["serve", "--stdio", "--toolset", "notes"])
-            .args(["--db", db.to_str().unwrap()])
-            .current_dir(dir)
-            .env_remove("XDG_DATA_HOME")
-            .env("HOME", dir);
-    });
-    let (transport, _stderr) = TokioChildProcess::builder(command)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let client = ().serve(transport).await.expect("the server answers initialize");
+    let (config, db) = (config.to_str().unwrap(), db.to_str().unwrap());
+    let args = [
+        "--config",
+        config,
+        "serve",
+        "--stdio",
+        "--toolset",
+        "notes",
+        "--db",
+        db,
+    ];
+    let client = common::stdio::session(dir, &args).await;
     let note = json!({"title": "Receipt check", "body": "The zanzibar figure is 42."});
     for _ in 0..2 {
         let params = CallToolRequestParams::new("notes_create".to_string())

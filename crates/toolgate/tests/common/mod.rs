@@ -8,6 +8,7 @@ pub mod mail_sink;
 pub mod node;
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 pub mod notes_mail;
+pub mod stdio;
 pub mod team;
 
 use std::path::Path;
