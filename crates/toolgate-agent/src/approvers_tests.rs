@@ -170,3 +170,76 @@ fn a_file_or_a_pipe_is_not_a_terminal_to_ask_on() {
     let refused = TerminalApprover::on(file).unwrap_err();
     assert!(refused.to_string().contains("not one"), "{refused}");
 }
+
+/// A server's form, answered field by field on a real terminal: a required field left empty
+/// and a fraction for an integer asked again, a choice picked by its title, a default kept, the
+/// answers confirmed; no escape byte of the server's reaches the screen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_form_is_answered_on_a_real_terminal() {
+    use toolgate_core::{Asked, QuestionAnswer, ServerQuestion};
+
+    let (terminal, person) = pty();
+    let approver = Arc::new(TerminalApprover::on(terminal.try_clone().unwrap()).unwrap());
+    let screen = screen_of(&person);
+    // Each line is typed after its prompt was shown.
+    let wait_for = |text: &str, times: usize| wait_for(&screen, text, times);
+    let question = ServerQuestion {
+        server: "crm".into(),
+        message: "Who\u{1b}[2J should we contact?".into(),
+        asked: Asked::Form {
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "title": "Name\u{1b}[8m"},
+                    "age": {"type": "integer", "minimum": 0},
+                    "color": {"type": "string", "oneOf": [
+                        {"const": "r", "title": "Red"},
+                        {"const": "g", "title": "Green"},
+                        {"const": "b", "title": "Blue"},
+                    ]},
+                    "news": {"type": "boolean", "default": true},
+                },
+                "required": ["name", "age"],
+            }),
+        },
+    };
+    let asking = Arc::clone(&approver);
+    let answer = tokio::spawn(async move { asking.ask(&question).await });
+    let mut keyboard = person.try_clone().unwrap();
+    wait_for("c = cancel] ", 1);
+    let mut prompts = 0;
+    for line in ["y", "", "Ann", "41.5", "41", "Green", ""] {
+        keyboard.write_all(format!("{line}\n").as_bytes()).unwrap();
+        prompts += 1;
+        if prompts < 7 {
+            wait_for("\n> ", prompts);
+        }
+    }
+    wait_for("[y/N] ", 1);
+    keyboard.write_all(b"y\n").unwrap();
+    assert_eq!(
+        answer.await.unwrap(),
+        Ok(QuestionAnswer::Accept(
+            json!({"name": "Ann", "age": 41, "color": "g", "news": true})
+                .as_object()
+                .unwrap()
+                .clone()
+        ))
+    );
+    let shown = screen.lock().unwrap().clone();
+    let text = String::from_utf8_lossy(&shown);
+    assert!(
+        !shown.contains(&0x1b),
+        "no escape byte reached the terminal: {text:?}"
+    );
+    assert!(text.contains("Who<ESC>[2J should we contact?"), "{text}");
+    assert!(
+        text.contains("Not taken (try 1 of 3): this field is required"),
+        "{text}"
+    );
+    assert!(text.contains("`41.5` is not a whole number"), "{text}");
+    assert!(
+        text.contains("Send these answers to `crm`? [y/N] "),
+        "{text}"
+    );
+}
