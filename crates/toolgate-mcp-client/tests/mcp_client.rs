@@ -5,6 +5,10 @@
 //! over Streamable HTTP in both protocol revisions. Every call goes through our dispatcher.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "mcp_client/calls.rs"]
+mod calls;
+use calls::{call, untrusted_text};
+
 #[path = "../../toolgate/tests/common/node.rs"]
 #[allow(dead_code)]
 mod node_install;
@@ -23,8 +27,8 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::ProtocolVersion;
 use serde_json::{Value, json};
 use toolgate_core::{
-    ApprovalAnswer, ApprovalRequest, Approver, ApproverError, BoxFuture, CallOutcome, CallRequest,
-    Effect, ErrorCode, Principal, Risk,
+    ApprovalAnswer, ApprovalRequest, Approver, ApproverError, BoxFuture, Effect, ErrorCode,
+    Principal, Risk,
 };
 use toolgate_egress::{Egress, EgressConfig, StaticResolver};
 use toolgate_mcp::{HttpLimits, McpServer};
@@ -38,7 +42,7 @@ use toolgate_mcp_client::upstream::{ConnectOptions, Upstream};
 
 const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 use toolgate_store::SharedConnection;
-use toolgate_wiring::{Assembled, ExitsConfig, Seat, Store, StoreKind, ToolsetName, assemble};
+use toolgate_wiring::{Assembled, ExitsConfig, Seat, Store, StoreKind, ToolsetName};
 
 /// A human who says yes to everything, and remembers what was asked.
 #[derive(Default)]
@@ -134,31 +138,7 @@ fn dispatcher(imports: &Imports, approver: Option<Arc<dyn Approver>>) -> Assembl
     if let Some(approver) = approver {
         seat = seat.with_approver(approver);
     }
-    assemble(imports.tools.clone(), imports.withheld.clone(), seat).unwrap()
-}
-
-async fn call(ready: &Assembled, tool: &str, args: Value) -> CallOutcome {
-    ready
-        .caller
-        .call(CallRequest::new(
-            ready.principal.clone(),
-            "run-1",
-            tool,
-            args,
-        ))
-        .await
-}
-
-fn untrusted_text(outcome: &CallOutcome) -> String {
-    let observation = outcome
-        .observation()
-        .unwrap_or_else(|| panic!("the call failed: {:?}", outcome.result));
-    observation
-        .untrusted
-        .iter()
-        .map(|u| u.text.as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
+    calls::dispatcher(imports, seat)
 }
 
 fn spec<'a>(ready: &'a Assembled, tool: &str) -> &'a toolgate_core::ToolSpec {

@@ -7,6 +7,10 @@
 //! Each other test is named after what it prevents.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "mcp_client/calls.rs"]
+#[allow(dead_code)]
+mod calls;
+
 // The server crate's test support, shared (its tests use it too), not copied.
 #[path = "../../toolgate-mcp/tests/support/oidc.rs"]
 mod oidc;
@@ -20,7 +24,7 @@ use std::time::Duration;
 use oidc::{AuthServer, TestKey};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use toolgate_core::{CallOutcome, CallRequest, Principal};
+use toolgate_core::{CallOutcome, Principal};
 use toolgate_egress::{AllowEntry, Egress, EgressConfig, StaticResolver};
 use toolgate_mcp::auth::{AUTH_CONTENT_TYPES, AuthConfig, ResourceServer};
 use toolgate_mcp::http::{Access, serve_http_with};
@@ -343,17 +347,8 @@ impl Browser {
 }
 
 async fn call(imports: &Imports, tool: &str, args: Value) -> CallOutcome {
-    let seat = Seat::new(Principal::local("local-user", &[]));
-    let ready = assemble(imports.tools.clone(), imports.withheld.clone(), seat).unwrap();
-    ready
-        .caller
-        .call(CallRequest::new(
-            ready.principal.clone(),
-            "run-1",
-            tool,
-            args,
-        ))
-        .await
+    let ready = calls::dispatcher(imports, Seat::new(Principal::local("local-user", &[])));
+    calls::call(&ready, tool, args).await
 }
 
 fn mode(path: &Path) -> u32 {

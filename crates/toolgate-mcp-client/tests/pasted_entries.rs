@@ -12,6 +12,10 @@
 //! package there and downloads nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "mcp_client/calls.rs"]
+mod calls;
+use calls::{call, untrusted_text};
+
 #[path = "../../toolgate/tests/common/node.rs"]
 #[allow(dead_code)]
 mod node_install;
@@ -22,9 +26,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use toolgate_core::{CallOutcome, CallRequest, Principal};
+use toolgate_core::Principal;
 use toolgate_egress::{Egress, StaticResolver};
 use toolgate_mcp::{HttpLimits, McpServer};
 use toolgate_mcp_client::config::parse;
@@ -32,7 +36,7 @@ use toolgate_mcp_client::default_env::INHERITED;
 use toolgate_mcp_client::imports::{ImportOptions, Imports, open_receipts};
 use toolgate_mcp_client::plan::ServerRatings;
 use toolgate_mcp_client::upstream::{ConnectOptions, UpstreamError, resolve_program};
-use toolgate_wiring::{Assembled, ExitsConfig, Seat, Store, StoreKind, ToolsetName, assemble};
+use toolgate_wiring::{Assembled, ExitsConfig, Seat, Store, StoreKind, ToolsetName};
 
 /// A secret in our environment that no server's entry names.
 const PLANTED: [(&str, &str); 2] = [
@@ -85,32 +89,7 @@ async fn import(
 }
 
 fn dispatcher(imports: &Imports) -> Assembled {
-    let seat = Seat::new(Principal::local("local-user", &[]));
-    assemble(imports.tools.clone(), imports.withheld.clone(), seat).unwrap()
-}
-
-async fn call(ready: &Assembled, tool: &str, args: Value) -> CallOutcome {
-    ready
-        .caller
-        .call(CallRequest::new(
-            ready.principal.clone(),
-            "run-1",
-            tool,
-            args,
-        ))
-        .await
-}
-
-fn untrusted_text(outcome: &CallOutcome) -> String {
-    let observation = outcome
-        .observation()
-        .unwrap_or_else(|| panic!("the call failed: {:?}", outcome.result));
-    observation
-        .untrusted
-        .iter()
-        .map(|u| u.text.as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
+    calls::dispatcher(imports, Seat::new(Principal::local("local-user", &[])))
 }
 
 /// Every server of `imports` connected, each with at least one tool.

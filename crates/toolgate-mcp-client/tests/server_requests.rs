@@ -5,6 +5,10 @@
 //! model only where `[mcp.servers.NAME] sampling = "allow"`, within the call's budget.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "mcp_client/calls.rs"]
+mod calls;
+use calls::{call, untrusted_text};
+
 #[path = "../../toolgate/tests/common/node.rs"]
 #[allow(dead_code)]
 mod node_install;
@@ -17,8 +21,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use rmcp::model::ProtocolVersion;
 use serde_json::{Map, Value, json};
 use toolgate_core::{
-    ApprovalAnswer, ApprovalRequest, Approver, ApproverError, Asked, BoxFuture, CallOutcome,
-    CallRequest, MemoryTrace, Principal, QuestionAnswer, QuestionRefused, ServerQuestion,
+    ApprovalAnswer, ApprovalRequest, Approver, ApproverError, Asked, BoxFuture, MemoryTrace,
+    Principal, QuestionAnswer, QuestionRefused, ServerQuestion,
 };
 use toolgate_mcp::{HttpLimits, McpServer};
 use toolgate_mcp_client::config::parse;
@@ -27,7 +31,7 @@ use toolgate_mcp_client::plan::ServerRatings;
 use toolgate_mcp_client::server_requests::Sampler;
 use toolgate_mcp_client::upstream::ConnectOptions;
 use toolgate_wiring::sampling::ModelSampler;
-use toolgate_wiring::{Assembled, Seat, assemble};
+use toolgate_wiring::{Assembled, Seat};
 
 const EVERYTHING: &str = "@modelcontextprotocol/server-everything";
 const ELICIT: &str = "everything__trigger_elicitation_request";
@@ -122,31 +126,7 @@ fn dispatcher(
     if let Some(person) = person {
         seat = seat.with_approver(person);
     }
-    assemble(imports.tools.clone(), imports.withheld.clone(), seat).unwrap()
-}
-
-async fn call(ready: &Assembled, tool: &str, args: Value) -> CallOutcome {
-    ready
-        .caller
-        .call(CallRequest::new(
-            ready.principal.clone(),
-            "run-1",
-            tool,
-            args,
-        ))
-        .await
-}
-
-fn untrusted_text(outcome: &CallOutcome) -> String {
-    let observation = outcome
-        .observation()
-        .unwrap_or_else(|| panic!("the call failed: {:?}", outcome.result));
-    observation
-        .untrusted
-        .iter()
-        .map(|u| u.text.as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
+    calls::dispatcher(imports, seat)
 }
 
 #[tokio::test]
