@@ -76,11 +76,228 @@ pub struct Description {
     pub returns: String,
 }
 
-/// A complete, valid argument object with a line saying what it does.
+/// A complete, valid argument object with a line saying what it does, and optionally what a
+/// call with it returns on the toolset's seeded store (checked by `toolgate tools --check`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Example {
     pub label: String,
     pub arguments: Value,
+    /// Not rendered into the description: a model is shown the call, not its answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<Expected>,
+}
+
+/// A JSON type, as an expected shape names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JsonType {
+    Null,
+    Boolean,
+    /// A whole number (also a `number`).
+    Integer,
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+impl JsonType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JsonType::Null => "null",
+            JsonType::Boolean => "boolean",
+            JsonType::Integer => "integer",
+            JsonType::Number => "number",
+            JsonType::String => "string",
+            JsonType::Array => "array",
+            JsonType::Object => "object",
+        }
+    }
+
+    /// Whether `value` is of this type (an integer is also a number).
+    pub fn admits(self, value: &Value) -> bool {
+        match self {
+            JsonType::Null => value.is_null(),
+            JsonType::Boolean => value.is_boolean(),
+            JsonType::Integer => value.is_i64() || value.is_u64(),
+            JsonType::Number => value.is_number(),
+            JsonType::String => value.is_string(),
+            JsonType::Array => value.is_array(),
+            JsonType::Object => value.is_object(),
+        }
+    }
+
+    /// The type of `value` (an integer as `integer`).
+    pub fn of(value: &Value) -> JsonType {
+        match value {
+            Value::Null => JsonType::Null,
+            Value::Bool(_) => JsonType::Boolean,
+            Value::Number(n) if n.is_i64() || n.is_u64() => JsonType::Integer,
+            Value::Number(_) => JsonType::Number,
+            Value::String(_) => JsonType::String,
+            Value::Array(_) => JsonType::Array,
+            Value::Object(_) => JsonType::Object,
+        }
+    }
+}
+
+/// What an example's call must return. Places are JSON pointers (RFC 6901) into the result
+/// content (`/notes/0/title`); the empty pointer is the whole content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expected {
+    /// Each place is present and holds a value of its type; anything else may be there too.
+    Shape(Vec<(String, JsonType)>),
+    /// Each place is present and holds exactly its value.
+    Values(Vec<(String, Value)>),
+    /// The call fails with this stable error code (`not_found`): for an example that shows a
+    /// refusal, or one that needs the network, which the check never reaches.
+    Error(String),
+}
+
+impl Expected {
+    pub fn shape(places: &[(&str, JsonType)]) -> Expected {
+        Expected::Shape(places.iter().map(|(p, t)| (p.to_string(), *t)).collect())
+    }
+
+    pub fn values(places: &[(&str, Value)]) -> Expected {
+        Expected::Values(
+            places
+                .iter()
+                .map(|(p, v)| (p.to_string(), v.clone()))
+                .collect(),
+        )
+    }
+
+    pub fn error(code: crate::error::ErrorCode) -> Expected {
+        Expected::Error(code.as_str().to_string())
+    }
+}
+
+/// How a call ended, as [`check_example_result`] compares it: its result content, or its
+/// error's stable code.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ActualResult<'a> {
+    Content(&'a Value),
+    Error(&'a str),
+}
+
+/// Whether `actual` is what `expected` says, and every way it is not. Pure: the runner that
+/// makes the call lives in the wiring.
+pub fn check_example_result(
+    expected: &Expected,
+    actual: &ActualResult<'_>,
+) -> Result<(), Vec<String>> {
+    let problems: Vec<String> = match (expected, actual) {
+        (Expected::Error(code), ActualResult::Error(got)) if code == got => Vec::new(),
+        (Expected::Error(code), ActualResult::Error(got)) => {
+            vec![format!("expected error `{code}`, got error `{got}`")]
+        }
+        (Expected::Error(code), ActualResult::Content(_)) => {
+            vec![format!("expected error `{code}`, the call succeeded")]
+        }
+        (Expected::Shape(_) | Expected::Values(_), ActualResult::Error(got)) => {
+            vec![format!("the call failed with `{got}`")]
+        }
+        (Expected::Shape(places), ActualResult::Content(content)) => places
+            .iter()
+            .filter_map(|(place, ty)| match content.pointer(place) {
+                None => Some(format!("`{place}` is missing (expected {})", ty.as_str())),
+                Some(v) if !ty.admits(v) => Some(format!(
+                    "`{place}` is {}, expected {}",
+                    JsonType::of(v).as_str(),
+                    ty.as_str()
+                )),
+                Some(_) => None,
+            })
+            .collect(),
+        (Expected::Values(places), ActualResult::Content(content)) => places
+            .iter()
+            .filter_map(|(place, want)| match content.pointer(place) {
+                None => Some(format!("`{place}` is missing (expected {want})")),
+                Some(got) if !same_value(got, want) => {
+                    Some(format!("`{place}` is {got}, expected {want}"))
+                }
+                Some(_) => None,
+            })
+            .collect(),
+    };
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
+
+/// Equal as JSON values, with `2` and `2.0` the same number.
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        _ => a == b,
+    }
+}
+
+/// Whether every place `expected` names can exist in a result valid under `output_schema`,
+/// with a value of the expected type: every way it cannot. Places the schema leaves open (no
+/// `properties` entry in an object that allows others) are not judged.
+pub fn check_expected_against_schema(expected: &Expected, output_schema: &Value) -> Vec<String> {
+    let places: Vec<(&str, Option<JsonType>)> = match expected {
+        Expected::Error(_) => return Vec::new(),
+        Expected::Shape(places) => places.iter().map(|(p, t)| (p.as_str(), Some(*t))).collect(),
+        Expected::Values(places) => places
+            .iter()
+            .map(|(p, v)| (p.as_str(), Some(JsonType::of(v))))
+            .collect(),
+    };
+    let mut problems = Vec::new();
+    for (place, ty) in places {
+        if !place.is_empty() && !place.starts_with('/') {
+            problems.push(format!("`{place}` is not a JSON pointer"));
+            continue;
+        }
+        let mut schema = Some(output_schema);
+        for token in place.split('/').skip(1) {
+            let key = token.replace("~1", "/").replace("~0", "~");
+            let Some(here) = schema else { break };
+            if let Some(sub) = here.get("properties").and_then(|p| p.get(&key)) {
+                schema = Some(sub);
+            } else if let Some(items) = here.get("items").filter(|_| key.parse::<usize>().is_ok()) {
+                schema = Some(items);
+            } else if here.get("additionalProperties") == Some(&Value::Bool(false))
+                || (here.get("items").is_some() && key.parse::<usize>().is_err())
+            {
+                problems.push(format!("`{place}` is not in the output schema"));
+                schema = None;
+                break;
+            } else {
+                // Open at this level: nothing more to judge.
+                schema = None;
+            }
+        }
+        if let (Some(schema), Some(ty)) = (schema, ty)
+            && let Some(declared) = schema.get("type")
+        {
+            let names: Vec<&str> = match declared {
+                Value::String(one) => vec![one.as_str()],
+                Value::Array(many) => many.iter().filter_map(Value::as_str).collect(),
+                _ => Vec::new(),
+            };
+            let fits = names
+                .iter()
+                .any(|n| *n == ty.as_str() || (*n == "number" && ty == JsonType::Integer));
+            if !names.is_empty() && !fits {
+                problems.push(format!(
+                    "`{place}` is {} in the output schema, expected {}",
+                    names.join(" or "),
+                    ty.as_str()
+                ));
+            }
+        }
+    }
+    problems
 }
 
 /// Exactly what a model (or MCP host) is shown.
@@ -223,3 +440,7 @@ impl ToolSpec {
         self.executor.writes
     }
 }
+
+#[cfg(test)]
+#[path = "spec_example_tests.rs"]
+mod example_result_tests;

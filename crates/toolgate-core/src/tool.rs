@@ -6,7 +6,7 @@
 //! compiled once, here, and every call is validated against the compiled form.
 //!
 //! Guarantees: `ToolBuilder::read`/`write` refuse a declaration whose schema is open, whose
-//! examples do not validate, whose risk reason or description is missing, or whose name is not
+//! examples do not validate (or expect a result the output schema rules out), whose risk reason or description is missing, or whose name is not
 //! a namespaced snake_case identifier; `read` also refuses a receipt log or replay view (they
 //! belong to writes). Write handlers must return a [`Receipt`], which only the idempotency ledger can make,
 //! so a write cannot skip idempotency.
@@ -29,7 +29,7 @@ pub use crate::observation::UntrustedText;
 use crate::principal::Principal;
 use crate::schema::{self, CompiledSchema, SchemaError};
 use crate::spec::{
-    Deprecation, Description, Effect, Example, ExecutorView, InputOrigin, Milestone,
+    Deprecation, Description, Effect, Example, ExecutorView, Expected, InputOrigin, Milestone,
     ObservationView, PolicyView, Risk, ToolSpec,
 };
 use crate::taint::{TaintSources, UntrustedSource};
@@ -388,6 +388,14 @@ pub enum DeclarationError {
         label: String,
         problems: String,
     },
+    #[error(
+        "tool `{tool}`: example `{label}` expects a result its output schema rules out: {problems}"
+    )]
+    ExampleResultOutsideSchema {
+        tool: String,
+        label: String,
+        problems: String,
+    },
     #[error("tool `{tool}`: {what} is missing")]
     Missing { tool: String, what: &'static str },
     #[error("tool name `{0}` must be lower snake_case, start with a letter, at most 64 characters")]
@@ -480,6 +488,19 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
         self.examples.push(Example {
             label: label.into(),
             arguments,
+            expected: None,
+        });
+        self
+    }
+
+    /// An example with what its call returns on the toolset's seeded store: a shape, exact
+    /// values, or an error code ([`Expected`]). Checked against the output schema here, when
+    /// the tool declares one, and by running it in `toolgate tools --check`.
+    pub fn example_returns(mut self, label: &str, arguments: Value, expected: Expected) -> Self {
+        self.examples.push(Example {
+            label: label.into(),
+            arguments,
+            expected: Some(expected),
         });
         self
     }
@@ -719,6 +740,16 @@ impl<A: JsonSchema + DeserializeOwned + Send + 'static> ToolBuilder<A> {
                     label: example.label.clone(),
                     problems: text.join("; "),
                 });
+            }
+            if let (Some(expected), Some(output)) = (&example.expected, &self.output_schema) {
+                let problems = crate::spec::check_expected_against_schema(expected, output);
+                if !problems.is_empty() {
+                    return Err(DeclarationError::ExampleResultOutsideSchema {
+                        tool,
+                        label: example.label.clone(),
+                        problems: problems.join("; "),
+                    });
+                }
             }
         }
         let handler = TypedHandler {
