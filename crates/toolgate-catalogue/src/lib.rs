@@ -9,6 +9,7 @@
 //! side is not this crate's job (a removed tool is simply gone from the new catalogue).
 
 pub mod classify;
+pub mod manifest;
 pub mod review;
 mod schema_diff;
 pub mod snapshot;
