@@ -103,6 +103,12 @@ pub enum Command {
     /// each difference as breaking, a policy change to review, or compatible.
     #[command(subcommand)]
     Catalogue(crate::commands::catalogue::CatalogueCommand),
+    /// The release manifest: one file naming the versions and digests of the configuration,
+    /// every toolset's catalogue and schemas, the eval suites and the last eval results, so a
+    /// release is one reviewable unit; and its check against the tree (exit 0 same, 1
+    /// changed, 2 unusable manifest).
+    #[command(subcommand)]
+    Release(crate::commands::release::ReleaseCommand),
 }
 
 /// `toolgate audit ...`.

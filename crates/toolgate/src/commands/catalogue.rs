@@ -116,17 +116,7 @@ fn snapshot(
                     .into(),
             ));
         }
-        (Some(toolset), None) => {
-            // The registry exactly as a front end serves it, on a scratch store.
-            let scratch = tempfile::tempdir()?;
-            let store = open_store(
-                toolset.store(),
-                &scratch.path().join(format!("{toolset}.sqlite")),
-            )?;
-            let seat = Seat::new(Principal::local("toolgate-cli", &[]));
-            let ready = toolgate_wiring::dispatcher(toolset, &store, &config.exits(), seat)?;
-            Snapshot::of_registry(&ready.registry, toolset.as_str(), &taken_on)
-        }
+        (Some(toolset), None) => toolset_snapshot(config, toolset, &taken_on)?,
         (None, flag) => {
             let rt = runtime()?;
             let Some(imports) = rt.block_on(open_imports(config, flag, Arc::new(NoTrace)))? else {
@@ -160,6 +150,27 @@ fn snapshot(
         None => print!("{text}"),
     }
     Ok(())
+}
+
+/// The snapshot of `toolset`'s registry exactly as a front end serves it (built on a scratch
+/// store), taken on `taken_on`. `toolgate release manifest` records the same snapshots.
+pub(crate) fn toolset_snapshot(
+    config: &Config,
+    toolset: ToolsetName,
+    taken_on: &str,
+) -> Result<Snapshot, CommandError> {
+    let scratch = tempfile::tempdir()?;
+    let store = open_store(
+        toolset.store(),
+        &scratch.path().join(format!("{toolset}.sqlite")),
+    )?;
+    let seat = Seat::new(Principal::local("toolgate-cli", &[]));
+    let ready = toolgate_wiring::dispatcher(toolset, &store, &config.exits(), seat)?;
+    Ok(Snapshot::of_registry(
+        &ready.registry,
+        toolset.as_str(),
+        taken_on,
+    ))
 }
 
 /// Runs the gate and prints; returns the exit code.

@@ -12,6 +12,7 @@ mod mcp;
 mod mcp_install;
 mod notes;
 mod receipts;
+pub(crate) mod release;
 mod replay;
 mod serve;
 mod tool_search;
@@ -95,6 +96,8 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Catalogue(catalogue::CatalogueCommand::Check(args)) => {
             return catalogue::check(&args);
         }
+        // Reads the configuration the manifest names, not the one found here.
+        Command::Release(release::ReleaseCommand::Verify(args)) => return release::verify(&args),
         _ => {}
     }
     let config = Config::load(cli.config.as_deref())?;
@@ -119,6 +122,10 @@ pub fn run(cli: Cli) -> Result<(), CommandError> {
         Command::Catalogue(command) => catalogue::run(&config, cli.mcp_config.as_deref(), command),
         Command::Replay(args) => replay::run(&config, &args),
         Command::Receipts(command) => receipts::run(&config, command),
+        Command::Release(release::ReleaseCommand::Manifest(args)) => {
+            release::manifest(&config, cli.config.as_deref(), &args)
+        }
+        Command::Release(release::ReleaseCommand::Verify(args)) => release::verify(&args),
     }
 }
 
