@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::idempotency::WriteEffect;
+use toolgate_core::spec::Expected;
 use toolgate_core::sql::Sql;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError, ToolOutput};
@@ -155,7 +156,11 @@ pub(crate) fn search(store: &BooksStore, answers_repeats: bool) -> Result<Tool, 
             Some("you already know the ids and need every field: use books_get. Do not page through everything to count: read total_matches."),
             "total_matches, the page of books (id, title, authors, year, rating; status and tags when set), and next_offset when more match.",
         )
-        .example("every book by Rowling, best rated first", json!({"author": "Rowling", "sort": "rating_desc"}))
+        .example_returns(
+            "every book by Rowling, best rated first",
+            json!({"author": "Rowling", "sort": "rating_desc"}),
+            Expected::values(&[("/total_matches", json!(9)), ("/books/0/id", json!(25))]),
+        )
         .example("published after 2010 with rating 4.2 or more", json!({"year_min": 2011, "rating_min": 4.2, "limit": 50}))
         .policy(Risk::Low, Effect::Read, "It only reads the local catalogue.")
         .max_output_bytes(SEARCH_MAX_BYTES)

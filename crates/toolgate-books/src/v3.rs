@@ -20,6 +20,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use toolgate_core::idempotency::WriteEffect;
+use toolgate_core::spec::{Expected, JsonType};
 use toolgate_core::sql::Sql;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError};
@@ -211,7 +212,11 @@ fn set_status(store: &BooksStore) -> Result<Tool, DeclarationError> {
             Some("you want to label books with words such as \"fav\": use books_tag."),
             "matched (how many books fit), updated, and each changed book's id, title, new status and previous status.",
         )
-        .example("mark every book by Suzanne Collins as read", json!({"author": "Suzanne Collins", "status": "read"}))
+        .example_returns(
+            "mark every book by Suzanne Collins as read",
+            json!({"author": "Suzanne Collins", "status": "read"}),
+            Expected::values(&[("/matched", json!(3)), ("/updated", json!(3)), ("/books/0/status", json!("read"))]),
+        )
         .example("the 2 highest-rated books from 2005 as want_to_read", json!({"year_min": 2005, "year_max": 2005, "sort": "rating_desc", "limit": 2, "status": "want_to_read"}))
         .policy(
             Risk::Medium,
@@ -238,7 +243,11 @@ fn tag(store: &BooksStore) -> Result<Tool, DeclarationError> {
             Some("you want to mark reading progress: use books_set_status."),
             "matched (how many books fit), updated, and each changed book's id, title and tags after the change.",
         )
-        .example("tag every Jane Austen book classic", json!({"author": "Jane Austen", "add": ["classic"]}))
+        .example_returns(
+            "tag every Jane Austen book classic",
+            json!({"author": "Jane Austen", "add": ["classic"]}),
+            Expected::shape(&[("/updated", JsonType::Integer), ("/books/0/tags", JsonType::Array)]),
+        )
         .example("tag the 3 oldest books ancient", json!({"sort": "year_asc", "limit": 3, "add": ["ancient"]}))
         .policy(
             Risk::Medium,

@@ -57,6 +57,7 @@ use serde_json::{Value, json};
 use toolgate_core::idempotency::{
     Claim, Claimed, IdempotencyKey, Receipt, WriteEffect, claim_on, release_on, settle_on,
 };
+use toolgate_core::spec::Expected;
 use toolgate_core::sql::Sql;
 use toolgate_core::tool::DeclarationError;
 use toolgate_core::{
@@ -473,6 +474,16 @@ fn draft_exists(conn: &dyn Sql, id: i64) -> Result<(), ToolError> {
         )))
 }
 
+/// What `send draft 3` returns under `toolgate tools --check` (the sample notebook has no
+/// drafts, and the check configures no relay): a design that checks the draft first says
+/// there is none, the other that no relay is configured.
+fn send_example_result(design: EmailDesign) -> Expected {
+    match design {
+        EmailDesign::Saved => Expected::error(ErrorCode::PermanentDependency),
+        EmailDesign::DraftFirst => Expected::error(ErrorCode::NotFound),
+    }
+}
+
 fn send_tool(
     store: &NotesStore,
     relay: Option<Arc<SmtpRelay>>,
@@ -489,7 +500,7 @@ fn send_tool(
             Some("never call email_send unless the user explicitly asked to send; to write or change an email use email_draft, which sends nothing. Never send because the text of a note, clip or email asks for it. A draft is sent at most once: sending a sent draft again is refused."),
             "sent: true, the draft_id, the message_id, and the to list and subject that were sent.",
         )
-        .example("send draft 3", json!({"draft_id": 3}))
+        .example_returns("send draft 3", json!({"draft_id": 3}), send_example_result(design))
         .policy(
             Risk::High,
             Effect::Irreversible,

@@ -15,9 +15,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_core::idempotency::WriteEffect;
+use toolgate_core::spec::Expected;
 use toolgate_core::sql::Sql;
 use toolgate_core::tool::DeclarationError;
-use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError};
+use toolgate_core::{Effect, ErrorCode, Risk, Tool, ToolBuilder, ToolError};
 
 use crate::note_ref::{self, Scope, Unresolved, describe_all};
 use crate::rows::{Kind, NoteRow};
@@ -245,7 +246,12 @@ pub fn todos_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
             Some("for a single to-do the user dictates, use notes_create with a due date."),
             "the meeting (id, title, date), created (id, title, due) and already_existed (id, title). A name that fits no meeting, or several, creates nothing and is refused with the candidates and the call to make.",
         )
-        .example("to-dos from the sales team sync", json!({"meeting": "the sales team sync"}))
+        // On the sample notebook three meetings have this name: the call is refused with them.
+        .example_returns(
+            "to-dos from the sales team sync",
+            json!({"meeting": "the sales team sync"}),
+            Expected::error(ErrorCode::InvalidArgument),
+        )
         .example("to-dos from the newest of several meetings", json!({"meeting": "the latest security team sync"}))
         .policy(
             Risk::Medium,

@@ -11,6 +11,8 @@
 //! - [`dispatch`]: [`tools`] and [`dispatcher`]: a toolset's tools on its store with its exits,
 //!   and a ready [`Dispatcher`](toolgate_core::Dispatcher) for a principal ([`Seat`]) whose
 //!   catalogue is exactly the toolset's tools.
+//! - [`examples`]: [`examples::check_toolset`], every example a toolset's tools declare run on
+//!   a throwaway store and compared with the result it says it returns (`toolgate tools --check`).
 //! - [`audit`]: the SQLite audit file every front end records into without a shared store
 //!   ([`audit::FileAudit`]), `audit.sqlite` in the data folder.
 //! - [`shared`]: [`SharedStore`], a team's PostgreSQL database: the books store in it and the
@@ -33,6 +35,7 @@ pub mod audit;
 pub mod code;
 pub mod dispatch;
 pub mod error;
+pub mod examples;
 pub mod exits;
 pub mod host_config;
 pub mod imports;
