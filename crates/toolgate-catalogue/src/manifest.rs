@@ -314,8 +314,7 @@ impl Manifest {
                 supported: MANIFEST_FORMAT,
             });
         }
-        let manifest: Manifest =
-            serde_json::from_value(value).map_err(ManifestError::Malformed)?;
+        let manifest: Manifest = serde_json::from_value(value).map_err(ManifestError::Malformed)?;
         if manifest.content_digest() != manifest.digest {
             return Err(ManifestError::DigestMismatch);
         }
@@ -332,7 +331,10 @@ impl Manifest {
             };
             entries.insert(name, fields);
         };
-        add("toolgate".into(), Value::String(self.toolgate_version.clone()));
+        add(
+            "toolgate".into(),
+            Value::String(self.toolgate_version.clone()),
+        );
         add("evals_dir".into(), Value::String(self.evals_dir.clone()));
         if let Some(config) = &self.config {
             add(format!("config {}", config.path), to_value(config));
@@ -476,7 +478,11 @@ mod tests {
         assert_eq!(a.to_json(), b.to_json());
         let names: Vec<&str> = a.toolsets.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["demo-a", "demo-b"]);
-        let tools: Vec<&str> = a.toolsets[0].tools.iter().map(|t| t.name.as_str()).collect();
+        let tools: Vec<&str> = a.toolsets[0]
+            .tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
         assert_eq!(tools, ["a_find", "a_zed"]);
         let suites: Vec<&str> = a.suites.iter().map(|s| s.path.as_str()).collect();
         assert_eq!(suites, ["evals/a.toml", "evals/z.toml"]);
@@ -486,7 +492,10 @@ mod tests {
     fn runs_are_counted_by_line_and_success_read_only_where_the_report_has_it() {
         let m = build(&inputs());
         assert_eq!(m.runs[0].runs, 2);
-        assert_eq!(m.runs[0].success, BTreeMap::from([("demo-a".to_string(), 0.5)]));
+        assert_eq!(
+            m.runs[0].success,
+            BTreeMap::from([("demo-a".to_string(), 0.5)])
+        );
         let mut no_report = inputs();
         no_report.runs[0].report_json = Some(b"not json".to_vec());
         assert!(build(&no_report).runs[0].success.is_empty());
@@ -516,7 +525,13 @@ mod tests {
             ("not json", "{", |e| matches!(e, ManifestError::NotJson(_))),
             ("no format", "{}", |e| matches!(e, ManifestError::NoFormat)),
             ("newer", r#"{"format": 2}"#, |e| {
-                matches!(e, ManifestError::Newer { found: 2, supported: 1 })
+                matches!(
+                    e,
+                    ManifestError::Newer {
+                        found: 2,
+                        supported: 1
+                    }
+                )
             }),
             ("older", r#"{"format": 0}"#, |e| {
                 matches!(e, ManifestError::Unknown { found: 0, .. })
@@ -532,8 +547,13 @@ mod tests {
             let error = Manifest::from_json(text).unwrap_err();
             assert!(expected(&error), "{name}: {error}");
         }
-        let newer = Manifest::from_json(r#"{"format": 2}"#).unwrap_err().to_string();
-        assert!(newer.contains("format 2") && newer.contains("format 1"), "{newer}");
+        let newer = Manifest::from_json(r#"{"format": 2}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            newer.contains("format 2") && newer.contains("format 1"),
+            "{newer}"
+        );
     }
 
     #[test]
@@ -567,7 +587,11 @@ mod tests {
             (
                 "a run",
                 |i| i.runs[0].runs_jsonl.extend(b"{}\n"),
-                &[("run evals/runs/one", DiffKind::Changed, &["runs", "runs_sha256"])],
+                &[(
+                    "run evals/runs/one",
+                    DiffKind::Changed,
+                    &["runs", "runs_sha256"],
+                )],
             ),
             (
                 "a suite removed",
@@ -578,15 +602,27 @@ mod tests {
             ),
             (
                 "a tool's schema",
-                |i| i.snapshots[1] = snapshot("demo-a", vec![tool("a_zed", 1, "q"), tool("a_find", 2, "r")]),
+                |i| {
+                    i.snapshots[1] = snapshot(
+                        "demo-a",
+                        vec![tool("a_zed", 1, "q"), tool("a_find", 2, "r")],
+                    )
+                },
                 &[
-                    ("tool demo-a/a_find", DiffKind::Changed, &["digest", "schemas_digest"]),
+                    (
+                        "tool demo-a/a_find",
+                        DiffKind::Changed,
+                        &["digest", "schemas_digest"],
+                    ),
                     ("toolset demo-a", DiffKind::Changed, &["digest"]),
                 ],
             ),
             (
                 "a toolset added",
-                |i| i.snapshots.push(snapshot("demo-c", vec![tool("c_find", 1, "q")])),
+                |i| {
+                    i.snapshots
+                        .push(snapshot("demo-c", vec![tool("c_find", 1, "q")]))
+                },
                 &[
                     ("tool demo-c/c_find", DiffKind::Added, &[]),
                     ("toolset demo-c", DiffKind::Added, &[]),

@@ -13,7 +13,9 @@ use common::{text, toolgate};
 use serde_json::Value;
 
 fn repo(path: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
 }
 
 /// A small tree: `policy.toml`, `evals/books.toml` (the real suite) and one run folder with a
@@ -21,11 +23,7 @@ fn repo(path: &str) -> std::path::PathBuf {
 fn tree() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    std::fs::write(
-        root.join("policy.toml"),
-        "[books]\ndb = \"books.sqlite\"\n",
-    )
-    .unwrap();
+    std::fs::write(root.join("policy.toml"), "[books]\ndb = \"books.sqlite\"\n").unwrap();
     let run = root.join("evals/runs/books-dev");
     std::fs::create_dir_all(&run).unwrap();
     std::fs::copy(repo("evals/books.toml"), root.join("evals/books.toml")).unwrap();
@@ -112,7 +110,9 @@ fn a_changed_file_is_named_and_nothing_else() {
         assert_eq!(code, 1, "{file}: {out}{err}");
         let named: Vec<&str> = out
             .lines()
-            .filter(|l| l.starts_with("changed") || l.starts_with("added") || l.starts_with("removed"))
+            .filter(|l| {
+                l.starts_with("changed") || l.starts_with("added") || l.starts_with("removed")
+            })
             .collect();
         assert_eq!(named.len(), 1, "{file}: {out}");
         assert!(named[0].contains(entry), "{file}: {out}");
@@ -132,7 +132,10 @@ fn a_manifest_it_cannot_use_exits_2_saying_why() {
     )
     .unwrap();
     let cases = [
-        ("newer.json", "format 2 is newer than this toolgate reads (format 1)"),
+        (
+            "newer.json",
+            "format 2 is newer than this toolgate reads (format 1)",
+        ),
         ("missing.json", "missing.json: cannot be read"),
         ("edited.json", "does not match its content"),
     ];

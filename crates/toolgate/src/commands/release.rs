@@ -129,9 +129,9 @@ fn verify_code(args: &VerifyArgs) -> Result<i32, String> {
         .toolsets
         .iter()
         .map(|t| {
-            t.name.parse::<ToolsetName>().map_err(|e| {
-                format!("{shown}: toolset `{}`: {e}", t.name)
-            })
+            t.name
+                .parse::<ToolsetName>()
+                .map_err(|e| format!("{shown}: toolset `{}`: {e}", t.name))
         })
         .collect::<Result<Vec<_>, _>>()?;
     // The configuration the manifest names, when it is still there (gone, it is reported as
