@@ -295,6 +295,10 @@ pub struct DecisionRecord {
     /// ([`crate::receipt_signing`]); a replay carries the first call's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receipt: Option<crate::receipt_signing::SignedReceipt>,
+    /// The structure of what the model read, values left out ([`crate::shape`]), for a call
+    /// that ran: a recorded call replays against it (`toolgate replay`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_shape: Option<crate::shape::Shape>,
 }
 
 impl DecisionRecord {
@@ -331,6 +335,7 @@ impl DecisionRecord {
             taint_rule: None,
             nested_writes: false,
             receipt: None,
+            result_shape: None,
         }
     }
 

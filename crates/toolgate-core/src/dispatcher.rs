@@ -57,6 +57,7 @@ use crate::principal::Principal;
 use crate::receipt_signing::{EffectSummary, ReceiptFacts, ReceiptPrincipal, ReceiptSigner};
 use crate::registry::Registry;
 use crate::schema::{self, Violation, ViolationKind};
+use crate::shape::Shape;
 use crate::spec::ToolSpec;
 use crate::taint::{Taint, TaintPolicy, TaintRule, UntrustedSource, find_taint};
 use crate::tool::{
@@ -265,6 +266,7 @@ impl Dispatcher {
                 record.outcome = Outcome::Ok;
                 record.truncated = obs.truncated.is_some();
                 record.redactions += obs.redactions;
+                record.result_shape = Some(Shape::of(&obs.to_model_value()));
             }
             CallResult::Failed(error) => record.outcome = Outcome::Error(error.code),
             CallResult::ApprovalRequired(_) => record.outcome = Outcome::ApprovalRequired,

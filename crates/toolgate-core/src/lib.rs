@@ -50,6 +50,7 @@ pub mod receipt_keys;
 pub mod receipt_signing;
 pub mod registry;
 pub mod schema;
+pub mod shape;
 pub mod spec;
 pub mod sql;
 pub mod taint;

@@ -4,8 +4,9 @@
 //!
 //! Input: JSON Lines of either kind toolgate writes.
 //! - A run's trace: each `tool_call` line is a decision record (tool, arguments, principal,
-//!   run, mode, stage, outcome, approval). Decision records carry no result, so a call read from
-//!   one is compared on its decision only ([`Compared::DecisionOnly`]). Other trace events
+//!   run, mode, stage, outcome, approval, and for a call that ran its `result_shape`). A
+//!   record written before the dispatcher kept the shape has none, so such a call is compared
+//!   on its decision only ([`Compared::DecisionOnly`]). Other trace events
 //!   (`model_turn`, `egress`, `run_end`, ...) are counted and skipped, and so are nested calls
 //!   (a record with `parent_call_id`): the call that made them makes them again. An audit
 //!   export's lines (`toolgate audit export --format jsonl`) are read the same way: each holds
@@ -18,7 +19,7 @@
 //! object that is neither a trace event nor an eval run, a `tool_call` line without a field
 //! replay needs, and an input with no call at all.
 //!
-//! Result shape ([`Shape`]): the JSON structure with the values left out: an object's keys
+//! Result shape ([`Shape`], the core's, the same the dispatcher records): the JSON structure with the values left out: an object's keys
 //! with each value's shape, scalars by type (every number is `number`, so 4 and 4.3 agree),
 //! an array by whether it is empty and the merged shape of its elements (objects merge by the
 //! union of their keys, so a field only some books have does not make two lists differ),
@@ -32,6 +33,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+pub use toolgate_core::shape::Shape;
 
 /// How a call was decided, in the terms replay compares.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -56,92 +58,6 @@ impl fmt::Display for Decision {
             } => write!(f, "refused at {stage} ({code})"),
             Decision::Refused { stage: None, code } => write!(f, "refused ({code})"),
             Decision::AsksApproval => f.write_str("asked for approval"),
-        }
-    }
-}
-
-/// The JSON structure of a result, values left out (see the module documentation).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Shape {
-    Null,
-    Bool,
-    Number,
-    String,
-    /// `None`: empty.
-    Array(Option<Box<Shape>>),
-    Object(BTreeMap<String, Shape>),
-    /// Elements (or one key across elements) of different kinds.
-    Mixed(BTreeSet<Shape>),
-}
-
-impl Shape {
-    /// The shape of `value`.
-    pub fn of(value: &Value) -> Shape {
-        match value {
-            Value::Null => Shape::Null,
-            Value::Bool(_) => Shape::Bool,
-            Value::Number(_) => Shape::Number,
-            Value::String(_) => Shape::String,
-            Value::Array(items) => Shape::Array(
-                items
-                    .iter()
-                    .map(Shape::of)
-                    .reduce(Shape::merge)
-                    .map(Box::new),
-            ),
-            Value::Object(map) => {
-                Shape::Object(map.iter().map(|(k, v)| (k.clone(), Shape::of(v))).collect())
-            }
-        }
-    }
-
-    /// The shape of a result as the model read it: its JSON's, or `string` for other text.
-    pub fn of_text(text: &str) -> Shape {
-        serde_json::from_str::<Value>(text).map_or(Shape::String, |v| Shape::of(&v))
-    }
-
-    /// Two elements' shapes as one.
-    fn merge(self, other: Shape) -> Shape {
-        match (self, other) {
-            (a, b) if a == b => a,
-            (Shape::Object(mut a), Shape::Object(b)) => {
-                for (key, shape) in b {
-                    let merged = match a.remove(&key) {
-                        Some(mine) => mine.merge(shape),
-                        None => shape,
-                    };
-                    a.insert(key, merged);
-                }
-                Shape::Object(a)
-            }
-            (Shape::Array(a), Shape::Array(b)) => Shape::Array(match (a, b) {
-                (Some(a), Some(b)) => Some(Box::new(a.merge(*b))),
-                (a, b) => a.or(b),
-            }),
-            (Shape::Mixed(mut a), Shape::Mixed(b)) => {
-                a.extend(b);
-                Shape::Mixed(a)
-            }
-            (Shape::Mixed(mut a), b) | (b, Shape::Mixed(mut a)) => {
-                a.insert(b);
-                Shape::Mixed(a)
-            }
-            (a, b) => Shape::Mixed([a, b].into_iter().collect()),
-        }
-    }
-
-    /// A short name for a report (`object`, `[]`, `[…]`, `number`, ...).
-    fn kind(&self) -> String {
-        match self {
-            Shape::Null => "null".into(),
-            Shape::Bool => "bool".into(),
-            Shape::Number => "number".into(),
-            Shape::String => "string".into(),
-            Shape::Array(None) => "an empty list".into(),
-            Shape::Array(Some(_)) => "a list".into(),
-            Shape::Object(_) => "an object".into(),
-            Shape::Mixed(kinds) => kinds.iter().map(Shape::kind).collect::<Vec<_>>().join("|"),
         }
     }
 }
@@ -279,6 +195,8 @@ pub enum TraceError {
         kind: &'static str,
         field: &'static str,
     },
+    #[error("line {line}: its `result_shape` is not a result shape ({detail})")]
+    BadShape { line: usize, detail: String },
     #[error("no calls to replay: the input holds no decision record and no eval run with calls")]
     Empty,
 }
@@ -431,7 +349,18 @@ fn decision_record(line: usize, value: &Value) -> Result<Proposal, TraceError> {
             .and_then(Value::as_str)
             .map(str::to_string),
         decision,
-        result: RecordedResult::NotRecorded,
+        // Records written before the dispatcher kept the shape carry none.
+        result: match value.get("result_shape") {
+            None => RecordedResult::NotRecorded,
+            Some(shape) => {
+                RecordedResult::Shape(serde_json::from_value::<Shape>(shape.clone()).map_err(
+                    |e| TraceError::BadShape {
+                        line,
+                        detail: e.to_string(),
+                    },
+                )?)
+            }
+        },
     })
 }
 

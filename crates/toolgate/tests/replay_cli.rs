@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -361,4 +363,103 @@ fn against_a_catalogue_with_one_tool_removed_exactly_that_tools_calls_are_refuse
     );
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("--against"), "{}", stderr(&output));
+}
+
+/// A trace a real `serve --stdio` writes now: its records carry the result's shape, so its
+/// replay compares decision and shape; a copy whose one record says otherwise differs there.
+#[tokio::test]
+async fn a_trace_serve_writes_now_replays_on_decision_and_shape() {
+    use rmcp::model::CallToolRequestParams;
+    let dir = tempfile::tempdir().unwrap();
+    let (db, trace) = (
+        dir.path().join("books.sqlite"),
+        dir.path().join("trace.jsonl"),
+    );
+    let (db_arg, trace_arg) = (db.to_str().unwrap(), trace.to_str().unwrap());
+    let args = [
+        "serve",
+        "--stdio",
+        "--toolset",
+        "books-v2",
+        "--db",
+        db_arg,
+        "--trace",
+        trace_arg,
+    ];
+    let client = common::stdio::session(dir.path(), &args).await;
+    for (tool, arguments) in [
+        (
+            "books_search",
+            serde_json::json!({"author": "Suzanne Collins"}),
+        ),
+        ("books_get", serde_json::json!({"ids": [1]})),
+    ] {
+        let params = CallToolRequestParams::new(tool)
+            .with_arguments(arguments.as_object().cloned().unwrap());
+        let result = client.call_tool(params).await.unwrap();
+        assert_eq!(result.is_error, Some(false), "{result:?}");
+    }
+    client.cancel().await.unwrap();
+
+    let same = replay(
+        dir.path(),
+        &[
+            trace_arg,
+            "--toolset",
+            "books-v2",
+            "--store",
+            db_arg,
+            "--json",
+        ],
+    );
+    assert_eq!(same.status.code(), Some(0), "{}", stderr(&same));
+    let replayed = report(&same);
+    let calls = replayed["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{replayed}");
+    for call in calls {
+        assert_eq!(call["compared"], "decision_and_shape", "{call}");
+        assert_eq!(call["difference"]["kind"], "same", "{call}");
+    }
+
+    // A copy whose books_get record says the result had one more key: exactly that call
+    // differs, and on its result.
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let changed: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let mut event: Value = serde_json::from_str(line).unwrap();
+            if event["gen_ai.tool.name"] == "books_get" {
+                event["result_shape"]["object"]["extra"] = Value::String("string".into());
+            }
+            event.to_string()
+        })
+        .collect();
+    let copy = dir.path().join("changed.jsonl");
+    std::fs::write(&copy, changed.join("\n")).unwrap();
+    let output = replay(
+        dir.path(),
+        &[
+            copy.to_str().unwrap(),
+            "--toolset",
+            "books-v2",
+            "--store",
+            db_arg,
+            "--json",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let report = report(&output);
+    let differing: Vec<&Value> = report["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["difference"]["kind"] != "same")
+        .collect();
+    assert_eq!(differing.len(), 1, "{report}");
+    assert_eq!(differing[0]["tool"], "books_get", "{report}");
+    assert_eq!(
+        differing[0]["difference"]["kind"], "different_result",
+        "{report}"
+    );
+    assert!(differing[0].to_string().contains("extra"), "{report}");
 }
