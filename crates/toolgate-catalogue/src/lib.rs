@@ -1,7 +1,8 @@
 //! The catalogue's release contract: a [`snapshot`] of every tool a toolset offers (model view,
 //! schemas, policy, bounds, error codes, deprecation), and a pure comparison of two snapshots
 //! ([`classify::check`]) that says which differences break callers, which change policy and
-//! must be reviewed ([`review`]), and which are compatible.
+//! must be reviewed ([`review`]), and which are compatible; and the release [`manifest`] that
+//! names a release's configuration, catalogues, eval suites and last eval results by digest.
 //!
 //! Guarantees: a snapshot is read only in a format this build knows (a newer one is refused,
 //! naming both formats) and with no field it does not know; the comparison never does I/O and
