@@ -816,6 +816,11 @@ pub struct ToolsArgs {
     /// folder, so the figures describe the initial state.
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
+    /// Instead of the table, run every tool's examples on a fresh seeded store (writes
+    /// approved, nothing sent out) and check each result against what the example declares;
+    /// prints passed / failed (why) per example and exits 1 on any failure.
+    #[arg(long, conflicts_with_all = ["schema", "db"])]
+    pub check: bool,
 }
 
 /// `--toolset`: the toolsets the wiring knows, each with its summary in the help.

@@ -1,8 +1,10 @@
-//! `toolgate tools`: the risk table, the model views, and what they cost in tokens.
+//! `toolgate tools`: the risk table, the model views, and what they cost in tokens; with
+//! `--check`, every tool's examples run on a fresh store as contract tests.
 
 use serde_json::{Value, json};
 use toolgate_core::{CallRequest, Principal, ToolSpec};
 use toolgate_eval::tokens;
+use toolgate_wiring::examples::{self, ExampleReport, Verdict};
 use toolgate_wiring::{Seat, ToolsetName};
 
 use std::path::Path;
@@ -73,6 +75,9 @@ pub fn run(
         Some(one) => vec![one],
         None => ToolsetName::ALL.to_vec(),
     };
+    if args.check {
+        return check(&toolsets, args.format);
+    }
     // Measure on the given database, or on fresh ones that disappear afterwards.
     let scratch = tempfile::tempdir()?;
     let rt = runtime()?;
@@ -142,6 +147,82 @@ pub fn run(
         rt.block_on(imports.close());
     }
     Ok(())
+}
+
+/// `toolgate tools --check`: every example of every tool of `toolsets`, run on a fresh store
+/// ([`toolgate_wiring::examples`]); an error when any fails.
+fn check(toolsets: &[ToolsetName], format: OutputFormat) -> Result<(), CommandError> {
+    let scratch = tempfile::tempdir()?;
+    let rt = runtime()?;
+    let mut reports = Vec::new();
+    for &toolset in toolsets {
+        let examples = rt.block_on(examples::check_toolset(toolset, scratch.path()))?;
+        reports.push((toolset, examples));
+    }
+    match format {
+        OutputFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&render_check_json(&reports)).unwrap_or_default()
+        ),
+        OutputFormat::Table | OutputFormat::Markdown => print!("{}", render_check(&reports)),
+    }
+    let failed: usize = reports
+        .iter()
+        .map(|(_, r)| r.iter().filter(|e| !e.passed()).count())
+        .sum();
+    if failed == 0 {
+        Ok(())
+    } else {
+        Err(CommandError::ChecksFailed(format!(
+            "{failed} example(s) failed: see the lines marked FAILED above"
+        )))
+    }
+}
+
+fn render_check(reports: &[(ToolsetName, Vec<ExampleReport>)]) -> String {
+    let mut out = String::new();
+    for (toolset, examples) in reports {
+        let passed = examples.iter().filter(|e| e.passed()).count();
+        out.push_str(&format!(
+            "{toolset}: {passed} of {} examples passed\n",
+            examples.len()
+        ));
+        for e in examples {
+            match &e.verdict {
+                Verdict::Passed => {
+                    out.push_str(&format!("  passed  {} ({})\n", e.tool, e.label));
+                }
+                Verdict::Failed(why) => out.push_str(&format!(
+                    "  FAILED  {} ({}): {}\n",
+                    e.tool,
+                    e.label,
+                    why.join("; ")
+                )),
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn render_check_json(reports: &[(ToolsetName, Vec<ExampleReport>)]) -> Value {
+    let toolsets: Vec<Value> = reports
+        .iter()
+        .map(|(toolset, examples)| {
+            let examples: Vec<Value> = examples
+                .iter()
+                .map(|e| {
+                    let why = match &e.verdict {
+                        Verdict::Passed => Vec::new(),
+                        Verdict::Failed(why) => why.clone(),
+                    };
+                    json!({"tool": e.tool, "label": e.label, "passed": e.passed(), "problems": why})
+                })
+                .collect();
+            json!({"name": toolset.as_str(), "examples": examples})
+        })
+        .collect();
+    json!({ "toolsets": toolsets })
 }
 
 /// The definition tokens of the offered imported tools.
