@@ -7,7 +7,8 @@
 //! - [`SystemResolver`] asks the operating system (`getaddrinfo` through tokio's `lookup_host`);
 //!   it is the one used in production. [`StaticResolver`] answers from a fixed table and never
 //!   touches the network; tests use it, and it records which names were asked for.
-//! - Neither connects anywhere.
+//! - Neither connects anywhere. An IP literal is its own address, asked of the resolver too
+//!   ([`Resolver::literal`]) so a resolver that lets nothing be reached refuses it as well.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -21,6 +22,13 @@ pub type ResolveFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<IpAddr>, Str
 /// Turns a canonical host name (lower-case ASCII, no trailing dot) into all its addresses.
 pub trait Resolver: Send + Sync {
     fn resolve<'a>(&'a self, host: &'a str) -> ResolveFuture<'a>;
+
+    /// The addresses an IP literal in a URL or a relay's host stands for: itself, unless this
+    /// resolver lets nothing be reached (a recorder for shadow replay refuses literals too, so
+    /// no exit can connect by naming an address instead of a name).
+    fn literal(&self, ip: IpAddr) -> Result<Vec<IpAddr>, String> {
+        Ok(vec![ip])
+    }
 }
 
 /// The operating system's resolver.
@@ -91,7 +99,14 @@ pub async fn addresses_of(
     host: &crate::canon::Host,
 ) -> Result<Vec<IpAddr>, crate::error::EgressError> {
     match host {
-        crate::canon::Host::Ip(ip) => Ok(vec![*ip]),
+        crate::canon::Host::Ip(ip) => {
+            resolver
+                .literal(*ip)
+                .map_err(|detail| crate::error::EgressError::Resolve {
+                    host: ip.to_string(),
+                    detail,
+                })
+        }
         crate::canon::Host::Domain(name) => {
             resolver
                 .resolve(name)

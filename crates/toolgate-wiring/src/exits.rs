@@ -153,6 +153,15 @@ impl Resolver for RecordingResolver {
         }
         Box::pin(async { Err(NOTHING_LEAVES.to_string()) })
     }
+
+    /// An address named directly (`http://127.0.0.1/`, a relay at `127.0.0.1`) is refused as a
+    /// name is: otherwise an exit would connect without asking.
+    fn literal(&self, ip: std::net::IpAddr) -> Result<Vec<std::net::IpAddr>, String> {
+        if let Ok(mut asked) = self.asked.lock() {
+            asked.push(ip.to_string());
+        }
+        Err(NOTHING_LEAVES.to_string())
+    }
 }
 
 #[cfg(test)]
