@@ -8,20 +8,37 @@
 //! the budget allowed ([`toolgate_mcp_client::server_requests`]); the answer is the model's
 //! text only.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use toolgate_core::BoxFuture;
 use toolgate_llm::{Message, Model, ModelRequest, Role, StopReason, ToolChoice};
 use toolgate_mcp_client::server_requests::{SampleRequest, SampleRole, Sampled, Sampler};
 
-/// A [`Sampler`] running on `model`.
+/// A [`Sampler`] running on a model: given now ([`ModelSampler::new`]), or later, once the front
+/// end has loaded it ([`ModelSampler::later`] and [`ModelSampler::provide`]), so opening the
+/// imports never waits for a model and a refusal to start (a missing sandbox) loads none.
 pub struct ModelSampler {
-    model: Arc<dyn Model>,
+    model: OnceLock<Arc<dyn Model>>,
 }
 
 impl ModelSampler {
     pub fn new(model: Arc<dyn Model>) -> Self {
-        ModelSampler { model }
+        let sampler = ModelSampler::later();
+        sampler.provide(model);
+        sampler
+    }
+
+    /// A sampler without its model yet: until [`ModelSampler::provide`], every sampling
+    /// request is refused.
+    pub fn later() -> Self {
+        ModelSampler {
+            model: OnceLock::new(),
+        }
+    }
+
+    /// Gives the sampler its model (the first one given stays).
+    pub fn provide(&self, model: Arc<dyn Model>) {
+        let _ = self.model.set(model);
     }
 }
 
@@ -72,8 +89,11 @@ fn merge_turns(messages: Vec<Message>) -> Vec<Message> {
 impl Sampler for ModelSampler {
     fn sample<'a>(&'a self, request: &'a SampleRequest) -> BoxFuture<'a, Result<Sampled, String>> {
         Box::pin(async move {
-            let response = self
+            let model = self
                 .model
+                .get()
+                .ok_or_else(|| "toolgate's model is not loaded yet".to_string())?;
+            let response = model
                 .complete(&model_request(request))
                 .await
                 .map_err(|e| e.to_string())?;

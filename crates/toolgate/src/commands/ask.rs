@@ -135,15 +135,14 @@ fn build(
     if let Some(budgets) = config.budgets() {
         seat = seat.with_budgets(budgets);
     }
-    let spec = choose_model(args.model.as_deref().or(config.model.name.as_deref()))?;
-    let model = load_model(&spec, args.ctx, !args.quiet)?;
-    // A server allowed to sample (`[mcp.servers.NAME] sampling = "allow"`) runs on this model.
+    // A server allowed to sample (`[mcp.servers.NAME] sampling = "allow"`) runs on the model
+    // this command loads below, after everything that may refuse to start has been checked.
+    let sampler = toolgate_wiring::imports::sampling_allowed(&config.mcp)
+        .then(|| Arc::new(toolgate_wiring::sampling::ModelSampler::later()));
     let placement = toolgate_wiring::Placement {
-        sampler: toolgate_wiring::imports::sampling_allowed(&config.mcp).then(|| {
-            Arc::new(toolgate_wiring::sampling::ModelSampler::new(Arc::clone(
-                &model,
-            ))) as Arc<dyn toolgate_mcp_client::server_requests::Sampler>
-        }),
+        sampler: sampler
+            .clone()
+            .map(|s| s as Arc<dyn toolgate_mcp_client::server_requests::Sampler>),
         ..toolgate_wiring::Placement::default()
     };
     let imports = rt.block_on(toolgate_wiring::open_imports_placed(
@@ -177,6 +176,11 @@ fn build(
     let path = store.path().to_path_buf();
     let ready =
         toolgate_wiring::dispatcher_with(args.toolset, &store, &config.exits(), seat, extra)?;
+    let spec = choose_model(args.model.as_deref().or(config.model.name.as_deref()))?;
+    let model = load_model(&spec, args.ctx, !args.quiet)?;
+    if let Some(sampler) = &sampler {
+        sampler.provide(Arc::clone(&model));
+    }
     let model_name = model.name();
     if !args.quiet {
         println!(
