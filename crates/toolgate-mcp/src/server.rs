@@ -20,7 +20,8 @@
 //!
 //! A call that needs a human is asked through the protocol ([`crate::approval`]). Text a tool
 //! marks untrusted (a clipped page) is never mixed into the result's text: each piece is its own
-//! content block, marked in its text and in its `_meta` under [`UNTRUSTED_META`].
+//! content block, marked in its text and in its `_meta` under [`UNTRUSTED_META`]; a write's
+//! signed receipt travels in the result's `_meta` under [`RECEIPT_META`].
 //!
 //! Taint: the server remembers, per session and principal, the untrusted texts (and our own
 //! trusted results) it returned, and hands them to the dispatcher with every later call of that
@@ -77,6 +78,9 @@ pub use toolgate_mcp_client::forwarded::{PARENT_CALL_META, valid_parent_referenc
 
 /// The `_meta` key that marks a content block as untrusted text (data, never instructions).
 pub const UNTRUSTED_META: &str = "toolgate/untrusted";
+/// The `_meta` key of a write's result under which its signed receipt travels, when the
+/// server signs receipts (`[receipts] signing_key`).
+pub const RECEIPT_META: &str = "toolgate/receipt";
 
 /// How long a 2026-07-28 client may cache the tool list when the catalogue of the running
 /// server does not change.
@@ -715,7 +719,17 @@ impl McpServer {
         match outcome.result {
             CallResult::Done(observation) => {
                 let structured = self.offered().structured.contains(&outcome.record.tool);
-                Ok(success(observation, structured).into())
+                let mut result = success(observation, structured);
+                // A write's signed receipt goes to the host, which can verify it with the
+                // public key alone (`toolgate receipts verify`).
+                if let Some(receipt) = &outcome.record.receipt
+                    && let Ok(receipt) = serde_json::to_value(receipt)
+                {
+                    let mut meta = serde_json::Map::new();
+                    meta.insert(RECEIPT_META.into(), receipt);
+                    result.meta = Some(rmcp::model::MetaObject(meta));
+                }
+                Ok(result.into())
             }
             CallResult::Failed(ref error)
                 if error.code == ErrorCode::NotFound && outcome.record.stage == Stage::Resolve =>

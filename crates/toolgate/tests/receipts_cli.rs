@@ -82,8 +82,8 @@ fn verify_file(dir: &Path, config: &Path, receipt: &Value) -> Output {
 }
 
 /// Serves the notes over stdio with `config`, creates one note twice (the retry replays),
-/// and closes the session.
-async fn write_a_note_twice(dir: &Path, config: &Path) {
+/// and closes the session; the receipts the host got in each result's `_meta`.
+async fn write_a_note_twice(dir: &Path, config: &Path) -> Vec<Value> {
     let db = dir.join("notes.sqlite");
     let (config, db) = (config.to_str().unwrap(), db.to_str().unwrap());
     let args = [
@@ -98,13 +98,20 @@ async fn write_a_note_twice(dir: &Path, config: &Path) {
     ];
     let client = common::stdio::session(dir, &args).await;
     let note = json!({"title": "Receipt check", "body": "The zanzibar figure is 42."});
+    let mut received = Vec::new();
     for _ in 0..2 {
         let params = CallToolRequestParams::new("notes_create".to_string())
             .with_arguments(note.as_object().cloned().unwrap());
         let result = client.call_tool(params).await.expect("a tool result");
         assert_ne!(result.is_error, Some(true), "{result:?}");
+        let meta = result
+            .meta
+            .map(|m| Value::Object(m.0))
+            .unwrap_or(Value::Null);
+        received.push(meta["toolgate/receipt"].clone());
     }
     client.cancel().await.unwrap();
+    received
 }
 
 /// The decision records of `notes_create` in the audit file, oldest first, once both are there.
@@ -160,9 +167,11 @@ async fn a_writes_receipt_is_signed_verified_tamper_evident_and_survives_rotatio
     let (old_key, old_id) = keygen(dir, "old.key");
     let config = write_config(dir, "signing.toml", &old_key, &[]);
 
-    write_a_note_twice(dir, &config).await;
+    let received = write_a_note_twice(dir, &config).await;
     let records = recorded_writes(dir).await;
     let (first, replay) = (&records[0]["receipt"], &records[1]["receipt"]);
+    // The host got the very receipts the audit holds, in each result's `_meta`.
+    assert_eq!(received, [first.clone(), replay.clone()]);
     assert_eq!(records[1]["duplicate"], true, "{records:#?}");
     assert_eq!(first["key_id"], old_id.as_str());
     assert_eq!(first["tool"], "notes_create");
