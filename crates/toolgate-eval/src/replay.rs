@@ -289,24 +289,27 @@ fn text_field(
     value: &Value,
     field: &'static str,
 ) -> Result<String, TraceError> {
+    field_as(line, kind, value, field, |v| v.as_str().map(str::to_string))
+}
+
+/// `field` of a `kind` line read by `read`, or the error naming the line and the field.
+fn field_as<T>(
+    line: usize,
+    kind: &'static str,
+    value: &Value,
+    field: &'static str,
+    read: impl Fn(&Value) -> Option<T>,
+) -> Result<T, TraceError> {
     value
         .get(field)
-        .and_then(Value::as_str)
-        .map(str::to_string)
+        .and_then(read)
         .ok_or(TraceError::MissingField { line, kind, field })
 }
 
 fn decision_record(line: usize, value: &Value) -> Result<Proposal, TraceError> {
     let kind = "tool_call";
     let field = |name: &'static str| text_field(line, kind, value, name);
-    let arguments = value
-        .get("arguments")
-        .cloned()
-        .ok_or(TraceError::MissingField {
-            line,
-            kind,
-            field: "arguments",
-        })?;
+    let arguments = field_as(line, kind, value, "arguments", |v| Some(v.clone()))?;
     let outcome = field("outcome")?;
     let stage = field("stage")?;
     let approval = value
@@ -376,36 +379,15 @@ fn eval_run(
 ) -> Result<RecordedRun, TraceError> {
     let kind = "eval run";
     let task = text_field(line, kind, value, "task")?;
-    let index = value
-        .get("index")
-        .and_then(Value::as_u64)
-        .ok_or(TraceError::MissingField {
-            line,
-            kind,
-            field: "index",
-        })?;
+    let index = field_as(line, kind, value, "index", Value::as_u64)?;
     // The eval's own run id, so that effect identities are the ones it had.
     let run_id = format!("{toolset}/{task}/{index}");
     let mut proposals = Vec::with_capacity(calls.len());
     for (n, call) in calls.iter().enumerate() {
         let kind = "eval call";
         let tool = text_field(line, kind, call, "tool")?;
-        let arguments = call
-            .get("arguments")
-            .cloned()
-            .ok_or(TraceError::MissingField {
-                line,
-                kind,
-                field: "arguments",
-            })?;
-        let is_error =
-            call.get("is_error")
-                .and_then(Value::as_bool)
-                .ok_or(TraceError::MissingField {
-                    line,
-                    kind,
-                    field: "is_error",
-                })?;
+        let arguments = field_as(line, kind, call, "arguments", |v| Some(v.clone()))?;
+        let is_error = field_as(line, kind, call, "is_error", Value::as_bool)?;
         let result = text_field(line, kind, call, "result")?;
         if answered_by_the_loop(&result) {
             *skipped.entry(LOOP_ANSWERED.into()).or_default() += 1;
