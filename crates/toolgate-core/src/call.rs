@@ -169,6 +169,8 @@ pub enum ApprovedVia {
     Approver,
     /// A ticket redeemed with the human's yes.
     Ticket,
+    /// The plan the person approved for exactly this call ([`crate::phase_gate`]), used once.
+    Plan,
 }
 
 /// How approval went for this call.

@@ -44,6 +44,8 @@ pub mod health;
 pub mod idempotency;
 pub mod observation;
 pub mod offers;
+pub mod phase_gate;
+pub mod plan_tool;
 pub mod principal;
 pub mod question;
 pub mod receipt_keys;

@@ -110,6 +110,11 @@ pub(crate) trait CallBack: Send + Sync {
     fn writes(&self, tool: &str) -> bool;
     /// How long a person has to answer.
     fn approval_timeout(&self) -> std::time::Duration;
+    /// The version of `tool` served now (`None`: no such tool).
+    fn version_of(&self, tool: &str) -> Option<u32>;
+    /// Whether `tool` is in `principal`'s catalogue for run `run_id` now (the phases open it,
+    /// or do not close it); says nothing about scopes.
+    fn in_run_catalogue(&self, principal: &Principal, run_id: &str, tool: &str) -> bool;
 }
 
 /// A handler's way to call other tools: every call goes back through the dispatcher, under the
@@ -274,6 +279,18 @@ impl ToolCaller {
                 after_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
             }),
         }
+    }
+
+    /// The version of `tool` the dispatcher serves now (`None`: no such tool).
+    pub fn tool_version(&self, tool: &str) -> Option<u32> {
+        self.back.version_of(tool)
+    }
+
+    /// Whether the policy's phases let this call's run reach `tool` now (always, without
+    /// phases); scopes are asked separately ([`Principal::may_see`]).
+    pub fn open_in_run(&self, tool: &str) -> bool {
+        self.back
+            .in_run_catalogue(&self.parent.principal, &self.parent.run_id, tool)
     }
 
     /// The approval channel nested calls use.

@@ -6,7 +6,8 @@
 //! rendered description, built once when the tool is declared; ranking is by BM25 with the name
 //! weighted above the description, ties broken by name, so the same query over the same
 //! catalogue always gives the same list; a search returns only tools the calling principal may
-//! call (the same [`Principal::may_see`] question the registry's listing asks), never
+//! call (the same [`Principal::may_see`] question the registry's listing asks) and the run's
+//! phases let it reach now (the dispatcher's [`run_catalogue`](crate::Dispatcher::run_catalogue)), never
 //! `tool_search` itself, and at most [`MAX_LIMIT`] of them. `tool_search` is an ordinary low-risk
 //! read tool: it is reached only through the dispatcher, like every call.
 //!
@@ -127,6 +128,18 @@ impl ToolIndex {
         query: &str,
         limit: usize,
     ) -> Result<Vec<Hit>, ToolError> {
+        self.search_open(principal, query, limit, |_| true)
+    }
+
+    /// [`Self::search`] among the tools `open` also admits (those the run's phases let it
+    /// reach now), so a search never offers what the dispatcher would refuse.
+    pub fn search_open(
+        &self,
+        principal: &Principal,
+        query: &str,
+        limit: usize,
+        open: impl Fn(&str) -> bool,
+    ) -> Result<Vec<Hit>, ToolError> {
         let Some(expression) = match_expression(query) else {
             return Err(
                 ToolError::invalid("query", "the query has no word to search for")
@@ -150,7 +163,7 @@ impl ToolIndex {
             .filter(|&row| {
                 self.entries
                     .get(row)
-                    .is_some_and(|e| principal.may_see(&e.name, &e.scopes))
+                    .is_some_and(|e| principal.may_see(&e.name, &e.scopes) && open(&e.name))
             })
             .collect();
         Ok(first_distinct(visible, limit.clamp(1, MAX_LIMIT))
@@ -260,7 +273,9 @@ pub fn tool_search_tool<'a>(
             let index = Arc::clone(&index);
             async move {
                 let limit = args.limit.map_or(DEFAULT_LIMIT, usize::from);
-                let hits = index.search(&ctx.principal, &args.query, limit)?;
+                let hits = index.search_open(&ctx.principal, &args.query, limit, |name| {
+                    ctx.tools.open_in_run(name)
+                })?;
                 Ok(ToolOutput::new(search_result(&args.query, &hits)))
             }
         })?;
