@@ -3,9 +3,14 @@
 //! the configuration file (its bytes' SHA-256 and the digest of its parsed content), every
 //! toolset's catalogue (its digest, and per tool the name, version, digest and the digest of
 //! its schemas, from a [`Snapshot`]), every eval suite file (SHA-256, task count), and the last
-//! eval results (per run folder: the SHA-256 of `runs.jsonl`, the number of runs and, when the
-//! report has it, the success rate per toolset), sealed by a digest over the whole manifest's
-//! canonical JSON.
+//! eval results (per finished run folder: the SHA-256 of `runs.jsonl`, the number of runs and,
+//! when the report has it, the success rate per toolset), sealed by a digest over the whole
+//! manifest's canonical JSON.
+//!
+//! Only finished measurements are release entries ([`run_finished`]): a folder an eval is still
+//! appending to changes under a committed manifest, so it is left out (and listed by
+//! [`skipped`] with the reason) until its report is written over every run its plan asks for;
+//! it then appears as an added entry.
 //!
 //! Guarantees: [`build`] is pure (the caller reads the files) and deterministic: lists are
 //! sorted, keys are written sorted, so the same tree gives byte-identical manifests.
@@ -127,12 +132,63 @@ pub struct SuiteInput {
     pub tasks: Option<usize>,
 }
 
-#[derive(Debug, Clone)]
+/// One folder under `<evals>/runs/` that has a `runs.jsonl` or a `plan.json`.
+#[derive(Debug, Clone, Default)]
 pub struct RunInput {
     pub path: String,
-    pub runs_jsonl: Vec<u8>,
+    /// The folder's `runs.jsonl`, when it has one.
+    pub runs_jsonl: Option<Vec<u8>>,
+    /// The folder's `plan.json`, when it has one.
+    pub plan_json: Option<Vec<u8>>,
     /// The folder's `report.json`, when it has one.
     pub report_json: Option<Vec<u8>>,
+    /// Whether the folder has a `report.md` (the only report the code-mode measurement writes).
+    pub report_md: bool,
+}
+
+/// Why a run folder is not (yet) a release entry. The message is what `release manifest`
+/// prints after the folder's path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unfinished {
+    /// The plan is written before the first run; `runs.jsonl` only with it.
+    #[error("unfinished (no runs.jsonl yet)")]
+    NoRuns,
+    /// The eval writes its report after its last run: none yet means it is running, or was
+    /// stopped and may be resumed.
+    #[error("unfinished ({}, no {report})", runs_of(*runs, *planned))]
+    NoReport {
+        runs: usize,
+        planned: Option<usize>,
+        report: &'static str,
+    },
+    /// A report over part of the plan: rendered by hand (`eval report`) mid-run, or the eval
+    /// was stopped; a `--resume` appends the rest.
+    #[error("unfinished ({runs} of {planned} runs)")]
+    ShortOfPlan { runs: usize, planned: usize },
+    /// More records than the plan asks for: not the measurement the plan describes.
+    #[error("not as planned ({runs} runs, the plan asks for {planned})")]
+    BeyondPlan { runs: usize, planned: usize },
+    /// Runs were appended after the report was written.
+    #[error("unfinished (report.json covers {covered} of the {runs} runs in runs.jsonl)")]
+    StaleReport { covered: usize, runs: usize },
+    /// Whether it is finished cannot be told, so it is not recorded (fail closed).
+    #[error("plan.json cannot be read: {0}")]
+    UnreadablePlan(String),
+}
+
+fn runs_of(runs: usize, planned: Option<usize>) -> String {
+    match planned {
+        Some(planned) => format!("{runs} of {planned} runs"),
+        None if runs == 1 => "1 run".to_string(),
+        None => format!("{runs} runs"),
+    }
+}
+
+/// A run folder left out of the manifest, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    pub path: String,
+    pub reason: String,
 }
 
 /// Why a manifest could not be read.
@@ -197,7 +253,14 @@ pub fn build(inputs: &Inputs) -> Manifest {
         })
         .collect();
     suites.sort_by(|a, b| a.path.cmp(&b.path));
-    let mut runs: Vec<RunEntry> = inputs.runs.iter().map(run_entry).collect();
+    let mut runs: Vec<RunEntry> = inputs
+        .runs
+        .iter()
+        .filter_map(|run| match (run_finished(run), &run.runs_jsonl) {
+            (Ok(()), Some(jsonl)) => Some(run_entry(run, jsonl)),
+            _ => None,
+        })
+        .collect();
     runs.sort_by(|a, b| a.path.cmp(&b.path));
     let mut manifest = Manifest {
         format: MANIFEST_FORMAT,
@@ -238,15 +301,103 @@ fn toolset_entry(snapshot: &Snapshot) -> ToolsetEntry {
     }
 }
 
-fn run_entry(run: &RunInput) -> RunEntry {
-    let runs = String::from_utf8_lossy(&run.runs_jsonl)
+/// The run folders of `inputs` that [`build`] leaves out, ordered by path, with the reason.
+pub fn skipped(inputs: &Inputs) -> Vec<Skipped> {
+    let mut skipped: Vec<Skipped> = inputs
+        .runs
+        .iter()
+        .filter_map(|run| {
+            run_finished(run).err().map(|reason| Skipped {
+                path: run.path.clone(),
+                reason: reason.to_string(),
+            })
+        })
+        .collect();
+    skipped.sort_by(|a, b| a.path.cmp(&b.path));
+    skipped
+}
+
+/// Whether the measurement in a run folder is finished, so that its files no longer change:
+/// - it has runs (`runs.jsonl`);
+/// - it has its report, which every eval writes after its last run: `report.json` (the suite
+///   and tool-search evals), or, in a folder without a plan, `report.md` (the code-mode
+///   measurement writes only that);
+/// - when `plan.json` is a suite eval's plan (it lists `toolsets` and `tasks` and says `runs`),
+///   `runs.jsonl` holds exactly toolsets x tasks x runs records (a tool-search plan does not
+///   list its tasks, so its size cannot be told from the plan alone: its report decides);
+/// - when `report.json` lists its runs (a suite eval's report), it lists all of them (no run
+///   was appended after the report was written).
+pub fn run_finished(run: &RunInput) -> Result<(), Unfinished> {
+    let planned = match &run.plan_json {
+        None => None,
+        Some(bytes) => planned_runs(bytes)?,
+    };
+    let Some(jsonl) = &run.runs_jsonl else {
+        return Err(Unfinished::NoRuns);
+    };
+    let runs = count_runs(jsonl);
+    let has_report = run.report_json.is_some() || (run.plan_json.is_none() && run.report_md);
+    if !has_report {
+        let report = if run.plan_json.is_some() {
+            "report.json"
+        } else {
+            "report.json or report.md"
+        };
+        return Err(Unfinished::NoReport {
+            runs,
+            planned,
+            report,
+        });
+    }
+    match planned {
+        Some(planned) if runs < planned => return Err(Unfinished::ShortOfPlan { runs, planned }),
+        Some(planned) if runs > planned => return Err(Unfinished::BeyondPlan { runs, planned }),
+        _ => {}
+    }
+    let covered = run
+        .report_json
+        .as_deref()
+        .and_then(|bytes| serde_json::from_slice::<Value>(bytes).ok())
+        .and_then(|report| report.get("runs")?.as_array().map(Vec::len));
+    match covered {
+        Some(covered) if covered != runs => Err(Unfinished::StaleReport { covered, runs }),
+        _ => Ok(()),
+    }
+}
+
+/// The number of runs a suite eval's plan asks for (toolsets x tasks x runs); `None` for a plan
+/// of another shape.
+fn planned_runs(plan: &[u8]) -> Result<Option<usize>, Unfinished> {
+    let value: Value =
+        serde_json::from_slice(plan).map_err(|e| Unfinished::UnreadablePlan(e.to_string()))?;
+    let Some(plan) = value.as_object() else {
+        return Err(Unfinished::UnreadablePlan("not a JSON object".into()));
+    };
+    let toolsets = plan.get("toolsets").and_then(Value::as_array).map(Vec::len);
+    let tasks = plan.get("tasks").and_then(Value::as_array).map(Vec::len);
+    let runs = plan
+        .get("runs")
+        .and_then(Value::as_u64)
+        .and_then(|r| usize::try_from(r).ok());
+    Ok(match (toolsets, tasks, runs) {
+        (Some(toolsets), Some(tasks), Some(runs)) => Some(toolsets * tasks * runs),
+        _ => None,
+    })
+}
+
+/// Records are the non-empty lines of `runs.jsonl`.
+fn count_runs(jsonl: &[u8]) -> usize {
+    String::from_utf8_lossy(jsonl)
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .count();
+        .count()
+}
+
+fn run_entry(run: &RunInput, jsonl: &[u8]) -> RunEntry {
     RunEntry {
         path: run.path.clone(),
-        runs_sha256: sha256_hex(&run.runs_jsonl),
-        runs,
+        runs_sha256: sha256_hex(jsonl),
+        runs: count_runs(jsonl),
         success: run
             .report_json
             .as_deref()
@@ -459,11 +610,13 @@ mod tests {
             ],
             runs: vec![RunInput {
                 path: "evals/runs/one".into(),
-                runs_jsonl: b"{\"success\":true}\n\n{\"success\":false}\n".to_vec(),
+                runs_jsonl: Some(b"{\"success\":true}\n\n{\"success\":false}\n".to_vec()),
+                plan_json: None,
                 report_json: Some(
                     br#"{"toolsets":[{"toolset":"demo-a","success":{"mean":0.5}},{"toolset":"odd"}]}"#
                         .to_vec(),
                 ),
+                report_md: true,
             }],
         }
     }
@@ -586,7 +739,7 @@ mod tests {
             ),
             (
                 "a run",
-                |i| i.runs[0].runs_jsonl.extend(b"{}\n"),
+                |i| i.runs[0].runs_jsonl.as_mut().unwrap().extend(b"{}\n"),
                 &[(
                     "run evals/runs/one",
                     DiffKind::Changed,
@@ -650,5 +803,217 @@ mod tests {
                 .collect();
             assert_eq!(got, expected, "{name}");
         }
+    }
+
+    /// A suite eval's folder: a plan for `planned` runs (one toolset, `planned` tasks, one run
+    /// each), `runs` records, and a report over `reported` runs when given.
+    fn suite_folder(planned: usize, runs: usize, reported: Option<usize>) -> RunInput {
+        let tasks: Vec<String> = (0..planned).map(|i| format!("t{i}")).collect();
+        let plan = json!({"suite_name": "s", "toolsets": ["demo-a"], "tasks": tasks, "runs": 1});
+        RunInput {
+            path: "evals/runs/suite".into(),
+            runs_jsonl: Some("{\"success\":true}\n".repeat(runs).into_bytes()),
+            plan_json: Some(plan.to_string().into_bytes()),
+            report_json: reported.map(|n| {
+                json!({"toolsets": [], "runs": vec![json!({}); n]})
+                    .to_string()
+                    .into_bytes()
+            }),
+            report_md: reported.is_some(),
+        }
+    }
+
+    #[test]
+    fn a_run_folder_that_may_still_change_is_not_a_release_entry() {
+        let tool_search_plan =
+            br#"{"suite_digest":"x","catalogue_digest":"y","sizes":[10],"runs":1}"#;
+        let cases: Vec<(&str, RunInput, Result<(), Unfinished>, &str)> = vec![
+            (
+                "every planned run and its report",
+                suite_folder(3, 3, Some(3)),
+                Ok(()),
+                "",
+            ),
+            (
+                "an eval still running (no report yet)",
+                suite_folder(180, 115, None),
+                Err(Unfinished::NoReport {
+                    runs: 115,
+                    planned: Some(180),
+                    report: "report.json",
+                }),
+                "unfinished (115 of 180 runs, no report.json)",
+            ),
+            (
+                "a report rendered by hand mid-run, or an eval stopped",
+                suite_folder(6, 5, Some(5)),
+                Err(Unfinished::ShortOfPlan {
+                    runs: 5,
+                    planned: 6,
+                }),
+                "unfinished (5 of 6 runs)",
+            ),
+            (
+                "runs appended after the report",
+                suite_folder(3, 3, Some(2)),
+                Err(Unfinished::StaleReport {
+                    covered: 2,
+                    runs: 3,
+                }),
+                "unfinished (report.json covers 2 of the 3 runs in runs.jsonl)",
+            ),
+            (
+                "more records than the plan asks for",
+                suite_folder(2, 3, Some(3)),
+                Err(Unfinished::BeyondPlan {
+                    runs: 3,
+                    planned: 2,
+                }),
+                "not as planned (3 runs, the plan asks for 2)",
+            ),
+            (
+                "report.md written, report.json not yet (the eval writes md first)",
+                RunInput {
+                    report_md: true,
+                    ..suite_folder(3, 3, None)
+                },
+                Err(Unfinished::NoReport {
+                    runs: 3,
+                    planned: Some(3),
+                    report: "report.json",
+                }),
+                "unfinished (3 of 3 runs, no report.json)",
+            ),
+            (
+                "a plan and no run yet",
+                RunInput {
+                    runs_jsonl: None,
+                    ..suite_folder(3, 0, None)
+                },
+                Err(Unfinished::NoRuns),
+                "unfinished (no runs.jsonl yet)",
+            ),
+            (
+                "a plan that cannot be read",
+                RunInput {
+                    plan_json: Some(b"{".to_vec()),
+                    ..suite_folder(3, 3, Some(3))
+                },
+                Err(Unfinished::UnreadablePlan(
+                    "EOF while parsing an object at line 1 column 1".into(),
+                )),
+                "plan.json cannot be read: EOF while parsing an object at line 1 column 1",
+            ),
+            (
+                "a tool-search folder with its report (its plan does not list tasks)",
+                RunInput {
+                    path: "evals/runs/search".into(),
+                    runs_jsonl: Some(b"{}\n{}\n".to_vec()),
+                    plan_json: Some(tool_search_plan.to_vec()),
+                    report_json: Some(br#"{"standing":[],"report":{}}"#.to_vec()),
+                    report_md: true,
+                },
+                Ok(()),
+                "",
+            ),
+            (
+                "a tool-search folder still running",
+                RunInput {
+                    path: "evals/runs/search".into(),
+                    runs_jsonl: Some(b"{}\n".to_vec()),
+                    plan_json: Some(tool_search_plan.to_vec()),
+                    report_json: None,
+                    report_md: false,
+                },
+                Err(Unfinished::NoReport {
+                    runs: 1,
+                    planned: None,
+                    report: "report.json",
+                }),
+                "unfinished (1 run, no report.json)",
+            ),
+            (
+                "a code-mode folder (no plan) with its report.md",
+                RunInput {
+                    path: "evals/runs/code".into(),
+                    runs_jsonl: Some(b"{}\n".to_vec()),
+                    plan_json: None,
+                    report_json: None,
+                    report_md: true,
+                },
+                Ok(()),
+                "",
+            ),
+            (
+                "a code-mode folder still running",
+                RunInput {
+                    path: "evals/runs/code".into(),
+                    runs_jsonl: Some(b"{}\n".to_vec()),
+                    plan_json: None,
+                    report_json: None,
+                    report_md: false,
+                },
+                Err(Unfinished::NoReport {
+                    runs: 1,
+                    planned: None,
+                    report: "report.json or report.md",
+                }),
+                "unfinished (1 run, no report.json or report.md)",
+            ),
+        ];
+        for (name, run, expected, message) in cases {
+            let got = run_finished(&run);
+            assert_eq!(got, expected, "{name}");
+            if let Err(reason) = got {
+                assert_eq!(reason.to_string(), message, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_eval_running_under_a_committed_manifest_does_not_fail_verify_and_shows_as_added_once_finished()
+     {
+        let mut running = inputs();
+        running.runs.push(RunInput {
+            path: "evals/runs/two".into(),
+            ..suite_folder(4, 2, None)
+        });
+        let recorded = build(&running);
+        assert_eq!(
+            recorded
+                .runs
+                .iter()
+                .map(|r| r.path.as_str())
+                .collect::<Vec<_>>(),
+            ["evals/runs/one"]
+        );
+        assert_eq!(
+            skipped(&running),
+            [Skipped {
+                path: "evals/runs/two".into(),
+                reason: "unfinished (2 of 4 runs, no report.json)".into(),
+            }]
+        );
+        // More runs appended: still nothing to report.
+        running.runs[1] = RunInput {
+            path: "evals/runs/two".into(),
+            ..suite_folder(4, 3, None)
+        };
+        assert!(diff(&recorded, &build(&running)).is_empty());
+        // Finished: an added entry, and nothing skipped.
+        running.runs[1] = RunInput {
+            path: "evals/runs/two".into(),
+            ..suite_folder(4, 4, Some(4))
+        };
+        assert!(skipped(&running).is_empty());
+        let differences = diff(&recorded, &build(&running));
+        assert_eq!(
+            differences,
+            [Difference {
+                entry: "run evals/runs/two".into(),
+                kind: DiffKind::Added,
+                fields: Vec::new(),
+            }]
+        );
     }
 }

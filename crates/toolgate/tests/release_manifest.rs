@@ -1,13 +1,18 @@
 //! `toolgate release manifest` and `release verify`, run as a release is cut: the built binary
 //! on a copy of a small tree (a configuration, one eval suite, one run folder). The same tree
 //! gives a byte-identical manifest; changing one file makes `verify` exit 1 naming exactly
-//! that entry; a manifest it cannot use (newer format, missing, edited) exits 2.
+//! that entry; a manifest it cannot use (newer format, missing, edited) exits 2; a run folder
+//! an eval is still writing is skipped (named on stderr) and appears as added once finished.
+//! And the repository's own release: the committed `catalogue/release-manifest.json` verifies
+//! against the tree from the repository root, so a changed tool contract, suite or finished run
+//! that was not recorded again fails CI, with the command that records it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::path::Path;
+use std::process::Command;
 
 use common::{text, toolgate};
 use serde_json::Value;
@@ -96,8 +101,8 @@ fn a_changed_file_is_named_and_nothing_else() {
         ),
         (
             "evals/runs/books-dev/runs.jsonl",
-            |text| text + "{}\n",
-            "run evals/runs/books-dev",
+            |text| text.replacen("\"success\":false", "\"success\":true", 1),
+            "run evals/runs/books-dev (runs_sha256)",
         ),
     ];
     for (file, edit, entry) in cases {
@@ -144,4 +149,134 @@ fn a_manifest_it_cannot_use_exits_2_saying_why() {
         assert_eq!(code, 2, "{file}: {out}{err}");
         assert!(err.contains(reason), "{file}: {err}");
     }
+}
+
+/// A suite eval's folder as the eval leaves it while it runs: the real plan of a committed
+/// eval and the first `runs` of its records, no report.
+fn start_eval(root: &Path, name: &str, runs: usize) {
+    let source = repo("evals/runs/books-v5-dev-sampled-embedded");
+    let folder = root.join("evals/runs").join(name);
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::copy(source.join("plan.json"), folder.join("plan.json")).unwrap();
+    let records = std::fs::read_to_string(source.join("runs.jsonl")).unwrap();
+    let first: String = records
+        .lines()
+        .take(runs)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(folder.join("runs.jsonl"), first).unwrap();
+}
+
+#[test]
+fn an_eval_still_running_is_skipped_so_verify_passes_and_shows_as_added_once_finished() {
+    let dir = tree();
+    start_eval(dir.path(), "books-running", 10);
+    let run = toolgate(
+        &[
+            "--config",
+            "policy.toml",
+            "release",
+            "manifest",
+            "--toolset",
+            "books-v3",
+            "--out",
+            "release.json",
+        ],
+        dir.path(),
+    );
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let err = text(&run.stderr);
+    assert!(
+        err.contains(
+            "skipped evals/runs/books-running: unfinished (10 of 78 runs, no report.json)"
+        ),
+        "{err}"
+    );
+    let recorded: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("release.json")).unwrap())
+            .unwrap();
+    let paths: Vec<&str> = recorded["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["evals/runs/books-dev"]);
+
+    // More runs appended while the manifest is committed: nothing differs.
+    start_eval(dir.path(), "books-running", 40);
+    let (code, out, err) = verify(dir.path(), "release.json");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("unfinished (40 of 78 runs, no report.json)"),
+        "{err}"
+    );
+
+    // Finished: every planned run and the report.
+    start_eval(dir.path(), "books-running", 78);
+    let source = repo("evals/runs/books-v5-dev-sampled-embedded");
+    std::fs::copy(
+        source.join("report.json"),
+        dir.path().join("evals/runs/books-running/report.json"),
+    )
+    .unwrap();
+    let (code, out, err) = verify(dir.path(), "release.json");
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("added    run evals/runs/books-running\n"),
+        "{out}"
+    );
+    assert!(!err.contains("skipped"), "{err}");
+}
+
+/// The command that records the repository's release, run from the repository root.
+const REGENERATE: &str = "cargo run -p toolgate -- --config toolgate.example.toml release manifest --evals evals --out catalogue/release-manifest.json";
+
+#[test]
+fn a_changed_contract_suite_or_finished_run_not_recorded_in_the_committed_release_fails() {
+    let root = repo("");
+    let committed = "catalogue/release-manifest.json";
+    // HOME elsewhere: nothing the binary might write by default lands in the repository.
+    let home = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["release", "verify", committed])
+        .current_dir(&root)
+        .env_remove("XDG_DATA_HOME")
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    let (out, err) = (text(&run.stdout), text(&run.stderr));
+    let regenerate = format!(
+        "If the change is intended, record the release again from the repository root and \
+         commit the file (its diff is what the release changes):\n  {REGENERATE}"
+    );
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{committed} does not record the tree:\n{out}{err}\n{regenerate}"
+    );
+    // Recorded as the command above records it: every toolset, the example configuration
+    // (the policy the repository ships), the repository's evals.
+    let recorded: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(committed)).unwrap()).unwrap();
+    let names: Vec<&str> = recorded["toolsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    let mut every: Vec<&str> = toolgate_wiring::ToolsetName::ALL
+        .iter()
+        .map(|t| t.as_str())
+        .collect();
+    every.sort_unstable();
+    assert_eq!(
+        names, every,
+        "{committed} does not name every toolset.\n{regenerate}"
+    );
+    assert_eq!(
+        recorded["config"]["path"], "toolgate.example.toml",
+        "{regenerate}"
+    );
+    assert_eq!(recorded["evals_dir"], "evals", "{regenerate}");
 }

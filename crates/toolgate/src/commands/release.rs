@@ -5,16 +5,18 @@
 //! snapshot` takes; this file only reads the files, prints, and chooses the exit code.
 //!
 //! Paths are recorded as given (relative to the directory the command runs in), so a manifest
-//! is verified from the same directory it was written in. Exit codes of `verify`: 0 when the
-//! tree is what the manifest records, 1 when an entry changed (each one is named), 2 when the
-//! manifest cannot be used (a missing file, not a manifest, a newer format, edited by hand, a
-//! toolset this build does not know).
+//! is verified from the same directory it was written in. Only finished run folders are
+//! recorded (`manifest::run_finished`); both commands print one line to stderr per folder they
+//! leave out, saying why, so an eval running under a committed manifest never makes `verify`
+//! fail. Exit codes of `verify`: 0 when the tree is what the manifest records, 1 when an entry
+//! changed (each one is named), 2 when the manifest cannot be used (a missing file, not a
+//! manifest, a newer format, edited by hand, a toolset this build does not know).
 
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use toolgate_catalogue::manifest::{
-    self, ConfigInput, DiffKind, Inputs, Manifest, RunInput, SuiteInput,
+    self, ConfigInput, DiffKind, Inputs, Manifest, RunInput, Skipped, SuiteInput,
 };
 use toolgate_core::clock::{Clock, SystemClock};
 use toolgate_wiring::ToolsetName;
@@ -30,14 +32,17 @@ pub enum ReleaseCommand {
     /// --config, else ./toolgate.toml when it exists) with the SHA-256 of its bytes and of its
     /// parsed content; per toolset the catalogue digest and every tool's name, version, digest
     /// and schemas' digest; every eval suite (<evals>/*.toml) with its SHA-256 and task count;
-    /// and per run folder (<evals>/runs/<name>/ with a runs.jsonl) the SHA-256 of runs.jsonl,
-    /// the number of runs and the success rate per toolset from report.json. Keys and lists
-    /// are sorted, so the same tree gives a byte-identical file; a digest seals the whole.
+    /// and per finished run folder (<evals>/runs/<name>/ with its report and every run its
+    /// plan asks for) the SHA-256 of runs.jsonl, the number of runs and the success rate per
+    /// toolset from report.json; an unfinished folder is skipped with a line on stderr saying
+    /// why. Keys and lists are sorted, so the same tree gives a byte-identical file; a digest
+    /// seals the whole.
     Manifest(ManifestArgs),
     /// Recompute the manifest from the tree (the configuration, evals folder and toolsets the
-    /// manifest names) and report every entry added, removed or changed. Exits 0 when nothing
-    /// changed, 1 when something did, 2 when the manifest cannot be used (missing, not a
-    /// manifest, a newer format, edited by hand).
+    /// manifest names) and report every entry added, removed or changed; unfinished run
+    /// folders are skipped as `manifest` skips them. Exits 0 when nothing changed, 1 when
+    /// something did, 2 when the manifest cannot be used (missing, not a manifest, a newer
+    /// format, edited by hand).
     Verify(VerifyArgs),
 }
 
@@ -84,7 +89,8 @@ pub fn manifest(
     } else {
         args.toolset.clone()
     };
-    let manifest = of_tree(config, config_path.as_deref(), &args.evals, &toolsets)?;
+    let (manifest, skipped) = of_tree(config, config_path.as_deref(), &args.evals, &toolsets)?;
+    print_skipped(&skipped);
     let text = manifest.to_json();
     match &args.out {
         Some(path) => {
@@ -145,16 +151,21 @@ fn verify_code(args: &VerifyArgs) -> Result<i32, String> {
         Some(path) => Config::load(Some(path)).map_err(|e| format!("{}: {e}", path.display()))?,
         None => Config::default(),
     };
-    let now = of_tree(
+    let (now, skipped) = of_tree(
         &config,
         config_path.as_deref(),
         Path::new(&recorded.evals_dir),
         &toolsets,
     )
     .map_err(|e| format!("the tree cannot be read: {e}"))?;
+    print_skipped(&skipped);
     let differences = manifest::diff(&recorded, &now);
     if args.json {
-        let value = serde_json::json!({"manifest": shown.to_string(), "differences": differences});
+        let value = serde_json::json!({
+            "manifest": shown.to_string(),
+            "differences": differences,
+            "skipped": skipped,
+        });
         println!(
             "{}",
             serde_json::to_string_pretty(&value).unwrap_or_default()
@@ -186,13 +197,20 @@ fn verify_code(args: &VerifyArgs) -> Result<i32, String> {
     Ok(if differences.is_empty() { 0 } else { CHANGED })
 }
 
-/// The manifest of the tree as it is now.
+/// One line per run folder left out of the manifest (not recorded, so not compared).
+fn print_skipped(skipped: &[Skipped]) {
+    for folder in skipped {
+        eprintln!("toolgate: skipped {}: {}", folder.path, folder.reason);
+    }
+}
+
+/// The manifest of the tree as it is now, and the run folders it leaves out.
 fn of_tree(
     config: &Config,
     config_path: Option<&Path>,
     evals: &Path,
     toolsets: &[ToolsetName],
-) -> Result<Manifest, CommandError> {
+) -> Result<(Manifest, Vec<Skipped>), CommandError> {
     let config_input = match config_path {
         None => None,
         Some(path) => {
@@ -233,30 +251,39 @@ fn of_tree(
     let runs_dir = evals.join("runs");
     if runs_dir.is_dir() {
         for folder in sorted_entries(&runs_dir)? {
-            let jsonl = folder.join("runs.jsonl");
-            if !jsonl.is_file() {
+            let jsonl = read_if_file(&folder.join("runs.jsonl"))?;
+            let plan = read_if_file(&folder.join("plan.json"))?;
+            // Neither: not the folder of an eval that records runs (the injection suite's,
+            // a sandbox attack's transcripts).
+            if jsonl.is_none() && plan.is_none() {
                 continue;
             }
-            let report = folder.join("report.json");
             runs.push(RunInput {
                 path: folder.display().to_string(),
-                runs_jsonl: read(&jsonl)?,
-                report_json: if report.is_file() {
-                    Some(read(&report)?)
-                } else {
-                    None
-                },
+                runs_jsonl: jsonl,
+                plan_json: plan,
+                report_json: read_if_file(&folder.join("report.json"))?,
+                report_md: folder.join("report.md").is_file(),
             });
         }
     }
-    Ok(manifest::build(&Inputs {
+    let inputs = Inputs {
         toolgate_version: env!("CARGO_PKG_VERSION").to_string(),
         config: config_input,
         evals_dir: evals.display().to_string(),
         snapshots,
         suites,
         runs,
-    }))
+    };
+    Ok((manifest::build(&inputs), manifest::skipped(&inputs)))
+}
+
+fn read_if_file(path: &Path) -> Result<Option<Vec<u8>>, CommandError> {
+    if path.is_file() {
+        read(path).map(Some)
+    } else {
+        Ok(None)
+    }
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, CommandError> {
