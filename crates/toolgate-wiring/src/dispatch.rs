@@ -22,6 +22,8 @@ use toolgate_core::{
 
 use toolgate_core::budget::Budgets;
 use toolgate_core::offers::Offers;
+use toolgate_core::phase_gate::PhaseGate;
+use toolgate_core::plan_tool::plan_propose_tool;
 use toolgate_core::receipt_signing::ReceiptSigner;
 use toolgate_core::taint::TaintPolicy;
 
@@ -50,6 +52,9 @@ pub struct Seat {
     pub receipt_signer: Option<ReceiptSigner>,
     /// What each run and principal may spend (`[budgets]`); `None`: unlimited.
     pub budgets: Option<Arc<Budgets>>,
+    /// Which tools wait for an approved plan, and the plans approved (`[phases]`); `None`: no
+    /// phases.
+    pub phases: Option<Arc<PhaseGate>>,
 }
 
 impl Seat {
@@ -65,6 +70,7 @@ impl Seat {
             ledger: None,
             receipt_signer: None,
             budgets: None,
+            phases: None,
         }
     }
 
@@ -104,6 +110,14 @@ impl Seat {
     /// rebuilt dispatcher keeps counting).
     pub fn with_budgets(mut self, budgets: Arc<Budgets>) -> Self {
         self.budgets = Some(budgets);
+        self
+    }
+
+    /// Keeps the tools `gate` closes out of each run's catalogue until the person approves a
+    /// plan naming the call; the assembled tools get `plan_propose` (shared by the dispatchers
+    /// of one front end, so a rebuilt dispatcher keeps the plans approved).
+    pub fn with_phases(mut self, gate: Arc<PhaseGate>) -> Self {
+        self.phases = Some(gate);
         self
     }
 
@@ -195,6 +209,16 @@ pub fn assemble_with(
     with_search: bool,
     seat: Seat,
 ) -> Result<Assembled, WiringError> {
+    let phases = seat.phases.filter(|gate| gate.config().gate_writes);
+    let mut tools = tools;
+    if let Some(gate) = &phases {
+        check_ungated(gate, &tools)?;
+        // Nothing to propose (a toolset that only reads): no plan tool.
+        if tools.iter().any(|t| gate.gates(&t.spec)) {
+            let plan = plan_propose_tool(Arc::clone(gate), tools.iter().map(|t| &t.spec))?;
+            tools.push(plan);
+        }
+    }
     let registry = if with_search {
         toolgate_core::tool_search::registry_with_search(tools)?
     } else {
@@ -215,12 +239,36 @@ pub fn assemble_with(
     if let Some(budgets) = seat.budgets {
         dispatcher = dispatcher.with_budgets(budgets);
     }
+    if let Some(gate) = phases {
+        dispatcher = dispatcher.with_phases(gate);
+    }
     Ok(Assembled {
         registry,
         caller: Caller::new(dispatcher).with_approval(seat.approval),
         principal,
         offers: Offers::default(),
     })
+}
+
+/// A name in `[phases] ungated` must be a tool that is served: a misspelt name would leave the
+/// tool it meant closed, or (worse) be read as opening one that does not exist yet.
+fn check_ungated(gate: &PhaseGate, tools: &[Tool]) -> Result<(), WiringError> {
+    let unknown: Vec<String> = gate
+        .config()
+        .ungated
+        .iter()
+        .filter(|name| !tools.iter().any(|t| &t.spec.name == *name))
+        .cloned()
+        .collect();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        let known: Vec<&str> = tools.iter().map(|t| t.spec.name.as_str()).collect();
+        Err(WiringError::UnknownUngated {
+            unknown: unknown.join(", "),
+            known: known.join(", "),
+        })
+    }
 }
 
 /// The dispatcher over `toolset` on `store` with `exits`, for the seat's principal.

@@ -27,6 +27,8 @@ pub enum WiringError {
         toolset: ToolsetName,
         store: StoreKind,
     },
+    #[error("[phases] ungated names {unknown}, which this toolset does not serve; its tools are: {known}")]
+    UnknownUngated { unknown: String, known: String },
     #[error(transparent)]
     Sandbox(#[from] toolgate_sandbox::SandboxError),
     #[error("no --db was given, none is configured, and neither XDG_DATA_HOME nor HOME is set")]

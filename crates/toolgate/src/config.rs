@@ -73,6 +73,11 @@ pub struct Config {
     /// unlimited.
     #[serde(default)]
     pub budgets: toolgate_core::budget::BudgetConfig,
+    /// `[phases]`: with `gate_writes = true`, the tools that change something stay out of a
+    /// run's catalogue until the person approves a plan naming the exact call
+    /// (`plan_propose`); `plan_ttl_secs` (default 600), `ungated` (tools left open).
+    #[serde(default)]
+    pub phases: toolgate_core::phase_gate::PhaseConfig,
 }
 
 /// `[receipts]`: signed receipts (see `docs/verifiable-receipts.md`).
@@ -262,6 +267,16 @@ impl Config {
         let unlimited = toolgate_core::budget::Limits::default();
         (self.budgets.per_run != unlimited || self.budgets.per_principal != unlimited)
             .then(|| std::sync::Arc::new(toolgate_core::budget::Budgets::new(self.budgets)))
+    }
+
+    /// The gate of `[phases]`, one for everything this process serves; `None` when writes are
+    /// not gated.
+    pub fn phases(&self) -> Option<std::sync::Arc<toolgate_core::phase_gate::PhaseGate>> {
+        self.phases.gate_writes.then(|| {
+            std::sync::Arc::new(toolgate_core::phase_gate::PhaseGate::new(
+                self.phases.clone(),
+            ))
+        })
     }
 
     /// The signer of `[receipts] signing_key`, when one is set (its file checked: private,

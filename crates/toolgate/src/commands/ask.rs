@@ -135,6 +135,9 @@ fn build(
     if let Some(budgets) = config.budgets() {
         seat = seat.with_budgets(budgets);
     }
+    if let Some(gate) = config.phases() {
+        seat = seat.with_phases(gate);
+    }
     // A server allowed to sample (`[mcp.servers.NAME] sampling = "allow"`) runs on the model
     // this command loads below, after everything that may refuse to start has been checked.
     let sampler = toolgate_wiring::imports::sampling_allowed(&config.mcp)

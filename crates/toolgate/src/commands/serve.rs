@@ -399,6 +399,8 @@ fn build_server(
     let receipt_signer = config.receipt_signer()?;
     // One set of counters for every dispatcher this process builds: a rebuild keeps counting.
     let budgets = config.budgets();
+    // One gate likewise: a plan approved before a rebuild still opens its call.
+    let phases = config.phases();
     // The same seat each time the dispatcher is built (again, when imported tools change).
     let make_seat = move || {
         let mut seat = Seat::new(Principal::local("local-user", &[]))
@@ -414,6 +416,9 @@ fn build_server(
         }
         if let Some(budgets) = &budgets {
             seat = seat.with_budgets(Arc::clone(budgets));
+        }
+        if let Some(gate) = &phases {
+            seat = seat.with_phases(Arc::clone(gate));
         }
         seat
     };
