@@ -22,7 +22,7 @@ use toolgate_core::{
 
 use toolgate_core::budget::Budgets;
 use toolgate_core::offers::Offers;
-use toolgate_core::phase_gate::PhaseGate;
+use toolgate_core::phase_gate::{PLAN_TOOL, PhaseGate};
 use toolgate_core::plan_tool::plan_propose_tool;
 use toolgate_core::receipt_signing::ReceiptSigner;
 use toolgate_core::taint::TaintPolicy;
@@ -211,14 +211,7 @@ pub fn assemble_with(
 ) -> Result<Assembled, WiringError> {
     let phases = seat.phases.filter(|gate| gate.config().gate_writes);
     let mut tools = tools;
-    if let Some(gate) = &phases {
-        check_ungated(gate, &tools)?;
-        // Nothing to propose (a toolset that only reads): no plan tool.
-        if tools.iter().any(|t| gate.gates(&t.spec)) {
-            let plan = plan_propose_tool(Arc::clone(gate), tools.iter().map(|t| &t.spec))?;
-            tools.push(plan);
-        }
-    }
+    add_plan_tool(phases.as_ref(), &mut tools)?;
     let registry = if with_search {
         toolgate_core::tool_search::registry_with_search(tools)?
     } else {
@@ -248,6 +241,27 @@ pub fn assemble_with(
         principal,
         offers: Offers::default(),
     })
+}
+
+/// With `phases`, `plan_propose` over the tools it closes, once (a caller may have added it
+/// already, so that code mode's scripts can propose plans too); nothing to propose (a toolset
+/// that only reads): no plan tool.
+fn add_plan_tool(
+    phases: Option<&Arc<PhaseGate>>,
+    tools: &mut Vec<Tool>,
+) -> Result<(), WiringError> {
+    let Some(gate) = phases.filter(|gate| gate.config().gate_writes) else {
+        return Ok(());
+    };
+    if tools.iter().any(|t| t.spec.name == PLAN_TOOL) {
+        return Ok(());
+    }
+    check_ungated(gate, tools)?;
+    if tools.iter().any(|t| gate.gates(&t.spec)) {
+        let plan = plan_propose_tool(Arc::clone(gate), tools.iter().map(|t| &t.spec))?;
+        tools.push(plan);
+    }
+    Ok(())
 }
 
 /// A name in `[phases] ungated` must be a tool that is served: a misspelt name would leave the
@@ -293,6 +307,8 @@ pub fn dispatcher_with(
     let mut all = tools(toolset, store, exits, Arc::clone(&seat.trace))?;
     all.extend(extra.tools);
     if let Some(code) = &extra.code {
+        // Before the code tool is built over the others, so that a script can propose too.
+        add_plan_tool(seat.phases.as_ref(), &mut all)?;
         let tool = code_tool(code, store, &all)?;
         all.push(tool);
     }
