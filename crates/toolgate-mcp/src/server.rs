@@ -13,6 +13,18 @@
 //! live ([`CHANGING_TOOL_LIST_TTL_MS`]), and a call to a tool withheld now is refused with its
 //! reason before dispatch.
 //!
+//! Phases ([`toolgate_core::phase_gate`]): when the dispatcher has a phase gate, `tools/list` is
+//! the dispatcher's own [`run_catalogue`](toolgate_core::Dispatcher::run_catalogue) for the
+//! request's principal and the server's run, asked at each request, so a write the phases keep
+//! closed is not listed while the dispatcher would refuse it. After a `tools/call` that changed
+//! that catalogue's names (an approved plan opened a tool; the call it named closed it again),
+//! the 2025-11-25 session that made it (over HTTP or stdio) is sent
+//! `notifications/tools/list_changed`; a call that changed nothing sends nothing, and a plan
+//! that expires unused is announced to no one (the next list shows it). A 2026-07-28 host hears
+//! no notification (this server serves no `subscriptions/listen`), so its lists carry a time
+//! to live of zero ([`PHASED_TOOL_LIST_TTL_MS`]): it lists again before relying on one. Without
+//! a gate, the list is the one precomputed when the server was built.
+//!
 //! Effect identity never depends on the JSON-RPC id: a write's key is derived from the
 //! principal, the server instance's run, the tool and the canonical arguments, or is the key
 //! the client passes in `_meta` under [`IDEMPOTENCY_KEY_META`], so a request re-issued after a
@@ -92,6 +104,11 @@ pub const TOOL_LIST_TTL_MS: u64 = 5 * 60 * 1000;
 /// again this soon.
 pub const CHANGING_TOOL_LIST_TTL_MS: u64 = 30 * 1000;
 
+/// How long a 2026-07-28 client may cache the tool list of a server whose dispatcher has
+/// phases: any call of the principal's may open or close a tool in its run, and such clients
+/// hear no `notifications/tools/list_changed`, so the list is fresh for no time at all.
+pub const PHASED_TOOL_LIST_TTL_MS: u64 = 0;
+
 /// One toolset served to MCP hosts.
 #[derive(Clone)]
 pub struct McpServer {
@@ -134,6 +151,44 @@ impl Offered {
             schemas,
             structured,
         }
+    }
+
+    /// Whether the dispatcher keeps some tools out of a run until a plan opens them: then the
+    /// list is asked of it at each request.
+    fn phased(&self) -> bool {
+        self.caller.dispatcher().phases().is_some()
+    }
+
+    /// `principal`'s catalogue in `run_id` now, as the dispatcher lists it
+    /// ([`toolgate_core::Dispatcher::run_catalogue`]), in name order: each tool's precomputed
+    /// definition, or one built here for a tool the server's own principal does not see.
+    fn run_tools(&self, principal: &Principal, run_id: &str) -> Vec<Tool> {
+        self.caller
+            .dispatcher()
+            .run_catalogue(principal, run_id)
+            .into_iter()
+            .map(|spec| {
+                // The precomputed tools are in name order, as the registry lists them.
+                self.tools
+                    .binary_search_by(|t| t.name.as_ref().cmp(spec.name.as_str()))
+                    .ok()
+                    .and_then(|i| self.tools.get(i).cloned())
+                    .unwrap_or_else(|| mcp_tool(spec))
+            })
+            .collect()
+    }
+
+    /// The names in `principal`'s catalogue in `run_id` now, when the dispatcher has phases
+    /// (without them the catalogue does not change during a run: `None`).
+    fn run_names(&self, principal: &Principal, run_id: &str) -> Option<Vec<String>> {
+        self.phased().then(|| {
+            self.caller
+                .dispatcher()
+                .run_catalogue(principal, run_id)
+                .into_iter()
+                .map(|spec| spec.name.clone())
+                .collect()
+        })
     }
 }
 
@@ -786,7 +841,9 @@ fn untrusted_block(text: &UntrustedText) -> ContentBlock {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        let mut capabilities = if self.inner.availability.is_some() {
+        // Either can change the list during a session, which a session then hears of.
+        let changing = self.inner.availability.is_some() || self.offered().phased();
+        let mut capabilities = if changing {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
@@ -837,17 +894,29 @@ impl ServerHandler for McpServer {
             .map(|a| a.hidden())
             .unwrap_or_default();
         let offered = self.offered();
-        let tools = offered
-            .tools
-            .iter()
-            .filter(|tool| principal.in_catalogue(&tool.name) && !hidden.contains(&*tool.name))
-            .cloned()
-            .collect();
+        let phased = offered.phased();
+        let tools = if phased {
+            // Asked of the dispatcher now: what the run's plans opened or closed so far.
+            offered
+                .run_tools(&principal, &self.inner.run_id)
+                .into_iter()
+                .filter(|tool| !hidden.contains(&*tool.name))
+                .collect()
+        } else {
+            offered
+                .tools
+                .iter()
+                .filter(|tool| principal.in_catalogue(&tool.name) && !hidden.contains(&*tool.name))
+                .cloned()
+                .collect()
+        };
         let list = ListToolsResult::with_all_items(tools);
         // Cache hints exist from 2026-07-28 on; older clients get the list as they know it.
         // The list is the principal's own catalogue, so it is private to the caller.
         Ok(if approval::is_modern(&ctx) {
-            let ttl = if self.inner.availability.is_some() {
+            let ttl = if phased {
+                PHASED_TOOL_LIST_TTL_MS
+            } else if self.inner.availability.is_some() {
                 CHANGING_TOOL_LIST_TTL_MS
             } else {
                 TOOL_LIST_TTL_MS
@@ -921,6 +990,11 @@ impl ServerHandler for McpServer {
         prompts::get(&self.inner.prompts, &params.name, &arguments).map(Into::into)
     }
 
+    /// Every tool offered, also one the phases keep closed in the run now: rmcp asks this only
+    /// to check a request's `Mcp-Param-*` headers against the tool's schema, with no principal
+    /// or run to ask the phases for, and a name it does not know skips that check. The
+    /// dispatcher refuses a closed tool anyway, as a tool error `forbidden` that says what
+    /// would open it, which is what the host should see rather than a transport error.
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.offered()
             .schemas
@@ -963,6 +1037,7 @@ impl ServerHandler for McpServer {
             Ok(sources) => sources,
             Err(error) => return Ok(Self::refused_here(&error)),
         };
+        let listed_before = self.offered().run_names(&principal, &self.inner.run_id);
         // Boxed: the dispatcher's future holds every step's state (kilobytes), and rmcp keeps
         // a handler's future inline in the task it spawns per request, which tokio moves
         // several times; a pointer is all that moves then.
@@ -975,6 +1050,11 @@ impl ServerHandler for McpServer {
         }))
         .await;
         self.remember(key, &ctx.id.to_string(), &outcome).await;
+        let listed_after = self.offered().run_names(&caller, &self.inner.run_id);
+        if listed_before != listed_after && !approval::is_modern(&ctx) {
+            // A session that is gone hears nothing; the call's own answer still goes out.
+            let _ = ctx.peer.notify_tool_list_changed().await;
+        }
         match (&outcome.result, &self.inner.inbox, url_question) {
             (CallResult::ApprovalRequired(ticket), Some(inbox), true) => {
                 let client = crate::inbox::requesting_client(&ctx);
