@@ -263,6 +263,175 @@ async fn a_script_cannot_spend_past_its_runs_budget() {
     assert_eq!(spent.calls, 4);
 }
 
+/// `[phases] gate_writes = true`: the notes' writes wait for an approved plan.
+fn phased_seat(world: &World, approver: Arc<Recording>) -> Seat {
+    use toolgate_core::phase_gate::{PhaseConfig, PhaseGate};
+    let gate = PhaseGate::new(PhaseConfig {
+        gate_writes: true,
+        ..PhaseConfig::default()
+    });
+    Seat::new(Principal::local("local-user", &[]))
+        .with_approver(approver)
+        .with_trace(world.trace.clone())
+        .with_phases(Arc::new(gate))
+}
+
+/// Titles of the notes in the world's store.
+fn note_titles(world: &World) -> Vec<String> {
+    world
+        .store
+        .with_conn(|c| {
+            let mut stmt = c.prepare("SELECT title FROM notes ORDER BY id").unwrap();
+            stmt.query_map([], |r| r.get(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        })
+        .unwrap()
+}
+
+/// A world with two notes of known ids (the old seating plan, then the catering quote) and
+/// the titles of every note in it.
+fn phase_world() -> (World, i64, i64, Vec<String>) {
+    let world = World::new();
+    let Store::Notes(notes) = &world.store else {
+        unreachable!()
+    };
+    let ids = notes
+        .insert_notes(&[
+            NewNote::note("Old seating plan", "Tables by team.", "Work", "2025-11-02"),
+            NewNote::note("Catering quote", "Two options.", "Work", "2025-11-03"),
+        ])
+        .unwrap();
+    let before = note_titles(&world);
+    (world, ids[0], ids[1], before)
+}
+
+/// Script lines that make `call` and print `WROTE name` or `REFUSED name <code>`.
+fn attempt(name: &str, call: &str) -> String {
+    format!(
+        "try:\n    {call}\n    print('WROTE {name}')\nexcept t.ToolError as e:\n    print('REFUSED {name}', e.code)\n"
+    )
+}
+
+#[tokio::test]
+async fn a_script_cannot_write_without_an_approved_plan() {
+    let (world, old, _, before) = phase_world();
+
+    // No plan: every write is refused by name, nothing is written and nobody is asked.
+    let script = format!(
+        "import toolgate_tools as t\n{}{}",
+        attempt(
+            "create",
+            "t.notes_create(title='Written without a plan', body='x')"
+        ),
+        attempt("delete", &format!("t.notes_delete(note_id={old})")),
+    );
+    let model = Arc::new(ScriptedModel::new([
+        code("c1", &script),
+        ScriptedModel::answer("done"),
+    ]));
+    let approver = Arc::new(Recording {
+        approve: true,
+        ..Recording::default()
+    });
+    let result = world
+        .agent_seated(model.clone(), phased_seat(&world, approver.clone()))
+        .ask("run-phase-closed", "Tidy up my notes.")
+        .await;
+    let seen = stdout_of(&result, &model, "c1");
+    assert!(
+        seen.contains("REFUSED create forbidden") && seen.contains("REFUSED delete forbidden"),
+        "{seen}"
+    );
+    assert!(!seen.contains("WROTE"), "{seen}");
+    assert_eq!(note_titles(&world), before);
+    assert!(approver.seen.lock().unwrap().is_empty());
+}
+
+// Fails until toolgate-sandbox's `toolgate_tools.call(tool, **arguments)` stops taking the
+// plan's own `tool` argument as its first parameter (`TypeError: call() got multiple values
+// for argument 'tool'`).
+#[tokio::test]
+#[ignore = "t.plan_propose(tool=...) clashes with call(tool, **arguments) in toolgate_tools"]
+async fn a_script_makes_exactly_the_planned_write_once_and_no_other() {
+    let (world, old, other, before) = phase_world();
+    // A plan for one delete, approved: that delete runs once without a second question, its
+    // retry replays, and a write the plan does not name is refused.
+    let script = format!(
+        "import toolgate_tools as t\n\
+         p = t.plan_propose(tool='notes_delete', arguments={{'note_id': {old}}})\n\
+         print('PLAN', p['content']['approved'])\n\
+         d = t.notes_delete(note_id={old})\n\
+         print('DELETED', d['content']['deleted']['id'])\n\
+         again = t.notes_delete(note_id={old})\n\
+         print('AGAIN', again['content']['deleted']['id'])\n{}{}",
+        attempt(
+            "create",
+            "t.notes_create(title='Not in the plan', body='x')"
+        ),
+        attempt("other", &format!("t.notes_delete(note_id={other})")),
+    );
+    let model = Arc::new(ScriptedModel::new([
+        code("c2", &script),
+        ScriptedModel::answer("done"),
+    ]));
+    let approver = Arc::new(Recording {
+        approve: true,
+        ..Recording::default()
+    });
+    let result = world
+        .agent_seated(model.clone(), phased_seat(&world, approver.clone()))
+        .ask("run-phase-planned", "Delete my old seating plan.")
+        .await;
+    let seen = stdout_of(&result, &model, "c2");
+    for line in [
+        "PLAN True".to_owned(),
+        format!("DELETED {old}"),
+        format!("AGAIN {old}"),
+        "REFUSED create forbidden".to_owned(),
+        "REFUSED other forbidden".to_owned(),
+    ] {
+        assert!(seen.contains(&line), "{line}: {}", result_of(&model, "c2"));
+    }
+    let expected: Vec<String> = before
+        .iter()
+        .filter(|t| *t != "Old seating plan")
+        .cloned()
+        .collect();
+    assert_eq!(
+        note_titles(&world),
+        expected,
+        "only the planned note is gone"
+    );
+    // Asked once, for the plan, and shown the delete's own preview.
+    let asked = approver.seen.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0].tool, "plan_propose");
+    let preview = asked[0].preview.clone().unwrap();
+    assert_eq!(preview["plan"]["tool"], "notes_delete", "{preview}");
+    let shown = preview["plan"]["preview"]["deletes"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(shown.contains("Old seating plan"), "{preview}");
+    // The trace: the delete ran on the plan, from the script; the retry replayed.
+    let deletes: Vec<Value> = world
+        .tool_calls()
+        .into_iter()
+        .filter(|e| e["gen_ai.tool.name"] == "notes_delete" && e["run_id"] == "run-phase-planned")
+        .collect();
+    assert_eq!(deletes.len(), 3, "{deletes:?}");
+    assert_eq!(deletes[0]["approval"]["via"], "plan", "{}", deletes[0]);
+    assert_eq!(deletes[0]["origin"], "sandbox", "{}", deletes[0]);
+    assert_eq!(deletes[0]["parent_call_id"], "c2", "{}", deletes[0]);
+    assert_eq!(
+        deletes[1]["approval"]["status"], "replayed",
+        "{}",
+        deletes[1]
+    );
+    assert_eq!(deletes[2]["error.type"], "forbidden", "{}", deletes[2]);
+}
+
 #[tokio::test]
 async fn a_high_risk_call_from_code_stops_at_approval_exactly_as_from_the_loop() {
     let world = World::new();
