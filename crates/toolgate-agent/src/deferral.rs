@@ -87,6 +87,10 @@ pub struct ToolList {
     /// Tools a phase rule keeps back (see [`crate::phases`]): never sent, never appended by a
     /// search, until released.
     withheld: BTreeSet<String>,
+    /// Tools the policy's phases keep closed in this run now (`toolgate_core::phase_gate`):
+    /// not sent; unlike withheld tools, a call to one still goes to the dispatcher, which
+    /// refuses it on the record.
+    closed: BTreeSet<String>,
 }
 
 impl ToolList {
@@ -120,6 +124,7 @@ impl ToolList {
             sent,
             deferred: defer,
             withheld: BTreeSet::new(),
+            closed: BTreeSet::new(),
         }
     }
 
@@ -173,6 +178,41 @@ impl ToolList {
         self.deferred
     }
 
+    /// Follows the run's catalogue: the tools in `closed` leave the list (a standing one
+    /// shrinks the standing count: this happens before the first request, when the run's
+    /// catalogue is first read), and the tools that were closed and are not any more are
+    /// appended in the caller's visible order. Returns (opened, closed) names, each only when
+    /// the list changed.
+    pub fn follow_catalogue(&mut self, closed: &BTreeSet<String>) -> (Vec<String>, Vec<String>) {
+        let mut closing = Vec::new();
+        let mut index = 0;
+        while index < self.sent.len() {
+            if closed.contains(&self.sent[index].name) {
+                let tool = self.sent.remove(index);
+                if index < self.standing {
+                    self.standing -= 1;
+                }
+                closing.push(tool.name);
+            } else {
+                index += 1;
+            }
+        }
+        let mut opening = Vec::new();
+        for tool in &self.visible {
+            let was_closed = self.closed.contains(&tool.name);
+            if was_closed
+                && !closed.contains(&tool.name)
+                && !self.withheld.contains(&tool.name)
+                && !self.sent.iter().any(|t| t.name == tool.name)
+            {
+                self.sent.push(tool.clone());
+                opening.push(tool.name.clone());
+            }
+        }
+        self.closed = closed.clone();
+        (opening, closing)
+    }
+
     /// Appends the definitions of `found` (names a search returned, best first) that the
     /// caller may call and that are not listed yet; returns the names appended. Does nothing
     /// for a run that does not defer.
@@ -182,7 +222,10 @@ impl ToolList {
         }
         let mut appended = Vec::new();
         for name in found {
-            if self.withheld.contains(name) || self.sent.iter().any(|t| &t.name == name) {
+            if self.withheld.contains(name)
+                || self.closed.contains(name)
+                || self.sent.iter().any(|t| &t.name == name)
+            {
                 continue;
             }
             if let Some(tool) = self.visible.iter().find(|t| &t.name == name) {

@@ -162,3 +162,62 @@ fn a_run_that_does_not_defer_never_grows() {
     assert!(list.append_found(&["t001".to_string()]).is_empty());
     assert_eq!(list.definitions().len(), 5);
 }
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn a_closed_tool_is_never_sent_and_an_opened_one_is_appended_after_the_standing_list() {
+    let mut list = ToolList::plan(
+        vec![def("notes_create"), def("notes_search"), def(PLAN)],
+        None,
+    );
+    let (opened, closed) = list.follow_catalogue(&set(&["notes_create"]));
+    assert_eq!((opened, closed), (vec![], vec!["notes_create".to_string()]));
+    assert_eq!(names(list.definitions()), ["notes_search", PLAN]);
+    assert_eq!(
+        list.standing(),
+        2,
+        "the first request's list is the standing list"
+    );
+    let unchanged = list.follow_catalogue(&set(&["notes_create"]));
+    assert_eq!(
+        unchanged,
+        (vec![], vec![]),
+        "nothing changed, nothing reported"
+    );
+    let (opened, _) = list.follow_catalogue(&set(&[]));
+    assert_eq!(opened, ["notes_create"]);
+    assert_eq!(
+        names(list.definitions()),
+        ["notes_search", PLAN, "notes_create"]
+    );
+    assert_eq!(
+        list.standing(),
+        2,
+        "the prefix before the opened tool never changes"
+    );
+    let (_, closed) = list.follow_catalogue(&set(&["notes_create"]));
+    assert_eq!(
+        closed,
+        ["notes_create"],
+        "a used plan closes the tool again"
+    );
+    assert_eq!(names(list.definitions()), ["notes_search", PLAN]);
+}
+
+#[test]
+fn a_search_never_appends_a_closed_tool() {
+    let config = DeferralConfig {
+        threshold: 1,
+        ..DeferralConfig::default()
+    };
+    let visible = vec![def(TOOL_SEARCH), def("notes_create"), def("notes_search")];
+    let mut list = ToolList::plan(visible, Some(&config));
+    list.follow_catalogue(&set(&["notes_create"]));
+    let found = ["notes_create".to_string(), "notes_search".to_string()];
+    assert_eq!(list.append_found(&found), ["notes_search"]);
+}
+
+const PLAN: &str = "plan_propose";

@@ -14,6 +14,6 @@ pub use approvers::TerminalApprover;
 pub use deferral::{DEFAULT_DEFER_THRESHOLD, DEFAULT_PRELOAD, DeferralConfig, ToolList};
 pub use run::{
     Agent, AgentConfig, AgentEvent, CallSummary, DEFAULT_SYSTEM_PROMPT, DescribedCallCorrected,
-    Observer, ReadFirst, RepeatAnswered, RunResult, StopCause, ToolsAppended, ToolsEnded,
-    ToolsOffered,
+    Observer, ReadFirst, RepeatAnswered, RunCatalogueChanged, RunResult, StopCause, ToolsAppended,
+    ToolsEnded, ToolsOffered,
 };

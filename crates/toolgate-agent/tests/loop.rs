@@ -1463,3 +1463,108 @@ async fn a_write_before_any_read_is_refused_unrun_and_the_first_round_asks_for_a
         refusal.content
     );
 }
+
+/// Says yes to everything and keeps what it was shown.
+#[derive(Default)]
+struct ApproveAll(Mutex<Vec<toolgate_core::ApprovalRequest>>);
+
+impl toolgate_core::Approver for ApproveAll {
+    fn decide<'a>(
+        &'a self,
+        request: &'a toolgate_core::ApprovalRequest,
+    ) -> toolgate_core::BoxFuture<
+        'a,
+        Result<toolgate_core::ApprovalAnswer, toolgate_core::ApproverError>,
+    > {
+        self.0.lock().unwrap().push(request.clone());
+        Box::pin(async { Ok(toolgate_core::ApprovalAnswer::Approve) })
+    }
+}
+
+fn listed(model: &ScriptedModel, n: usize) -> Vec<String> {
+    model.requests()[n]
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_joins_the_runs_tools_only_after_its_plan_is_approved_and_leaves_once_used() {
+    use toolgate_agent::RunCatalogueChanged;
+    use toolgate_core::phase_gate::{PLAN_TOOL, PhaseConfig, PhaseGate};
+    use toolgate_core::plan_tool::plan_propose_tool;
+    let world = World::new();
+    let reminder = json!({"text": "pay", "due": "2026-12-04"});
+    let model = Arc::new(ScriptedModel::new([
+        // Named from an old transcript: refused by the dispatcher, on the record.
+        ScriptedModel::calls(&[("w1", "reminders_create", reminder.clone())]),
+        ScriptedModel::calls(&[(
+            "p1",
+            PLAN_TOOL,
+            json!({"tool": "reminders_create", "arguments": reminder.clone()}),
+        )]),
+        ScriptedModel::calls(&[("w2", "reminders_create", reminder.clone())]),
+        ScriptedModel::answer("Saved."),
+    ]));
+    let gate = Arc::new(PhaseGate::new(PhaseConfig {
+        gate_writes: true,
+        ..PhaseConfig::default()
+    }));
+    let mut tools = world.tools();
+    let plan = plan_propose_tool(Arc::clone(&gate), tools.iter().map(|t| &t.spec)).unwrap();
+    tools.push(plan);
+    let trace = Arc::new(MemoryTrace::default());
+    let dispatcher = Dispatcher::new(Arc::new(Registry::new(tools).unwrap()))
+        .unwrap()
+        .with_trace(trace.clone())
+        .with_phases(gate);
+    let person = Arc::new(ApproveAll::default());
+    let caller = Caller::new(dispatcher).with_approver(person.clone());
+    let agent = Agent::new(model.clone(), caller, Principal::local("tester", &[]))
+        .with_trace(trace.clone());
+    let result = agent.ask("run-phases", "remind me to pay on the 4th").await;
+
+    assert_eq!(result.stop, StopCause::FinalAnswer);
+    let first = listed(&model, 0);
+    assert!(first.contains(&PLAN_TOOL.to_string()), "{first:?}");
+    for closed in ["reminders_create", "mail_send"] {
+        assert!(
+            !first.contains(&closed.to_string()),
+            "{closed} listed: {first:?}"
+        );
+    }
+    let refused = &results_in(&model, 1)[0];
+    assert!(
+        refused.is_error && refused.content.contains("forbidden"),
+        "{}",
+        refused.content
+    );
+    assert!(refused.content.contains(PLAN_TOOL), "{}", refused.content);
+    // Approved: the write is appended after the list the run started with.
+    let third = listed(&model, 2);
+    assert_eq!(
+        &third[..first.len()],
+        &first[..],
+        "the earlier list is a prefix"
+    );
+    assert_eq!(third.last().map(String::as_str), Some("reminders_create"));
+    // Used: it leaves again.
+    assert_eq!(listed(&model, 3), first);
+    assert_eq!(world.rows("reminders"), 1);
+    let asked = person.0.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "only the plan was asked: {asked:?}");
+    assert_eq!(asked[0].tool, PLAN_TOOL);
+    let changes: Vec<(Vec<String>, Vec<String>)> = trace
+        .records::<RunCatalogueChanged>()
+        .into_iter()
+        .map(|c| (c.opened, c.closed))
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            (vec!["reminders_create".to_string()], vec![]),
+            (vec![], vec!["reminders_create".to_string()])
+        ]
+    );
+}

@@ -27,7 +27,9 @@ pub enum WiringError {
         toolset: ToolsetName,
         store: StoreKind,
     },
-    #[error("[phases] ungated names {unknown}, which this toolset does not serve; its tools are: {known}")]
+    #[error(
+        "[phases] ungated names {unknown}, which this toolset does not serve; its tools are: {known}"
+    )]
     UnknownUngated { unknown: String, known: String },
     #[error(transparent)]
     Sandbox(#[from] toolgate_sandbox::SandboxError),

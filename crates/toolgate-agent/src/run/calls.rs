@@ -15,8 +15,8 @@ use toolgate_llm::{ContentBlock, Message, ToolCall, ToolChoice, ToolResult};
 use super::dispatch::lost_call;
 use super::sources::learn_outcome;
 use super::{
-    Agent, AgentEvent, CallSummary, RepeatAnswered, RunState, ToolsAppended, ToolsEnded,
-    ToolsOffered,
+    Agent, AgentEvent, CallSummary, RepeatAnswered, RunCatalogueChanged, RunState, ToolsAppended,
+    ToolsEnded, ToolsOffered,
 };
 use crate::phases::{not_offered_error, outside_choice_error, withheld};
 use crate::repeat_guard::{
@@ -74,6 +74,21 @@ impl Agent {
         self.end_tools_after_repeats(run, &mut results);
         run.messages.push(results);
         self.offer_released_tools(run);
+        self.follow_run_catalogue(run);
+    }
+
+    /// Reads the run's catalogue again after a round of calls (a plan approved opens a tool,
+    /// a plan used closes it) and traces what changed.
+    fn follow_run_catalogue(&self, run: &mut RunState<'_>) {
+        let (opened, closed) = run.tools.follow_catalogue(&self.closed_in_run(run.run_id));
+        if !opened.is_empty() || !closed.is_empty() {
+            self.trace.record(Arc::new(RunCatalogueChanged {
+                run_id: run.run_id.into(),
+                round: run.round,
+                opened,
+                closed,
+            }));
+        }
     }
 
     /// The result of a call to a tool a phase rule withholds: refused unrun, with the reason.

@@ -24,7 +24,11 @@
 //! 6. *close the run* (`close_run`): the answer, the run's end traced (`trace.rs`), observers
 //!    told (`observer.rs`).
 //!
-//! Tool definitions: every tool the principal may call, sent identically every round; past
+//! Tool definitions: every tool the principal may call, sent identically every round, except
+//! those the policy's phases keep closed in the run (`toolgate_core::phase_gate`): after each
+//! round of calls the loop reads the run's catalogue again, appends a tool a plan approved
+//! opened and drops one whose plan was used (traced as `run_catalogue_changed`); a call to a
+//! closed tool still goes to the dispatcher, which refuses it on the record. Past
 //! [`AgentConfig::deferral`]'s threshold, when the registry offers `tool_search`, the standing
 //! set (`tool_search` and the always-loaded tools) instead, and the definitions a search finds
 //! are appended for later rounds, never swapped in (see [`crate::deferral`]), so each request's
@@ -98,8 +102,8 @@ pub use read_first::{READ_FIRST_CALL_ID, ReadFirst, read_first_call, whole_messa
 pub use result::{CallSummary, RunResult, StopCause};
 pub use sources::sources_from_history;
 pub use trace::{
-    DescribedCallCorrected, ModelTurn, RefusedCallRetried, RepeatAnswered, RunEnd, ToolsAppended,
-    ToolsEnded, ToolsOffered, TurnSummary,
+    DescribedCallCorrected, ModelTurn, RefusedCallRetried, RepeatAnswered, RunCatalogueChanged,
+    RunEnd, ToolsAppended, ToolsEnded, ToolsOffered, TurnSummary,
 };
 
 use crate::deferral::ToolList;
@@ -203,6 +207,27 @@ impl Agent {
             .collect()
     }
 
+    /// The tools this principal may see that the policy's phases keep closed in run `run_id`
+    /// now (none without phases): the dispatcher's own listing decides, so the list the model
+    /// gets and the calls the dispatcher admits agree.
+    fn closed_in_run(&self, run_id: &str) -> std::collections::BTreeSet<String> {
+        let dispatcher = self.caller.dispatcher();
+        if dispatcher.phases().is_none() {
+            return std::collections::BTreeSet::new();
+        }
+        let open: std::collections::BTreeSet<&str> = dispatcher
+            .run_catalogue(&self.principal, run_id)
+            .into_iter()
+            .map(|spec| spec.name.as_str())
+            .collect();
+        self.caller
+            .registry()
+            .visible_to(&self.principal)
+            .filter(|spec| !open.contains(spec.name.as_str()))
+            .map(|spec| spec.name.clone())
+            .collect()
+    }
+
     /// Runs one question to a stop.
     pub async fn ask(&self, run_id: &str, question: &str) -> RunResult {
         self.run(run_id, vec![Message::user_text(question)]).await
@@ -243,6 +268,9 @@ impl Agent {
         // Withheld before the preload, so a search cannot append what a phase keeps back.
         let phases = PhaseState::from_history(&history, read_first::last_user_text(&history));
         tools.withhold(&withheld(&self.config.offer_rules, &phases));
+        // The policy's phases: what this run may reach now (a continued conversation's run may
+        // already hold an approved plan).
+        tools.follow_catalogue(&self.closed_in_run(run_id));
         let appended_tools = self.preload(run_id, &history, &mut tools).await;
         let sources = sources_from_history(&history);
         let mut run = RunState {

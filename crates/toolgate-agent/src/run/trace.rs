@@ -102,6 +102,27 @@ impl TraceEvent for ToolsOffered {
     }
 }
 
+/// The run's catalogue changed under the policy's phases (`toolgate_core::phase_gate`): a plan
+/// approved opened a tool (appended from the next round on), a plan used closed it again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunCatalogueChanged {
+    pub run_id: String,
+    /// The round whose calls changed it.
+    pub round: u32,
+    pub opened: Vec<String>,
+    pub closed: Vec<String>,
+}
+
+impl TraceEvent for RunCatalogueChanged {
+    fn kind(&self) -> &'static str {
+        "run_catalogue_changed"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({"run_id": self.run_id, "round": self.round, "opened": self.opened, "closed": self.closed})
+    }
+}
+
 /// An exact repeat the loop answered with an earlier round's result (nothing ran).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepeatAnswered {
