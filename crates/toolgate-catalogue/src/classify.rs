@@ -52,6 +52,10 @@ pub enum Rule {
     ToolRemoved,
     ToolRemovedBeforeDeprecation,
     ToolRemovedInWindow,
+    /// An earlier version served beside the current one changed.
+    EarlierVersionChanged,
+    /// An earlier version is now served beside the current one.
+    EarlierVersionKept,
     VersionChanged,
     DescriptionEdited,
     RiskReasonEdited,
@@ -143,11 +147,49 @@ pub fn check(old: &Snapshot, new: &Snapshot) -> Report {
             });
         }
     }
+    check_earlier(old, new, &mut changes);
     changes.sort_by(|a, b| a.tool.cmp(&b.tool).then(a.kind.cmp(&b.kind)));
     Report {
         old: format!("{} ({})", old.source, old.taken_on),
         new: format!("{} ({})", new.source, new.taken_on),
         changes,
+    }
+}
+
+/// Earlier versions served beside the current ones: a pinned caller's contract. One that
+/// leaves follows the removal rules (its deprecation window); one that stays must not change;
+/// one that arrives is compatible (callers gain a version to pin).
+fn check_earlier(old: &Snapshot, new: &Snapshot, changes: &mut Vec<Change>) {
+    for before in &old.earlier {
+        let path = format!("version {}", before.version);
+        match new.earlier_version(&before.name, before.version) {
+            None if new.tool(&before.name).is_some_and(|t| t.version == before.version) => {}
+            None => changes.push(Change {
+                path,
+                ..removal(before, new)
+            }),
+            Some(after) if after.digest != before.digest => changes.push(Change {
+                tool: before.name.clone(),
+                path,
+                kind: ChangeKind::Breaking,
+                rule: Rule::EarlierVersionChanged,
+                reason: "an earlier version served beside the current one changed: the callers that pinned it get another contract".into(),
+                digest: Some(after.digest.clone()),
+            }),
+            Some(_) => {}
+        }
+    }
+    for after in &new.earlier {
+        if old.earlier_version(&after.name, after.version).is_none() {
+            changes.push(Change {
+                tool: after.name.clone(),
+                path: format!("version {}", after.version),
+                kind: ChangeKind::Compatible,
+                rule: Rule::EarlierVersionKept,
+                reason: "notice: this version is served beside the current one during its deprecation window (callers may pin it)".into(),
+                digest: Some(after.digest.clone()),
+            });
+        }
     }
 }
 

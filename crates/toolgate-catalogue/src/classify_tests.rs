@@ -78,7 +78,13 @@ fn snap(day: &str, tools: Vec<ToolEntry>) -> Snapshot {
         taken_on: day.into(),
         digest: "d".into(),
         tools,
+        earlier: Vec::new(),
     }
+}
+
+fn with_earlier(mut snapshot: Snapshot, earlier: Vec<ToolEntry>) -> Snapshot {
+    snapshot.earlier = earlier;
+    snapshot
 }
 
 fn kinds(report: &Report) -> Vec<(ChangeKind, Rule)> {
@@ -559,6 +565,69 @@ fn removals_are_allowed_only_once_a_deprecation_has_shipped() {
     }
     let added = check(&snap("d", vec![]), &snap("d", vec![entry("demo_new")]));
     assert_eq!(kinds(&added), vec![(Compatible, Rule::ToolAdded)]);
+}
+
+#[test]
+fn an_earlier_version_served_beside_the_current_one_is_a_pinned_callers_contract() {
+    let day = |d: &str| Milestone::Date(d.into());
+    let kept = deprecated(Milestone::Version(1), day("2027-06-30"));
+    let mut edited = kept.clone();
+    edited.description.push_str(" Edited.");
+    edited.reseal();
+    let mut too_soon = deprecated(day("2027-01-01"), day("2027-06-30"));
+    too_soon.reseal();
+    let base = || vec![entry("demo_tool")];
+    let cases: Vec<(
+        &str,
+        Vec<ToolEntry>,
+        Vec<ToolEntry>,
+        Vec<(ChangeKind, Rule)>,
+    )> = vec![
+        (
+            "keeping an earlier version blocking the release",
+            vec![],
+            vec![kept.clone()],
+            vec![(Compatible, Rule::EarlierVersionKept)],
+        ),
+        (
+            "an unchanged earlier version reported",
+            vec![kept.clone()],
+            vec![kept.clone()],
+            vec![],
+        ),
+        (
+            "an earlier version edited under its pinned callers slipping through",
+            vec![kept.clone()],
+            vec![edited],
+            vec![(Breaking, Rule::EarlierVersionChanged)],
+        ),
+        (
+            "an earlier version dropped inside its window blocking the release",
+            vec![kept.clone()],
+            vec![],
+            vec![(Compatible, Rule::ToolRemovedInWindow)],
+        ),
+        (
+            "an earlier version dropped before its deprecation began slipping through",
+            vec![too_soon],
+            vec![],
+            vec![(Breaking, Rule::ToolRemovedBeforeDeprecation)],
+        ),
+    ];
+    for (what, before, after, expected) in cases {
+        let old = with_earlier(snap("2026-06-01", base()), before);
+        let new = with_earlier(snap("2026-12-05", base()), after);
+        let report = check(&old, &new);
+        assert_eq!(kinds(&report), expected, "{what}");
+        for change in &report.changes {
+            assert_eq!(change.tool, "demo_old", "{what}");
+            assert!(
+                change.path.starts_with("version "),
+                "{what}: {}",
+                change.path
+            );
+        }
+    }
 }
 
 fn lowered() -> (Snapshot, Snapshot) {

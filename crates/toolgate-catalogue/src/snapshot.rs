@@ -38,6 +38,10 @@ pub struct Snapshot {
     /// The registry's digest over every tool's name, version and model view.
     pub digest: String,
     pub tools: Vec<ToolEntry>,
+    /// Earlier, deprecated versions served beside the current ones (a caller pins one), by
+    /// name then version.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<ToolEntry>,
 }
 
 /// One tool as the snapshot records it.
@@ -100,6 +104,7 @@ impl Snapshot {
             taken_on: taken_on.to_string(),
             digest: registry.digest().to_string(),
             tools: registry.specs().map(ToolEntry::of_spec).collect(),
+            earlier: registry.earlier_specs().map(ToolEntry::of_spec).collect(),
         }
     }
 
@@ -132,6 +137,16 @@ impl Snapshot {
                 return Err(SnapshotError::DigestMismatch(tool.name.clone()));
             }
         }
+        let mut seen_earlier = BTreeSet::new();
+        for tool in &snapshot.earlier {
+            let named = format!("{} version {}", tool.name, tool.version);
+            if !seen_earlier.insert((tool.name.as_str(), tool.version)) {
+                return Err(SnapshotError::Duplicate(named));
+            }
+            if tool.content_digest() != tool.digest {
+                return Err(SnapshotError::DigestMismatch(named));
+            }
+        }
         Ok(snapshot)
     }
 
@@ -144,6 +159,13 @@ impl Snapshot {
 
     pub fn tool(&self, name: &str) -> Option<&ToolEntry> {
         self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// The earlier version `version` of `name` served beside the current one, if recorded.
+    pub fn earlier_version(&self, name: &str, version: u32) -> Option<&ToolEntry> {
+        self.earlier
+            .iter()
+            .find(|t| t.name == name && t.version == version)
     }
 }
 

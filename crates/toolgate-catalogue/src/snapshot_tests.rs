@@ -152,3 +152,34 @@ fn stable_error_code_names_match_the_core_exactly() {
         );
     }
 }
+
+#[test]
+fn an_earlier_version_served_beside_the_current_one_is_recorded_and_sealed() {
+    let current = ToolBuilder::from_schema(
+        "demo_find",
+        3,
+        json!({"type": "object", "properties": {"query": {"type": "string"}}, "additionalProperties": false}),
+    )
+    .describe("Finds things.", "When asked.", None, "The things.")
+    .policy(Risk::Low, Effect::Read, "It only reads.");
+    let earlier =
+        tool("demo_find").deprecated(Milestone::Version(3), Milestone::Date("2027-01-31".into()));
+    let registry = Registry::new([finish(current).unwrap(), finish(earlier).unwrap()]).unwrap();
+    let snap = Snapshot::of_registry(&registry, "demo", "2026-12-05");
+    assert_eq!(
+        snap.tools.iter().map(|t| t.version).collect::<Vec<_>>(),
+        [3]
+    );
+    assert_eq!(
+        snap.earlier.iter().map(|t| t.version).collect::<Vec<_>>(),
+        [2]
+    );
+    assert_eq!(Snapshot::from_json(&snap.to_json()).unwrap(), snap);
+    let mut tampered: Value = serde_json::from_str(&snap.to_json()).unwrap();
+    tampered["earlier"][0]["risk"] = json!("high");
+    let err = Snapshot::from_json(&tampered.to_string()).unwrap_err();
+    assert!(
+        matches!(err, SnapshotError::DigestMismatch(ref n) if n == "demo_find version 2"),
+        "{err}"
+    );
+}

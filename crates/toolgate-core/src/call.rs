@@ -45,6 +45,9 @@ pub struct CallRequest {
     pub run_id: String,
     pub principal: Principal,
     pub tool: String,
+    /// The version of the tool the caller was written against: an earlier, deprecated version
+    /// served beside the current one answers while its window is open; `None`: the current one.
+    pub version: Option<u32>,
     pub arguments: Value,
     /// A caller-chosen idempotency key for writes; derived from principal, run, tool and
     /// arguments otherwise.
@@ -77,6 +80,7 @@ impl CallRequest {
             run_id: run_id.into(),
             principal,
             tool: tool.into(),
+            version: None,
             arguments,
             idempotency_key: None,
             approval: ApprovalChannel::None,
@@ -127,6 +131,12 @@ impl CallRequest {
             token: token.into(),
             approved,
         });
+        self
+    }
+
+    /// Pins the version of the tool this call was written against.
+    pub fn with_version(mut self, version: u32) -> Self {
+        self.version = Some(version);
         self
     }
 

@@ -58,7 +58,7 @@ use crate::observation::{self, Observation, Provenance};
 use crate::phase_gate::{Admission, PLAN_TOOL, PhaseGate};
 use crate::principal::Principal;
 use crate::receipt_signing::{EffectSummary, ReceiptFacts, ReceiptPrincipal, ReceiptSigner};
-use crate::registry::Registry;
+use crate::registry::{Registry, still_served};
 use crate::schema::{self, Violation, ViolationKind};
 use crate::shape::Shape;
 use crate::spec::ToolSpec;
@@ -308,7 +308,10 @@ impl Dispatcher {
         record.arguments = arguments;
         let canonical = canonical_json(&request.arguments);
         record.args_hash = digest_parts(&[&canonical]);
-        let tool = self.inner.registry.get(&request.tool);
+        let tool = self
+            .inner
+            .registry
+            .get_version(&request.tool, request.version);
         let error_style = tool.map_or(ErrorStyle::Teaching, |t| t.spec.observation.error_style);
         let (mut result, content_len, nested_untrusted) = self
             .run(&request, &canonical, mode, tool, &mut record)
@@ -417,10 +420,13 @@ impl Dispatcher {
             ));
         }
         let Some(tool) = tool else {
-            return Err(self.unknown_tool(&request.tool, &request.principal));
+            return Err(self
+                .unknown_version(request)
+                .unwrap_or_else(|| self.unknown_tool(&request.tool, &request.principal)));
         };
         let spec = &tool.spec;
         record.tool_version = Some(spec.version);
+        self.check_window(tool)?;
         record.risk = Some(spec.policy.risk);
         record.effect = Some(spec.policy.effect);
         Ok(Resolved {
@@ -1048,6 +1054,50 @@ impl Dispatcher {
         Sought::DecidedBy(approval, decided_by)
     }
 
+    /// A pinned version that is not served, when the tool is: `not_found` naming the versions
+    /// that are.
+    fn unknown_version(&self, request: &CallRequest) -> Option<ToolError> {
+        let pinned = request.version?;
+        let served = self.inner.registry.versions(&request.tool);
+        if served.is_empty() {
+            return None;
+        }
+        let listed: Vec<String> = served.iter().map(u32::to_string).collect();
+        Some(
+            ToolError::not_found(format!(
+                "version {pinned} of `{}` is not served; served: {}",
+                request.tool,
+                listed.join(", ")
+            ))
+            .with_hint(format!("call version {} (the current one)", served[0])),
+        )
+    }
+
+    /// An earlier version answers only inside its deprecation window.
+    fn check_window(&self, tool: &Tool) -> Result<(), ToolError> {
+        let spec = &tool.spec;
+        let Some(current) = self.inner.registry.get(&spec.name) else {
+            return Ok(());
+        };
+        if current.spec.version == spec.version {
+            return Ok(());
+        }
+        let today = self.inner.clock.today();
+        match &spec.deprecation {
+            Some(deprecation) if still_served(deprecation, current.spec.version, &today) => Ok(()),
+            // The registry admits an earlier version only when it is deprecated; without one
+            // there is no window to be inside.
+            Some(_) | None => Err(ToolError::not_found(format!(
+                "version {} of `{}` is no longer served: its deprecation window has closed",
+                spec.version, spec.name
+            ))
+            .with_hint(format!(
+                "call version {} (the current one)",
+                current.spec.version
+            ))),
+        }
+    }
+
     fn unknown_tool(&self, name: &str, principal: &Principal) -> ToolError {
         if let Some(reason) = self.inner.registry.withheld(name) {
             return ToolError::new(
@@ -1119,6 +1169,7 @@ fn parent_of(request: &CallRequest, mode: Mode) -> CallRequest {
         run_id: request.run_id.clone(),
         principal: request.principal.clone(),
         tool: request.tool.clone(),
+        version: None,
         arguments: Value::Null,
         idempotency_key: None,
         approval: request.approval.clone(),

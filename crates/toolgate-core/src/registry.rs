@@ -1,10 +1,18 @@
 //! The registry: every declared tool, versioned, in a deterministic order, with a digest over
 //! the canonical model views (a stable prompt-cache prefix), and per-principal filtering.
 //!
-//! Guarantees: names are unique; listing order is by name, whatever the registration order;
+//! Guarantees: names are unique among the current tools; listing order is by name, whatever
+//! the registration order;
 //! a principal sees only tools in its catalogue whose scopes it holds. A withheld name (an
 //! imported tool in quarantine) is no tool at all: it is never listed or callable, and a call
 //! to it is refused with the reason it is withheld.
+//!
+//! Two versions side by side: an earlier version of a tool may be registered beside its
+//! current one when the earlier one is deprecated (`ToolBuilder::deprecated`). It is never
+//! listed or shown to a model; a caller that pins it (`CallRequest::version`) reaches it while
+//! its window is open ([`still_served`]), so a host written against it keeps working during
+//! the migration. Two tools with one name and no deprecation, or the same version twice, are
+//! refused.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +21,7 @@ use serde_json::{Value, json};
 use crate::canonical::{canonical_json, sha256_hex};
 use crate::principal::Principal;
 use crate::schema;
-use crate::spec::{InputOrigin, ModelView, Risk, ToolSpec};
+use crate::spec::{Deprecation, InputOrigin, Milestone, ModelView, Risk, ToolSpec};
 use crate::tool::Tool;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,11 +29,21 @@ use crate::tool::Tool;
 pub enum RegistryError {
     #[error("tool `{0}` is registered twice")]
     Duplicate(String),
+    #[error(
+        "tool `{name}` is registered at versions {current} and {earlier}: the earlier one is served beside the current one only when it is deprecated (deprecated_since, remove_after)"
+    )]
+    EarlierNotDeprecated {
+        name: String,
+        current: u32,
+        earlier: u32,
+    },
 }
 
 #[derive(Debug, Clone)]
 pub struct Registry {
     tools: BTreeMap<String, Tool>,
+    /// Earlier, deprecated versions served beside the current ones, by (name, version).
+    earlier: BTreeMap<(String, u32), Tool>,
     digest: String,
     /// Names that are not tools now, with the reason a call to one is told.
     withheld: BTreeMap<String, String>,
@@ -33,19 +51,80 @@ pub struct Registry {
 
 impl Registry {
     pub fn new(tools: impl IntoIterator<Item = Tool>) -> Result<Self, RegistryError> {
-        let mut map = BTreeMap::new();
+        let mut map: BTreeMap<String, Tool> = BTreeMap::new();
+        let mut earlier: BTreeMap<(String, u32), Tool> = BTreeMap::new();
         for tool in tools {
             let name = tool.spec.name.clone();
-            if map.insert(name.clone(), tool).is_some() {
+            let Some(held) = map.remove(&name) else {
+                map.insert(name, tool);
+                continue;
+            };
+            let (current, older) = if tool.spec.version > held.spec.version {
+                (tool, held)
+            } else {
+                (held, tool)
+            };
+            if current.spec.version == older.spec.version
+                || earlier.contains_key(&(name.clone(), older.spec.version))
+            {
                 return Err(RegistryError::Duplicate(name));
             }
+            if older.spec.deprecation.is_none() {
+                return Err(RegistryError::EarlierNotDeprecated {
+                    name,
+                    current: current.spec.version,
+                    earlier: older.spec.version,
+                });
+            }
+            earlier.insert((name.clone(), older.spec.version), older);
+            map.insert(name, current);
         }
-        let digest = catalogue_digest(map.values().map(|t| &t.spec));
+        let digest = catalogue_digest(
+            map.values()
+                .map(|t| &t.spec)
+                .chain(earlier.values().map(|t| &t.spec)),
+        );
         Ok(Registry {
             tools: map,
+            earlier,
             digest,
             withheld: BTreeMap::new(),
         })
+    }
+
+    /// The tool a call reaches: the current version when `version` is `None` or names it, else
+    /// the earlier version of that number (whether it is still served is the caller's check,
+    /// [`still_served`], because it depends on the day).
+    pub fn get_version(&self, name: &str, version: Option<u32>) -> Option<&Tool> {
+        let current = self.tools.get(name)?;
+        match version {
+            None => Some(current),
+            Some(v) if v == current.spec.version => Some(current),
+            Some(v) => self.earlier.get(&(name.to_string(), v)),
+        }
+    }
+
+    /// The versions of `name` served, newest first (empty: no such tool).
+    pub fn versions(&self, name: &str) -> Vec<u32> {
+        let mut versions: Vec<u32> = self
+            .tools
+            .get(name)
+            .map(|t| t.spec.version)
+            .into_iter()
+            .collect();
+        versions.extend(
+            self.earlier
+                .keys()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| *v)
+                .rev(),
+        );
+        versions
+    }
+
+    /// The earlier versions served beside the current ones, by name then version.
+    pub fn earlier_specs(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.earlier.values().map(|t| &t.spec)
     }
 
     /// Also knows these names (name → reason) as withheld: a call to one is refused with its
@@ -97,12 +176,25 @@ impl Registry {
     }
 }
 
+/// Whether an earlier version still answers on `today` (`YYYY-MM-DD`), beside `current`, the
+/// version its name serves now: until its `remove_after` day, or while the current version is
+/// not past its `remove_after` version.
+pub fn still_served(deprecation: &Deprecation, current: u32, today: &str) -> bool {
+    match &deprecation.remove_after {
+        Milestone::Date(day) => today <= day.as_str(),
+        Milestone::Version(last) => current <= *last,
+    }
+}
+
 /// SHA-256 over the canonical JSON of (name, version, model view) for each tool, in name order.
 pub fn catalogue_digest<'a>(specs: impl Iterator<Item = &'a ToolSpec>) -> String {
     let mut entries: Vec<Value> = specs
         .map(|s| json!({"name": s.name, "version": s.version, "model_view": s.model_view()}))
         .collect();
-    entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    entries.sort_by(|a, b| {
+        (a["name"].as_str(), a["version"].as_u64())
+            .cmp(&(b["name"].as_str(), b["version"].as_u64()))
+    });
     sha256_hex(canonical_json(&Value::Array(entries)).as_bytes())
 }
 

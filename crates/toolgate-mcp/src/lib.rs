@@ -24,7 +24,7 @@ mod stdio;
 
 pub use catalogue::{annotations_for, mcp_tool};
 pub use http::{HttpLimits, serve_http};
-pub use server::{IDEMPOTENCY_KEY_META, McpServer, ServeError, UNTRUSTED_META};
+pub use server::{IDEMPOTENCY_KEY_META, McpServer, ServeError, UNTRUSTED_META, VERSION_META};
 pub use stdio::{
     DRAIN_DEADLINE, MAX_LINE_BYTES, MAX_NESTING, serve_io_until, serve_stdio, serve_stdio_until,
 };

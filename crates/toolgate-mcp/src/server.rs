@@ -94,6 +94,11 @@ pub const UNTRUSTED_META: &str = "toolgate/untrusted";
 /// server signs receipts (`[receipts] signing_key`).
 pub const RECEIPT_META: &str = "toolgate/receipt";
 
+/// The `_meta` key of a `tools/call` under which a host pins the version of the tool it was
+/// written against: an earlier version served beside the current one during its deprecation
+/// window answers it (the list shows only the current versions).
+pub const VERSION_META: &str = "toolgate/version";
+
 /// How long a 2026-07-28 client may cache the tool list when the catalogue of the running
 /// server does not change.
 pub const TOOL_LIST_TTL_MS: u64 = 5 * 60 * 1000;
@@ -667,7 +672,7 @@ impl McpServer {
         &self,
         principal: Principal,
         params: CallToolRequestParams,
-        (key, parent): (Option<String>, Option<String>),
+        (key, parent, version): (Option<String>, Option<String>, Option<u32>),
         route: crate::inbox::Route,
         ct: CancelToken,
         sources: Arc<TaintSources>,
@@ -678,6 +683,7 @@ impl McpServer {
             .arguments
             .map_or(Value::Object(Default::default()), Value::Object);
         let mut request = self.request(principal, &params.name, arguments, channel, ct, sources);
+        request.version = version;
         if let Some(key) = key {
             request = request.with_idempotency_key(&key);
         }
@@ -1043,10 +1049,21 @@ impl ServerHandler for McpServer {
         // several times; a pointer is all that moves then.
         let given = given_idempotency_key(&params, &ctx);
         let parent = given_parent_call(&params, &ctx);
+        let version = match given_version(&params, &ctx) {
+            Ok(version) => version,
+            Err(error) => return Ok(Self::refused_here(&error)),
+        };
         let caller = principal.clone();
         let url_question = route.url_question;
         let outcome = Box::pin(with_cancellation(&ctx, |ct| {
-            self.dispatch(principal, params, (given, parent), route, ct, sources)
+            self.dispatch(
+                principal,
+                params,
+                (given, parent, version),
+                route,
+                ct,
+                sources,
+            )
         }))
         .await;
         self.remember(key, &ctx.id.to_string(), &outcome).await;
@@ -1098,6 +1115,30 @@ fn given_parent_call(
     in_params
         .or_else(|| ctx.meta.get(PARENT_CALL_META))
         .and_then(valid_parent_reference)
+}
+
+/// The tool version the client pins (`_meta` under [`VERSION_META`]), read where the
+/// idempotency key is; anything but a whole number from 1 up is refused, never guessed at.
+fn given_version(
+    params: &CallToolRequestParams,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<Option<u32>, ToolError> {
+    let in_params = params.meta.as_ref().and_then(|meta| meta.get(VERSION_META));
+    let Some(given) = in_params.or_else(|| ctx.meta.get(VERSION_META)) else {
+        return Ok(None);
+    };
+    given
+        .as_u64()
+        .and_then(|v| u32::try_from(v).ok())
+        .filter(|v| *v >= 1)
+        .map(Some)
+        .ok_or_else(|| {
+            ToolError::invalid(
+                VERSION_META,
+                "the pinned tool version must be a whole number from 1 up",
+            )
+            .with_received(given.clone())
+        })
 }
 
 /// Runs `work` with a child of the request's cancellation token: rmcp cancels the request's
