@@ -80,8 +80,10 @@ _bridge = _socket.socket(fileno=int(_os.environ["TOOLGATE_BRIDGE_FD"]))
 _stream = _bridge.makefile("rwb")
 
 
-def call(tool, **arguments):
+def call(tool, /, **arguments):
     """Calls any tool of this conversation by name with keyword arguments."""
+    # `tool` is positional-only, so a tool whose own argument is named `tool` (plan_propose)
+    # passes it through `arguments` instead of clashing with the name.
     request = {"tool": tool, "arguments": {k: v for k, v in arguments.items() if v is not None}}
     with _lock:
         try:

@@ -349,11 +349,7 @@ async fn a_script_cannot_write_without_an_approved_plan() {
     assert!(approver.seen.lock().unwrap().is_empty());
 }
 
-// Fails until toolgate-sandbox's `toolgate_tools.call(tool, **arguments)` stops taking the
-// plan's own `tool` argument as its first parameter (`TypeError: call() got multiple values
-// for argument 'tool'`).
 #[tokio::test]
-#[ignore = "t.plan_propose(tool=...) clashes with call(tool, **arguments) in toolgate_tools"]
 async fn a_script_makes_exactly_the_planned_write_once_and_no_other() {
     let (world, old, other, before) = phase_world();
     // A plan for one delete, approved: that delete runs once without a second question, its
