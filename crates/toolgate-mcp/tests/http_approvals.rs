@@ -8,14 +8,15 @@
 mod mail_sink;
 mod support;
 
+use support::tool_results::{error_code, params, text_of};
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mail_sink::MailSink;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InputResponses,
-    ProtocolVersion,
+    CallToolResponse, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, Implementation, InputResponses, ProtocolVersion,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RequestContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -116,27 +117,6 @@ async fn legacy<H: ClientHandler>(server: &Server, host: H) -> RunningService<Ro
     host.serve(StreamableHttpClientTransport::from_uri(server.url.clone()))
         .await
         .unwrap()
-}
-
-fn params(tool: &str, args: Value) -> CallToolRequestParams {
-    CallToolRequestParams::new(tool.to_string()).with_arguments(args.as_object().cloned().unwrap())
-}
-
-fn text_of(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn error_code(result: &CallToolResult) -> Option<String> {
-    result
-        .structured_content
-        .as_ref()
-        .and_then(|s| s["code"].as_str())
-        .map(str::to_string)
 }
 
 async fn draft<H: ClientHandler>(client: &RunningService<RoleClient, H>, body: &str) -> i64 {

@@ -11,12 +11,14 @@
 
 mod support;
 
+use support::tool_results::{error_code, params, text_of};
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, Implementation, ProtocolVersion,
+    CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, Implementation, ProtocolVersion,
 };
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
@@ -156,27 +158,6 @@ async fn connect(
     } else {
         person.serve(transport).await.unwrap()
     }
-}
-
-fn params(tool: &str, args: Value) -> CallToolRequestParams {
-    CallToolRequestParams::new(tool.to_string()).with_arguments(args.as_object().cloned().unwrap())
-}
-
-fn text_of(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn error_code(result: &CallToolResult) -> Option<String> {
-    result
-        .structured_content
-        .as_ref()
-        .and_then(|s| s["code"].as_str())
-        .map(str::to_string)
 }
 
 fn note(title: &str) -> Value {

@@ -14,19 +14,7 @@ use rmcp::service::RunningService;
 use serde_json::{Value, json};
 
 async fn serve_books(dir: &Path, config: &Path) -> RunningService<RoleClient, ()> {
-    let db = dir.join("books.sqlite");
-    let (config, db) = (config.to_str().unwrap(), db.to_str().unwrap());
-    let args = [
-        "--config",
-        config,
-        "serve",
-        "--stdio",
-        "--toolset",
-        "books-v2",
-        "--db",
-        db,
-    ];
-    common::stdio::session(dir, &args).await
+    common::stdio::serve_configured(dir, config, "books-v2", "books.sqlite").await
 }
 
 async fn search(client: &RunningService<RoleClient, ()>) -> (bool, Value) {

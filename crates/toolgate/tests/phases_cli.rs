@@ -33,19 +33,7 @@ fn write_config(dir: &Path, text: &str) -> std::path::PathBuf {
 }
 
 async fn serve_notes(dir: &Path, config: &Path) -> RunningService<RoleClient, ()> {
-    let db = dir.join("notes.sqlite");
-    let (config, db) = (config.to_str().unwrap(), db.to_str().unwrap());
-    let args = [
-        "--config",
-        config,
-        "serve",
-        "--stdio",
-        "--toolset",
-        "notes",
-        "--db",
-        db,
-    ];
-    common::stdio::session(dir, &args).await
+    common::stdio::serve_configured(dir, config, "notes", "notes.sqlite").await
 }
 
 /// `serve --stdio --toolset notes` under `config`, with no host on stdin.

@@ -84,19 +84,7 @@ fn verify_file(dir: &Path, config: &Path, receipt: &Value) -> Output {
 /// Serves the notes over stdio with `config`, creates one note twice (the retry replays),
 /// and closes the session; the receipts the host got in each result's `_meta`.
 async fn write_a_note_twice(dir: &Path, config: &Path) -> Vec<Value> {
-    let db = dir.join("notes.sqlite");
-    let (config, db) = (config.to_str().unwrap(), db.to_str().unwrap());
-    let args = [
-        "--config",
-        config,
-        "serve",
-        "--stdio",
-        "--toolset",
-        "notes",
-        "--db",
-        db,
-    ];
-    let client = common::stdio::session(dir, &args).await;
+    let client = common::stdio::serve_configured(dir, config, "notes", "notes.sqlite").await;
     let note = json!({"title": "Receipt check", "body": "The zanzibar figure is 42."});
     let mut received = Vec::new();
     for _ in 0..2 {

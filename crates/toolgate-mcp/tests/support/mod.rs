@@ -3,6 +3,8 @@
 //! JSON-RPC message read back from a plain JSON or server-sent-events body.
 #![allow(dead_code)]
 
+pub mod tool_results;
+
 use serde_json::{Value, json};
 
 /// The `_meta` a 2026-07-28 request carries; `elicitation` declares that the host can ask.

@@ -24,3 +24,26 @@ pub async fn session(dir: &Path, args: &[&str]) -> RunningService<RoleClient, ()
         .await
         .expect("the server answers initialize")
 }
+
+/// A session with `toolgate --config CONFIG serve --stdio --toolset TOOLSET --db DIR/DB_FILE`,
+/// run in `dir`.
+pub async fn serve_configured(
+    dir: &Path,
+    config: &Path,
+    toolset: &str,
+    db_file: &str,
+) -> RunningService<RoleClient, ()> {
+    let db = dir.join(db_file);
+    let (config, db) = (config.to_str().unwrap(), db.to_str().unwrap());
+    let args = [
+        "--config",
+        config,
+        "serve",
+        "--stdio",
+        "--toolset",
+        toolset,
+        "--db",
+        db,
+    ];
+    session(dir, &args).await
+}
