@@ -55,7 +55,7 @@ use crate::clock::{Clock, SystemClock, unix_secs};
 use crate::error::{ErrorCode, ErrorStyle, ToolError};
 use crate::idempotency::{IdempotencyKey, Receipt, ReceiptLog};
 use crate::observation::{self, Observation, Provenance};
-use crate::phase_gate::{Admission, PLAN_TOOL, PhaseGate};
+use crate::phase_gate::{Admission, PLAN_TOOL, PhaseGate, PlannedCall};
 use crate::principal::Principal;
 use crate::receipt_signing::{EffectSummary, ReceiptFacts, ReceiptPrincipal, ReceiptSigner};
 use crate::registry::{Registry, still_served};
@@ -466,20 +466,11 @@ impl Dispatcher {
     ///     grant, or a used one for a replay of the same write, which the approval stage tells
     ///     apart).
     fn check_phase(&self, call: &Resolved<'_>) -> Result<(), ToolError> {
-        let (request, spec) = (call.request, &call.tool.spec);
+        let spec = &call.tool.spec;
         let Some(gate) = self.inner.phases.as_ref().filter(|g| g.gates(spec)) else {
             return Ok(());
         };
-        let now = unix_secs(self.inner.clock.now());
-        let args_hash = digest_parts(&[call.canonical]);
-        match gate.admission(
-            &request.principal,
-            &request.run_id,
-            &spec.name,
-            spec.version,
-            &args_hash,
-            now,
-        ) {
+        match gate.admission(&self.planned(call)) {
             Admission::Open(_) | Admission::Used => Ok(()),
             closed @ (Admission::Expired { .. } | Admission::OtherCall | Admission::NoPlan) => {
                 Err(phase_refusal(&spec.name, &closed))
@@ -700,6 +691,18 @@ impl Dispatcher {
         Ok(Approval::Proceed { replay })
     }
 
+    /// The call as a plan binds it, now.
+    fn planned<'a>(&self, call: &Resolved<'a>) -> PlannedCall<'a> {
+        PlannedCall {
+            principal: &call.request.principal,
+            run: &call.request.run_id,
+            tool: &call.tool.spec.name,
+            version: call.tool.spec.version,
+            args_hash: digest_parts(&[call.canonical]),
+            now_unix: unix_secs(self.inner.clock.now()),
+        }
+    }
+
     /// 5b. A call the phases close runs only on the plan approved for exactly this call, used
     ///     here once; the plan was the person's yes, so nobody is asked again.
     fn use_plan(
@@ -708,17 +711,8 @@ impl Dispatcher {
         call: &Resolved<'_>,
         record: &mut DecisionRecord,
     ) -> Result<Approval, ToolError> {
-        let (request, spec) = (call.request, &call.tool.spec);
-        let now = unix_secs(self.inner.clock.now());
-        let args_hash = digest_parts(&[call.canonical]);
-        match gate.take(
-            &request.principal,
-            &request.run_id,
-            &spec.name,
-            spec.version,
-            &args_hash,
-            now,
-        ) {
+        let spec = &call.tool.spec;
+        match gate.take(&self.planned(call)) {
             Ok(_) => {
                 record.approval = ApprovalRecord::Approved {
                     via: ApprovedVia::Plan,

@@ -144,6 +144,18 @@ pub fn open_tools(grants: &[Grant], now_unix: u64) -> BTreeSet<String> {
         .collect()
 }
 
+/// One call as a plan binds it: who, in which run, which tool at which version, the digest of
+/// its canonical arguments, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedCall<'a> {
+    pub principal: &'a Principal,
+    pub run: &'a str,
+    pub tool: &'a str,
+    pub version: u32,
+    pub args_hash: String,
+    pub now_unix: u64,
+}
+
 /// (tenant, principal id, run id).
 type RunKey = (String, String, String);
 
@@ -226,39 +238,39 @@ impl PhaseGate {
         grant
     }
 
-    /// What `principal`'s run `run` admits for this call now; nothing is used.
-    pub fn admission(
-        &self,
-        principal: &Principal,
-        run: &str,
-        tool: &str,
-        version: u32,
-        args_hash: &str,
-        now_unix: u64,
-    ) -> Admission {
-        let runs = self.runs();
-        let grants = runs
-            .grants
-            .get(&run_key(principal, run))
-            .map_or(&[][..], Vec::as_slice);
-        admission(grants, tool, version, args_hash, now_unix)
+    /// The grants of `call`'s principal and run.
+    fn grants_of<'r>(runs: &'r Runs, call: &PlannedCall<'_>) -> &'r [Grant] {
+        runs.grants
+            .get(&run_key(call.principal, call.run))
+            .map_or(&[][..], Vec::as_slice)
     }
 
-    /// Uses the grant for exactly this call, or says why there is none to use.
-    pub fn take(
-        &self,
-        principal: &Principal,
-        run: &str,
-        tool: &str,
-        version: u32,
-        args_hash: &str,
-        now_unix: u64,
-    ) -> Result<Grant, Admission> {
+    /// What `call`'s run admits for it now; nothing is used.
+    pub fn admission(&self, call: &PlannedCall<'_>) -> Admission {
+        let runs = self.runs();
+        let grants = Self::grants_of(&runs, call);
+        admission(
+            grants,
+            call.tool,
+            call.version,
+            &call.args_hash,
+            call.now_unix,
+        )
+    }
+
+    /// Uses the grant for exactly `call`, or says why there is none to use.
+    pub fn take(&self, call: &PlannedCall<'_>) -> Result<Grant, Admission> {
         let mut runs = self.runs();
-        let Some(grants) = runs.grants.get_mut(&run_key(principal, run)) else {
+        let Some(grants) = runs.grants.get_mut(&run_key(call.principal, call.run)) else {
             return Err(Admission::NoPlan);
         };
-        match admission(grants, tool, version, args_hash, now_unix) {
+        match admission(
+            grants,
+            call.tool,
+            call.version,
+            &call.args_hash,
+            call.now_unix,
+        ) {
             Admission::Open(index) => match grants.get_mut(index) {
                 Some(grant) => {
                     grant.used = true;

@@ -151,6 +151,17 @@ fn only_live_unused_grants_open_a_tool_in_the_listing() {
     assert_eq!(open.into_iter().collect::<Vec<_>>(), vec!["notes_send"]);
 }
 
+fn call<'a>(who: &'a Principal, run: &'a str, args_hash: &str, now_unix: u64) -> PlannedCall<'a> {
+    PlannedCall {
+        principal: who,
+        run,
+        tool: "notes_send",
+        version: 1,
+        args_hash: args_hash.into(),
+        now_unix,
+    }
+}
+
 #[test]
 fn a_grant_is_used_once_and_only_by_its_own_principal_and_run() {
     let gate = PhaseGate::new(on(&[]));
@@ -158,12 +169,12 @@ fn a_grant_is_used_once_and_only_by_its_own_principal_and_run() {
     let bob = Principal::local("bob", &[]);
     gate.grant(&alice, "run-1", "notes_send", 1, "h1", 10);
     assert_eq!(
-        gate.take(&bob, "run-1", "notes_send", 1, "h1", 20),
+        gate.take(&call(&bob, "run-1", "h1", 20)),
         Err(Admission::NoPlan),
         "another principal"
     );
     assert_eq!(
-        gate.take(&alice, "run-2", "notes_send", 1, "h1", 20),
+        gate.take(&call(&alice, "run-2", "h1", 20)),
         Err(Admission::NoPlan),
         "another run"
     );
@@ -173,12 +184,9 @@ fn a_grant_is_used_once_and_only_by_its_own_principal_and_run() {
             .collect::<Vec<_>>(),
         vec!["notes_send"]
     );
-    assert!(
-        gate.take(&alice, "run-1", "notes_send", 1, "h1", 20)
-            .is_ok()
-    );
+    assert!(gate.take(&call(&alice, "run-1", "h1", 20)).is_ok());
     assert_eq!(
-        gate.take(&alice, "run-1", "notes_send", 1, "h1", 21),
+        gate.take(&call(&alice, "run-1", "h1", 21)),
         Err(Admission::Used),
         "a second use"
     );
@@ -194,7 +202,7 @@ fn concurrent_takers_of_one_grant_use_it_once() {
         let handles: Vec<_> = (0..8)
             .map(|_| {
                 let (gate, alice) = (&gate, &alice);
-                scope.spawn(move || gate.take(alice, "run", "notes_send", 1, "h", 1).is_ok())
+                scope.spawn(move || gate.take(&call(alice, "run", "h", 1)).is_ok())
             })
             .collect();
         handles
