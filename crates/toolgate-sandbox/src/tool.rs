@@ -380,9 +380,14 @@ impl ToolBridge for DispatchBridge<'_> {
                     "content": observation.content,
                     "untrusted": observation.untrusted,
                 })),
+                // The hint says what to do next (say, which plan would open a closed tool): a
+                // script's author reads it in the exception as a model reads it in a result.
                 CallResult::Failed(error) => BridgeReply::error(
                     error.code.as_str(),
-                    error.message.clone(),
+                    match &error.hint {
+                        Some(hint) => format!("{} (what to do: {hint})", error.message),
+                        None => error.message.clone(),
+                    },
                     error.retryable(),
                 ),
                 CallResult::ApprovalRequired(_) => BridgeReply::error(

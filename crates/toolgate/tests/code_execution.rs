@@ -327,6 +327,10 @@ async fn a_script_cannot_write_without_an_approved_plan() {
         ),
         attempt("delete", &format!("t.notes_delete(note_id={old})")),
     );
+    // The refusal tells the script's author what would open the tool, as it tells a model.
+    let script = format!(
+        "{script}try:\n    t.notes_create(title='Again', body='x')\nexcept t.ToolError as e:\n    print('HINT', 'plan_propose' in e.message)\n"
+    );
     let model = Arc::new(ScriptedModel::new([
         code("c1", &script),
         ScriptedModel::answer("done"),
@@ -345,6 +349,7 @@ async fn a_script_cannot_write_without_an_approved_plan() {
         "{seen}"
     );
     assert!(!seen.contains("WROTE"), "{seen}");
+    assert!(seen.contains("HINT True"), "{seen}");
     assert_eq!(note_titles(&world), before);
     assert!(approver.seen.lock().unwrap().is_empty());
 }
