@@ -162,6 +162,16 @@ pub fn verdict(first: &ToolsetSummary, second: &ToolsetSummary, difference: &Est
                 second.toolset, first.toolset
             ),
         }
+    } else if difference.high < 0.0 {
+        // The interval excludes 0 from below: a loss is shown, and saying it "includes 0" would
+        // turn a measured regression into an open question.
+        Verdict {
+            better: false,
+            text: format!(
+                "{} is worse than {}: the CI of the {ci} lies below 0; {tokens}.",
+                second.toolset, first.toolset
+            ),
+        }
     } else {
         let why = if token_ratio > 0.8 {
             "its tokens per task are not 20% lower"
@@ -553,6 +563,32 @@ mod tests {
         for (name, v2, diff, better) in cases {
             let verdict = verdict(&v1, &v2, &diff);
             assert_eq!(verdict.better, better, "{name}: {}", verdict.text);
+        }
+    }
+
+    #[test]
+    fn a_shown_loss_is_never_reported_as_an_interval_that_includes_zero() {
+        let v1 = summary("notes-v6", 8_400.0);
+        let d = |mean: f64, low: f64, high: f64| Estimate { mean, low, high };
+        let cases = [
+            (
+                "a loss shown",
+                d(-0.45, -0.683, -0.217),
+                "is worse than",
+                false,
+            ),
+            (
+                "an interval over zero",
+                d(-0.05, -0.2, 0.1),
+                "includes 0",
+                false,
+            ),
+            ("a gain shown", d(0.2, 0.05, 0.35), "is better than", true),
+        ];
+        for (name, diff, says, better) in cases {
+            let verdict = verdict(&v1, &summary("notes-v7", 9_900.0), &diff);
+            assert_eq!(verdict.better, better, "{name}: {}", verdict.text);
+            assert!(verdict.text.contains(says), "{name}: {}", verdict.text);
         }
     }
 
