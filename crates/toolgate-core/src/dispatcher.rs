@@ -63,11 +63,12 @@ use crate::schema::{self, Violation, ViolationKind};
 use crate::shape::Shape;
 use crate::spec::ToolSpec;
 use crate::taint::{Taint, TaintPolicy, TaintRule, UntrustedSource, find_taint};
+use crate::telemetry::Telemetry;
 use crate::tool::{
     BoxFuture, CallBack, CheckFacts, ExecContext, Nested, Output, Tool, ToolCaller, ToolOutput,
     WriteOutput,
 };
-use crate::trace::{CallScope, NoTrace, TraceSink, in_call};
+use crate::trace::{CallScope, NoTrace, TraceSink, in_call_with};
 use crate::waits::HumanWaits;
 
 /// How long a human has to answer while a call waits.
@@ -97,6 +98,8 @@ struct Inner {
     budgets: Option<Arc<Budgets>>,
     /// Which tools wait for an approved plan, and the plans approved (none: no phases).
     phases: Option<Arc<PhaseGate>>,
+    /// Spans and metrics for every call ([`crate::telemetry`]); off by default.
+    telemetry: Telemetry,
 }
 
 /// Why a dispatcher could not be built.
@@ -125,6 +128,7 @@ impl Dispatcher {
                 receipt_signer: None,
                 budgets: None,
                 phases: None,
+                telemetry: Telemetry::off(),
             }),
         })
     }
@@ -230,6 +234,19 @@ impl Dispatcher {
         self
     }
 
+    /// Records a span per call, approval events and call metrics through `telemetry`
+    /// ([`crate::telemetry`]); what a handler causes (egress, upstream calls) finds it with
+    /// [`crate::trace::current_telemetry`].
+    pub fn with_telemetry(mut self, telemetry: Telemetry) -> Self {
+        self.inner_mut().telemetry = telemetry;
+        self
+    }
+
+    /// The telemetry calls record through (off unless set).
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.inner.telemetry
+    }
+
     pub fn with_trace(mut self, trace: Arc<dyn TraceSink>) -> Self {
         self.inner_mut().trace = trace;
         self
@@ -297,8 +314,24 @@ impl Dispatcher {
         ))
     }
 
-    /// Runs one call through every step; see the module documentation.
+    /// Runs one call through every step; see the module documentation. With telemetry on, the
+    /// call is one span, child of the span current here ([`crate::telemetry`]).
     pub async fn call(&self, request: CallRequest) -> CallOutcome {
+        use opentelemetry::context::FutureExt as _;
+        match self.inner.telemetry.start_call(&request) {
+            None => self.call_untraced(request).await,
+            Some(span) => {
+                let bytes_in = canonical_json(&request.arguments).len();
+                let outcome = self.call_untraced(request).with_context(span.clone()).await;
+                self.inner
+                    .telemetry
+                    .end_call(&span, &outcome.record, bytes_in);
+                outcome
+            }
+        }
+    }
+
+    async fn call_untraced(&self, request: CallRequest) -> CallOutcome {
         let started = Instant::now();
         let mode = request.mode.unwrap_or(self.inner.mode);
         let mut record = DecisionRecord::begin(&request, mode);
@@ -925,13 +958,18 @@ impl Dispatcher {
         });
         let mut handler = CatchPanic(catch_panic(|| {
             let call = tool.handler.call(ctx, &request.arguments);
-            Ok(in_call(scope, Arc::clone(&self.inner.trace), async move {
-                // What the handler sends out is charged to this call's run and principal.
-                match budget {
-                    Some(budget) => budget.run(call).await,
-                    None => call.await,
-                }
-            }))
+            Ok(in_call_with(
+                scope,
+                Arc::clone(&self.inner.trace),
+                self.inner.telemetry.clone(),
+                async move {
+                    // What the handler sends out is charged to this call's run and principal.
+                    match budget {
+                        Some(budget) => budget.run(call).await,
+                        None => call.await,
+                    }
+                },
+            ))
         })?);
         let started = Instant::now();
         loop {
@@ -976,7 +1014,7 @@ impl Dispatcher {
             let redeemed = ledger
                 .redeem(&answer.token, &binding, &request.principal, now)
                 .await;
-            return Sought::Decided(match (redeemed, answer.approved) {
+            let approval = match (redeemed, answer.approved) {
                 (Ok(()), true) => ApprovalRecord::Approved {
                     via: ApprovedVia::Ticket,
                 },
@@ -986,7 +1024,11 @@ impl Dispatcher {
                     },
                 },
                 (Err(denial), _) => ApprovalRecord::Denied { denial },
-            });
+            };
+            self.inner
+                .telemetry
+                .approval_answered(&approval, None, None);
+            return Sought::Decided(approval);
         }
         let ask = ApprovalRequest {
             binding,
@@ -1007,6 +1049,7 @@ impl Dispatcher {
                 });
             }
             ApprovalChannel::Ticket => {
+                self.inner.telemetry.approval_asked("ticket");
                 return match self
                     .inner
                     .ledger
@@ -1022,6 +1065,8 @@ impl Dispatcher {
         // Enclosing calls' deadlines pause while the person decides.
         let _waiting = request.waits.as_ref().map(|w| w.begin());
         let timeout = self.inner.approval_timeout;
+        self.inner.telemetry.approval_asked("ask");
+        let asked_at = Instant::now();
         let (approval, decided_by) =
             match tokio::time::timeout(timeout, approver.decide_naming(&ask)).await {
                 Ok(Ok(named)) => (
@@ -1045,6 +1090,11 @@ impl Dispatcher {
                     None,
                 ),
             };
+        self.inner.telemetry.approval_answered(
+            &approval,
+            decided_by.as_deref(),
+            Some(asked_at.elapsed()),
+        );
         Sought::DecidedBy(approval, decided_by)
     }
 

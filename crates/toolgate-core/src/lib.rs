@@ -56,6 +56,7 @@ pub mod shape;
 pub mod spec;
 pub mod sql;
 pub mod taint;
+pub mod telemetry;
 pub mod tool;
 pub mod tool_search;
 pub mod trace;

@@ -155,6 +155,7 @@ pub struct CallScope {
 struct Current {
     scope: CallScope,
     trace: Arc<dyn TraceSink>,
+    telemetry: crate::telemetry::Telemetry,
 }
 
 tokio::task_local! {
@@ -178,6 +179,15 @@ pub fn record_in_call(event: Arc<dyn TraceEvent>) -> bool {
     }
 }
 
+/// The telemetry of the dispatcher running the current call (off outside any call): what an
+/// egress decision or an upstream call inside a handler records its span through. The span
+/// current there is the call's, so such spans are its children.
+pub fn current_telemetry() -> crate::telemetry::Telemetry {
+    CURRENT_CALL
+        .try_with(|c| c.telemetry.clone())
+        .unwrap_or_default()
+}
+
 /// `future`, run as the handler of the call `scope` names, whose dispatcher records to `trace`.
 pub fn in_call<F>(
     scope: CallScope,
@@ -187,17 +197,43 @@ pub fn in_call<F>(
 where
     F: std::future::Future + Send + 'static,
 {
-    Box::pin(CURRENT_CALL.scope(Current { scope, trace }, future))
+    in_call_with(scope, trace, crate::telemetry::Telemetry::off(), future)
+}
+
+/// [`in_call`], for a dispatcher that also records spans through `telemetry`.
+pub fn in_call_with<F>(
+    scope: CallScope,
+    trace: Arc<dyn TraceSink>,
+    telemetry: crate::telemetry::Telemetry,
+    future: F,
+) -> crate::future::BoxFuture<'static, F::Output>
+where
+    F: std::future::Future + Send + 'static,
+{
+    Box::pin(CURRENT_CALL.scope(
+        Current {
+            scope,
+            trace,
+            telemetry,
+        },
+        future,
+    ))
 }
 
 /// `future` as part of the call whose handler is running, for a handler that moves work to a
 /// task of its own (`tokio::spawn(in_current_call(work))`): what the work records stays tied
-/// to the call. Outside any call, `future` as it is.
+/// to the call, and its spans stay children of the call's span. Outside any call, `future` as
+/// it is.
 pub fn in_current_call<F>(future: F) -> crate::future::BoxFuture<'static, F::Output>
 where
     F: std::future::Future + Send + 'static,
 {
+    use opentelemetry::context::FutureExt as _;
     match CURRENT_CALL.try_with(Clone::clone) {
+        Ok(current) if current.telemetry.is_on() => Box::pin(CURRENT_CALL.scope(
+            current,
+            future.with_context(opentelemetry::Context::current()),
+        )),
         Ok(current) => Box::pin(CURRENT_CALL.scope(current, future)),
         Err(_) => Box::pin(future),
     }
