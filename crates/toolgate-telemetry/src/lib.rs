@@ -1,0 +1,8 @@
+//! OpenTelemetry for toolgate above the core: trace context carried in and out of MCP `_meta`
+//! and HTTP headers ([`propagation`]).
+//!
+//! The core records spans and metrics through the OpenTelemetry API
+//! ([`toolgate_core::telemetry`]); this crate is where the SDK lives, so only front ends that
+//! export pay for it.
+
+pub mod propagation;
