@@ -26,6 +26,7 @@ use toolgate_core::phase_gate::{PLAN_TOOL, PhaseGate};
 use toolgate_core::plan_tool::plan_propose_tool;
 use toolgate_core::receipt_signing::ReceiptSigner;
 use toolgate_core::taint::TaintPolicy;
+use toolgate_core::telemetry::Telemetry;
 
 use crate::code::{CodeOptions, code_tool};
 use crate::error::WiringError;
@@ -55,6 +56,8 @@ pub struct Seat {
     /// Which tools wait for an approved plan, and the plans approved (`[phases]`); `None`: no
     /// phases.
     pub phases: Option<Arc<PhaseGate>>,
+    /// Spans and metrics for every call (`[telemetry]`); off by default.
+    pub telemetry: Telemetry,
 }
 
 impl Seat {
@@ -71,6 +74,7 @@ impl Seat {
             receipt_signer: None,
             budgets: None,
             phases: None,
+            telemetry: Telemetry::off(),
         }
     }
 
@@ -118,6 +122,12 @@ impl Seat {
     /// of one front end, so a rebuilt dispatcher keeps the plans approved).
     pub fn with_phases(mut self, gate: Arc<PhaseGate>) -> Self {
         self.phases = Some(gate);
+        self
+    }
+
+    /// Records a span per call and the call metrics through `telemetry` (`[telemetry]`).
+    pub fn with_telemetry(mut self, telemetry: Telemetry) -> Self {
+        self.telemetry = telemetry;
         self
     }
 
@@ -222,7 +232,8 @@ pub fn assemble_with(
     let mut dispatcher = Dispatcher::new(Arc::clone(&registry))?
         .with_mode(seat.mode)
         .with_taint_policy(seat.taint)
-        .with_trace(seat.trace);
+        .with_trace(seat.trace)
+        .with_telemetry(seat.telemetry);
     if let Some(ledger) = seat.ledger {
         dispatcher = dispatcher.with_ledger(ledger);
     }
