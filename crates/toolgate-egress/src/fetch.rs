@@ -31,7 +31,9 @@
 //!   chunks and refused as soon as it passes `max_bytes` (over-size is an error, never a silent
 //!   cut); the final `Content-Type` must be on the list; a non-2xx final status is an error.
 //! - Exactly one `egress` trace event is emitted per call, allowed or blocked, with the rule
-//!   that decided and the hop chain. URLs in the trace have userinfo redacted.
+//!   that decided and the hop chain. URLs in the trace have userinfo redacted. With the
+//!   current call's telemetry on, the same decision is also one span ([`crate::telemetry`]),
+//!   ended when the final response's headers arrive or the request fails.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -51,6 +53,7 @@ use crate::canon::{Host, Target, canonicalize_url, cut, next_hop, url_for_trace}
 use crate::config::{ConfigError, EgressConfig, Policy};
 use crate::error::{BlockReason, EgressError};
 use crate::resolve::{Resolver, addresses_of};
+use crate::telemetry::EgressSpan;
 use crate::trace_event::{EgressDecision, Request};
 
 /// A fetched page.
@@ -112,6 +115,8 @@ impl reqwest::dns::Resolve for NoDns {
 /// What the trace line of one call says; filled in as the call goes.
 #[derive(Debug, Default)]
 struct Record {
+    /// The call's span, when telemetry is on ([`crate::telemetry`]).
+    span: Option<EgressSpan>,
     method: Option<&'static str>,
     url: String,
     hops: Vec<String>,
@@ -147,6 +152,16 @@ impl Record {
         self.status = None;
     }
 
+    /// The call's trace event, recorded to `trace`, and its span ended from the same decision.
+    fn finish<T>(mut self, result: &Result<T, EgressError>, trace: &dyn TraceSink) {
+        let span = self.span.take();
+        let decision = self.into_decision(result);
+        if let Some(span) = span {
+            span.end(&decision);
+        }
+        trace.record(Arc::new(decision));
+    }
+
     fn into_decision<T>(self, result: &Result<T, EgressError>) -> EgressDecision {
         let allowed_by = self.hop_rules.last().cloned();
         let request = Request::Http {
@@ -167,7 +182,7 @@ impl Record {
 }
 
 /// The host of a raw URL as written (after any userinfo, before the port), bounded.
-fn raw_host_of(raw: &str) -> Option<String> {
+pub(crate) fn raw_host_of(raw: &str) -> Option<String> {
     let (_, rest) = raw.split_once("://")?;
     let end = rest.find(['/', '?', '#', '\\']).unwrap_or(rest.len());
     let authority = &rest[..end];
@@ -234,6 +249,7 @@ impl Egress {
     /// Fetches `url` through every check; see the module doc. Emits one `egress` trace event.
     pub async fn get(&self, url: &str) -> Result<FetchedPage, EgressError> {
         let mut record = Record {
+            span: crate::telemetry::start(),
             method: Some("GET"),
             url: url_for_trace(url),
             ..Record::default()
@@ -247,7 +263,7 @@ impl Egress {
                 Err(_) => Err(EgressError::Timeout { after: timeout }),
             },
         };
-        self.trace.record(Arc::new(record.into_decision(&result)));
+        record.finish(&result, self.trace.as_ref());
         result
     }
 
@@ -262,6 +278,7 @@ impl Egress {
     /// Emits one `egress` trace event for the check.
     pub async fn session_client(&self, url: &str) -> Result<reqwest::Client, EgressError> {
         let mut record = Record {
+            span: crate::telemetry::start(),
             url: url_for_trace(url),
             ..Record::default()
         };
@@ -274,7 +291,7 @@ impl Egress {
                     after: self.policy.timeout,
                 }),
             };
-        self.trace.record(Arc::new(record.into_decision(&result)));
+        record.finish(&result, self.trace.as_ref());
         result
     }
 
@@ -364,6 +381,9 @@ impl Egress {
             let addrs = self.checked_addresses(&target, record).await?;
 
             let mut response = self.send(&target, &addrs).await?;
+            if let Some(span) = &mut record.span {
+                span.answered();
+            }
             let status = response.status();
             record.status = Some(status.as_u16());
             check_framing(response.headers())?;

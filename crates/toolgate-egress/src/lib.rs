@@ -6,6 +6,8 @@
 //!   checked, follows redirects itself, and writes one `egress` trace record per call.
 //! - [`SmtpRelay::send`] hands mail to the one configured relay, itself checked against the same
 //!   allowlist and address rules.
+//! - With the current call's telemetry on, each decision is also one OpenTelemetry span, made
+//!   from the same decision as the trace record ([`telemetry`]).
 //! - Failures are a closed [`EgressError`] (blocks carry a [`BlockReason`]) that maps onto the
 //!   core error algebra with [`EgressError::to_tool_error`].
 //!
@@ -21,6 +23,7 @@ pub mod error;
 pub mod fetch;
 pub mod resolve;
 pub mod smtp;
+pub mod telemetry;
 pub mod trace_event;
 
 pub use addr::{check_addresses, classify};

@@ -14,7 +14,8 @@
 //!   are verified against the relay's configured name.
 //! - One send is one message to all recipients, bounded by `timeout_secs`; it emits exactly one
 //!   `egress` trace event (scheme `smtp`, recipients, the message id, the decision and rule;
-//!   never the body or subject).
+//!   never the body or subject), and with telemetry on one span made from the same decision
+//!   ([`crate::telemetry`]).
 //! - The result is the message's `Message-ID`, generated here, so a caller can record it.
 
 use std::net::IpAddr;
@@ -159,6 +160,7 @@ impl SmtpRelay {
 
     /// Sends one message through the relay. Returns its `Message-ID`. Emits one trace event.
     pub async fn send(&self, email: &OutgoingEmail) -> Result<String, EgressError> {
+        let span = crate::telemetry::start();
         let recipients: Vec<String> = email.to.iter().map(|t| cut(t, 200)).collect();
         let mut addresses: Vec<String> = Vec::new();
         let mut rule: Option<String> = None;
@@ -187,6 +189,9 @@ impl SmtpRelay {
             message_id,
         };
         let decision = EgressDecision::of(request, &result, rule, |detail| cut(&detail, 500));
+        if let Some(span) = span {
+            span.end(&decision);
+        }
         self.trace.record(Arc::new(decision));
         result
     }
