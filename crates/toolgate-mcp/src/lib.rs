@@ -10,6 +10,10 @@
 //! then the call waits there, and a host that opens URLs is sent to the ticket's page
 //! ([`inbox`]). Over HTTP the server can be an OAuth 2.1 resource
 //! server ([`auth`]): then each request's principal comes from its access token.
+//!
+//! With the dispatcher's telemetry on, each `tools/call` (and `tools/list`) served is a SERVER
+//! span, the child of the caller's `traceparent` when it sends a well-formed one, and the
+//! parent of the dispatcher's span for the call ([`telemetry`]).
 
 pub mod approval;
 pub mod auth;
@@ -21,6 +25,7 @@ pub mod resources;
 mod server;
 pub mod shared_memory;
 mod stdio;
+pub mod telemetry;
 
 pub use catalogue::{annotations_for, mcp_tool};
 pub use http::{HttpLimits, serve_http};

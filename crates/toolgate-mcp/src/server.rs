@@ -79,6 +79,7 @@ use crate::approval;
 use crate::auth::Authenticated;
 use crate::catalogue::mcp_tool;
 use crate::resources::error_data;
+use crate::telemetry::ServerSpan;
 use crate::{prompts, resources};
 
 /// The `_meta` key under which a client may pass its own idempotency key for a `tools/call`
@@ -697,6 +698,124 @@ impl McpServer {
         caller.call(request).await
     }
 
+    /// The `tools/list` answer for `ctx`'s request.
+    fn list(&self, ctx: &RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+        let principal = self.principal_for(ctx)?;
+        let hidden = self
+            .inner
+            .availability
+            .as_ref()
+            .map(|a| a.hidden())
+            .unwrap_or_default();
+        let offered = self.offered();
+        let phased = offered.phased();
+        let tools = if phased {
+            // Asked of the dispatcher now: what the run's plans opened or closed so far.
+            offered
+                .run_tools(&principal, &self.inner.run_id)
+                .into_iter()
+                .filter(|tool| !hidden.contains(&*tool.name))
+                .collect()
+        } else {
+            offered
+                .tools
+                .iter()
+                .filter(|tool| principal.in_catalogue(&tool.name) && !hidden.contains(&*tool.name))
+                .cloned()
+                .collect()
+        };
+        let list = ListToolsResult::with_all_items(tools);
+        // Cache hints exist from 2026-07-28 on; older clients get the list as they know it.
+        // The list is the principal's own catalogue, so it is private to the caller.
+        Ok(if approval::is_modern(ctx) {
+            let ttl = if phased {
+                PHASED_TOOL_LIST_TTL_MS
+            } else if self.inner.availability.is_some() {
+                CHANGING_TOOL_LIST_TTL_MS
+            } else {
+                TOOL_LIST_TTL_MS
+            };
+            list.with_ttl_ms(ttl).with_cache_scope(CacheScope::Private)
+        } else {
+            list
+        })
+    }
+
+    /// A `tools/call`, served.
+    async fn serve_call(
+        &self,
+        params: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let principal = self.principal_for(&ctx)?;
+        if let Some(reason) = self
+            .inner
+            .withholding
+            .as_ref()
+            .and_then(|w| w.withheld(&params.name))
+        {
+            // Worded as the dispatcher words a name its registry withholds.
+            let name = &params.name;
+            return Ok(Self::refused_here(&ToolError::new(
+                ErrorCode::Forbidden,
+                format!("tool `{name}` is withheld: {reason}"),
+            )));
+        }
+        let route = crate::inbox::route(
+            self.inner.inbox.as_ref(),
+            &ctx,
+            (
+                params.request_state.as_deref(),
+                crate::approval::host_action(&params),
+            ),
+            &principal,
+        )
+        .await;
+        let key = Self::memory_key(&ctx, &principal);
+        let sources = match self.sources_for(&key).await {
+            Ok(sources) => sources,
+            Err(error) => return Ok(Self::refused_here(&error)),
+        };
+        let listed_before = self.offered().run_names(&principal, &self.inner.run_id);
+        // Boxed: the dispatcher's future holds every step's state (kilobytes), and rmcp keeps
+        // a handler's future inline in the task it spawns per request, which tokio moves
+        // several times; a pointer is all that moves then.
+        let given = given_idempotency_key(&params, &ctx);
+        let parent = given_parent_call(&params, &ctx);
+        let version = match given_version(&params, &ctx) {
+            Ok(version) => version,
+            Err(error) => return Ok(Self::refused_here(&error)),
+        };
+        let caller = principal.clone();
+        let url_question = route.url_question;
+        let outcome = Box::pin(with_cancellation(&ctx, |ct| {
+            self.dispatch(
+                principal,
+                params,
+                (given, parent, version),
+                route,
+                ct,
+                sources,
+            )
+        }))
+        .await;
+        self.remember(key, &ctx.id.to_string(), &outcome).await;
+        let listed_after = self.offered().run_names(&caller, &self.inner.run_id);
+        if listed_before != listed_after && !approval::is_modern(&ctx) {
+            // A session that is gone hears nothing; the call's own answer still goes out.
+            let _ = ctx.peer.notify_tool_list_changed().await;
+        }
+        match (&outcome.result, &self.inner.inbox, url_question) {
+            (CallResult::ApprovalRequired(ticket), Some(inbox), true) => {
+                let client = crate::inbox::requesting_client(&ctx);
+                crate::inbox::url_question(inbox, ticket, &caller, client.as_deref())
+                    .await
+                    .map(Into::into)
+            }
+            _ => self.respond(outcome),
+        }
+    }
+
     /// Reads `uri` with the call its source names, through the dispatcher.
     async fn read(
         &self,
@@ -889,48 +1008,49 @@ impl ServerHandler for McpServer {
 
     async fn list_tools(
         &self,
-        _params: Option<PaginatedRequestParams>,
+        params: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let principal = self.principal_for(&ctx)?;
-        let hidden = self
-            .inner
-            .availability
-            .as_ref()
-            .map(|a| a.hidden())
-            .unwrap_or_default();
         let offered = self.offered();
-        let phased = offered.phased();
-        let tools = if phased {
-            // Asked of the dispatcher now: what the run's plans opened or closed so far.
-            offered
-                .run_tools(&principal, &self.inner.run_id)
-                .into_iter()
-                .filter(|tool| !hidden.contains(&*tool.name))
-                .collect()
-        } else {
-            offered
-                .tools
-                .iter()
-                .filter(|tool| principal.in_catalogue(&tool.name) && !hidden.contains(&*tool.name))
-                .cloned()
-                .collect()
+        let telemetry = offered.caller.dispatcher().telemetry();
+        if !telemetry.is_on() {
+            return self.list(&ctx);
+        }
+        let meta = params
+            .as_ref()
+            .and_then(|p| p.meta.as_ref())
+            .map(|m| &m.0.0);
+        let span = ServerSpan::start(telemetry, "tools/list", None, &ctx, meta);
+        let listed = self.list(&ctx);
+        if let Some(span) = span {
+            span.end(crate::telemetry::list_error_type(&listed));
+        }
+        listed
+    }
+
+    async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        use opentelemetry::context::FutureExt as _;
+        let offered = self.offered();
+        let telemetry = offered.caller.dispatcher().telemetry();
+        if !telemetry.is_on() {
+            return self.serve_call(params, ctx).await;
+        }
+        let meta = params.meta.as_ref().map(|m| &m.0.0);
+        let Some(span) = ServerSpan::start(telemetry, "tools/call", Some(&params.name), &ctx, meta)
+        else {
+            return self.serve_call(params, ctx).await;
         };
-        let list = ListToolsResult::with_all_items(tools);
-        // Cache hints exist from 2026-07-28 on; older clients get the list as they know it.
-        // The list is the principal's own catalogue, so it is private to the caller.
-        Ok(if approval::is_modern(&ctx) {
-            let ttl = if phased {
-                PHASED_TOOL_LIST_TTL_MS
-            } else if self.inner.availability.is_some() {
-                CHANGING_TOOL_LIST_TTL_MS
-            } else {
-                TOOL_LIST_TTL_MS
-            };
-            list.with_ttl_ms(ttl).with_cache_scope(CacheScope::Private)
-        } else {
-            list
-        })
+        // The dispatcher's span for the call starts as a child of the span current here.
+        let answer = self
+            .serve_call(params, ctx)
+            .with_context(span.context())
+            .await;
+        span.end(crate::telemetry::error_type_of(&answer));
+        answer
     }
 
     async fn list_resources(
@@ -1007,80 +1127,6 @@ impl ServerHandler for McpServer {
             .iter()
             .find(|t| t.name == name)
             .cloned()
-    }
-
-    async fn call_tool(
-        &self,
-        params: CallToolRequestParams,
-        ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let principal = self.principal_for(&ctx)?;
-        if let Some(reason) = self
-            .inner
-            .withholding
-            .as_ref()
-            .and_then(|w| w.withheld(&params.name))
-        {
-            // Worded as the dispatcher words a name its registry withholds.
-            let name = &params.name;
-            return Ok(Self::refused_here(&ToolError::new(
-                ErrorCode::Forbidden,
-                format!("tool `{name}` is withheld: {reason}"),
-            )));
-        }
-        let route = crate::inbox::route(
-            self.inner.inbox.as_ref(),
-            &ctx,
-            (
-                params.request_state.as_deref(),
-                crate::approval::host_action(&params),
-            ),
-            &principal,
-        )
-        .await;
-        let key = Self::memory_key(&ctx, &principal);
-        let sources = match self.sources_for(&key).await {
-            Ok(sources) => sources,
-            Err(error) => return Ok(Self::refused_here(&error)),
-        };
-        let listed_before = self.offered().run_names(&principal, &self.inner.run_id);
-        // Boxed: the dispatcher's future holds every step's state (kilobytes), and rmcp keeps
-        // a handler's future inline in the task it spawns per request, which tokio moves
-        // several times; a pointer is all that moves then.
-        let given = given_idempotency_key(&params, &ctx);
-        let parent = given_parent_call(&params, &ctx);
-        let version = match given_version(&params, &ctx) {
-            Ok(version) => version,
-            Err(error) => return Ok(Self::refused_here(&error)),
-        };
-        let caller = principal.clone();
-        let url_question = route.url_question;
-        let outcome = Box::pin(with_cancellation(&ctx, |ct| {
-            self.dispatch(
-                principal,
-                params,
-                (given, parent, version),
-                route,
-                ct,
-                sources,
-            )
-        }))
-        .await;
-        self.remember(key, &ctx.id.to_string(), &outcome).await;
-        let listed_after = self.offered().run_names(&caller, &self.inner.run_id);
-        if listed_before != listed_after && !approval::is_modern(&ctx) {
-            // A session that is gone hears nothing; the call's own answer still goes out.
-            let _ = ctx.peer.notify_tool_list_changed().await;
-        }
-        match (&outcome.result, &self.inner.inbox, url_question) {
-            (CallResult::ApprovalRequired(ticket), Some(inbox), true) => {
-                let client = crate::inbox::requesting_client(&ctx);
-                crate::inbox::url_question(inbox, ticket, &caller, client.as_deref())
-                    .await
-                    .map(Into::into)
-            }
-            _ => self.respond(outcome),
-        }
     }
 }
 
