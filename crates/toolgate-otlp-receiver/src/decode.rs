@@ -466,3 +466,7 @@ fn kind_and_points(data: Option<&metric::Data>) -> (MetricKind, Vec<DataPoint>) 
         ),
     }
 }
+
+#[cfg(test)]
+#[path = "decode_tests.rs"]
+mod tests;

@@ -1,8 +1,8 @@
 //! The OTLP/gRPC listener: opentelemetry-proto's `TraceService` and `MetricsService` behind
 //! tonic's server.
 //!
-//! Each export waits the configured delay, then answers `unavailable` when the receiver was
-//! told to fail (recording nothing), or records the request and answers an empty response.
+//! Each export is recorded at once (or, when the receiver was told to fail, counted and not
+//! recorded); the answer (an empty response, or `unavailable`) goes out after the delay.
 //! Messages up to [`MAX_BODY_BYTES`](crate::MAX_BODY_BYTES) are accepted (tonic's own default is
 //! 4 MiB); a larger or undecodable message is refused by tonic before it reaches these
 //! services, so it is neither recorded nor counted here.
@@ -45,17 +45,24 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
         .await;
 }
 
-/// Waits the delay, then says whether to fail (and counts the failure).
-async fn before_answer(shared: &Shared) -> Result<(), Status> {
+/// Records the request (or counts the refusal, when told to fail), then waits the delay
+/// before the answer goes out.
+async fn answer<T: Default>(
+    shared: &Shared,
+    record: impl FnOnce(&Shared),
+) -> Result<Response<T>, Status> {
     let behaviour = shared.behaviour();
+    let answer = if behaviour.fail {
+        shared.count(Transport::Grpc, Outcome::FailedOnPurpose);
+        Err(Status::unavailable("the receiver was told to fail"))
+    } else {
+        record(shared);
+        Ok(Response::new(T::default()))
+    };
     if !behaviour.delay.is_zero() {
         tokio::time::sleep(behaviour.delay).await;
     }
-    if behaviour.fail {
-        shared.count(Transport::Grpc, Outcome::FailedOnPurpose);
-        return Err(Status::unavailable("the receiver was told to fail"));
-    }
-    Ok(())
+    answer
 }
 
 #[tonic::async_trait]
@@ -64,9 +71,11 @@ impl TraceService for Traces {
         &self,
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        before_answer(&self.0).await?;
-        self.0.record_traces(Transport::Grpc, request.into_inner());
-        Ok(Response::new(ExportTraceServiceResponse::default()))
+        let request = request.into_inner();
+        answer(&self.0, |shared| {
+            shared.record_traces(Transport::Grpc, request)
+        })
+        .await
     }
 }
 
@@ -76,8 +85,10 @@ impl MetricsService for Metrics {
         &self,
         request: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
-        before_answer(&self.0).await?;
-        self.0.record_metrics(Transport::Grpc, request.into_inner());
-        Ok(Response::new(ExportMetricsServiceResponse::default()))
+        let request = request.into_inner();
+        answer(&self.0, |shared| {
+            shared.record_metrics(Transport::Grpc, request)
+        })
+        .await
     }
 }

@@ -4,8 +4,8 @@
 //! is not `application/x-protobuf` or is compressed, 413 for a body over
 //! [`MAX_BODY_BYTES`](crate::MAX_BODY_BYTES) (declared or actual; never read past the bound),
 //! 503 when the receiver was told to fail, 400 for a body that does not decode, and otherwise
-//! 200 with an empty `Export*ServiceResponse` in protobuf. Only a 200 records anything. The
-//! configured delay is waited before every answer. HTTP/1.1 only: the OTLP/HTTP exporters speak
+//! 200 with an empty `Export*ServiceResponse` in protobuf. Only a 200 records anything, and it
+//! records at once: the configured delay is waited after that, before the answer goes out. HTTP/1.1 only: the OTLP/HTTP exporters speak
 //! it over plain `http://`.
 
 use std::convert::Infallible;
@@ -143,19 +143,16 @@ async fn decide(request: Request<Incoming>, shared: &Shared, fail: bool) -> Resp
             "body over the receiver's bound\n",
         );
     }
-    let body = match Limited::new(request.into_body(), MAX_BODY_BYTES)
-        .collect()
-        .await
-    {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
+    let body = match read_bounded(request.into_body(), MAX_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(BodyError::TooLarge) => {
             shared.count(Transport::Http, Outcome::TooLarge);
             return plain(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "body over the receiver's bound\n",
             );
         }
-        Err(_) => {
+        Err(BodyError::Unreadable) => {
             shared.count(Transport::Http, Outcome::Malformed);
             return plain(StatusCode::BAD_REQUEST, "the body could not be read\n");
         }
@@ -186,6 +183,30 @@ async fn decide(request: Request<Incoming>, shared: &Shared, fail: bool) -> Resp
                 "the body is not a valid export request\n",
             )
         }
+    }
+}
+
+/// Why a body was not read whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyError {
+    /// More than the bound arrived; reading stopped there.
+    TooLarge,
+    /// The connection broke or the framing was invalid.
+    Unreadable,
+}
+
+/// The whole body, or an error as soon as more than `bound` bytes have arrived.
+pub(crate) async fn read_bounded<B>(body: B, bound: usize) -> Result<Bytes, BodyError>
+where
+    B: hyper::body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match Limited::new(body, bound).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => {
+            Err(BodyError::TooLarge)
+        }
+        Err(_) => Err(BodyError::Unreadable),
     }
 }
 
@@ -222,74 +243,63 @@ mod tests {
 
     #[test]
     fn only_protobuf_posts_to_the_two_export_paths_are_routed() {
-        let protobuf = [("content-type", "application/x-protobuf")];
-        let cases: &[(
-            &str,
-            Method,
-            &str,
-            &[(&'static str, &'static str)],
-            Result<Signal, Refusal>,
-        )] = &[
-            (
-                "traces",
-                Method::POST,
-                "/v1/traces",
-                &protobuf,
-                Ok(Signal::Traces),
-            ),
+        const PROTOBUF: &[(&str, &str)] = &[("content-type", "application/x-protobuf")];
+        let post = Method::POST;
+        let cases = [
+            ("traces", &post, "/v1/traces", PROTOBUF, Ok(Signal::Traces)),
             (
                 "metrics",
-                Method::POST,
+                &post,
                 "/v1/metrics",
-                &protobuf,
+                PROTOBUF,
                 Ok(Signal::Metrics),
             ),
             (
                 "logs are not served",
-                Method::POST,
+                &post,
                 "/v1/logs",
-                &protobuf,
+                PROTOBUF,
                 Err(Refusal::NotFound),
             ),
-            ("root", Method::POST, "/", &protobuf, Err(Refusal::NotFound)),
+            ("root", &post, "/", PROTOBUF, Err(Refusal::NotFound)),
             (
                 "trailing slash",
-                Method::POST,
+                &post,
                 "/v1/traces/",
-                &protobuf,
+                PROTOBUF,
                 Err(Refusal::NotFound),
             ),
             (
                 "get",
-                Method::GET,
+                &Method::GET,
                 "/v1/traces",
-                &protobuf,
+                PROTOBUF,
                 Err(Refusal::MethodNotAllowed),
             ),
             (
                 "json",
-                Method::POST,
+                &post,
                 "/v1/traces",
                 &[("content-type", "application/json")],
                 Err(Refusal::UnsupportedMediaType),
             ),
             (
                 "no content type",
-                Method::POST,
+                &post,
                 "/v1/traces",
                 &[],
                 Err(Refusal::UnsupportedMediaType),
             ),
             (
                 "parameters and case",
-                Method::POST,
+                &post,
                 "/v1/traces",
                 &[("content-type", "Application/X-Protobuf; charset=binary")],
                 Ok(Signal::Traces),
             ),
             (
                 "gzip",
-                Method::POST,
+                &post,
                 "/v1/traces",
                 &[
                     ("content-type", "application/x-protobuf"),
@@ -299,7 +309,7 @@ mod tests {
             ),
             (
                 "identity encoding",
-                Method::POST,
+                &post,
                 "/v1/metrics",
                 &[
                     ("content-type", "application/x-protobuf"),
@@ -309,7 +319,23 @@ mod tests {
             ),
         ];
         for (name, method, path, pairs, expected) in cases {
-            assert_eq!(route(method, path, &headers(pairs)), *expected, "{name}");
+            assert_eq!(route(method, path, &headers(pairs)), expected, "{name}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_bound_is_refused_and_one_at_it_is_read() {
+        let bound = 1024;
+        let cases: &[(&str, usize, Result<usize, BodyError>)] = &[
+            ("empty", 0, Ok(0)),
+            ("at the bound", bound, Ok(bound)),
+            ("one over", bound + 1, Err(BodyError::TooLarge)),
+            ("far over", bound * 64, Err(BodyError::TooLarge)),
+        ];
+        for (name, size, expected) in cases {
+            let body = Full::new(Bytes::from(vec![0_u8; *size]));
+            let read = read_bounded(body, bound).await.map(|bytes| bytes.len());
+            assert_eq!(read, *expected, "{name}");
         }
     }
 

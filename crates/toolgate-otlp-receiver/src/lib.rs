@@ -12,8 +12,8 @@
 //!   closes every open connection before it returns: an exporter pointed there afterwards meets
 //!   a closed port, as with a collector that is down. What was received stays readable.
 //! - [`ReceiverOptions`] (or the setters, at any time) add a delay before every answer (a slow
-//!   collector) and make every export answer an error (HTTP 503, gRPC `unavailable`) without
-//!   recording it.
+//!   collector: what arrives is recorded at once, only the answer waits) and make every export
+//!   answer an error (HTTP 503, gRPC `unavailable`) without recording it.
 //! - An HTTP body over [`MAX_BODY_BYTES`] is answered 413 without being read past the bound; a
 //!   body that does not decode is answered 400. Both are counted and nothing is recorded; no
 //!   input makes the receiver panic. gRPC messages are bounded by the same size, enforced by
