@@ -9,10 +9,14 @@
 //! What counts as a failure is the transport's: the server could not be started, reached, or
 //! did not answer in time. A server that answers, even with an error, is up.
 //! Guarantees: a refused call sends nothing and says when to retry; at most one probe is in
-//! flight while half open; a poisoned lock fails closed (the call is refused).
+//! flight while half open; a poisoned lock fails closed (the call is refused). Each change of
+//! state is reported as `toolgate.upstream.state` once a call with telemetry on has used the
+//! breaker ([`Breaker::report_to`], [`crate::telemetry`]).
 
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+use toolgate_core::telemetry::Telemetry;
 
 /// When a breaker opens and how long it stays open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +143,15 @@ pub fn after(
 pub struct Breaker {
     settings: BreakerSettings,
     state: Mutex<BreakerState>,
+    /// Where its state changes are reported (`toolgate.upstream.state`), once a call with
+    /// telemetry on has used it ([`Breaker::report_to`]).
+    reporting: OnceLock<Reporting>,
+}
+
+#[derive(Debug)]
+struct Reporting {
+    server: String,
+    telemetry: Telemetry,
 }
 
 impl Breaker {
@@ -146,25 +159,62 @@ impl Breaker {
         Breaker {
             settings,
             state: Mutex::new(BreakerState::Closed { failures: 0 }),
+            reporting: OnceLock::new(),
+        }
+    }
+
+    /// Reports this breaker's state, as server `server`'s, through `telemetry` from now on
+    /// (its state now first), when `telemetry` is on and it reports nowhere yet.
+    pub fn report_to(&self, server: &str, telemetry: &Telemetry) {
+        if !telemetry.is_on() || self.reporting.get().is_some() {
+            return;
+        }
+        let reporting = Reporting {
+            server: server.to_string(),
+            telemetry: telemetry.clone(),
+        };
+        if self.reporting.set(reporting).is_ok() {
+            self.changed(None, self.state().name());
+        }
+    }
+
+    /// Reports a change from `left` to `now`, where it reports.
+    fn changed(&self, left: Option<&'static str>, now: &'static str) {
+        if let Some(reporting) = self.reporting.get() {
+            crate::telemetry::record_state(
+                &reporting.telemetry,
+                &reporting.server,
+                &crate::telemetry::state_points(left, now),
+            );
         }
     }
 
     /// Decides about a call now (a poisoned lock refuses it for one cool-down).
     pub fn admit(&self) -> Admission {
-        let Ok(mut state) = self.state.lock() else {
-            return Admission::Refuse {
-                retry_after: self.settings.cool_down,
+        let (admission, left, now) = {
+            let Ok(mut state) = self.state.lock() else {
+                return Admission::Refuse {
+                    retry_after: self.settings.cool_down,
+                };
             };
+            let left = state.name();
+            let (admission, next) = admit(*state, &self.settings, Instant::now());
+            *state = next;
+            (admission, left, next.name())
         };
-        let (admission, next) = admit(*state, &self.settings, Instant::now());
-        *state = next;
+        self.changed(Some(left), now);
         admission
     }
 
     /// Counts how a sent call ended.
     pub fn record(&self, reached: Reached) {
-        if let Ok(mut state) = self.state.lock() {
+        let changed = self.state.lock().ok().map(|mut state| {
+            let left = state.name();
             *state = after(*state, reached, &self.settings, Instant::now());
+            (left, state.name())
+        });
+        if let Some((left, now)) = changed {
+            self.changed(Some(left), now);
         }
     }
 

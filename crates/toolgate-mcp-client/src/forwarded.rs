@@ -34,7 +34,9 @@
 //!   sent is recorded as an [`UpstreamCall`] (server, its tool, how it ended, how long, the
 //!   exact reference sent) against the call that sent it, in the dispatcher's trace and so in
 //!   the audit, where the call tree hangs the server's calls only under the call whose leg
-//!   sent their reference.
+//!   sent their reference;
+//! - with the call's telemetry on, every request sent is a CLIENT span whose `traceparent`
+//!   travels in `_meta` too ([`crate::telemetry`]), and the server's breaker reports its state.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,7 +44,8 @@ use std::time::{Duration, Instant};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Map, Value, json};
 use toolgate_core::idempotency::{self, Claimed};
-use toolgate_core::trace::{TraceEvent, record_in_call};
+use toolgate_core::telemetry::Telemetry;
+use toolgate_core::trace::{TraceEvent, current_telemetry, record_in_call};
 use toolgate_core::{
     DeclarationError, ErrorCode, ExecContext, Tool, ToolBuilder, ToolError, ToolOutput,
     UntrustedText, WriteEffect, WriteOutput,
@@ -55,6 +58,7 @@ use super::breaker::{Admission, Reached};
 use super::pins::tool_digest;
 use super::plan::ImportPlan;
 use super::server_requests::{InFlight, SamplingGrant};
+use super::telemetry::ClientSpan;
 use super::upstream::{Upstream, UpstreamError};
 use super::users::UserSessions;
 use crate::IDEMPOTENCY_KEY_META;
@@ -242,7 +246,12 @@ impl Forward {
 
     /// The caller's session, checked: admitted by the breaker, the tool unchanged in it.
     /// Nothing is sent when this fails.
-    async fn session(&self, ctx: &ExecContext) -> Result<Arc<Upstream>, ToolError> {
+    async fn session(
+        &self,
+        ctx: &ExecContext,
+        telemetry: &Telemetry,
+    ) -> Result<Arc<Upstream>, ToolError> {
+        self.route.breaker().report_to(&self.server, telemetry);
         self.admitted()?;
         // A request to the server is an outbound request of the call's run.
         toolgate_core::budget::charge_in_call(toolgate_core::budget::Spend::Outbound).map_err(
@@ -267,11 +276,14 @@ impl Forward {
         ctx: &ExecContext,
         args: Value,
         mut meta: Map<String, Value>,
+        telemetry: &Telemetry,
     ) -> Result<Value, UpstreamError> {
         let reference = fresh_reference(&ctx.run_id, &ctx.call_id);
         if let Some(reference) = &reference {
             meta.insert(PARENT_CALL_META.into(), Value::String(reference.clone()));
         }
+        // Its span, child of the imported tool's call, travels in `_meta` as `traceparent`.
+        let span = ClientSpan::start(telemetry, &self.server, &self.remote, session, &mut meta);
         let started = Instant::now();
         // The server's own requests during the call are answered for this call only.
         let in_flight = InFlight::new(&self.server, ctx.tools.clone(), self.sampling.clone());
@@ -286,6 +298,9 @@ impl Forward {
             ))
             .await;
         drop(listed);
+        if let Some(span) = span {
+            span.end(&sent);
+        }
         for heard in in_flight.heard() {
             record_in_call(Arc::new(heard));
         }
@@ -304,9 +319,10 @@ impl Forward {
     }
 
     async fn read(&self, ctx: ExecContext, args: Value) -> Result<ToolOutput, ToolError> {
-        let session = self.session(&ctx).await?;
+        let telemetry = current_telemetry();
+        let session = self.session(&ctx, &telemetry).await?;
         let result = self
-            .send(&session, &ctx, args, Map::new())
+            .send(&session, &ctx, args, Map::new(), &telemetry)
             .await
             .map_err(|e| self.upstream_error(&e))?;
         observe(&self.server, &self.remote, &result)
@@ -319,7 +335,8 @@ impl Forward {
         ledger: SharedConnection,
     ) -> Result<WriteOutput, ToolError> {
         // Before the claim: a refused call leaves no claim behind.
-        let session = self.session(&ctx).await?;
+        let telemetry = current_telemetry();
+        let session = self.session(&ctx, &telemetry).await?;
         let key = ctx.write_key()?.clone();
         let now = ctx.now_unix;
         let what_to_check = format!(
@@ -338,7 +355,7 @@ impl Forward {
         };
         let mut meta = Map::new();
         meta.insert(IDEMPOTENCY_KEY_META.into(), Value::String(key.key.clone()));
-        let sent = self.send(&session, &ctx, args, meta).await;
+        let sent = self.send(&session, &ctx, args, meta, &telemetry).await;
         let observed = match &sent {
             Ok(result) => observe(&self.server, &self.remote, result),
             Err(e) => Err(self.upstream_error(e)),

@@ -19,6 +19,7 @@
 //! - [`server_requests`] answers a server's elicitation (the call's person) and sampling
 //!   (our model, where allowed) for the call of ours they belong to;
 //! - [`users`] holds each user's own session with a server that asks for OAuth;
+//! - [`telemetry`] traces each call sent upstream and reports each server's state;
 //! - [`imports`] puts it all together for every configured server, for every front end.
 
 pub mod breaker;
@@ -35,6 +36,7 @@ pub mod outage;
 pub mod pins;
 pub mod plan;
 pub mod server_requests;
+pub mod telemetry;
 pub mod upstream;
 pub mod users;
 pub mod vault;

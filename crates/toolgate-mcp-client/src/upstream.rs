@@ -420,6 +420,10 @@ pub struct Upstream {
     with_token: bool,
     /// Our calls in flight, which the server's requests are answered for.
     calls: InFlightCalls,
+    /// An HTTP server's host (`server.address` on the spans of its calls).
+    address: Option<String>,
+    /// `pipe` for a stdio server, `tcp` for HTTP (`network.transport`).
+    transport: &'static str,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -634,12 +638,32 @@ impl Upstream {
             breaker: Breaker::new(options.breaker),
             with_token,
             calls,
+            address: match &entry.transport {
+                Transport::Http { url, .. } => url::Url::parse(url)
+                    .ok()
+                    .and_then(|u| u.host_str().map(str::to_string)),
+                Transport::Stdio { .. } => None,
+            },
+            transport: match entry.transport {
+                Transport::Http { .. } => "tcp",
+                Transport::Stdio { .. } => "pipe",
+            },
         })
     }
 
     /// The calls of ours in flight on this session, which its requests are answered for.
     pub fn in_flight(&self) -> &InFlightCalls {
         &self.calls
+    }
+
+    /// An HTTP server's host; `None` for a stdio server.
+    pub fn address(&self) -> Option<&str> {
+        self.address.as_deref()
+    }
+
+    /// How the session reaches the server: `pipe` (stdio) or `tcp` (HTTP).
+    pub fn network_transport(&self) -> &'static str {
+        self.transport
     }
 
     /// Whether the server asked for authorization and this session carries a token.

@@ -1,8 +1,14 @@
 //! OpenTelemetry for toolgate above the core: trace context carried in and out of MCP `_meta`
-//! and HTTP headers ([`propagation`]).
+//! and HTTP headers ([`propagation`]), and export over OTLP from `[telemetry]` ([`config`],
+//! [`export`]).
 //!
 //! The core records spans and metrics through the OpenTelemetry API
 //! ([`toolgate_core::telemetry`]); this crate is where the SDK lives, so only front ends that
 //! export pay for it.
 
+pub mod config;
+pub mod export;
 pub mod propagation;
+
+pub use config::{ConfigError, Protocol, TelemetryConfig};
+pub use export::{Exporting, TelemetryError, start};

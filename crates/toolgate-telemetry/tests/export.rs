@@ -1,0 +1,487 @@
+//! Export from `[telemetry]` to a real OTLP receiver on 127.0.0.1, over OTLP/HTTP and
+//! OTLP/gRPC: spans recorded through the `Telemetry` handle (and through a real dispatcher)
+//! arrive decoded with their attributes, parent links and resource, and metrics arrive; a
+//! collector that is down, goes down or is slow costs counted, dropped spans and never a
+//! blocked recording; a sampling ratio of 0 exports no new trace; configured headers reach
+//! the collector. Counts are asserted, never durations: a wait on the receiver only bounds how
+//! long a failure takes to show.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+use opentelemetry::context::FutureExt as _;
+use opentelemetry::trace::{SpanKind, TraceContextExt};
+use opentelemetry::{Context, KeyValue};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use toolgate_core::telemetry::{Telemetry, names};
+use toolgate_core::{
+    CallRequest, Dispatcher, Effect, Principal, Registry, Risk, Tool, ToolBuilder, ToolOutput,
+};
+use toolgate_otlp_receiver::{
+    AttributeValue, ReceivedMetric, ReceivedSpan, Receiver, ReceiverOptions, SpanKind as Kind,
+    Transport, Until,
+};
+use toolgate_telemetry::config::{Protocol, TelemetryConfig};
+use toolgate_telemetry::export::{METRIC_SPANS_DROPPED, SCOPE};
+use toolgate_telemetry::{Exporting, TelemetryError};
+
+/// Bound on every wait for what the exporter sent; a pass never comes near it.
+const WAIT: Duration = Duration::from_secs(20);
+
+fn config(endpoint: String, protocol: Protocol) -> TelemetryConfig {
+    TelemetryConfig {
+        otlp_endpoint: Some(endpoint),
+        protocol,
+        service_name: "toolgate-under-test".to_string(),
+        export_timeout_ms: 5_000,
+        ..TelemetryConfig::default()
+    }
+}
+
+fn start(config: &TelemetryConfig) -> Exporting {
+    toolgate_telemetry::start(config)
+        .unwrap()
+        .expect("an endpoint is configured")
+}
+
+/// A span with no parent, ended at once.
+fn record_root(telemetry: &Telemetry, name: &str) {
+    let cx = telemetry
+        .start_span(
+            name.to_string(),
+            SpanKind::Internal,
+            vec![],
+            &Context::new(),
+        )
+        .expect("telemetry is on");
+    cx.span().end();
+}
+
+/// A server span with one child carrying attributes; returns (trace id, parent id, child id).
+fn record_parent_and_child(telemetry: &Telemetry) -> (String, String, String) {
+    let parent = telemetry
+        .start_span(
+            "tools/call demo_page".to_string(),
+            SpanKind::Server,
+            vec![
+                KeyValue::new(names::MCP_METHOD_NAME, "tools/call"),
+                KeyValue::new(names::JSONRPC_REQUEST_ID, "7"),
+            ],
+            &Context::new(),
+        )
+        .unwrap();
+    let child = telemetry
+        .start_span(
+            "execute_tool demo_page".to_string(),
+            SpanKind::Internal,
+            vec![
+                KeyValue::new(names::GEN_AI_TOOL_NAME, "demo_page"),
+                KeyValue::new(names::TOOL_VERSION, 3_i64),
+                KeyValue::new(names::DUPLICATE, false),
+            ],
+            &parent,
+        )
+        .unwrap();
+    let ids = (
+        parent.span().span_context().trace_id().to_string(),
+        parent.span().span_context().span_id().to_string(),
+        child.span().span_context().span_id().to_string(),
+    );
+    child.span().end();
+    parent.span().end();
+    ids
+}
+
+fn by_name<'a>(spans: &'a [ReceivedSpan], name: &str) -> &'a ReceivedSpan {
+    spans
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no span {name}: {spans:#?}"))
+}
+
+fn assert_parent_and_child(
+    spans: &[ReceivedSpan],
+    (trace_id, parent_id, child_id): &(String, String, String),
+    transport: Transport,
+) {
+    assert_eq!(spans.len(), 2, "{spans:#?}");
+    let parent = by_name(spans, "tools/call demo_page");
+    let child = by_name(spans, "execute_tool demo_page");
+    for span in [parent, child] {
+        assert_eq!(span.transport, transport);
+        assert_eq!(&span.trace_id, trace_id);
+        assert_eq!(span.scope_name, SCOPE);
+        assert_eq!(
+            span.resource_attributes.get("service.name"),
+            Some(&AttributeValue::from("toolgate-under-test"))
+        );
+        assert_eq!(
+            span.resource_attributes.get("service.version"),
+            Some(&AttributeValue::from(env!("CARGO_PKG_VERSION")))
+        );
+    }
+    assert_eq!(&parent.span_id, parent_id);
+    assert_eq!(parent.parent_span_id, None);
+    assert_eq!(parent.kind, Kind::Server);
+    assert_eq!(
+        parent.attributes.get(names::MCP_METHOD_NAME),
+        Some(&AttributeValue::from("tools/call"))
+    );
+    assert_eq!(&child.span_id, child_id);
+    assert_eq!(child.parent_span_id.as_ref(), Some(parent_id));
+    assert_eq!(child.kind, Kind::Internal);
+    assert_eq!(
+        child.attributes.get(names::GEN_AI_TOOL_NAME),
+        Some(&AttributeValue::from("demo_page"))
+    );
+    assert_eq!(
+        child.attributes.get(names::TOOL_VERSION),
+        Some(&AttributeValue::Int(3))
+    );
+    assert_eq!(
+        child.attributes.get(names::DUPLICATE),
+        Some(&AttributeValue::Bool(false))
+    );
+}
+
+fn has_metrics(wanted: &'static [&'static str]) -> Until<ReceivedMetric> {
+    Until::condition(
+        format!("metrics {wanted:?}"),
+        move |metrics: &[ReceivedMetric]| {
+            wanted
+                .iter()
+                .all(|name| metrics.iter().any(|m| m.name == *name))
+        },
+    )
+}
+
+/// Spans and a call duration through the handle, over `protocol`, to a receiver.
+fn spans_and_metrics_arrive(protocol: Protocol) {
+    let receiver = Receiver::start(ReceiverOptions::default()).unwrap();
+    let (endpoint, transport) = match protocol {
+        Protocol::HttpProtobuf => (receiver.http_endpoint(), Transport::Http),
+        Protocol::Grpc => (receiver.grpc_endpoint(), Transport::Grpc),
+    };
+    let exporting = start(&config(endpoint, protocol));
+    let telemetry = exporting.telemetry();
+    assert!(telemetry.is_on());
+
+    let sent = record_parent_and_child(&telemetry);
+    telemetry.instruments().unwrap().call_duration.record(
+        0.25,
+        &[
+            KeyValue::new(names::GEN_AI_TOOL_NAME, "demo_page"),
+            KeyValue::new(names::DECISION, "ok"),
+        ],
+    );
+    exporting.flush().unwrap();
+
+    let spans = receiver
+        .wait_for_spans_blocking(Until::count(2), WAIT)
+        .unwrap();
+    assert_parent_and_child(&spans, &sent, transport);
+
+    let metrics = receiver
+        .wait_for_metrics_blocking(
+            has_metrics(&[names::METRIC_CALL_DURATION, METRIC_SPANS_DROPPED]),
+            WAIT,
+        )
+        .unwrap();
+    let duration = metrics
+        .iter()
+        .find(|m| m.name == names::METRIC_CALL_DURATION)
+        .unwrap();
+    assert_eq!(duration.transport, transport);
+    assert_eq!(duration.unit, "s");
+    assert_eq!(duration.scope_name, SCOPE);
+    assert_eq!(
+        duration.data_points[0].attributes.get(names::DECISION),
+        Some(&AttributeValue::from("ok")),
+        "{duration:#?}"
+    );
+    assert_eq!(
+        duration.resource_attributes.get("service.name"),
+        Some(&AttributeValue::from("toolgate-under-test"))
+    );
+
+    exporting.shutdown().unwrap();
+    assert_eq!(exporting.spans_exported(), 2);
+    assert_eq!(exporting.spans_dropped(), 0);
+}
+
+#[test]
+fn spans_and_metrics_arrive_over_http_with_their_attributes_and_parent_links() {
+    spans_and_metrics_arrive(Protocol::HttpProtobuf);
+}
+
+#[test]
+fn spans_and_metrics_arrive_over_grpc_with_their_attributes_and_parent_links() {
+    spans_and_metrics_arrive(Protocol::Grpc);
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+fn page_tool() -> Tool {
+    ToolBuilder::<NoArgs>::new("demo_page", 1)
+        .describe("Reads a page.", "the user names a page.", None, "the page.")
+        .policy(Risk::Low, Effect::Read, "It only reads.")
+        .read(|_ctx, _args: NoArgs| async move { Ok(ToolOutput::new(json!({"title": "Risotto"}))) })
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_dispatcher_call_arrives_as_a_child_of_the_request_span() {
+    let receiver = Receiver::start(ReceiverOptions::default()).unwrap();
+    let exporting = start(&config(receiver.http_endpoint(), Protocol::HttpProtobuf));
+    let telemetry = exporting.telemetry();
+    let dispatcher = Dispatcher::new(Arc::new(Registry::new([page_tool()]).unwrap()))
+        .unwrap()
+        .with_telemetry(telemetry.clone());
+
+    let request_span = telemetry
+        .start_span(
+            "tools/call demo_page".to_string(),
+            SpanKind::Server,
+            vec![],
+            &Context::new(),
+        )
+        .unwrap();
+    let out = dispatcher
+        .call(CallRequest::new(
+            Principal::local("alice", &[]),
+            "run-1",
+            "demo_page",
+            json!({}),
+        ))
+        .with_context(request_span.clone())
+        .await;
+    request_span.span().end();
+    assert_eq!(out.record.outcome.as_str(), "ok");
+
+    let spans = receiver
+        .wait_for_spans(Until::count(2), WAIT)
+        .await
+        .unwrap();
+    let server = by_name(&spans, "tools/call demo_page");
+    let call = by_name(&spans, "execute_tool demo_page");
+    assert_eq!(call.parent_span_id.as_ref(), Some(&server.span_id));
+    assert_eq!(call.trace_id, server.trace_id);
+    assert_eq!(
+        call.attributes.get(names::GEN_AI_TOOL_CALL_ID),
+        Some(&AttributeValue::from(out.record.call_id.as_str()))
+    );
+    assert_eq!(
+        call.attributes.get(names::DECISION),
+        Some(&AttributeValue::from("ok"))
+    );
+    assert_eq!(
+        call.attributes.get(names::GEN_AI_OPERATION_NAME),
+        Some(&AttributeValue::from("execute_tool"))
+    );
+    exporting.shutdown().unwrap();
+    assert_eq!(exporting.spans_exported(), 2);
+}
+
+/// How many spans each no-collector test records: far more than the queue holds.
+const RECORDED: u64 = 2_000;
+const SMALL_QUEUE: usize = 8;
+
+#[test]
+fn a_collector_that_is_not_there_costs_counted_dropped_spans_not_a_blocked_call() {
+    // A port that was bound and released: nothing listens there.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for protocol in [Protocol::HttpProtobuf, Protocol::Grpc] {
+        let exporting = start(&TelemetryConfig {
+            queue_capacity: SMALL_QUEUE,
+            export_timeout_ms: 500,
+            ..config(format!("http://127.0.0.1:{port}"), protocol)
+        });
+        let telemetry = exporting.telemetry();
+        for i in 0..RECORDED {
+            record_root(&telemetry, &format!("span {i}"));
+        }
+        assert!(
+            exporting.spans_dropped() > 0,
+            "{protocol:?}: more spans than the queue holds were recorded"
+        );
+        let shut = exporting.shutdown();
+        assert!(
+            matches!(shut, Err(TelemetryError::Shutdown(_))),
+            "{protocol:?}: shutdown says what was lost: {shut:?}"
+        );
+        assert_eq!(exporting.spans_exported(), 0, "{protocol:?}");
+        assert_eq!(exporting.spans_dropped(), RECORDED, "{protocol:?}");
+    }
+}
+
+#[test]
+fn a_collector_that_goes_down_costs_counted_dropped_spans_not_a_blocked_call() {
+    let mut receiver = Receiver::start(ReceiverOptions::default()).unwrap();
+    let exporting = start(&TelemetryConfig {
+        queue_capacity: SMALL_QUEUE,
+        export_timeout_ms: 500,
+        ..config(receiver.grpc_endpoint(), Protocol::Grpc)
+    });
+    let telemetry = exporting.telemetry();
+    for i in 0..3 {
+        record_root(&telemetry, &format!("before {i}"));
+    }
+    exporting.flush().unwrap();
+    assert_eq!(receiver.spans().len(), 3);
+
+    receiver.stop();
+    for i in 0..RECORDED {
+        record_root(&telemetry, &format!("after {i}"));
+    }
+    assert!(exporting.spans_dropped() > 0);
+    assert!(exporting.shutdown().is_err());
+    assert_eq!(exporting.spans_exported(), 3);
+    assert_eq!(exporting.spans_dropped(), RECORDED);
+    assert_eq!(
+        receiver.spans().len(),
+        3,
+        "nothing arrived after it stopped"
+    );
+}
+
+#[test]
+fn a_slow_collector_costs_counted_dropped_spans_not_a_blocked_call() {
+    // Each answer waits; an export takes at least this long, while recording goes on.
+    let receiver =
+        Receiver::start(ReceiverOptions::default().with_delay(Duration::from_millis(300))).unwrap();
+    let exporting = start(&TelemetryConfig {
+        queue_capacity: SMALL_QUEUE,
+        ..config(receiver.http_endpoint(), Protocol::HttpProtobuf)
+    });
+    let telemetry = exporting.telemetry();
+    for i in 0..RECORDED {
+        record_root(&telemetry, &format!("span {i}"));
+    }
+    assert!(exporting.spans_dropped() > 0);
+    exporting.shutdown().unwrap_or_else(|error| {
+        // Only dropped spans may make the shutdown report an error.
+        assert!(exporting.spans_dropped() > 0, "{error}");
+    });
+    let exported = exporting.spans_exported();
+    assert!(exported > 0, "the slow collector accepted what it was sent");
+    assert_eq!(exporting.spans_dropped() + exported, RECORDED);
+    assert_eq!(receiver.spans().len() as u64, exported);
+}
+
+#[test]
+fn a_sampling_ratio_of_zero_exports_no_new_trace_but_keeps_a_sampled_parents() {
+    let receiver = Receiver::start(ReceiverOptions::default()).unwrap();
+    let exporting = start(&TelemetryConfig {
+        sampling_ratio: 0.0,
+        ..config(receiver.http_endpoint(), Protocol::HttpProtobuf)
+    });
+    let telemetry = exporting.telemetry();
+    for i in 0..50 {
+        record_root(&telemetry, &format!("unsampled {i}"));
+    }
+    // A request whose caller sampled its trace: the call follows its parent's decision.
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        "traceparent",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+            .parse()
+            .unwrap(),
+    );
+    let remote = toolgate_telemetry::propagation::context_from_headers(&headers).unwrap();
+    let child = telemetry
+        .start_span(
+            "tools/call demo_page".to_string(),
+            SpanKind::Server,
+            vec![],
+            &remote,
+        )
+        .unwrap();
+    child.span().end();
+    exporting.flush().unwrap();
+
+    let spans = receiver.spans();
+    assert_eq!(spans.len(), 1, "{spans:#?}");
+    assert_eq!(spans[0].trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(spans[0].parent_span_id.as_deref(), Some("00f067aa0ba902b7"));
+    assert_eq!(receiver.trace_requests().len(), 1);
+    exporting.shutdown().unwrap();
+    assert_eq!(exporting.spans_exported(), 1);
+    assert_eq!(exporting.spans_dropped(), 0);
+}
+
+/// The request head of the first `POST /v1/traces` a one-shot HTTP/1.1 server on 127.0.0.1
+/// received; it answers every request with an empty (successful) OTLP response and stops
+/// after the traces request. The OTLP receiver does not keep request headers, so this small
+/// server reads them.
+fn capture_trace_request_head(listener: TcpListener) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        loop {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            let length = head
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let mut stream = reader.into_inner();
+            stream
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\n\
+                      content-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .unwrap();
+            if head.starts_with("POST /v1/traces ") {
+                return head;
+            }
+        }
+    })
+}
+
+#[test]
+fn configured_headers_reach_the_collector() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let head = capture_trace_request_head(listener);
+    let mut config = config(endpoint, Protocol::HttpProtobuf);
+    config.export_timeout_ms = 1_000;
+    config
+        .headers
+        .insert("x-api-key".to_string(), "k-123".to_string());
+    let exporting = start(&config);
+    record_root(&exporting.telemetry(), "with a key");
+    exporting.flush().ok();
+    let head = head.join().unwrap();
+    assert!(
+        head.lines()
+            .any(|l| l.eq_ignore_ascii_case("x-api-key: k-123")),
+        "{head}"
+    );
+    assert_eq!(exporting.spans_exported(), 1);
+    // The server has stopped: the final metric export fails, within the bound.
+    let _ = exporting.shutdown();
+}
