@@ -1,6 +1,7 @@
 //! The calls of one turn sent through the dispatcher: consecutive parallel-safe calls
 //! together, any other call alone and in order, one outcome per call in the order asked (a
-//! call whose task was lost gets an `internal` error outcome, never a missing result).
+//! call whose task was lost gets an `internal` error outcome, never a missing result). Each
+//! call's task runs under the span current here (the run's), so the call's span is its child.
 
 use std::sync::Arc;
 
@@ -43,7 +44,14 @@ impl Agent {
                 .with_call_id(&call.id)
                 .with_origin(Origin::Loop)
                 .with_taint_sources(Arc::clone(&sources));
-                set.spawn(async move { (i, caller.call(request).await) });
+                let task = async move { (i, caller.call(request).await) };
+                // A task of its own does not inherit the current span: the run's is handed on.
+                if self.caller.dispatcher().telemetry().is_on() {
+                    use opentelemetry::context::FutureExt as _;
+                    set.spawn(task.with_context(opentelemetry::Context::current()));
+                } else {
+                    set.spawn(task);
+                }
             }
             while let Some(joined) = set.join_next().await {
                 if let Ok((i, outcome)) = joined {

@@ -14,7 +14,8 @@
 //!    read-first lever's call (`read_first.rs`);
 //! 2. *check the limits* (`limit_reached`): the round cap and the token budget, before each
 //!    turn;
-//! 3. *request a turn* (`request_turn`): one model request, observed and traced;
+//! 3. *request a turn* (`request_turn`): one model request, observed and traced (and, with the
+//!    dispatcher's telemetry on, one span under the run's: `telemetry.rs`);
 //! 4. *handle a final answer* (`correct_described_call`, `retry_refused_call`): a turn without
 //!    calls ends the run, unless the described-call correction or the refused-call retry gives
 //!    it one more turn;
@@ -84,6 +85,7 @@ mod preload;
 mod read_first;
 mod result;
 mod sources;
+mod telemetry;
 mod trace;
 
 use std::sync::Arc;
@@ -101,6 +103,10 @@ pub use observer::{AgentEvent, Observer};
 pub use read_first::{READ_FIRST_CALL_ID, ReadFirst, read_first_call, whole_message};
 pub use result::{CallSummary, RunResult, StopCause};
 pub use sources::sources_from_history;
+pub use telemetry::{
+    AGENT_NAME, chat_end_attributes, finish_reason, llm_error_type, provider_and_model,
+    stop_error_type,
+};
 pub use trace::{
     DescribedCallCorrected, ModelTurn, RefusedCallRetried, RepeatAnswered, RunCatalogueChanged,
     RunEnd, ToolsAppended, ToolsEnded, ToolsOffered, TurnSummary,
@@ -233,8 +239,25 @@ impl Agent {
         self.run(run_id, vec![Message::user_text(question)]).await
     }
 
-    /// Continues a conversation (whose last message is the user's) to a stop.
+    /// Continues a conversation (whose last message is the user's) to a stop. With the
+    /// dispatcher's telemetry on, the run is one span and everything it does runs under it
+    /// (see `telemetry.rs`).
     pub async fn run(&self, run_id: &str, history: Vec<Message>) -> RunResult {
+        use opentelemetry::context::FutureExt as _;
+        match self.start_run_span(run_id) {
+            None => self.run_conversation(run_id, history).await,
+            Some(cx) => {
+                let result = self
+                    .run_conversation(run_id, history)
+                    .with_context(cx.clone())
+                    .await;
+                self.end_run_span(&cx, &result);
+                result
+            }
+        }
+    }
+
+    async fn run_conversation(&self, run_id: &str, history: Vec<Message>) -> RunResult {
         let mut run = self.prepare_conversation(run_id, history).await;
         let stop = loop {
             if let Some(stop) = self.limit_reached(&run) {
@@ -328,9 +351,24 @@ impl Agent {
             round,
             request: &request,
         });
+        let chat = self.start_chat_span();
         let started = Instant::now();
-        let response = self.model.complete(&request).await;
-        self.trace_model_turn(run.run_id, round, &response, started);
+        let response = match &chat {
+            None => self.model.complete(&request).await,
+            Some(chat) => {
+                use opentelemetry::context::FutureExt as _;
+                self.model
+                    .complete(&request)
+                    .with_context(chat.context())
+                    .await
+            }
+        };
+        let elapsed = started.elapsed();
+        let turn = self.model_turn(run.run_id, round, &response, elapsed);
+        if let Some(chat) = chat {
+            self.end_chat_span(chat, &turn, response.as_ref().err(), elapsed);
+        }
+        self.trace.record(Arc::new(turn));
         let response = response.map_err(|e| model_error(&e))?;
         self.notify(&AgentEvent::Response {
             round,

@@ -2,8 +2,7 @@
 //! answered from memory, the described-call correction, the end of tool use and the end of
 //! the run. Tool calls themselves are traced by the dispatcher.
 
-use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate_core::trace::TraceEvent;
@@ -247,20 +246,20 @@ impl TraceEvent for RunEnd {
 }
 
 impl Agent {
-    /// Traces one model turn: what it answered, or why it failed.
-    pub(super) fn trace_model_turn(
+    /// One model turn as traced (and as its span ends): what it answered, or why it failed.
+    pub(super) fn model_turn(
         &self,
         run_id: &str,
         round: u32,
         response: &Result<ModelResponse, LlmError>,
-        started: Instant,
-    ) {
-        let turn = match response {
+        elapsed: Duration,
+    ) -> ModelTurn {
+        match response {
             Ok(r) => ModelTurn {
                 run_id: run_id.into(),
                 round,
                 model: self.model.name(),
-                duration_ms: started.elapsed().as_millis() as u64,
+                duration_ms: elapsed.as_millis() as u64,
                 outcome: Ok(TurnSummary {
                     response_model: r.model.clone(),
                     usage: r.usage,
@@ -272,10 +271,9 @@ impl Agent {
                 run_id: run_id.into(),
                 round,
                 model: self.model.name(),
-                duration_ms: started.elapsed().as_millis() as u64,
+                duration_ms: elapsed.as_millis() as u64,
                 outcome: Err(e.to_string()),
             },
-        };
-        self.trace.record(Arc::new(turn));
+        }
     }
 }
