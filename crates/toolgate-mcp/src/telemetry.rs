@@ -175,6 +175,16 @@ mod tests {
     const GOOD: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     const OTHER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
+    /// What a case is, its params' `_meta`, the context's `_meta`, the headers, and the trace
+    /// id of the parent it should find.
+    type Case<'a> = (
+        &'a str,
+        Option<&'a Map<String, Value>>,
+        Option<&'a Map<String, Value>>,
+        Option<&'a http::HeaderMap>,
+        Option<&'a str>,
+    );
+
     fn meta(traceparent: Value) -> Map<String, Value> {
         let mut meta = Map::new();
         meta.insert("traceparent".into(), traceparent);
@@ -202,13 +212,7 @@ mod tests {
         let bad_header = headers("00-zz-b7ad6b7169203331-01");
         let good_id = "0af7651916cd43dd8448eb211c80319c";
         let other_id = "4bf92f3577b34da6a3ce929d0e0e4736";
-        let cases: Vec<(
-            &str,
-            Option<&Map<String, Value>>,
-            Option<&Map<String, Value>>,
-            Option<&http::HeaderMap>,
-            Option<&str>,
-        )> = vec![
+        let cases: Vec<Case> = vec![
             ("nothing", None, None, None, None),
             (
                 "params meta",
