@@ -15,6 +15,9 @@
 //! - [`Exporting::flush`] and [`Exporting::shutdown`] (and dropping the [`Exporting`]) wait a
 //!   bounded time: an export in progress (at most `export_timeout_ms`), then the spans still
 //!   held, exported within one more `export_timeout_ms` or dropped, plus a second of grace.
+//! - The endpoint, protocol and timeout come from `[telemetry]` alone (the exporter's
+//!   `OTEL_EXPORTER_OTLP_*` environment variables do not override them); headers named in
+//!   `OTEL_EXPORTER_OTLP_HEADERS` are added to the configured ones, as the exporter does.
 //! - Sampling is `ParentBased(TraceIdRatioBased(sampling_ratio))`: a remote parent's decision
 //!   is kept, a new trace is sampled at the configured ratio. The resource carries
 //!   `service.name` (the configured one) and `service.version` (toolgate's).

@@ -57,3 +57,10 @@ fn an_invalid_config_is_refused_before_anything_starts() {
         }))
     ));
 }
+
+#[test]
+fn exporting_can_be_shared_across_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Exporting>();
+    shared::<BoundedSpanProcessor>();
+}

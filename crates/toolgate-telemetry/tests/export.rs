@@ -24,8 +24,8 @@ use toolgate_core::{
     CallRequest, Dispatcher, Effect, Principal, Registry, Risk, Tool, ToolBuilder, ToolOutput,
 };
 use toolgate_otlp_receiver::{
-    AttributeValue, ReceivedMetric, ReceivedSpan, Receiver, ReceiverOptions, SpanKind as Kind,
-    Transport, Until,
+    AttributeValue, PointValue, ReceivedMetric, ReceivedSpan, Receiver, ReceiverOptions,
+    SpanKind as Kind, Transport, Until,
 };
 use toolgate_telemetry::config::{Protocol, TelemetryConfig};
 use toolgate_telemetry::export::{METRIC_SPANS_DROPPED, SCOPE};
@@ -378,6 +378,18 @@ fn a_slow_collector_costs_counted_dropped_spans_not_a_blocked_call() {
     assert!(exported > 0, "the slow collector accepted what it was sent");
     assert_eq!(exporting.spans_dropped() + exported, RECORDED);
     assert_eq!(receiver.spans().len() as u64, exported);
+    // The last metric export, at shutdown after the spans', carries the final dropped count.
+    let dropped = receiver
+        .metrics()
+        .into_iter()
+        .rev()
+        .find(|m| m.name == METRIC_SPANS_DROPPED)
+        .expect("the dropped-span counter was exported at shutdown");
+    assert_eq!(
+        dropped.data_points[0].value,
+        PointValue::Int(exporting.spans_dropped() as i64),
+        "{dropped:#?}"
+    );
 }
 
 #[test]
