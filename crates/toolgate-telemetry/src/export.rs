@@ -50,6 +50,7 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::tonic_types::metadata::MetadataMap;
+use opentelemetry_otlp::tonic_types::transport::ClientTlsConfig;
 use opentelemetry_otlp::{ExporterBuildError, WithExportConfig, WithHttpConfig, WithTonicConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
@@ -515,6 +516,16 @@ fn headers_for_grpc(headers: &HashMap<String, String>) -> MetadataMap {
     MetadataMap::from_headers(map)
 }
 
+/// TLS for an `https://` gRPC collector, verified against the system's roots (tonic's default
+/// TLS configuration trusts no root at all).
+fn grpc_tls<B: WithTonicConfig>(builder: B, endpoint: &str) -> B {
+    if endpoint.starts_with("https://") {
+        builder.with_tls_config(ClientTlsConfig::new().with_native_roots())
+    } else {
+        builder
+    }
+}
+
 /// reqwest's async client as the OTLP/HTTP exporters use it: bounded by the export timeout,
 /// no redirects (a redirect would carry the headers, an API key among them, elsewhere).
 fn http_client(timeout: Duration) -> Result<reqwest::Client, TelemetryError> {
@@ -537,12 +548,14 @@ fn span_exporter(target: &Target) -> Result<opentelemetry_otlp::SpanExporter, Te
             .with_headers(target.headers.clone())
             .with_timeout(target.timeout)
             .build(),
-        Protocol::Grpc => opentelemetry_otlp::SpanExporter::builder()
-            .with_tonic()
-            .with_endpoint(target.endpoint.clone())
-            .with_metadata(headers_for_grpc(&target.headers))
-            .with_timeout(target.timeout)
-            .build(),
+        Protocol::Grpc => grpc_tls(
+            opentelemetry_otlp::SpanExporter::builder().with_tonic(),
+            &target.endpoint,
+        )
+        .with_endpoint(target.endpoint.clone())
+        .with_metadata(headers_for_grpc(&target.headers))
+        .with_timeout(target.timeout)
+        .build(),
     };
     built.map_err(|source| TelemetryError::Exporter {
         signal: "traces",
@@ -591,12 +604,14 @@ fn metric_exporter(
             .build(),
         Protocol::Grpc => {
             let _entered = runtime.enter();
-            opentelemetry_otlp::MetricExporter::builder()
-                .with_tonic()
-                .with_endpoint(endpoint.clone())
-                .with_metadata(headers_for_grpc(&headers))
-                .with_timeout(config.export_timeout())
-                .build()
+            grpc_tls(
+                opentelemetry_otlp::MetricExporter::builder().with_tonic(),
+                &endpoint,
+            )
+            .with_endpoint(endpoint.clone())
+            .with_metadata(headers_for_grpc(&headers))
+            .with_timeout(config.export_timeout())
+            .build()
         }
     };
     built.map_err(|source| TelemetryError::Exporter {

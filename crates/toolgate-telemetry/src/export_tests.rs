@@ -64,3 +64,28 @@ fn exporting_can_be_shared_across_threads() {
     shared::<Exporting>();
     shared::<BoundedSpanProcessor>();
 }
+
+#[test]
+fn an_https_collector_can_be_configured_over_either_protocol() {
+    // Nothing listens there: this shows only that TLS is built in for both transports (the
+    // exporters connect lazily), and that shutting down with nobody to talk to stays bounded.
+    for protocol in [Protocol::HttpProtobuf, Protocol::Grpc] {
+        let config = TelemetryConfig {
+            otlp_endpoint: Some("https://127.0.0.1:9".into()),
+            protocol,
+            export_timeout_ms: 200,
+            ..TelemetryConfig::default()
+        };
+        let exporting = start(&config)
+            .unwrap_or_else(|error| panic!("{protocol:?}: {error}"))
+            .unwrap();
+        assert!(exporting.telemetry().is_on());
+        // The final metric export has nowhere to go: shutdown says so, and returns.
+        let shut = exporting.shutdown();
+        assert!(
+            matches!(shut, Err(TelemetryError::Shutdown(_))),
+            "{protocol:?}: {shut:?}"
+        );
+        assert_eq!(exporting.spans_dropped(), 0, "no span was recorded");
+    }
+}
