@@ -674,28 +674,19 @@ pub fn start(config: &TelemetryConfig) -> Result<Option<Exporting>, TelemetryErr
         .with_resource(resource.clone())
         .build();
 
-    let mut metrics_runtime = OwnedRuntime(Some(
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("toolgate-otlp-metrics")
-            .enable_all()
-            .build()
-            .map_err(|source| TelemetryError::Start {
-                what: "metric export runtime",
-                source,
-            })?,
-    ));
-    let metric_exporter = match &metrics_runtime.0 {
-        Some(runtime) => metric_exporter(config, endpoint, runtime),
-        None => Err(TelemetryError::ExportThreadGone),
-    };
-    let metric_exporter = match metric_exporter {
-        Ok(exporter) => exporter,
-        Err(error) => {
-            metrics_runtime.stop();
-            return Err(error);
-        }
-    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("toolgate-otlp-metrics")
+        .enable_all()
+        .build()
+        .map_err(|source| TelemetryError::Start {
+            what: "metric export runtime",
+            source,
+        })?;
+    let metric_exporter = metric_exporter(config, endpoint, &runtime);
+    // Owned from here on, so that an early return cannot drop it inside a caller's runtime.
+    let metrics_runtime = OwnedRuntime(Some(runtime));
+    let metric_exporter = metric_exporter?;
     let meter_provider = SdkMeterProvider::builder()
         .with_reader(
             PeriodicReader::builder(metric_exporter)

@@ -497,3 +497,24 @@ fn configured_headers_reach_the_collector() {
     // The server has stopped: the final metric export fails, within the bound.
     let _ = exporting.shutdown();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_export_inside_a_runtime_with_spans_held_neither_panics_nor_hangs() {
+    // A slow collector, spans still held, and no shutdown: Drop flushes within its bound, and
+    // stops the runtime it owns without waiting (dropping one inside another would panic).
+    let receiver =
+        Receiver::start(ReceiverOptions::default().with_delay(Duration::from_millis(200))).unwrap();
+    let exporting = start(&TelemetryConfig {
+        queue_capacity: SMALL_QUEUE,
+        export_timeout_ms: 1_000,
+        ..config(receiver.http_endpoint(), Protocol::HttpProtobuf)
+    });
+    let telemetry = exporting.telemetry();
+    for i in 0..100 {
+        record_root(&telemetry, &format!("span {i}"));
+    }
+    drop(exporting);
+    // The handle outlives the export: recording through it is a no-op, not a crash.
+    record_root(&telemetry, "after");
+    assert!(!receiver.spans().iter().any(|s| s.name == "after"));
+}
