@@ -9,12 +9,14 @@
 //!   are recorded and exported from the SDK's periodic reader thread.
 //! - Every sampled span that ends is counted exactly once, as exported (the collector accepted
 //!   its batch) or dropped (no room, an export that failed or ran past `export_timeout_ms`, or
-//!   left unexported at shutdown): once [`Exporting::shutdown`] has returned,
-//!   `spans_dropped() + spans_exported()` is the number of sampled spans that ended. The
-//!   dropped count is also exported, as the counter `toolgate.telemetry.spans.dropped`.
+//!   left unexported at shutdown): once [`Exporting::shutdown`] has returned (without a
+//!   timeout, which it reports), `spans_dropped() + spans_exported()` is the number of sampled
+//!   spans that ended. The dropped count is also exported, as the counter
+//!   `toolgate.telemetry.spans.dropped`.
 //! - [`Exporting::flush`] and [`Exporting::shutdown`] (and dropping the [`Exporting`]) wait a
-//!   bounded time: an export in progress (at most `export_timeout_ms`), then the spans still
-//!   held, exported within one more `export_timeout_ms` or dropped, plus a second of grace.
+//!   bounded time: for spans, an export in progress (at most `export_timeout_ms`), then the
+//!   spans still held, exported within one more `export_timeout_ms` or dropped, plus a second
+//!   of grace; for metrics, the SDK reader's own bound (5 s).
 //! - The endpoint, protocol and timeout come from `[telemetry]` alone (the exporter's
 //!   `OTEL_EXPORTER_OTLP_*` environment variables do not override them); headers named in
 //!   `OTEL_EXPORTER_OTLP_HEADERS` are added to the configured ones, as the exporter does.
