@@ -698,6 +698,13 @@ impl McpServer {
         caller.call(request).await
     }
 
+    /// The telemetry requests are recorded through: the first dispatcher's (one built again
+    /// for admitted tools is built for the same seat, so records through the same), read
+    /// without a lock so that telemetry off costs one branch per request.
+    fn telemetry(&self) -> &toolgate_core::telemetry::Telemetry {
+        self.inner.offered.caller.dispatcher().telemetry()
+    }
+
     /// The `tools/list` answer for `ctx`'s request.
     fn list(&self, ctx: &RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
         let principal = self.principal_for(ctx)?;
@@ -1011,8 +1018,7 @@ impl ServerHandler for McpServer {
         params: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let offered = self.offered();
-        let telemetry = offered.caller.dispatcher().telemetry();
+        let telemetry = self.telemetry();
         if !telemetry.is_on() {
             return self.list(&ctx);
         }
@@ -1034,8 +1040,7 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         use opentelemetry::context::FutureExt as _;
-        let offered = self.offered();
-        let telemetry = offered.caller.dispatcher().telemetry();
+        let telemetry = self.telemetry();
         if !telemetry.is_on() {
             return self.serve_call(params, ctx).await;
         }

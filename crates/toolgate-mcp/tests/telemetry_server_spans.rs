@@ -414,7 +414,7 @@ async fn a_malformed_traceparent_in_meta_or_header_starts_a_new_trace_and_the_ca
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_stdio_the_server_span_is_a_pipe_span_that_joins_the_callers_trace() {
+async fn over_stdio_calls_and_lists_are_pipe_spans_that_join_the_callers_trace() {
     use std::io::Write as _;
     use tokio::io::AsyncBufReadExt as _;
     let traced = traced();
@@ -456,6 +456,21 @@ async fn over_stdio_the_server_span_is_a_pipe_span_that_joins_the_callers_trace(
     .await;
     ask(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
     traced.take();
+
+    // A list is a span too, with nothing to execute under it.
+    let listed = ask(json!({"jsonrpc": "2.0", "id": 100, "method": "tools/list",
+                            "params": {"_meta": {"traceparent": GIVEN}}}))
+    .await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    let spans = traced.take();
+    assert_eq!(spans.len(), 1, "{spans:#?}");
+    assert_eq!(spans[0].name, "tools/list");
+    assert_eq!(spans[0].span_kind, SpanKind::Server);
+    assert_eq!(
+        attribute(&spans[0], names::MCP_METHOD_NAME).as_deref(),
+        Some("tools/list")
+    );
+    joins(&spans[0], GIVEN_TRACE, GIVEN_SPAN, "tools/list");
 
     let cases = [
         ("no traceparent", json!({}), None),
