@@ -19,13 +19,16 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use support::{HttpServer, Route};
+use support::{HttpServer, Route, SmtpSink};
 use toolgate_core::telemetry::{Telemetry, TelemetryOptions, names};
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
     CallRequest, Dispatcher, Effect, Principal, Registry, Risk, Tool, ToolBuilder, ToolOutput,
 };
-use toolgate_egress::{AllowEntry, Egress, EgressConfig, StaticResolver};
+use toolgate_egress::{
+    AllowEntry, Egress, EgressConfig, OutgoingEmail, SmtpConfig, SmtpRelay, SmtpSecurity,
+    StaticResolver,
+};
 
 /// What a URL can carry that must never reach a span.
 const SECRET: &str = "token=s3cr3t-diagnosis";
@@ -95,6 +98,13 @@ fn fixture(on: bool, allow: Vec<AllowEntry>) -> Fixture {
         egress_trace.clone(),
     )
     .unwrap();
+    let mut fx = traced(on, vec![fetch_tool(Arc::new(egress))]);
+    fx.egress_trace = egress_trace;
+    fx
+}
+
+/// A dispatcher over `tools` whose telemetry (when `on`) goes to in-memory exporters.
+fn traced(on: bool, tools: Vec<Tool>) -> Fixture {
     let spans = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder()
         .with_simple_exporter(spans.clone())
@@ -103,7 +113,7 @@ fn fixture(on: bool, allow: Vec<AllowEntry>) -> Fixture {
     let meters = SdkMeterProvider::builder()
         .with_reader(PeriodicReader::builder(metrics.clone()).build())
         .build();
-    let registry = Registry::new([fetch_tool(Arc::new(egress))]).unwrap();
+    let registry = Registry::new(tools).unwrap();
     let mut dispatcher = Dispatcher::new(Arc::new(registry)).unwrap();
     if on {
         let tracer = opentelemetry::global::BoxedTracer::new(Box::new(provider.tracer("toolgate")));
@@ -115,7 +125,7 @@ fn fixture(on: bool, allow: Vec<AllowEntry>) -> Fixture {
     }
     Fixture {
         dispatcher,
-        egress_trace,
+        egress_trace: Arc::new(MemoryTrace::default()),
         spans,
         provider,
         metrics,
@@ -125,12 +135,11 @@ fn fixture(on: bool, allow: Vec<AllowEntry>) -> Fixture {
 
 impl Fixture {
     async fn fetch(&self, url: &str) {
-        let request = CallRequest::new(
-            Principal::local("alice", &[]),
-            "run-1",
-            "demo_fetch",
-            json!({"url": url}),
-        );
+        self.call("demo_fetch", json!({"url": url})).await;
+    }
+
+    async fn call(&self, tool: &str, arguments: serde_json::Value) {
+        let request = CallRequest::new(Principal::local("alice", &[]), "run-1", tool, arguments);
         self.dispatcher.call(request).await;
     }
 
@@ -145,7 +154,7 @@ impl Fixture {
         assert_eq!(spans.len(), 2, "a call span and an egress span: {spans:#?}");
         let call = spans
             .iter()
-            .find(|s| s.name == "execute_tool demo_fetch")
+            .find(|s| s.name.starts_with("execute_tool"))
             .unwrap()
             .clone();
         let egress = spans
@@ -340,4 +349,84 @@ async fn outside_any_call_the_exit_makes_no_span() {
         .await
         .unwrap();
     assert!(fx.finished().is_empty());
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct MailArgs {
+    to: String,
+}
+
+/// A tool whose handler sends mail through the relay.
+fn mail_tool(relay: Arc<SmtpRelay>) -> Tool {
+    ToolBuilder::<MailArgs>::new("demo_mail", 1)
+        .describe("Sends mail.", "the user asks to mail someone.", None, "ok.")
+        .policy(Risk::Low, Effect::Read, "A test relay only.")
+        .read(move |_ctx, args: MailArgs| {
+            let relay = Arc::clone(&relay);
+            async move {
+                let email = OutgoingEmail {
+                    to: vec![args.to],
+                    subject: "Budget".into(),
+                    body: "We settled on 40k.".into(),
+                };
+                match relay.send(&email).await {
+                    Ok(id) => Ok(ToolOutput::new(json!({"message_id": id}))),
+                    Err(e) => Err(e.to_tool_error()),
+                }
+            }
+        })
+        .unwrap()
+}
+
+#[tokio::test]
+async fn mail_through_the_relay_is_a_client_span_naming_the_relay_and_never_a_recipient() {
+    let sink = SmtpSink::start();
+    let port = sink.port();
+    let relay_trace = Arc::new(MemoryTrace::default());
+    let relay_entry = AllowEntry {
+        host: "relay.test".into(),
+        schemes: vec!["smtp".into()],
+        ports: Some(vec![port]),
+        allow_private: true,
+    };
+    let policy = EgressConfig {
+        allow: vec![relay_entry],
+        ..EgressConfig::default()
+    }
+    .validate()
+    .unwrap();
+    let relay = SmtpRelay::new(
+        SmtpConfig {
+            host: "relay.test".into(),
+            port,
+            security: SmtpSecurity::None,
+            from: "assistant@example.org".into(),
+            timeout_secs: 10,
+            hello_name: None,
+        },
+        &policy,
+        Arc::new(StaticResolver::new().with("relay.test", &[ip("127.0.0.1")])),
+        relay_trace.clone(),
+    )
+    .unwrap();
+    let fx = traced(true, vec![mail_tool(Arc::new(relay))]);
+
+    fx.call("demo_mail", json!({"to": "carol.secret@example.org"}))
+        .await;
+    assert_eq!(sink.received().len(), 1, "the mail went out");
+    let (_, egress) = fx.call_and_egress();
+    let line = &relay_trace.of_kind("egress")[0];
+    assert_eq!(line["decision"], "allowed");
+    assert_eq!(egress.name, "egress relay.test");
+    assert_eq!(egress.span_kind, SpanKind::Client);
+    assert_eq!(string(&egress, names::EGRESS_RULE), line["rule"]);
+    assert_eq!(
+        attribute(&egress, names::EGRESS_HOPS),
+        None,
+        "mail has no hops"
+    );
+    let shown = format!("{:?}", fx.finished());
+    assert!(!shown.contains("carol.secret"), "{shown}");
+    assert!(!shown.contains("40k"), "{shown}");
 }
