@@ -8,7 +8,8 @@
 //! whoever wrote the checkout. Such a file is loaded only when it asks for nothing a stranger
 //! may not ([`needs_trust`]: starting processes, expanding secrets into them, rating imported
 //! tools, relaxing the taint policy, widening the egress allowlist, choosing the model, the
-//! mail relay, the server's authorization, the sandbox or the receipt keys), or when the user
+//! mail relay, the server's authorization, the sandbox, the receipt keys or where telemetry is
+//! sent), or when the user
 //! trusted exactly these bytes once with `toolgate config trust` (recorded by digest, with the
 //! file's path and the bytes of the mcpServers file it names, in the user's trust list
 //! [`trust_file`]). A changed file is untrusted again. Otherwise it is refused before anything runs, with an
@@ -78,6 +79,10 @@ pub struct Config {
     /// (`plan_propose`); `plan_ttl_secs` (default 600), `ungated` (tools left open).
     #[serde(default)]
     pub phases: toolgate_core::phase_gate::PhaseConfig,
+    /// `[telemetry]`: OpenTelemetry spans and metrics over OTLP (`otlp_endpoint`, `protocol`,
+    /// `headers`, `sampling_ratio`, ...); no endpoint: nothing is exported, at no cost.
+    #[serde(default)]
+    pub telemetry: toolgate_telemetry::config::TelemetryConfig,
 }
 
 /// `[receipts]`: signed receipts (see `docs/verifiable-receipts.md`).
@@ -196,6 +201,13 @@ pub enum ConfigError {
     },
     #[error("[receipts]: {0}")]
     ReceiptKey(#[from] toolgate_core::receipt_keys::KeyFileError),
+    #[error("{path}: {source}")]
+    TelemetrySection {
+        path: String,
+        source: toolgate_telemetry::config::ConfigError,
+    },
+    #[error("telemetry could not start: {0}")]
+    Telemetry(#[from] toolgate_telemetry::export::TelemetryError),
     #[error("the trust list {path} cannot be used: {detail}")]
     TrustList { path: String, detail: String },
     #[error(
@@ -279,6 +291,12 @@ impl Config {
         })
     }
 
+    /// The exporter of `[telemetry]`, started, when an endpoint is set: its `telemetry()` goes
+    /// to every seat, and it is shut down (flushing what it holds) when the command ends.
+    pub fn telemetry(&self) -> Result<Option<toolgate_telemetry::export::Exporting>, ConfigError> {
+        Ok(toolgate_telemetry::export::start(&self.telemetry)?)
+    }
+
     /// The signer of `[receipts] signing_key`, when one is set (its file checked: private,
     /// yours, an Ed25519 key).
     pub fn receipt_signer(&self) -> Result<Option<ReceiptSigner>, ConfigError> {
@@ -333,6 +351,13 @@ pub fn read(path: &Path) -> Result<Read, ConfigError> {
         .egress
         .validate()
         .map_err(|source| ConfigError::Egress {
+            path: shown.clone(),
+            source,
+        })?;
+    config
+        .telemetry
+        .validate()
+        .map_err(|source| ConfigError::TelemetrySection {
             path: shown.clone(),
             source,
         })?;
@@ -453,6 +478,11 @@ pub fn needs_trust(config: &Config) -> Vec<String> {
     }
     if config.serve.auth.is_some() {
         asks.push("[serve.auth] (which tokens the HTTP server accepts)".into());
+    }
+    if let Some(endpoint) = &config.telemetry.otlp_endpoint {
+        asks.push(format!(
+            "[telemetry] otlp_endpoint = \"{endpoint}\" (where every call's span and metrics are sent)"
+        ));
     }
     if config.console.is_some() {
         asks.push("[console] (who may approve calls in the web console)".into());
@@ -587,6 +617,8 @@ mod tests {
             "[[egress.allow]]\nhost = \"evil.example\"",
             "[egress]\nmax_bytes = 999999999",
             "[serve.auth]\nissuer = \"https://as.example\"\nresource = \"https://r.example/mcp\"\n[serve.auth.scopes]\n\"notes:all\" = [\"notes\"]",
+            // A collector of the file's author's would receive every call's span.
+            "[telemetry]\notlp_endpoint = \"http://collector.evil.example:4318\"",
         ];
         for text in needs {
             assert!(!needs_trust(&parsed(text)).is_empty(), "{text}");
@@ -600,6 +632,7 @@ mod tests {
             "[model]\nname = \"embedded\"",
             "[mcp]\ncall_timeout_secs = 5",
             "[egress]\nmax_bytes = 1000",
+            "[telemetry]\nsampling_ratio = 0.5",
         ];
         for text in harmless {
             assert_eq!(needs_trust(&parsed(text)), Vec::<String>::new(), "{text}");

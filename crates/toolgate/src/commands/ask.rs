@@ -35,6 +35,8 @@ struct Session {
     transcript: Option<std::path::PathBuf>,
     /// Writes its last records when the session ends (dropped after the agent).
     _audit: toolgate_wiring::audit::AuditGuard,
+    /// Exports what it still holds when the session ends (`[telemetry]`; `None`: off).
+    _telemetry: Option<toolgate_telemetry::export::Exporting>,
 }
 
 pub fn ask(config: &Config, mcp_config: Option<&Path>, args: &AskArgs) -> Result<(), CommandError> {
@@ -138,6 +140,10 @@ fn build(
     if let Some(gate) = config.phases() {
         seat = seat.with_phases(gate);
     }
+    let telemetry = config.telemetry()?;
+    if let Some(exporting) = &telemetry {
+        seat = seat.with_telemetry(exporting.telemetry());
+    }
     // A server allowed to sample (`[mcp.servers.NAME] sampling = "allow"`) runs on the model
     // this command loads below, after everything that may refuse to start has been checked.
     let sampler = toolgate_wiring::imports::sampling_allowed(&config.mcp)
@@ -219,6 +225,7 @@ fn build(
         quiet: args.quiet,
         transcript: args.transcript.clone(),
         _audit: audit,
+        _telemetry: telemetry,
     })
 }
 

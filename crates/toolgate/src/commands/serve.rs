@@ -63,6 +63,12 @@ pub fn run(
     args: &ServeArgs,
 ) -> Result<(), CommandError> {
     let auth_config = check_flags(config, args)?;
+    // Exports what it holds when the server stops (`[telemetry]`; `None`: off, at no cost).
+    let exporting = config.telemetry()?;
+    let telemetry = exporting
+        .as_ref()
+        .map(toolgate_telemetry::export::Exporting::telemetry)
+        .unwrap_or_default();
     let trace = open_trace(args)?;
     let runtime = server_runtime()?;
     let shared = match config.shared_store_url(args.store.as_deref(), args.db.as_deref()) {
@@ -125,7 +131,7 @@ pub fn run(
         config,
         args,
         imports.as_ref(),
-        &trace,
+        (&trace, &telemetry),
         shared,
         inbox.as_ref(),
     )?;
@@ -160,6 +166,11 @@ pub fn run(
     }
     if let Some(imports) = imports {
         runtime.block_on(imports.close());
+    }
+    if let Some(exporting) = exporting {
+        exporting
+            .shutdown()
+            .map_err(crate::config::ConfigError::from)?;
     }
     Ok(())
 }
@@ -379,7 +390,7 @@ fn build_server(
     config: &Config,
     args: &ServeArgs,
     imports: Option<&Imports>,
-    trace: &Arc<dyn TraceSink>,
+    (trace, telemetry): (&Arc<dyn TraceSink>, &toolgate_core::telemetry::Telemetry),
     shared: Option<Shared>,
     inbox: Option<&Inbox>,
 ) -> Result<(McpServer, String), CommandError> {
@@ -401,12 +412,14 @@ fn build_server(
     let budgets = config.budgets();
     // One gate likewise: a plan approved before a rebuild still opens its call.
     let phases = config.phases();
+    let telemetry = telemetry.clone();
     // The same seat each time the dispatcher is built (again, when imported tools change).
     let make_seat = move || {
         let mut seat = Seat::new(Principal::local("local-user", &[]))
             .with_mode(mode)
             .with_taint_policy(policy)
             .with_trace(Arc::clone(&trace_for_seats))
+            .with_telemetry(telemetry.clone())
             .with_receipt_signer(receipt_signer.clone());
         if let Some(approver) = &approver {
             seat = seat.with_approver(Arc::clone(approver));
