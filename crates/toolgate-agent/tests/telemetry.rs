@@ -7,17 +7,16 @@
 
 use std::sync::Arc;
 
-use opentelemetry::metrics::MeterProvider as _;
-use opentelemetry::trace::{SpanId, SpanKind, Status, TracerProvider as _};
+use opentelemetry::trace::{SpanId, SpanKind, Status};
 use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
-use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use opentelemetry_sdk::trace::SpanData;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use toolgate_agent::{Agent, AgentConfig, RunResult, StopCause};
-use toolgate_core::telemetry::{Telemetry, TelemetryOptions, names};
+use toolgate_core::telemetry::testing::{InMemoryTelemetry, attribute, text as string};
+use toolgate_core::telemetry::{TelemetryOptions, names};
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
     Caller, Dispatcher, Effect, Principal, Registry, Risk, Tool, ToolBuilder, ToolOutput,
@@ -88,33 +87,18 @@ fn answer() -> ModelResponse {
 struct Fixture {
     agent: Agent,
     trace: Arc<MemoryTrace>,
-    spans: InMemorySpanExporter,
-    provider: SdkTracerProvider,
-    metrics: InMemoryMetricExporter,
-    meters: SdkMeterProvider,
+    recorded: InMemoryTelemetry,
 }
 
 fn fixture(on: bool, turns: Vec<ModelResponse>) -> Fixture {
-    let spans = InMemorySpanExporter::default();
-    let provider = SdkTracerProvider::builder()
-        .with_simple_exporter(spans.clone())
-        .build();
-    let metrics = InMemoryMetricExporter::default();
-    let meters = SdkMeterProvider::builder()
-        .with_reader(PeriodicReader::builder(metrics.clone()).build())
-        .build();
+    let recorded = InMemoryTelemetry::new(TelemetryOptions::default());
     let registry = Registry::new([lookup_tool("kb_lookup"), lookup_tool("kb_history")]).unwrap();
     let trace = Arc::new(MemoryTrace::default());
     let mut dispatcher = Dispatcher::new(Arc::new(registry))
         .unwrap()
         .with_trace(trace.clone());
     if on {
-        let tracer = opentelemetry::global::BoxedTracer::new(Box::new(provider.tracer("toolgate")));
-        dispatcher = dispatcher.with_telemetry(Telemetry::new(
-            tracer,
-            &meters.meter("toolgate"),
-            TelemetryOptions::default(),
-        ));
+        dispatcher = dispatcher.with_telemetry(recorded.telemetry.clone());
     }
     let agent = Agent::new(
         Arc::new(ScriptedModel::new(turns)),
@@ -126,10 +110,7 @@ fn fixture(on: bool, turns: Vec<ModelResponse>) -> Fixture {
     Fixture {
         agent,
         trace,
-        spans,
-        provider,
-        metrics,
-        meters,
+        recorded,
     }
 }
 
@@ -139,14 +120,12 @@ impl Fixture {
     }
 
     fn finished(&self) -> Vec<SpanData> {
-        self.provider.force_flush().unwrap();
-        self.spans.get_finished_spans().unwrap()
+        self.recorded.finished_spans()
     }
 
     /// Every data point of the histogram `name`, as (attributes, count, sum).
     fn histogram(&self, name: &str) -> Vec<(Vec<KeyValue>, u64, f64)> {
-        self.meters.force_flush().unwrap();
-        let exported = self.metrics.get_finished_metrics().unwrap();
+        let exported = self.recorded.metrics();
         let Some(last) = exported.last() else {
             return Vec::new();
         };
@@ -166,19 +145,6 @@ impl Fixture {
             })
             .collect()
     }
-}
-
-fn attribute(span: &SpanData, key: &str) -> Option<Value> {
-    span.attributes
-        .iter()
-        .find(|kv| kv.key.as_str() == key)
-        .map(|kv| kv.value.clone())
-}
-
-fn string(span: &SpanData, key: &str) -> String {
-    attribute(span, key)
-        .map(|v| v.to_string())
-        .unwrap_or_default()
 }
 
 fn named<'a>(spans: &'a [SpanData], name: &str) -> Vec<&'a SpanData> {

@@ -504,6 +504,10 @@ fn stage_name(stage: crate::call::Stage) -> &'static str {
     }
 }
 
+#[cfg(feature = "testing")]
+#[path = "telemetry_testing.rs"]
+pub mod testing;
+
 #[cfg(test)]
 #[path = "telemetry_tests.rs"]
 mod tests;

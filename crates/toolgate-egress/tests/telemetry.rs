@@ -10,17 +10,16 @@ mod support;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use opentelemetry::metrics::MeterProvider as _;
-use opentelemetry::trace::{SpanKind, Status, TracerProvider as _};
+use opentelemetry::trace::{SpanKind, Status};
 use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
-use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use opentelemetry_sdk::trace::SpanData;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use support::{HttpServer, Route, SmtpSink};
-use toolgate_core::telemetry::{Telemetry, TelemetryOptions, names};
+use toolgate_core::telemetry::testing::{InMemoryTelemetry, attribute, text as string};
+use toolgate_core::telemetry::{TelemetryOptions, names};
 use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{
     CallRequest, Dispatcher, Effect, Principal, Registry, Risk, Tool, ToolBuilder, ToolOutput,
@@ -77,10 +76,7 @@ fn ip(text: &str) -> IpAddr {
 struct Fixture {
     dispatcher: Dispatcher,
     egress_trace: Arc<MemoryTrace>,
-    spans: InMemorySpanExporter,
-    provider: SdkTracerProvider,
-    metrics: InMemoryMetricExporter,
-    meters: SdkMeterProvider,
+    recorded: InMemoryTelemetry,
 }
 
 fn fixture(on: bool, allow: Vec<AllowEntry>) -> Fixture {
@@ -105,31 +101,16 @@ fn fixture(on: bool, allow: Vec<AllowEntry>) -> Fixture {
 
 /// A dispatcher over `tools` whose telemetry (when `on`) goes to in-memory exporters.
 fn traced(on: bool, tools: Vec<Tool>) -> Fixture {
-    let spans = InMemorySpanExporter::default();
-    let provider = SdkTracerProvider::builder()
-        .with_simple_exporter(spans.clone())
-        .build();
-    let metrics = InMemoryMetricExporter::default();
-    let meters = SdkMeterProvider::builder()
-        .with_reader(PeriodicReader::builder(metrics.clone()).build())
-        .build();
+    let recorded = InMemoryTelemetry::new(TelemetryOptions::default());
     let registry = Registry::new(tools).unwrap();
     let mut dispatcher = Dispatcher::new(Arc::new(registry)).unwrap();
     if on {
-        let tracer = opentelemetry::global::BoxedTracer::new(Box::new(provider.tracer("toolgate")));
-        dispatcher = dispatcher.with_telemetry(Telemetry::new(
-            tracer,
-            &meters.meter("toolgate"),
-            TelemetryOptions::default(),
-        ));
+        dispatcher = dispatcher.with_telemetry(recorded.telemetry.clone());
     }
     Fixture {
         dispatcher,
         egress_trace: Arc::new(MemoryTrace::default()),
-        spans,
-        provider,
-        metrics,
-        meters,
+        recorded,
     }
 }
 
@@ -144,8 +125,7 @@ impl Fixture {
     }
 
     fn finished(&self) -> Vec<SpanData> {
-        self.provider.force_flush().unwrap();
-        self.spans.get_finished_spans().unwrap()
+        self.recorded.finished_spans()
     }
 
     /// The call's span and its one egress span, checked to be parent and child.
@@ -169,8 +149,7 @@ impl Fixture {
 
     /// The counter's value for `rule` (0 when never counted).
     fn blocks(&self, rule: &str) -> u64 {
-        self.meters.force_flush().unwrap();
-        let exported = self.metrics.get_finished_metrics().unwrap();
+        let exported = self.recorded.metrics();
         let Some(last) = exported.last() else {
             return 0;
         };
@@ -188,19 +167,6 @@ impl Fixture {
             })
             .sum()
     }
-}
-
-fn attribute(span: &SpanData, key: &str) -> Option<Value> {
-    span.attributes
-        .iter()
-        .find(|kv| kv.key.as_str() == key)
-        .map(|kv| kv.value.clone())
-}
-
-fn string(span: &SpanData, key: &str) -> String {
-    attribute(span, key)
-        .map(|v| v.to_string())
-        .unwrap_or_default()
 }
 
 fn hops(span: &SpanData) -> Vec<String> {
