@@ -16,12 +16,12 @@ mod support;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use opentelemetry::trace::{SpanId, SpanKind, TraceId, TracerProvider as _};
+use opentelemetry::trace::{SpanId, SpanKind, TraceId};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
-use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use opentelemetry_sdk::trace::SpanData;
 use rmcp::model::ProtocolVersion;
 use serde_json::json;
+use toolgate_core::telemetry::testing::{self, InMemoryTelemetry};
 use toolgate_core::telemetry::{Telemetry, TelemetryOptions, names};
 use toolgate_core::{Caller, Principal};
 use toolgate_egress::{Egress, StaticResolver};
@@ -36,53 +36,36 @@ const HOST: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 const HOST_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const HOST_SPAN: &str = "b7ad6b7169203331";
 
-/// Telemetry into in-memory exporters, and the exporters to read back.
+/// Telemetry into in-memory exporters, and how many of their spans earlier looks saw.
 struct Recorded {
-    telemetry: Telemetry,
-    spans: InMemorySpanExporter,
-    provider: SdkTracerProvider,
-    metrics: InMemoryMetricExporter,
-    meters: SdkMeterProvider,
+    recorded: InMemoryTelemetry,
+    seen: std::sync::Mutex<usize>,
 }
 
 impl Recorded {
     fn new() -> Recorded {
-        use opentelemetry::metrics::MeterProvider as _;
-        let spans = InMemorySpanExporter::default();
-        let provider = SdkTracerProvider::builder()
-            .with_simple_exporter(spans.clone())
-            .build();
-        let metrics = InMemoryMetricExporter::default();
-        let meters = SdkMeterProvider::builder()
-            .with_reader(PeriodicReader::builder(metrics.clone()).build())
-            .build();
-        let tracer = opentelemetry::global::BoxedTracer::new(Box::new(provider.tracer("toolgate")));
-        let telemetry = Telemetry::new(
-            tracer,
-            &meters.meter("toolgate"),
-            TelemetryOptions::default(),
-        );
         Recorded {
-            telemetry,
-            spans,
-            provider,
-            metrics,
-            meters,
+            recorded: InMemoryTelemetry::new(TelemetryOptions::default()),
+            seen: std::sync::Mutex::new(0),
         }
+    }
+
+    fn telemetry(&self) -> &Telemetry {
+        &self.recorded.telemetry
     }
 
     /// The spans finished since the last look.
     fn take(&self) -> Vec<SpanData> {
-        self.provider.force_flush().unwrap();
-        let spans = self.spans.get_finished_spans().unwrap();
-        self.spans.reset();
-        spans
+        let all = self.recorded.finished_spans();
+        let mut seen = self.seen.lock().unwrap();
+        let new = all[*seen..].to_vec();
+        *seen = all.len();
+        new
     }
 
     /// Every data point of the metric `name`: its attributes (sorted) and its value (a
     /// gauge's) or count (a histogram's).
     fn points(&self, name: &str) -> Vec<(Vec<(String, String)>, f64)> {
-        self.meters.force_flush().unwrap();
         let sorted = |attributes: &mut dyn Iterator<Item = &opentelemetry::KeyValue>| {
             let mut all: Vec<(String, String)> = attributes
                 .map(|kv| (kv.key.to_string(), kv.value.to_string()))
@@ -91,7 +74,7 @@ impl Recorded {
             all
         };
         let mut points = Vec::new();
-        for resource in self.metrics.get_finished_metrics().unwrap() {
+        for resource in self.recorded.metrics() {
             for scope in resource.scope_metrics() {
                 for metric in scope.metrics().filter(|m| m.name() == name) {
                     match metric.data() {
@@ -164,10 +147,7 @@ async fn import_books(dir: &std::path::Path, url: &str, connect: ConnectOptions)
 }
 
 fn attribute(span: &SpanData, key: &str) -> Option<String> {
-    span.attributes
-        .iter()
-        .find(|kv| kv.key.as_str() == key)
-        .map(|kv| kv.value.to_string())
+    testing::attribute(span, key).map(|v| v.to_string())
 }
 
 fn the_span<'a>(spans: &'a [SpanData], name: &str, kind: SpanKind, what: &str) -> &'a SpanData {
@@ -201,7 +181,7 @@ async fn the_upstreams_server_span_continues_the_gateways_trace_as_the_client_sp
     let upstream_recorded = Recorded::new();
     let gateway_recorded = Recorded::new();
     let dir = tempfile::tempdir().unwrap();
-    let (upstream, egress) = books_upstream(dir.path(), &upstream_recorded.telemetry).await;
+    let (upstream, egress) = books_upstream(dir.path(), upstream_recorded.telemetry()).await;
     for revision in [ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2026_07_28] {
         let gateway_dir = tempfile::tempdir().unwrap();
         let connect = ConnectOptions {
@@ -212,7 +192,7 @@ async fn the_upstreams_server_span_continues_the_gateways_trace_as_the_client_sp
         let imports = import_books(gateway_dir.path(), &upstream.url, connect).await;
         let ready = traced(
             calls::dispatcher(&imports, Seat::new(Principal::local("local-user", &[]))),
-            &gateway_recorded.telemetry,
+            gateway_recorded.telemetry(),
         );
         let gateway = McpServer::serving(
             &ready.registry,
@@ -341,7 +321,7 @@ async fn a_server_going_down_fails_its_client_spans_and_moves_its_state_gauge_to
     let upstream_recorded = Recorded::new();
     let gateway_recorded = Recorded::new();
     let dir = tempfile::tempdir().unwrap();
-    let (mut upstream, egress) = books_upstream(dir.path(), &upstream_recorded.telemetry).await;
+    let (mut upstream, egress) = books_upstream(dir.path(), upstream_recorded.telemetry()).await;
     let mut connect = ConnectOptions {
         revision: Some(ProtocolVersion::V_2026_07_28),
         egress: Some(egress),
@@ -351,7 +331,7 @@ async fn a_server_going_down_fails_its_client_spans_and_moves_its_state_gauge_to
     let imports = import_books(dir.path(), &upstream.url, connect).await;
     let ready = traced(
         calls::dispatcher(&imports, Seat::new(Principal::local("local-user", &[]))),
-        &gateway_recorded.telemetry,
+        gateway_recorded.telemetry(),
     );
     let get = json!({"ids": [1]});
     let first = calls::call(&ready, "books__books_get", get.clone()).await;

@@ -13,17 +13,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use opentelemetry::trace::{SpanId, SpanKind, Status, TraceId, TracerProvider as _};
+use opentelemetry::trace::{SpanId, SpanKind, Status, TraceId};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
-use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use opentelemetry_sdk::trace::SpanData;
 use rmcp::model::{CallToolRequestParams, ProtocolVersion, RequestMetaObject};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value, json};
-use toolgate_core::telemetry::{Telemetry, TelemetryOptions, names};
+use toolgate_core::telemetry::testing::{self, InMemoryTelemetry};
+use toolgate_core::telemetry::{TelemetryOptions, names};
 use toolgate_core::tool::{Tool, ToolBuilder, ToolOutput};
 use toolgate_core::{Caller, Dispatcher, Effect, ErrorCode, Principal, Registry, Risk, ToolError};
 use toolgate_mcp::{HttpLimits, McpServer};
@@ -70,58 +70,39 @@ fn failing() -> Tool {
 /// A server whose dispatcher records into in-memory exporters.
 struct Traced {
     server: McpServer,
-    spans: InMemorySpanExporter,
-    provider: SdkTracerProvider,
-    metrics: InMemoryMetricExporter,
-    meters: SdkMeterProvider,
+    recorded: InMemoryTelemetry,
+    /// How many finished spans earlier looks saw.
+    seen: std::sync::Mutex<usize>,
 }
 
 fn traced() -> Traced {
-    use opentelemetry::metrics::MeterProvider as _;
-    let spans = InMemorySpanExporter::default();
-    let provider = SdkTracerProvider::builder()
-        .with_simple_exporter(spans.clone())
-        .build();
-    let metrics = InMemoryMetricExporter::default();
-    let meters = SdkMeterProvider::builder()
-        .with_reader(PeriodicReader::builder(metrics.clone()).build())
-        .build();
-    let tracer = opentelemetry::global::BoxedTracer::new(Box::new(provider.tracer("toolgate")));
-    let telemetry = Telemetry::new(
-        tracer,
-        &meters.meter("toolgate"),
-        TelemetryOptions::default(),
-    );
+    let recorded = InMemoryTelemetry::new(TelemetryOptions::default());
     let registry = Arc::new(Registry::new(vec![echo(), failing()]).unwrap());
     let principal = Principal::local("tester", &[]).with_catalogue(registry.names());
     let dispatcher = Dispatcher::new(Arc::clone(&registry))
         .unwrap()
-        .with_telemetry(telemetry);
+        .with_telemetry(recorded.telemetry.clone());
     let server = McpServer::serving(&registry, Caller::new(dispatcher), principal, "telemetry");
     Traced {
         server,
-        spans,
-        provider,
-        metrics,
-        meters,
+        recorded,
+        seen: std::sync::Mutex::new(0),
     }
 }
 
 impl Traced {
     /// The spans finished since the last look (each call's span ends before its answer).
     fn take(&self) -> Vec<SpanData> {
-        self.provider.force_flush().unwrap();
-        let spans = self.spans.get_finished_spans().unwrap();
-        self.spans.reset();
-        spans
+        let all = self.recorded.finished_spans();
+        let mut seen = self.seen.lock().unwrap();
+        let new = all[*seen..].to_vec();
+        *seen = all.len();
+        new
     }
 }
 
 fn attribute(span: &SpanData, key: &str) -> Option<String> {
-    span.attributes
-        .iter()
-        .find(|kv| kv.key.as_str() == key)
-        .map(|kv| kv.value.to_string())
+    testing::attribute(span, key).map(|v| v.to_string())
 }
 
 /// The one server span and the one dispatcher span of a call to `tool`.
@@ -521,9 +502,8 @@ async fn over_stdio_calls_and_lists_are_pipe_spans_that_join_the_callers_trace()
 
 /// The `mcp.server.operation.duration` data points: each one's attributes and count.
 fn served_durations(traced: &Traced) -> Vec<(Vec<(String, String)>, u64)> {
-    traced.meters.force_flush().unwrap();
     let mut points = Vec::new();
-    for resource in traced.metrics.get_finished_metrics().unwrap() {
+    for resource in traced.recorded.metrics() {
         for scope in resource.scope_metrics() {
             for metric in scope.metrics() {
                 if metric.name() != names::METRIC_MCP_SERVER_DURATION {
