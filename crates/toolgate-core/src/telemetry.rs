@@ -264,6 +264,26 @@ impl Telemetry {
         Some(parent.with_span(span))
     }
 
+    /// A span as [`Telemetry::start_span`] makes it, whose duration [`TimedSpan::end`]
+    /// records in the histogram `duration` picks, with `metric_attributes`. `None` when off.
+    pub fn start_timed(
+        &self,
+        span: (String, SpanKind, Vec<KeyValue>),
+        parent: &Context,
+        metric_attributes: Vec<KeyValue>,
+        duration: fn(&Instruments) -> &Histogram<f64>,
+    ) -> Option<TimedSpan> {
+        let (name, kind, attributes) = span;
+        let cx = self.start_span(name, kind, attributes, parent)?;
+        Some(TimedSpan {
+            telemetry: self.clone(),
+            cx,
+            started: std::time::Instant::now(),
+            metric_attributes,
+            duration,
+        })
+    }
+
     /// The span for a call about to go through the dispatcher, child of the current span.
     pub(crate) fn start_call(&self, request: &crate::call::CallRequest) -> Option<Context> {
         if !self.is_on() {
@@ -357,6 +377,42 @@ impl Telemetry {
             active.instruments.approval_wait.record(
                 waited.as_secs_f64(),
                 &[KeyValue::new(names::APPROVAL, approval_outcome(approval))],
+            );
+        }
+    }
+}
+
+/// A request's span and its duration metric (an MCP request served or sent upstream), started
+/// by [`Telemetry::start_timed`] and ended once by [`TimedSpan::end`].
+pub struct TimedSpan {
+    telemetry: Telemetry,
+    cx: Context,
+    started: std::time::Instant,
+    metric_attributes: Vec<KeyValue>,
+    duration: fn(&Instruments) -> &Histogram<f64>,
+}
+
+impl TimedSpan {
+    /// The context that makes the span current, for the request's work.
+    pub fn context(&self) -> &Context {
+        &self.cx
+    }
+
+    /// Ends the span, failed with `error_type` when there is one (as `error.type` and an error
+    /// status, on the span and the metric), and records the duration.
+    pub fn end(mut self, error_type: Option<String>) {
+        let span = self.cx.span();
+        if let Some(error_type) = error_type {
+            let attribute = KeyValue::new(names::ERROR_TYPE, error_type.clone());
+            span.set_attribute(attribute.clone());
+            span.set_status(Status::error(error_type));
+            self.metric_attributes.push(attribute);
+        }
+        span.end();
+        if let Some(instruments) = self.telemetry.instruments() {
+            (self.duration)(instruments).record(
+                self.started.elapsed().as_secs_f64(),
+                &self.metric_attributes,
             );
         }
     }

@@ -25,12 +25,10 @@
 //!
 //! With telemetry off no span is started, no attribute built and `_meta` is left untouched.
 
-use std::time::Instant;
-
-use opentelemetry::trace::{SpanKind, Status, TraceContextExt};
+use opentelemetry::trace::SpanKind;
 use opentelemetry::{Context, KeyValue};
 use serde_json::{Map, Value};
-use toolgate_core::telemetry::{Telemetry, names};
+use toolgate_core::telemetry::{Telemetry, TimedSpan, names};
 
 use crate::forwarded::leg_outcome;
 use crate::upstream::{Upstream, UpstreamError};
@@ -39,12 +37,7 @@ use crate::upstream::{Upstream, UpstreamError};
 const TOOLS_CALL: &str = "tools/call";
 
 /// One request's span, started; [`ClientSpan::end`] ends it and records its duration.
-pub(crate) struct ClientSpan {
-    telemetry: Telemetry,
-    cx: Context,
-    started: Instant,
-    metric_attributes: Vec<KeyValue>,
-}
+pub(crate) struct ClientSpan(TimedSpan);
 
 impl ClientSpan {
     /// Starts the span of a call to `server`'s tool `tool` through `session`, a child of the
@@ -77,37 +70,19 @@ impl ClientSpan {
         if let Some(revision) = session.revision() {
             attributes.push(KeyValue::new(names::MCP_PROTOCOL_VERSION, revision));
         }
-        let cx = telemetry.start_span(
-            format!("{TOOLS_CALL} {tool}"),
-            SpanKind::Client,
-            attributes,
+        let span = telemetry.start_timed(
+            (format!("{TOOLS_CALL} {tool}"), SpanKind::Client, attributes),
             &Context::current(),
-        )?;
-        toolgate_telemetry::propagation::inject_into_meta(&cx, meta);
-        Some(ClientSpan {
-            telemetry: telemetry.clone(),
-            cx,
-            started: Instant::now(),
             metric_attributes,
-        })
+            |instruments| &instruments.mcp_client_duration,
+        )?;
+        toolgate_telemetry::propagation::inject_into_meta(span.context(), meta);
+        Some(ClientSpan(span))
     }
 
     /// Ends the span with how the request ended, and records its duration.
-    pub(crate) fn end(mut self, sent: &Result<Value, UpstreamError>) {
-        let span = self.cx.span();
-        if let Some(error_type) = error_type(sent) {
-            let attribute = KeyValue::new(names::ERROR_TYPE, error_type.clone());
-            span.set_attribute(attribute.clone());
-            span.set_status(Status::error(error_type));
-            self.metric_attributes.push(attribute);
-        }
-        span.end();
-        if let Some(instruments) = self.telemetry.instruments() {
-            instruments.mcp_client_duration.record(
-                self.started.elapsed().as_secs_f64(),
-                &self.metric_attributes,
-            );
-        }
+    pub(crate) fn end(self, sent: &Result<Value, UpstreamError>) {
+        self.0.end(error_type(sent));
     }
 }
 

@@ -21,15 +21,13 @@
 //! With telemetry off, nothing here runs: the handler checks `is_on()` and serves the request
 //! as it would without this module.
 
-use std::time::Instant;
-
-use opentelemetry::trace::{SpanKind, Status, TraceContextExt};
+use opentelemetry::trace::SpanKind;
 use opentelemetry::{Context, KeyValue};
 use rmcp::model::{CallToolResponse, ListToolsResult};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Map, Value};
-use toolgate_core::telemetry::{Telemetry, names};
+use toolgate_core::telemetry::{Telemetry, TimedSpan, names};
 
 /// The session header of a 2025-11-25 Streamable HTTP session.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -57,13 +55,7 @@ pub fn remote_parent(
 }
 
 /// One request's span, started; [`ServerSpan::end`] ends it and records its duration.
-pub(crate) struct ServerSpan {
-    telemetry: Telemetry,
-    cx: Context,
-    started: Instant,
-    /// The attributes the duration is recorded with (the error type is added at the end).
-    metric_attributes: Vec<KeyValue>,
-}
+pub(crate) struct ServerSpan(TimedSpan);
 
 impl ServerSpan {
     /// Starts the span of the `method` request `ctx` (about `tool`, for a call); `None` when
@@ -108,36 +100,24 @@ impl ServerSpan {
             }
             None => method.to_string(),
         };
-        let cx = telemetry.start_span(name, SpanKind::Server, attributes, &parent)?;
-        Some(ServerSpan {
-            telemetry: telemetry.clone(),
-            cx,
-            started: Instant::now(),
-            metric_attributes,
-        })
+        telemetry
+            .start_timed(
+                (name, SpanKind::Server, attributes),
+                &parent,
+                metric_attributes,
+                |instruments| &instruments.mcp_server_duration,
+            )
+            .map(ServerSpan)
     }
 
     /// The context that makes the span current, for the request's work.
     pub(crate) fn context(&self) -> Context {
-        self.cx.clone()
+        self.0.context().clone()
     }
 
     /// Ends the span, failed with `error_type` when there is one, and records the duration.
-    pub(crate) fn end(mut self, error_type: Option<String>) {
-        let span = self.cx.span();
-        if let Some(error_type) = error_type {
-            let attribute = KeyValue::new(names::ERROR_TYPE, error_type.clone());
-            span.set_attribute(attribute.clone());
-            span.set_status(Status::error(error_type));
-            self.metric_attributes.push(attribute);
-        }
-        span.end();
-        if let Some(instruments) = self.telemetry.instruments() {
-            instruments.mcp_server_duration.record(
-                self.started.elapsed().as_secs_f64(),
-                &self.metric_attributes,
-            );
-        }
+    pub(crate) fn end(self, error_type: Option<String>) {
+        self.0.end(error_type);
     }
 }
 
@@ -167,6 +147,7 @@ pub(crate) fn list_error_type(answer: &Result<ListToolsResult, ErrorData>) -> Op
 
 #[cfg(test)]
 mod tests {
+    use opentelemetry::trace::TraceContextExt;
     use rmcp::model::{CallToolResult, ContentBlock, InputRequiredResult};
     use serde_json::json;
 
