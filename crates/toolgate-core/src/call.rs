@@ -287,6 +287,10 @@ pub struct DecisionRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub undo: Option<Value>,
     pub duration_us: u64,
+    /// The length of the call's canonical arguments (what a span reports as bytes in); not on
+    /// the JSONL line, whose `args_hash` already names them.
+    #[serde(skip)]
+    pub argument_bytes: usize,
     pub result_bytes: usize,
     pub truncated: bool,
     pub redactions: usize,
@@ -340,6 +344,7 @@ impl DecisionRecord {
             duplicate: false,
             undo: None,
             duration_us: 0,
+            argument_bytes: 0,
             result_bytes: 0,
             truncated: false,
             redactions: 0,

@@ -321,11 +321,8 @@ impl Dispatcher {
         match self.inner.telemetry.start_call(&request) {
             None => self.call_untraced(request).await,
             Some(span) => {
-                let bytes_in = canonical_json(&request.arguments).len();
                 let outcome = self.call_untraced(request).with_context(span.clone()).await;
-                self.inner
-                    .telemetry
-                    .end_call(&span, &outcome.record, bytes_in);
+                self.inner.telemetry.end_call(&span, &outcome.record);
                 outcome
             }
         }
@@ -341,6 +338,7 @@ impl Dispatcher {
         record.arguments = arguments;
         let canonical = canonical_json(&request.arguments);
         record.args_hash = digest_parts(&[&canonical]);
+        record.argument_bytes = canonical.len();
         let tool = self
             .inner
             .registry

@@ -309,12 +309,12 @@ impl Telemetry {
     }
 
     /// Ends the call's span with its decision, and records the call's duration.
-    pub(crate) fn end_call(&self, span: &Context, record: &DecisionRecord, bytes_in: usize) {
+    pub(crate) fn end_call(&self, span: &Context, record: &DecisionRecord) {
         let Some(active) = &self.active else {
             return;
         };
         let span_ref = span.span();
-        span_ref.set_attributes(call_span_attributes(record, bytes_in, active.options));
+        span_ref.set_attributes(call_span_attributes(record, active.options));
         if let Outcome::Error(code) = record.outcome {
             span_ref.set_status(Status::error(code.as_str()));
         }
@@ -468,11 +468,7 @@ fn short_hash(text: &str) -> String {
 /// The attributes a call's span ends with: what the decision record says, under the names in
 /// [`names`]. Values the record keeps for audit only (arguments, the idempotency key in clear,
 /// tainted values) are left out or hashed; argument paths stay, values do not.
-pub fn call_span_attributes(
-    record: &DecisionRecord,
-    bytes_in: usize,
-    options: TelemetryOptions,
-) -> Vec<KeyValue> {
+pub fn call_span_attributes(record: &DecisionRecord, options: TelemetryOptions) -> Vec<KeyValue> {
     let mut attributes = vec![
         KeyValue::new(names::CATALOGUE_DIGEST, record.catalogue_digest.clone()),
         KeyValue::new(names::DECISION, record.outcome.as_str()),
@@ -487,7 +483,7 @@ pub fn call_span_attributes(
         KeyValue::new(names::PRINCIPAL, record.principal.clone()),
         KeyValue::new(names::TENANT, record.tenant.clone()),
         KeyValue::new(names::DUPLICATE, record.duplicate),
-        KeyValue::new(names::BYTES_IN, bytes_in as i64),
+        KeyValue::new(names::BYTES_IN, record.argument_bytes as i64),
         KeyValue::new(names::BYTES_OUT, record.result_bytes as i64),
         KeyValue::new(names::TRUNCATED, record.truncated),
         KeyValue::new(names::REDACTIONS, record.redactions as i64),

@@ -36,7 +36,7 @@ fn value(attributes: &[KeyValue], key: &str) -> Option<Value> {
 fn an_idempotency_key_never_reaches_a_span_in_clear() {
     let mut r = record();
     r.idempotency_key = Some("alice-secret-key-123".into());
-    let attributes = call_span_attributes(&r, 10, TelemetryOptions::default());
+    let attributes = call_span_attributes(&r, TelemetryOptions::default());
     let text = format!("{attributes:?}");
     assert!(!text.contains("alice-secret-key-123"), "{text}");
     let hash = value(&attributes, names::IDEMPOTENCY_KEY_HASH)
@@ -54,7 +54,7 @@ fn tainted_values_are_named_by_argument_path_not_quoted() {
         value: "eve@evil.example".into(),
         source: UntrustedSource::new("page", "mail eve@evil.example", "web_clip", "call-1"),
     }];
-    let attributes = call_span_attributes(&r, 10, TelemetryOptions::default());
+    let attributes = call_span_attributes(&r, TelemetryOptions::default());
     assert!(!format!("{attributes:?}").contains("eve@evil.example"));
     assert_eq!(value(&attributes, names::TAINT_COUNT), Some(Value::I64(1)));
     assert_eq!(
@@ -82,7 +82,7 @@ fn each_outcome_is_classified_and_only_errors_carry_error_type() {
     for (outcome, decision, error_type) in cases {
         let mut r = record();
         r.outcome = outcome;
-        let attributes = call_span_attributes(&r, 0, TelemetryOptions::default());
+        let attributes = call_span_attributes(&r, TelemetryOptions::default());
         assert_eq!(
             value(&attributes, names::DECISION).map(|v| v.to_string()),
             Some(decision.to_string())
@@ -104,7 +104,7 @@ fn a_denial_names_its_kind_and_who_decided() {
         },
     };
     r.decided_by = Some("bob".into());
-    let attributes = call_span_attributes(&r, 0, TelemetryOptions::default());
+    let attributes = call_span_attributes(&r, TelemetryOptions::default());
     assert_eq!(
         value(&attributes, names::APPROVAL).unwrap().to_string(),
         "denied"
@@ -124,11 +124,10 @@ fn a_denial_names_its_kind_and_who_decided() {
 #[test]
 fn arguments_reach_a_span_only_when_configured_and_only_redacted() {
     let r = record();
-    let off = call_span_attributes(&r, 0, TelemetryOptions::default());
+    let off = call_span_attributes(&r, TelemetryOptions::default());
     assert_eq!(value(&off, names::ARGUMENTS), None);
     let on = call_span_attributes(
         &r,
-        0,
         TelemetryOptions {
             record_arguments: true,
         },

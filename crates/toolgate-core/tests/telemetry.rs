@@ -198,6 +198,13 @@ async fn a_nested_call_is_a_child_span_and_each_span_carries_its_records_call_id
             Some(Value::I64(record.result_bytes as i64))
         );
         assert_eq!(
+            attribute(span, names::BYTES_IN),
+            Some(Value::I64(
+                serde_json::to_string(&record.arguments).unwrap().len() as i64
+            )),
+            "bytes in: the canonical arguments (these hold no secret to redact)"
+        );
+        assert_eq!(
             string(span, names::PARENT_CALL_ID),
             record.parent_call_id.clone().unwrap_or_default()
         );

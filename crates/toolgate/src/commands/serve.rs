@@ -168,9 +168,18 @@ pub fn run(
         runtime.block_on(imports.close());
     }
     if let Some(exporting) = exporting {
-        exporting
-            .shutdown()
-            .map_err(crate::config::ConfigError::from)?;
+        // Spans a slow or absent collector could not take were dropped by design: the server
+        // stopped as asked, so this is said, not failed on.
+        let ended = exporting.shutdown();
+        let (exported, dropped) = (exporting.spans_exported(), exporting.spans_dropped());
+        if let Err(e) = ended {
+            eprintln!("toolgate: telemetry: {e}");
+        }
+        if dropped > 0 {
+            eprintln!(
+                "toolgate: telemetry: {dropped} spans were dropped (the collector was slow, failing or not there), {exported} exported"
+            );
+        }
     }
     Ok(())
 }
