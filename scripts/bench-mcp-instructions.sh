@@ -18,7 +18,8 @@
 #
 # Environment (all optional): REVISIONS (default "2025-11-25 2026-07-28"), CONNS (default 8),
 # DURATION (measured seconds under valgrind, default 8; about 400 calls a second get through),
-# TOP (default 0), TOOLGATE (default target/release/toolgate), BENCH_DIR (scratch, default
+# TOP (default 0), TOOLGATE (default target/release/toolgate), TOOLGATE_CONFIG (a toolgate.toml
+# the server runs with, e.g. one with [telemetry]; default none), BENCH_DIR (scratch, default
 # target/mcp-bench). Needs valgrind (Debian package `valgrind`) and a release build of toolgate.
 # Every server binds 127.0.0.1 and is stopped when its row is done (and on exit).
 set -euo pipefail
@@ -63,7 +64,9 @@ measure() {
   bare) cmd=("$RELEASE/bare-rmcp-server" --port "$port" --max-seconds $SERVER_LIMIT_S) ;;
   toolgate)
     rm -f "$BENCH_DIR/instructions-books.db"
-    cmd=("$TOOLGATE" serve --http "127.0.0.1:$port" --toolset books-v2 --db "$BENCH_DIR/instructions-books.db")
+    cmd=("$TOOLGATE")
+    [ -n "${TOOLGATE_CONFIG:-}" ] && cmd+=(--config "$TOOLGATE_CONFIG")
+    cmd+=(serve --http "127.0.0.1:$port" --toolset books-v2 --db "$BENCH_DIR/instructions-books.db")
     ;;
   esac
   rm -f "$out" "$out".*
