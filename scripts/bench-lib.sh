@@ -28,3 +28,14 @@ stop_server() {
   PID=""
 }
 trap stop_server EXIT
+
+# wait_listening PORT: waits (30 s at most) until the server in PID accepts on 127.0.0.1:PORT;
+# fails when it exits first or never listens.
+wait_listening() {
+  for _ in $(seq 300); do
+    kill -0 "$PID" 2>/dev/null || return 1
+    (: </dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}

@@ -134,12 +134,7 @@ start_server() {
     ;;
   esac
   PID=$!
-  for _ in $(seq 300); do
-    kill -0 "$PID" 2>/dev/null || return 1
-    (: </dev/tcp/127.0.0.1/"$port") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  return 1
+  wait_listening "$port"
 }
 
 # rss_mb PID FIELD: VmRSS or VmHWM of the process in MB ("?" when gone).

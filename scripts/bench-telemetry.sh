@@ -140,12 +140,7 @@ start_toolgate() {
   taskset -c $SERVER_CPU "$TOOLGATE" --config "$1" serve --http "127.0.0.1:$2" --toolset "$TOOLSET" \
     --db "$BENCH_DIR/books.db" >"$3" 2>&1 &
   PID=$!
-  for _ in $(seq 300); do
-    kill -0 "$PID" 2>/dev/null || return 1
-    (: </dev/tcp/127.0.0.1/"$2") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  return 1
+  wait_listening "$2"
 }
 
 # stop_toolgate: SIGTERM (toolgate then flushes what it holds, within its export timeout, twice
