@@ -7,6 +7,13 @@
 //!   non-blocking send; when `queue_capacity` spans are already held (queued, or in a batch
 //!   being exported) it is dropped and counted. Metrics are aggregated in memory where they
 //!   are recorded and exported from the SDK's periodic reader thread.
+//! - A collector that fails an export (refuses it, is not there, or answers after
+//!   `export_timeout_ms`) is left alone for a backoff: 1 s after the first failure, doubling
+//!   with each failure in a row up to 30 s ([`backoff_delay`]). Meanwhile a span that ends is
+//!   dropped and counted where it ends: it is not queued, encoded or sent, so a collector that
+//!   is down costs a call no more than one that is up. When the backoff ends, the next batch
+//!   is tried; a success ends the run of failures. The span exporter does not retry a batch
+//!   itself (its default policy would send it up to four times).
 //! - Every sampled span that ends is counted exactly once, as exported (the collector accepted
 //!   its batch) or dropped (no room, an export that failed or ran past `export_timeout_ms`, or
 //!   left unexported at shutdown): once [`Exporting::shutdown`] has returned (without a
@@ -53,7 +60,9 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::tonic_types::metadata::MetadataMap;
 use opentelemetry_otlp::tonic_types::transport::ClientTlsConfig;
-use opentelemetry_otlp::{ExporterBuildError, WithExportConfig, WithHttpConfig, WithTonicConfig};
+use opentelemetry_otlp::{
+    ExporterBuildError, RetryPolicy, WithExportConfig, WithHttpConfig, WithTonicConfig,
+};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
@@ -76,6 +85,21 @@ pub const BATCH_DELAY: Duration = Duration::from_secs(1);
 const CONTROL_SLOTS: usize = 16;
 /// Added to every bounded wait for the export thread, for scheduling.
 const GRACE: Duration = Duration::from_secs(1);
+/// How long a collector is left alone after its first failed export.
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest a collector that keeps failing is left alone.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How long to leave the collector alone after `failures` failed exports in a row (none: no
+/// wait): [`FIRST_BACKOFF`], doubled with each further failure, at most [`MAX_BACKOFF`].
+pub fn backoff_delay(failures: u32) -> Duration {
+    match failures {
+        0 => Duration::ZERO,
+        n => FIRST_BACKOFF
+            .saturating_mul(2u32.saturating_pow(n - 1))
+            .min(MAX_BACKOFF),
+    }
+}
 
 /// Why telemetry could not start or stop cleanly.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +136,9 @@ pub struct SpanCounts {
     held: AtomicUsize,
     dropped: AtomicU64,
     exported: AtomicU64,
+    /// Set by the export thread while the collector is left alone after a failed export:
+    /// spans that end meanwhile are dropped where they end.
+    backing_off: AtomicBool,
 }
 
 impl SpanCounts {
@@ -128,6 +155,11 @@ impl SpanCounts {
     /// Spans queued or being exported right now.
     pub fn held(&self) -> usize {
         self.held.load(Ordering::SeqCst)
+    }
+
+    /// Whether the collector is being left alone after a failed export.
+    pub fn backing_off(&self) -> bool {
+        self.backing_off.load(Ordering::SeqCst)
     }
 
     /// Takes a place for one span, if fewer than `capacity` are held.
@@ -248,6 +280,8 @@ impl BoundedSpanProcessor {
                             timeout: target.timeout,
                             batch_limit: MAX_BATCH.min(capacity),
                             drain_limit: capacity + CONTROL_SLOTS,
+                            failures: 0,
+                            backoff_until: None,
                         }
                         .run();
                     }
@@ -318,7 +352,10 @@ impl SpanProcessor for BoundedSpanProcessor {
         if !span.span_context.is_sampled() {
             return;
         }
-        if self.closed.load(Ordering::SeqCst) || !self.counts.reserve(self.capacity) {
+        if self.closed.load(Ordering::Relaxed)
+            || self.counts.backing_off.load(Ordering::Relaxed)
+            || !self.counts.reserve(self.capacity)
+        {
             self.counts.count_unreserved_drop();
             return;
         }
@@ -377,6 +414,10 @@ struct Worker {
     /// The most messages one flush takes from the queue, so spans that keep arriving cannot
     /// hold it forever.
     drain_limit: usize,
+    /// Failed exports in a row.
+    failures: u32,
+    /// While the collector is left alone: when the backoff ends.
+    backoff_until: Option<Instant>,
 }
 
 /// What a flush found in the queue besides spans.
@@ -391,14 +432,26 @@ impl Worker {
         let mut batch: Vec<SpanData> = Vec::with_capacity(self.batch_limit);
         let mut oldest: Option<Instant> = None;
         loop {
-            let received = match oldest {
+            if self
+                .backoff_until
+                .is_some_and(|until| until <= Instant::now())
+            {
+                self.backoff_until = None;
+                self.counts.backing_off.store(false, Ordering::SeqCst);
+            }
+            // Woken by a message, a batch that is due, or the end of a backoff.
+            let wake = [oldest.map(|since| since + BATCH_DELAY), self.backoff_until]
+                .into_iter()
+                .flatten()
+                .min();
+            let received = match wake {
                 None => self
                     .receiver
                     .recv()
                     .map_err(|_| RecvTimeoutError::Disconnected),
-                Some(since) => self
+                Some(at) => self
                     .receiver
-                    .recv_timeout(BATCH_DELAY.saturating_sub(since.elapsed())),
+                    .recv_timeout(at.saturating_duration_since(Instant::now())),
             };
             match received {
                 Ok(Message::Span(queued)) => {
@@ -433,8 +486,11 @@ impl Worker {
                     return;
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    self.export_all(std::mem::take(&mut batch));
-                    oldest = None;
+                    // The end of a backoff is taken at the top of the loop.
+                    if oldest.is_some_and(|since| since + BATCH_DELAY <= Instant::now()) {
+                        self.export_all(std::mem::take(&mut batch));
+                        oldest = None;
+                    }
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     self.export_all(std::mem::take(&mut batch));
@@ -468,15 +524,16 @@ impl Worker {
         (self.export_all(std::mem::take(batch)), drained)
     }
 
-    /// Exports `spans` in batches, all within one export deadline; what the deadline leaves
-    /// is dropped. Returns whether every span was exported.
-    fn export_all(&self, mut spans: Vec<SpanData>) -> bool {
+    /// Exports `spans` in batches, all within one export deadline; what the deadline leaves,
+    /// and all of it while the collector is left alone, is dropped. Returns whether every span
+    /// was exported.
+    fn export_all(&mut self, mut spans: Vec<SpanData>) -> bool {
         let deadline = Instant::now() + self.timeout;
         let mut all = true;
         while !spans.is_empty() {
             let rest = spans.split_off(spans.len().min(self.batch_limit));
             let left = deadline.saturating_duration_since(Instant::now());
-            all &= if left.is_zero() {
+            all &= if left.is_zero() || self.backoff_until.is_some() {
                 self.counts.release_dropped(spans.len());
                 false
             } else {
@@ -487,7 +544,7 @@ impl Worker {
         all
     }
 
-    fn export(&self, batch: Vec<SpanData>, limit: Duration) -> bool {
+    fn export(&mut self, batch: Vec<SpanData>, limit: Duration) -> bool {
         let spans = batch.len();
         let exported = self.runtime.block_on(async {
             matches!(
@@ -496,8 +553,14 @@ impl Worker {
             )
         });
         if exported {
+            self.failures = 0;
             self.counts.release_exported(spans);
         } else {
+            // Backing off is visible before the loss is counted, so whoever sees the count
+            // sees the backoff too.
+            self.failures = self.failures.saturating_add(1);
+            self.backoff_until = Some(Instant::now() + backoff_delay(self.failures));
+            self.counts.backing_off.store(true, Ordering::SeqCst);
             self.counts.release_dropped(spans);
         }
         exported
@@ -539,7 +602,10 @@ fn http_client(timeout: Duration) -> Result<reqwest::Client, TelemetryError> {
         .map_err(TelemetryError::HttpClient)
 }
 
-/// Built on the export thread, inside its runtime (tonic's channel needs one).
+/// Built on the export thread, inside its runtime (tonic's channel needs one). The exporter's
+/// own retries are off: a failed batch is dropped and the processor backs off instead
+/// ([`backoff_delay`]), where retries would hold the export thread, resend the batch up to
+/// three times and let the queue fill behind it.
 fn span_exporter(target: &Target) -> Result<opentelemetry_otlp::SpanExporter, TelemetryError> {
     let built = match target.protocol {
         Protocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
@@ -549,6 +615,7 @@ fn span_exporter(target: &Target) -> Result<opentelemetry_otlp::SpanExporter, Te
             .with_endpoint(target.endpoint.clone())
             .with_headers(target.headers.clone())
             .with_timeout(target.timeout)
+            .with_retry_policy(RetryPolicy::disabled())
             .build(),
         Protocol::Grpc => grpc_tls(
             opentelemetry_otlp::SpanExporter::builder().with_tonic(),
@@ -557,6 +624,7 @@ fn span_exporter(target: &Target) -> Result<opentelemetry_otlp::SpanExporter, Te
         .with_endpoint(target.endpoint.clone())
         .with_metadata(headers_for_grpc(&target.headers))
         .with_timeout(target.timeout)
+        .with_retry_policy(RetryPolicy::disabled())
         .build(),
     };
     built.map_err(|source| TelemetryError::Exporter {
@@ -765,6 +833,12 @@ impl Exporting {
     /// Spans the collector accepted.
     pub fn spans_exported(&self) -> u64 {
         self.counts.exported()
+    }
+
+    /// Whether the collector is being left alone after a failed export (spans that end
+    /// meanwhile are dropped where they end).
+    pub fn backing_off(&self) -> bool {
+        self.counts.backing_off()
     }
 
     /// Exports every span held and the metrics now, waiting a bounded time.

@@ -89,3 +89,20 @@ fn an_https_collector_can_be_configured_over_either_protocol() {
         assert_eq!(exporting.spans_dropped(), 0, "no span was recorded");
     }
 }
+
+#[test]
+fn a_collector_that_keeps_failing_is_left_alone_longer_each_time_but_never_forever() {
+    let cases = [
+        (0, Duration::ZERO),
+        (1, FIRST_BACKOFF),
+        (2, 2 * FIRST_BACKOFF),
+        (3, 4 * FIRST_BACKOFF),
+        (5, 16 * FIRST_BACKOFF),
+        (6, MAX_BACKOFF),
+        (40, MAX_BACKOFF),
+        (u32::MAX, MAX_BACKOFF),
+    ];
+    for (failures, wanted) in cases {
+        assert_eq!(backoff_delay(failures), wanted, "{failures} failures");
+    }
+}

@@ -357,6 +357,67 @@ fn a_collector_that_goes_down_costs_counted_dropped_spans_not_a_blocked_call() {
 }
 
 #[test]
+fn a_failing_collector_is_not_sent_to_again_until_its_backoff_ends() {
+    for (protocol, transport) in [
+        (Protocol::HttpProtobuf, Transport::Http),
+        (Protocol::Grpc, Transport::Grpc),
+    ] {
+        let receiver = Receiver::start(ReceiverOptions::default().failing()).unwrap();
+        let endpoint = match protocol {
+            Protocol::HttpProtobuf => receiver.http_endpoint(),
+            Protocol::Grpc => receiver.grpc_endpoint(),
+        };
+        let exporting = start(&TelemetryConfig {
+            // No periodic metric export during the test: every request counted is a batch.
+            metrics_interval_ms: 600_000,
+            ..config(endpoint, protocol)
+        });
+        let telemetry = exporting.telemetry();
+        for i in 0..3 {
+            record_root(&telemetry, &format!("refused {i}"));
+        }
+        // The batch goes out after its delay and is refused, once: no retry of our own or
+        // the exporter's.
+        wait_until("the refused batch is counted", || {
+            exporting.spans_dropped() == 3
+        });
+        assert!(exporting.backing_off(), "{protocol:?}");
+
+        // Meanwhile spans are dropped where they end: nothing is queued, nothing is sent.
+        for i in 0..RECORDED {
+            record_root(&telemetry, &format!("while backing off {i}"));
+        }
+        assert_eq!(exporting.spans_dropped(), 3 + RECORDED, "{protocol:?}");
+        let sent = receiver.request_counts(transport);
+        assert_eq!(sent.failed_on_purpose, 1, "{protocol:?}: {sent:?}");
+        assert_eq!(sent.total(), 1, "{protocol:?}: {sent:?}");
+
+        // The collector recovers; once the backoff ends, spans go out again.
+        receiver.set_failing(false);
+        wait_until("the backoff ends", || !exporting.backing_off());
+        record_root(&telemetry, "after the backoff");
+        exporting.flush().unwrap();
+        let names: Vec<String> = receiver.spans().into_iter().map(|span| span.name).collect();
+        assert_eq!(names, ["after the backoff"], "{protocol:?}");
+        exporting.shutdown().unwrap();
+        assert_eq!(exporting.spans_exported(), 1, "{protocol:?}");
+        assert_eq!(exporting.spans_dropped(), 3 + RECORDED, "{protocol:?}");
+    }
+}
+
+/// Polls `done` every 10 ms until it holds; panics naming `what` after [`WAIT`].
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited {WAIT:?} for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
 fn a_slow_collector_costs_counted_dropped_spans_not_a_blocked_call() {
     // Each answer waits; an export takes at least this long, while recording goes on.
     let receiver =
