@@ -1415,18 +1415,28 @@ async fn a_page_tool_is_offered_only_when_the_user_gives_a_url() {
     assert_eq!(tool_names(&model, 0).len(), 5);
 }
 
+/// A turn that saves a reminder stating a budget nothing has shown ($30,000).
+fn made_up_budget_saved(id: &str) -> toolgate_llm::ModelResponse {
+    ScriptedModel::calls(&[(
+        id,
+        "reminders_create",
+        json!({"text": "budget is $30,000", "due": "2026-12-04"}),
+    )])
+}
+
+/// A turn that looks the budget up (the lookup answers "budget is 42").
+fn budget_looked_up() -> toolgate_llm::ModelResponse {
+    ScriptedModel::calls(&[("k1", "kb_lookup", json!({"topic": "budget"}))])
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_before_any_read_is_refused_unrun_and_the_first_round_asks_for_a_read() {
     let world = World::new();
     // The scripted model ignores the narrowed choice, as a provider that cannot narrow it
     // would: the loop itself refuses the write.
     let model = Arc::new(ScriptedModel::new([
-        ScriptedModel::calls(&[(
-            "r1",
-            "reminders_create",
-            json!({"text": "budget is $30,000", "due": "2026-12-04"}),
-        )]),
-        ScriptedModel::calls(&[("k1", "kb_lookup", json!({"topic": "budget"}))]),
+        made_up_budget_saved("r1"),
+        budget_looked_up(),
         ScriptedModel::answer("The budget is 42."),
     ]));
     let config = AgentConfig {
@@ -1462,6 +1472,48 @@ async fn a_write_before_any_read_is_refused_unrun_and_the_first_round_asks_for_a
         "{}",
         refusal.content
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_stating_a_made_up_figure_is_refused_unrun_and_runs_once_looked_up() {
+    use toolgate_agent::grounding::GroundRule;
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        // The budget is made up: nothing has shown it yet.
+        made_up_budget_saved("r1"),
+        budget_looked_up(),
+        // Now from the lookup's result ("budget is 42"); the date is the user's.
+        ScriptedModel::calls(&[(
+            "r2",
+            "reminders_create",
+            json!({"text": "budget is 42", "due": "2026-12-04"}),
+        )]),
+        ScriptedModel::answer("Saved."),
+    ]));
+    let config = AgentConfig {
+        grounded_figures: vec![GroundRule::new("reminders_create", "kb_lookup")],
+        ..AgentConfig::default()
+    };
+    let result = world
+        .agent(model.clone(), config, Arc::new(MemoryTrace::default()))
+        .ask(
+            "run-grounded",
+            "save a reminder with our budget, due 2026-12-04",
+        )
+        .await;
+    assert_eq!(result.answer.as_deref(), Some("Saved."));
+    assert_eq!(world.rows("reminders"), 1, "only the grounded write ran");
+    assert_eq!(result.calls[0].error.as_deref(), Some("invalid_argument"));
+    let refusal = &results_in(&model, 1)[0];
+    assert!(
+        refusal.is_error
+            && refusal.content.contains("30,000")
+            && refusal.content.contains("kb_lookup")
+            && !refusal.content.contains("2026"),
+        "{}",
+        refusal.content
+    );
+    assert_eq!(result.calls[2].error, None, "{:?}", result.calls[2]);
 }
 
 /// Says yes to everything and keeps what it was shown.

@@ -79,7 +79,7 @@ pub fn designed_assistant_tools(
     let mut all = tools::designed_notes_tools(store, design)?;
     let clip_design = match design {
         Design::V1 | Design::V2 | Design::V4 => web_clip::ClipDesign::Plain,
-        Design::V5 => web_clip::ClipDesign::UsersPage,
+        Design::V5 | Design::V8 => web_clip::ClipDesign::UsersPage,
     };
     all.extend(web_clip::designed_web_clip_tools(
         store,
@@ -88,7 +88,7 @@ pub fn designed_assistant_tools(
     )?);
     let email_design = match design {
         Design::V1 | Design::V2 => email::EmailDesign::Saved,
-        Design::V4 | Design::V5 => email::EmailDesign::DraftFirst,
+        Design::V4 | Design::V5 | Design::V8 => email::EmailDesign::DraftFirst,
     };
     all.extend(email::designed_email_tools(store, relay, email_design)?);
     Ok(all)

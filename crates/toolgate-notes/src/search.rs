@@ -94,6 +94,17 @@ pub enum SearchDesign {
     BestMatchWhole,
 }
 
+/// How a hit names its dates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HitDates {
+    /// `notes` to `notes-v7`: the note's own date as `date`, then a to-do's `due`.
+    Date,
+    /// `notes-v8`: a to-do's `due` right after the title, the note's own date as `written`.
+    /// On notes-v6's dev runs the embedded model answered "when is my expense report due?"
+    /// with the to-do's `date` (the day it was written) in 3 runs of 3, the `due` beside it.
+    DueFirst,
+}
+
 /// One search, in either design.
 #[derive(Debug, Clone, Copy)]
 struct Request<'a> {
@@ -103,6 +114,7 @@ struct Request<'a> {
     offset: u32,
     format: ResponseFormat,
     design: SearchDesign,
+    dates: HitDates,
 }
 
 /// The first hit of a `notes-v2` first page carries at most this much of its note's text
@@ -275,19 +287,31 @@ enum HitText {
 fn hit(
     note: &NoteRow,
     text: HitText,
-    format: ResponseFormat,
+    (format, dates): (ResponseFormat, HitDates),
     untrusted: &mut Vec<UntrustedText>,
     sources: &mut Vec<String>,
 ) -> Value {
     let mut v = json!({
         "id": note.id,
         "title": cut_chars(&note.title, TITLE_MAX_CHARS),
-        "date": note.created,
-        "notebook": note.notebook,
-        "kind": note.kind.as_str(),
     });
-    if let Some(due) = &note.due {
-        v["due"] = json!(due);
+    match dates {
+        HitDates::Date => {
+            v["date"] = json!(note.created);
+            v["notebook"] = json!(note.notebook);
+            v["kind"] = json!(note.kind.as_str());
+            if let Some(due) = &note.due {
+                v["due"] = json!(due);
+            }
+        }
+        HitDates::DueFirst => {
+            if let Some(due) = &note.due {
+                v["due"] = json!(due);
+            }
+            v["written"] = json!(note.created);
+            v["notebook"] = json!(note.notebook);
+            v["kind"] = json!(note.kind.as_str());
+        }
     }
     if let Some(done) = note.done {
         v["done"] = json!(done);
@@ -337,12 +361,18 @@ pub fn run_search(conn: &dyn Sql, args: &SearchArgs) -> Result<ToolOutput, ToolE
             offset: args.offset.unwrap_or(0),
             format: args.response_format.unwrap_or_default(),
             design: SearchDesign::Snippets,
+            dates: HitDates::Date,
         },
     )
 }
 
-/// Runs one search in the `notes-v2` design; see the module documentation.
-pub fn run_search_v2(conn: &dyn Sql, args: &SearchArgsV2) -> Result<ToolOutput, ToolError> {
+/// Runs one search in the `notes-v2` design, its hits' dates named as `dates` says; see the
+/// module documentation.
+pub fn run_search_v2(
+    conn: &dyn Sql,
+    args: &SearchArgsV2,
+    dates: HitDates,
+) -> Result<ToolOutput, ToolError> {
     search(
         conn,
         &Request {
@@ -352,6 +382,7 @@ pub fn run_search_v2(conn: &dyn Sql, args: &SearchArgsV2) -> Result<ToolOutput, 
             offset: args.offset.unwrap_or(0),
             format: ResponseFormat::Detailed,
             design: SearchDesign::BestMatchWhole,
+            dates,
         },
     )
 }
@@ -449,7 +480,7 @@ fn search(conn: &dyn Sql, request: &Request<'_>) -> Result<ToolOutput, ToolError
         hits.push(hit(
             &note,
             text,
-            request.format,
+            (request.format, request.dates),
             &mut untrusted,
             &mut sources,
         ));

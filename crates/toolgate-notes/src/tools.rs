@@ -30,7 +30,7 @@ use toolgate_core::{Effect, Risk, Tool, ToolBuilder, ToolError, ToolOutput, Untr
 use crate::actions::{item_key, parse_action_items};
 use crate::frontmatter::TITLE_MAX_CHARS;
 use crate::rows::{self, Kind, NewNote, NoteRow, join_tags};
-use crate::search::{self, SearchArgs, SearchArgsV2, cut_chars};
+use crate::search::{self, HitDates, SearchArgs, SearchArgsV2, cut_chars};
 use crate::store::NotesStore;
 use crate::undo::{TagsBefore, UndoHandle};
 
@@ -126,6 +126,9 @@ pub enum Design {
     /// sends a page the user already clipped to `notes_search` and takes the notebook in the
     /// user's words (see [`crate::web_clip::ClipDesign::UsersPage`]).
     V5,
+    /// `notes-v8`: notes-v5's tools, with search hits that show a to-do's `due` first and
+    /// name the note's own date `written` (see [`crate::search::HitDates::DueFirst`]).
+    V8,
 }
 
 /// The notes tools proper (search, get, create, tag, delete, to-dos from a meeting), bound to
@@ -141,11 +144,18 @@ pub fn designed_notes_tools(
 ) -> Result<Vec<Tool>, DeclarationError> {
     let (search, get) = match design {
         Design::V1 => (search_tool(store)?, get_tool(store, false)?),
-        Design::V2 | Design::V4 | Design::V5 => (search_tool_v2(store)?, get_tool(store, true)?),
+        Design::V2 | Design::V4 | Design::V5 => (
+            search_tool_v2(store, HitDates::Date)?,
+            get_tool(store, true)?,
+        ),
+        Design::V8 => (
+            search_tool_v2(store, HitDates::DueFirst)?,
+            get_tool(store, true)?,
+        ),
     };
     let (tag, todos) = match design {
         Design::V1 | Design::V2 => (tag_tool(store)?, todos_tool(store)?),
-        Design::V4 | Design::V5 => (
+        Design::V4 | Design::V5 | Design::V8 => (
             crate::writes_by_words::tag_tool(store)?,
             crate::writes_by_words::todos_tool(store)?,
         ),
@@ -186,14 +196,24 @@ fn search_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
         })
 }
 
-fn search_tool_v2(store: &NotesStore) -> Result<Tool, DeclarationError> {
+fn search_tool_v2(store: &NotesStore, dates: HitDates) -> Result<Tool, DeclarationError> {
     let store = store.clone();
+    let (use_when, returns) = match dates {
+        HitDates::Date => (
+            "to answer a question about the user's notes (\"design team budget\"), to get the id of a note before reading, tagging or deleting it, or to find meetings (kind \"meeting\"); each hit's date tells which meeting was the last.",
+            "match (all_words, or any_word when no note has every word), total_matches, hits (id, title, date, notebook, kind; text for the best match, snippet for the others; due and done for to-dos), a note when a filter or the page hides matches, and next_step. Hits of untrusted notes (web clips) carry their title and text only in untrusted_content.",
+        ),
+        HitDates::DueFirst => (
+            "to answer a question about the user's notes (\"design team budget\"), to get the id of a note before reading, tagging or deleting it, or to find meetings (kind \"meeting\"); each hit's written date tells which meeting was the last.",
+            "match (all_words, or any_word when no note has every word), total_matches, hits (id, title, due for a to-do: the day it is due, written: the day the note was written, notebook, kind; text for the best match, snippet for the others; done for to-dos), a note when a filter or the page hides matches, and next_step. Hits of untrusted notes (web clips) carry their title and text only in untrusted_content.",
+        ),
+    };
     ToolBuilder::<SearchArgsV2>::new("notes_search", 1)
         .describe(
             "Searches the user's notes (titles and text) for words, best matches first: five hits, the best one with its whole text, the others with the passages where the words occur.",
-            "to answer a question about the user's notes (\"design team budget\"), to get the id of a note before reading, tagging or deleting it, or to find meetings (kind \"meeting\"); each hit's date tells which meeting was the last.",
+            use_when,
             Some("you already have the note's id and need its whole text: use notes_get."),
-            "match (all_words, or any_word when no note has every word), total_matches, hits (id, title, date, notebook, kind; text for the best match, snippet for the others; due and done for to-dos), a note when a filter or the page hides matches, and next_step. Hits of untrusted notes (web clips) carry their title and text only in untrusted_content.",
+            returns,
         )
         .example("what was decided about the design budget", json!({"query": "design team budget"}))
         .example("only meeting notes", json!({"query": "budget", "kind": "meeting"}))
@@ -205,7 +225,11 @@ fn search_tool_v2(store: &NotesStore) -> Result<Tool, DeclarationError> {
         .answers_repeats()
         .read(move |_ctx, args: SearchArgsV2| {
             let store = store.clone();
-            async move { store.read_sql(move |conn| search::run_search_v2(conn, &args)).await }
+            async move {
+                store
+                    .read_sql(move |conn| search::run_search_v2(conn, &args, dates))
+                    .await
+            }
         })
 }
 

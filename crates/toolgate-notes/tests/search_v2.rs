@@ -204,3 +204,51 @@ fn only_v2_lets_a_loop_answer_repeats_of_its_reads() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_todos_due_date_comes_first_and_is_not_mistaken_for_the_day_it_was_written() {
+    on_both_stores(|| async {
+        // notes-v2 to notes-v7: `date` (the day written) before `due`; notes-v6 answered the
+        // `date` to "when is it due?" in 3 dev runs of 3.
+        for (design, keys) in [
+            (
+                Design::V5,
+                ["id", "title", "date", "notebook", "kind", "due"],
+            ),
+            (
+                Design::V8,
+                ["id", "title", "due", "written", "notebook", "kind"],
+            ),
+        ] {
+            let f = fixture_in(design);
+            let out = f
+                .call("notes_search", json!({"query": "November expense report"}))
+                .await;
+            let c = content(&out);
+            let first = &c["hits"][0];
+            assert_eq!(first["title"], "Submit the November expense report", "{c}");
+            let shown: Vec<&str> = first
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .take(keys.len())
+                .collect();
+            assert_eq!(shown, keys, "{design:?}: {first}");
+            assert_eq!(first["due"], "2025-12-12", "{design:?}: {first}");
+        }
+        // A note that is not a to-do has no `due`, and its own date is `written`.
+        let f = fixture_in(Design::V8);
+        let out = f
+            .call(
+                "notes_search",
+                json!({"query": "design team budget settled"}),
+            )
+            .await;
+        let first = &content(&out)["hits"][0];
+        assert!(first.get("due").is_none(), "{first}");
+        assert!(first.get("date").is_none(), "{first}");
+        assert!(first["written"].is_string(), "{first}");
+    })
+    .await;
+}

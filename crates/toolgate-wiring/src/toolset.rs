@@ -9,6 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use toolgate_agent::grounding::GroundRule;
 use toolgate_agent::phases::OfferRule;
 use toolgate_agent::{AgentConfig, ReadFirst};
 use toolgate_books::Toolset as BooksDesign;
@@ -50,6 +51,9 @@ pub enum ToolsetName {
     /// notes-v6 whose first round must read (a call to a tool that only reads), so no write
     /// comes before a look at the user's notes.
     NotesV7,
+    /// notes-v6 whose drafts may state only figures the conversation has shown, and whose
+    /// search hits show a to-do's due date first and call the note's own date `written`.
+    NotesV8,
 }
 
 /// The kind of store a toolset works on (a suite's `store = "books" | "notes"`).
@@ -75,7 +79,7 @@ fn known_names() -> String {
 
 impl ToolsetName {
     /// Every toolset, in the order listings show them.
-    pub const ALL: [ToolsetName; 12] = [
+    pub const ALL: [ToolsetName; 13] = [
         ToolsetName::BooksV1,
         ToolsetName::BooksV2,
         ToolsetName::BooksV3,
@@ -88,6 +92,7 @@ impl ToolsetName {
         ToolsetName::NotesV5,
         ToolsetName::NotesV6,
         ToolsetName::NotesV7,
+        ToolsetName::NotesV8,
     ];
 
     /// The name it is given by (flags, reports, run records).
@@ -106,6 +111,7 @@ impl ToolsetName {
             ToolsetName::NotesV5 => "notes-v5",
             ToolsetName::NotesV6 => "notes-v6",
             ToolsetName::NotesV7 => "notes-v7",
+            ToolsetName::NotesV8 => "notes-v8",
         }
     }
 
@@ -142,6 +148,9 @@ impl ToolsetName {
             ToolsetName::NotesV7 => {
                 "notes-v6 whose first round must read the notes, so no write comes before a look at them"
             }
+            ToolsetName::NotesV8 => {
+                "notes-v6 whose drafts state only figures the conversation has shown, with search hits that show a to-do's due date first"
+            }
         }
     }
 
@@ -159,7 +168,8 @@ impl ToolsetName {
             | ToolsetName::NotesV4
             | ToolsetName::NotesV5
             | ToolsetName::NotesV6
-            | ToolsetName::NotesV7 => StoreKind::Notes,
+            | ToolsetName::NotesV7
+            | ToolsetName::NotesV8 => StoreKind::Notes,
         }
     }
 
@@ -177,7 +187,8 @@ impl ToolsetName {
             | ToolsetName::NotesV4
             | ToolsetName::NotesV5
             | ToolsetName::NotesV6
-            | ToolsetName::NotesV7 => None,
+            | ToolsetName::NotesV7
+            | ToolsetName::NotesV8 => None,
         }
     }
 
@@ -222,6 +233,14 @@ impl ToolsetName {
             // first round).
             ToolsetName::NotesV7 => AgentConfig {
                 first_round_reads: true,
+                ..ToolsetName::NotesV6.agent_config()
+            },
+            // notes-v6's loop, and drafts that may state only figures the conversation has
+            // shown (*wrong final state*: draft-launch-budget-two-recipients drafted a made-up
+            // budget in its first round, 3 of notes-v6's 3 dev runs). Unlike notes-v7's forced
+            // read, only the write with the made-up figure is stopped.
+            ToolsetName::NotesV8 => AgentConfig {
+                grounded_figures: vec![GroundRule::new("email_draft", "notes_search")],
                 ..ToolsetName::NotesV6.agent_config()
             },
             // The same levers, for books-v4's failure kinds in the v3 runs: calls described
@@ -275,6 +294,9 @@ impl ToolsetName {
             ToolsetName::NotesV5 | ToolsetName::NotesV6 | ToolsetName::NotesV7 => {
                 Some(NotesDesign::V5)
             }
+            // Hits that show a to-do's due date first (*wrong answer*: read-expense-report-due
+            // answered the to-do's date, the day it was written, 3 of notes-v6's 3 dev runs).
+            ToolsetName::NotesV8 => Some(NotesDesign::V8),
         }
     }
 }
@@ -344,7 +366,7 @@ mod tests {
             names,
             [
                 "books-v1", "books-v2", "books-v3", "books-v4", "books-v5", "notes", "notes-v2",
-                "notes-v3", "notes-v4", "notes-v5", "notes-v6", "notes-v7"
+                "notes-v3", "notes-v4", "notes-v5", "notes-v6", "notes-v7", "notes-v8"
             ]
         );
         for toolset in ToolsetName::ALL {
@@ -427,11 +449,36 @@ mod tests {
             ToolsetName::NotesV6.notes_design(),
             ToolsetName::NotesV5.notes_design()
         );
+        // notes-v8 is notes-v6's loop with grounded drafts, and other search hits.
+        let v8 = ToolsetName::NotesV8.agent_config();
+        assert!(!v8.grounded_figures.is_empty() && v6.grounded_figures.is_empty());
+        assert_eq!(
+            format!(
+                "{:?}",
+                AgentConfig {
+                    grounded_figures: Vec::new(),
+                    ..v8
+                }
+            ),
+            format!("{v6:?}")
+        );
+        assert_ne!(
+            ToolsetName::NotesV8.notes_design(),
+            ToolsetName::NotesV6.notes_design()
+        );
         for toolset in ToolsetName::ALL {
             let config = toolset.agent_config();
             assert_eq!(
                 config.offer_rules.is_empty(),
-                !matches!(toolset, ToolsetName::NotesV6 | ToolsetName::NotesV7),
+                !matches!(
+                    toolset,
+                    ToolsetName::NotesV6 | ToolsetName::NotesV7 | ToolsetName::NotesV8
+                ),
+                "{toolset}"
+            );
+            assert_eq!(
+                config.grounded_figures.is_empty(),
+                toolset != ToolsetName::NotesV8,
                 "{toolset}"
             );
             assert_eq!(
@@ -489,7 +536,8 @@ mod tests {
                 ToolsetName::NotesV4,
                 ToolsetName::NotesV5,
                 ToolsetName::NotesV6,
-                ToolsetName::NotesV7
+                ToolsetName::NotesV7,
+                ToolsetName::NotesV8
             ]
         );
         for toolset in ToolsetName::ALL {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use toolgate_core::tool_search::{TOOL_SEARCH, names_in_result};
-use toolgate_core::{CallOutcome, CallResult};
+use toolgate_core::{CallOutcome, CallResult, ToolError};
 use toolgate_llm::{ContentBlock, Message, ToolCall, ToolChoice, ToolResult};
 
 use super::dispatch::lost_call;
@@ -18,6 +18,7 @@ use super::{
     Agent, AgentEvent, CallSummary, RepeatAnswered, RunCatalogueChanged, RunState, ToolsAppended,
     ToolsEnded, ToolsOffered,
 };
+use crate::grounding::{rule_for, seen_texts, ungrounded_error, ungrounded_figures};
 use crate::phases::{not_offered_error, outside_choice_error, withheld};
 use crate::repeat_guard::{
     CallKind, Earlier, Recorded, TOOLS_ENDED_TEXT, rememberable, repeat_text, unchanged_repeat_text,
@@ -44,11 +45,15 @@ impl Agent {
             .iter()
             .map(|c| run.tools.is_withheld(&c.name) || !run.choice.allows(&c.name))
             .collect();
+        // A call that states a figure nothing in the conversation has shown is not run either
+        // (nor answered from memory): see `crate::grounding`.
+        let ungrounded: Vec<Option<ToolError>> =
+            tool_calls.iter().map(|c| self.ungrounded(run, c)).collect();
         let to_run: Vec<ToolCall> = tool_calls
             .iter()
             .zip(&answered)
-            .zip(&withheld)
-            .filter(|((_, a), w)| a.is_none() && !**w)
+            .zip(withheld.iter().zip(&ungrounded))
+            .filter(|((_, a), (w, u))| a.is_none() && !**w && u.is_none())
             .map(|((c, _), _)| c.clone())
             .collect();
         let mut outcomes = self
@@ -56,13 +61,21 @@ impl Agent {
             .await
             .into_iter();
         let mut results = Vec::new();
-        for (((call, &(_, _, kind)), answer), withheld) in
-            tool_calls.iter().zip(&turn).zip(answered).zip(withheld)
+        for ((((call, &(_, _, kind)), answer), withheld), ungrounded) in tool_calls
+            .iter()
+            .zip(&turn)
+            .zip(answered)
+            .zip(withheld)
+            .zip(ungrounded)
         {
-            let result = match answer {
-                _ if withheld => self.refuse_withheld(run, call),
-                Some(earlier) => self.answer_from_memory(run, call, kind, &earlier),
-                None => {
+            let result = match (answer, ungrounded) {
+                _ if withheld => {
+                    let error = self.withheld_error(run, call);
+                    refuse_unrun(run, call, &error)
+                }
+                (_, Some(error)) => refuse_unrun(run, call, &error),
+                (Some(earlier), None) => self.answer_from_memory(run, call, kind, &earlier),
+                (None, None) => {
                     // One outcome per call sent, in order; a missing one is a lost call.
                     let outcome = outcomes.next().unwrap_or_else(|| lost_call(call));
                     self.record_outcome(run, call, kind, &outcome)
@@ -91,33 +104,23 @@ impl Agent {
         }
     }
 
-    /// The result of a call to a tool a phase rule withholds: refused unrun, with the reason.
-    fn refuse_withheld(&self, run: &mut RunState<'_>, call: &ToolCall) -> ToolResult {
-        let error = match &run.choice {
+    /// Why a call to a tool a phase rule withholds (or one outside the round's choice) is not
+    /// run.
+    fn withheld_error(&self, run: &RunState<'_>, call: &ToolCall) -> ToolError {
+        match &run.choice {
             ToolChoice::AnyOf(allowed) if !allowed.contains(&call.name) => {
                 outside_choice_error(allowed, &call.name)
             }
             _ => not_offered_error(&self.config.offer_rules, &call.name),
-        };
-        let text = error
-            .to_model_value(toolgate_core::ErrorStyle::Teaching)
-            .to_string();
-        run.calls.push(CallSummary {
-            round: run.round,
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            arguments: call.arguments.clone(),
-            is_error: true,
-            error: Some(toolgate_core::ErrorCode::Forbidden.as_str().to_string()),
-            result_bytes: text.len(),
-            duration_us: 0,
-            answered_from_round: None,
-        });
-        ToolResult {
-            call_id: call.id.clone(),
-            content: text,
-            is_error: true,
         }
+    }
+
+    /// The refusal of `call` when a grounding rule covers its tool and its arguments state
+    /// figures the conversation has not shown; `None` when it may run.
+    fn ungrounded(&self, run: &RunState<'_>, call: &ToolCall) -> Option<ToolError> {
+        let rule = rule_for(&self.config.grounded_figures, &call.name)?;
+        let missing = ungrounded_figures(&call.arguments, &seen_texts(&run.messages));
+        (!missing.is_empty()).then(|| ungrounded_error(rule, &missing))
     }
 
     /// Appends the withheld tools whose phase rule now holds, for the next rounds, and traces
@@ -294,6 +297,29 @@ impl Agent {
             tool: call.name.clone(),
             earlier_round: earlier.round,
         }));
+    }
+}
+
+/// The result of a call refused unrun with `error`, summarised for the run.
+fn refuse_unrun(run: &mut RunState<'_>, call: &ToolCall, error: &ToolError) -> ToolResult {
+    let text = error
+        .to_model_value(toolgate_core::ErrorStyle::Teaching)
+        .to_string();
+    run.calls.push(CallSummary {
+        round: run.round,
+        call_id: call.id.clone(),
+        tool: call.name.clone(),
+        arguments: call.arguments.clone(),
+        is_error: true,
+        error: Some(error.code.as_str().to_string()),
+        result_bytes: text.len(),
+        duration_us: 0,
+        answered_from_round: None,
+    });
+    ToolResult {
+        call_id: call.id.clone(),
+        content: text,
+        is_error: true,
     }
 }
 

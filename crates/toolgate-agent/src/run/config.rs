@@ -3,6 +3,7 @@
 
 use super::read_first::ReadFirst;
 use crate::deferral::DeferralConfig;
+use crate::grounding::GroundRule;
 use crate::phases::OfferRule;
 
 /// What the model is told before the user speaks, unless a caller says otherwise. Measured on
@@ -54,6 +55,10 @@ pub struct AgentConfig {
     /// [`AgentConfig::first_round_must_call`], which it overrides in that round); a write
     /// asked for then is refused unrun.
     pub first_round_reads: bool,
+    /// Tools whose calls may state only figures the conversation has shown: a call stating
+    /// one that neither the user nor a tool result gave is refused unrun (see
+    /// [`crate::grounding`]).
+    pub grounded_figures: Vec<GroundRule>,
 }
 
 impl Default for AgentConfig {
@@ -74,6 +79,7 @@ impl Default for AgentConfig {
             retry_refused_calls: false,
             offer_rules: Vec::new(),
             first_round_reads: false,
+            grounded_figures: Vec::new(),
         }
     }
 }

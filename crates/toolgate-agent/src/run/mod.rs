@@ -76,6 +76,12 @@
 //!   asks for a call to one of the tools that only read (`ToolChoice::AnyOf`, every
 //!   definition still sent so the cached prefix holds); a provider that cannot narrow the
 //!   choice gets "must call", and a write the model asks for in that round is refused unrun.
+//! - [`AgentConfig::grounded_figures`] (*wrong final state* from a made-up figure in a draft,
+//!   written before any read): a call to a covered tool whose arguments state a figure that
+//!   neither the user's messages nor any tool result has shown is refused unrun with
+//!   `invalid_argument`, naming the figure and the tool to look it up with (see
+//!   [`crate::grounding`]). Unlike a forced first read, the model keeps its plan: only the
+//!   write with the made-up figure is stopped.
 
 mod calls;
 mod config;

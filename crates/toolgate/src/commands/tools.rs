@@ -36,7 +36,8 @@ fn measured_calls(toolset: ToolsetName) -> Vec<(&'static str, Value)> {
         | ToolsetName::NotesV4
         | ToolsetName::NotesV5
         | ToolsetName::NotesV6
-        | ToolsetName::NotesV7 => vec![
+        | ToolsetName::NotesV7
+        | ToolsetName::NotesV8 => vec![
             ("notes_search", json!({"query": "design team budget"})),
             ("notes_get", json!({"note_id": 5})),
         ],
