@@ -41,19 +41,15 @@ impl Agent {
         let answered = run.guard.answers(&turn);
         // A tool a phase rule still withholds, or one outside the round's tool choice, is never
         // run (nor answered from memory).
-        let withheld: Vec<bool> = tool_calls
-            .iter()
-            .map(|c| run.tools.is_withheld(&c.name) || !run.choice.allows(&c.name))
-            .collect();
-        // A call that states a figure nothing in the conversation has shown is not run either
-        // (nor answered from memory): see `crate::grounding`.
-        let ungrounded: Vec<Option<ToolError>> =
-            tool_calls.iter().map(|c| self.ungrounded(run, c)).collect();
+        // Nor is a call that states a figure nothing in the conversation has shown (see
+        // `crate::grounding`): each such call gets its refusal here.
+        let refused: Vec<Option<ToolError>> =
+            tool_calls.iter().map(|c| self.refusal(run, c)).collect();
         let to_run: Vec<ToolCall> = tool_calls
             .iter()
             .zip(&answered)
-            .zip(withheld.iter().zip(&ungrounded))
-            .filter(|((_, a), (w, u))| a.is_none() && !**w && u.is_none())
+            .zip(&refused)
+            .filter(|((_, a), r)| a.is_none() && r.is_none())
             .map(|((c, _), _)| c.clone())
             .collect();
         let mut outcomes = self
@@ -61,18 +57,10 @@ impl Agent {
             .await
             .into_iter();
         let mut results = Vec::new();
-        for ((((call, &(_, _, kind)), answer), withheld), ungrounded) in tool_calls
-            .iter()
-            .zip(&turn)
-            .zip(answered)
-            .zip(withheld)
-            .zip(ungrounded)
+        for (((call, &(_, _, kind)), answer), refusal) in
+            tool_calls.iter().zip(&turn).zip(answered).zip(refused)
         {
-            let result = match (answer, ungrounded) {
-                _ if withheld => {
-                    let error = self.withheld_error(run, call);
-                    refuse_unrun(run, call, &error)
-                }
+            let result = match (answer, refusal) {
                 (_, Some(error)) => refuse_unrun(run, call, &error),
                 (Some(earlier), None) => self.answer_from_memory(run, call, kind, &earlier),
                 (None, None) => {
@@ -104,15 +92,19 @@ impl Agent {
         }
     }
 
-    /// Why a call to a tool a phase rule withholds (or one outside the round's choice) is not
-    /// run.
-    fn withheld_error(&self, run: &RunState<'_>, call: &ToolCall) -> ToolError {
+    /// Why `call` is refused unrun, if it is: its tool is withheld by a phase rule or outside
+    /// the round's choice, or its arguments state figures the conversation has not shown.
+    fn refusal(&self, run: &RunState<'_>, call: &ToolCall) -> Option<ToolError> {
         match &run.choice {
             ToolChoice::AnyOf(allowed) if !allowed.contains(&call.name) => {
-                outside_choice_error(allowed, &call.name)
+                return Some(outside_choice_error(allowed, &call.name));
             }
-            _ => not_offered_error(&self.config.offer_rules, &call.name),
+            _ if run.tools.is_withheld(&call.name) || !run.choice.allows(&call.name) => {
+                return Some(not_offered_error(&self.config.offer_rules, &call.name));
+            }
+            _ => {}
         }
+        self.ungrounded(run, call)
     }
 
     /// The refusal of `call` when a grounding rule covers its tool and its arguments state
