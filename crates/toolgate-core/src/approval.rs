@@ -424,6 +424,11 @@ pub trait TicketStore: Send + Sync {
         limit: u32,
     ) -> BoxFuture<'a, Result<Vec<InboxTicket>, Denial>>;
 
+    /// How many tickets wait for a person's answer at `now_unix` (unused, undecided,
+    /// unexpired), host tickets and inbox tickets apart: one count for the whole store, whoever
+    /// opened them.
+    fn open_tickets<'a>(&'a self, now_unix: i64) -> BoxFuture<'a, Result<OpenTickets, Denial>>;
+
     /// The inbox ticket `token` with its decision, if any; `None` when unknown or not an inbox
     /// ticket.
     fn ticket<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<InboxTicket>, Denial>>;
@@ -483,6 +488,16 @@ pub fn stored_client(json: &str) -> Option<String> {
         .get(CLIENT_KEY)?
         .as_str()
         .map(str::to_string)
+}
+
+/// Tickets waiting for a person's answer ([`TicketStore::open_tickets`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenTickets {
+    /// Tickets whose question went back to the caller, for its host to ask (MCP 2026-07-28's
+    /// `input_required`): the retried call brings the answer.
+    pub host: u64,
+    /// Tickets in the approval inbox, waiting for a person's decision there.
+    pub inbox: u64,
 }
 
 /// Approval tickets: issued for one binding and one principal, expiring, redeemed at most
@@ -844,6 +859,33 @@ impl SqliteTickets {
             .map_err(ledger_failed)
     }
 
+    fn open_now(&self, now_unix: i64) -> Result<OpenTickets, Denial> {
+        let conn = self.lock()?;
+        let mut statement = conn
+            .prepare(
+                "SELECT inbox, count(*) FROM approval_tickets
+                 WHERE used_at IS NULL AND decided_by IS NULL AND expires_at > ?1
+                 GROUP BY inbox",
+            )
+            .map_err(ledger_failed)?;
+        let rows = statement
+            .query_map(params![now_unix], |row| {
+                Ok((row.get::<_, bool>(0)?, row.get::<_, i64>(1)?))
+            })
+            .map_err(ledger_failed)?;
+        let mut open = OpenTickets::default();
+        for row in rows {
+            let (inbox, count) = row.map_err(ledger_failed)?;
+            let count = u64::try_from(count).unwrap_or(0);
+            if inbox {
+                open.inbox = count;
+            } else {
+                open.host = count;
+            }
+        }
+        Ok(open)
+    }
+
     fn ticket_now(&self, token: &str) -> Result<Option<InboxTicket>, Denial> {
         let conn = self.lock()?;
         conn.query_row(
@@ -910,6 +952,10 @@ impl TicketStore for SqliteTickets {
         limit: u32,
     ) -> BoxFuture<'a, Result<Vec<InboxTicket>, Denial>> {
         Box::pin(async move { self.pending_now(now_unix, limit) })
+    }
+
+    fn open_tickets<'a>(&'a self, now_unix: i64) -> BoxFuture<'a, Result<OpenTickets, Denial>> {
+        Box::pin(async move { self.open_now(now_unix) })
     }
 
     fn ticket<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<InboxTicket>, Denial>> {

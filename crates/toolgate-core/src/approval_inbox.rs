@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     ApprovalAnswer, ApprovalLedger, ApprovalRequest, Approver, ApproverError, Denial, NamedAnswer,
-    unix_i64,
+    OpenTickets, unix_i64,
 };
 use crate::clock::unix_secs;
 use crate::future::BoxFuture;
@@ -95,6 +95,12 @@ impl ApprovalLedger {
         self.store
             .pending(unix_i64(unix_secs(now)), INBOX_LIMIT)
             .await
+    }
+
+    /// How many tickets wait for a person at `now`: host tickets and inbox tickets, the whole
+    /// store's (every instance's, when it is shared).
+    pub async fn open_tickets(&self, now: SystemTime) -> Result<OpenTickets, Denial> {
+        self.store.open_tickets(unix_i64(unix_secs(now))).await
     }
 
     /// The ticket `token`, whatever its state.

@@ -64,8 +64,8 @@ mod waits;
 
 pub use approval::{
     ApprovalAnswer, ApprovalChannel, ApprovalLedger, ApprovalRequest, ApprovalTicket, Approver,
-    ApproverError, Denial, DenyAll, Mode, ScriptedApprover, StoredTicket, TicketAnswer,
-    TicketState, TicketStore, redeemable,
+    ApproverError, Denial, DenyAll, Mode, OpenTickets, ScriptedApprover, StoredTicket,
+    TicketAnswer, TicketState, TicketStore, redeemable,
 };
 pub use call::{
     ApprovalRecord, ApprovedVia, CallOutcome, CallRequest, CallResult, DecisionRecord, Origin,

@@ -97,6 +97,8 @@ pub mod names {
     pub const METRIC_CALL_DURATION: &str = "toolgate.tool.call.duration";
     pub const METRIC_APPROVALS_PENDING: &str = "toolgate.approvals.pending";
     pub const METRIC_APPROVAL_WAIT: &str = "toolgate.approval.wait.duration";
+    pub const METRIC_APPROVAL_TICKETS_OPEN: &str = "toolgate.approval.tickets.open";
+    pub const APPROVAL_TICKET_KIND: &str = "toolgate.approval.ticket.kind";
     pub const METRIC_EGRESS_BLOCKS: &str = "toolgate.egress.blocks";
     pub const METRIC_UPSTREAM_STATE: &str = "toolgate.upstream.state";
     pub const METRIC_TOKEN_USAGE: &str = "gen_ai.client.token.usage";

@@ -1,9 +1,10 @@
 //! The approval inbox's decisions, held end to end against both ticket stores: SQLite (a file)
 //! and PostgreSQL (a real server of the test's own, migrated to V10). Each store lists the
-//! waiting tickets newest first, records a person's decision once and only for the ticket's own
-//! binding and before its expiry, says who decided, and an `InboxApprover` waiting on it gets
-//! the decision (through another instance sharing the PostgreSQL store too), and closes its
-//! ticket when the waiting call is cancelled.
+//! waiting tickets newest first, counts the tickets open for a person (host and inbox apart),
+//! records a person's decision once and only for the ticket's own binding and before its
+//! expiry, says who decided, and an `InboxApprover` waiting on it gets the decision (through
+//! another instance sharing the PostgreSQL store too), and closes its ticket when the waiting
+//! call is cancelled.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -12,7 +13,8 @@ use std::time::{Duration, SystemTime};
 use serde_json::json;
 use toolgate_core::approval::{HumanDecision, InboxApprover, holder};
 use toolgate_core::{
-    ApprovalAnswer, ApprovalLedger, ApprovalRequest, Approver, Denial, Effect, Principal, Risk,
+    ApprovalAnswer, ApprovalLedger, ApprovalRequest, Approver, Denial, Effect, OpenTickets,
+    Principal, Risk,
 };
 use toolgate_store::postgres::cluster::TempCluster;
 use toolgate_store::postgres::tickets::PgTickets;
@@ -100,6 +102,13 @@ async fn holds_the_inbox_contract(ledger: &ApprovalLedger, store: &str) {
     );
     assert_eq!(pending[0].holder, holder(&alice), "{store}");
 
+    // Waiting for a person: both open inbox tickets and the host's one, not the expired one.
+    assert_eq!(
+        ledger.open_tickets(SystemTime::now()).await.unwrap(),
+        OpenTickets { host: 1, inbox: 2 },
+        "{store}: open tickets"
+    );
+
     let bob = decision("bob", true, now_unix);
     let cases = [
         (
@@ -153,6 +162,16 @@ async fn holds_the_inbox_contract(ledger: &ApprovalLedger, store: &str) {
         pending.len(),
         1,
         "{store}: a decided ticket leaves the inbox"
+    );
+    // A decided ticket waits for nobody; nor does a used one.
+    ledger
+        .spend(&protocol.token, SystemTime::now())
+        .await
+        .unwrap();
+    assert_eq!(
+        ledger.open_tickets(SystemTime::now()).await.unwrap(),
+        OpenTickets { host: 0, inbox: 1 },
+        "{store}: open tickets once one is decided and one used"
     );
     assert!(ledger.ticket("nope").await.unwrap().is_none());
 }

@@ -54,7 +54,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use opentelemetry::global::BoxedTracer;
-use opentelemetry::metrics::{MeterProvider as _, ObservableCounter};
+use opentelemetry::metrics::{Meter, MeterProvider as _, ObservableCounter, ObservableGauge};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
@@ -789,7 +789,9 @@ pub fn start(config: &TelemetryConfig) -> Result<Option<Exporting>, TelemetryErr
         meter_provider,
         counts,
         telemetry,
+        meter,
         _dropped_counter: dropped_counter,
+        ticket_gauges: Mutex::new(Vec::new()),
         metrics_runtime: Mutex::new(metrics_runtime),
         shutdown_bound: 2 * config.export_timeout() + GRACE,
         shut_down: AtomicBool::new(false),
@@ -802,7 +804,10 @@ pub struct Exporting {
     meter_provider: SdkMeterProvider,
     counts: Arc<SpanCounts>,
     telemetry: Telemetry,
+    meter: Meter,
     _dropped_counter: ObservableCounter<u64>,
+    /// The gauges of [`Exporting::observe_open_tickets`], kept as long as the export.
+    ticket_gauges: Mutex<Vec<ObservableGauge<u64>>>,
     metrics_runtime: Mutex<OwnedRuntime>,
     shutdown_bound: Duration,
     shut_down: AtomicBool,
@@ -839,6 +844,20 @@ impl Exporting {
     /// meanwhile are dropped where they end).
     pub fn backing_off(&self) -> bool {
         self.counts.backing_off()
+    }
+
+    /// Reports `ledger`'s open tickets at each metric export, counted on `runtime` (the one
+    /// its store was opened on), as `toolgate.approval.tickets.open` ([`crate::tickets`]).
+    pub fn observe_open_tickets(
+        &self,
+        ledger: Arc<toolgate_core::ApprovalLedger>,
+        runtime: tokio::runtime::Handle,
+    ) {
+        let gauge = crate::tickets::open_tickets_gauge(&self.meter, ledger, runtime);
+        match self.ticket_gauges.lock() {
+            Ok(mut gauges) => gauges.push(gauge),
+            Err(poisoned) => poisoned.into_inner().push(gauge),
+        }
     }
 
     /// Exports every span held and the metrics now, waiting a bounded time.

@@ -579,3 +579,143 @@ async fn dropping_export_inside_a_runtime_with_spans_held_neither_panics_nor_han
     record_root(&telemetry, "after");
     assert!(!receiver.spans().iter().any(|s| s.name == "after"));
 }
+
+fn ticket_request(binding: &str) -> toolgate_core::ApprovalRequest {
+    toolgate_core::ApprovalRequest {
+        binding: binding.into(),
+        tool: "email_send".into(),
+        version: 1,
+        risk: Risk::High,
+        reason: "It sends mail.".into(),
+        effect: Effect::Irreversible,
+        arguments: json!({"draft_id": 7}),
+        preview: None,
+        principal: "alice".into(),
+        taint: Vec::new(),
+    }
+}
+
+/// The points of the newest `toolgate.approval.tickets.open` received, by ticket kind.
+fn open_ticket_points(metrics: &[ReceivedMetric]) -> Vec<(String, PointValue)> {
+    let newest = metrics
+        .iter()
+        .rev()
+        .find(|m| m.name == names::METRIC_APPROVAL_TICKETS_OPEN)
+        .expect("the open tickets were exported");
+    assert_eq!(newest.kind, toolgate_otlp_receiver::MetricKind::Gauge);
+    assert_eq!(newest.unit, "{ticket}");
+    let mut points: Vec<(String, PointValue)> = newest
+        .data_points
+        .iter()
+        .map(|p| {
+            let kind = p.attributes.get(names::APPROVAL_TICKET_KIND).unwrap();
+            (kind.as_str().unwrap().to_string(), p.value.clone())
+        })
+        .collect();
+    points.sort_by(|a, b| a.0.cmp(&b.0));
+    points
+}
+
+/// Tickets that wait for a person are read from the approval store at each export, host and
+/// inbox tickets apart: one decided or used leaves the count, an expired one is not in it, and
+/// a store that cannot be read sends no point rather than a zero.
+#[test]
+fn open_approval_tickets_are_counted_from_the_store_at_each_export() {
+    use toolgate_core::approval::HumanDecision;
+    use toolgate_core::{ApprovalLedger, Principal};
+
+    let receiver = Receiver::start(ReceiverOptions::default()).unwrap();
+    let exporting = start(&TelemetryConfig {
+        // No periodic export during the test: each export is a flush.
+        metrics_interval_ms: 600_000,
+        ..config(receiver.http_endpoint(), Protocol::HttpProtobuf)
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("approvals.db");
+    let ledger = Arc::new(ApprovalLedger::open(&path).unwrap());
+    let alice = Principal::local("alice", &[]);
+    let (now, ttl) = (std::time::SystemTime::now(), Duration::from_secs(600));
+    let (host_1, _host_2, inbox, _expired) = runtime.block_on(async {
+        (
+            ledger
+                .open_ticket(&ticket_request("b1"), &alice, now, ttl)
+                .await
+                .unwrap(),
+            ledger
+                .open_ticket(&ticket_request("b2"), &alice, now, ttl)
+                .await
+                .unwrap(),
+            ledger
+                .open_inbox_ticket(&ticket_request("b3"), &alice, now, ttl)
+                .await
+                .unwrap(),
+            ledger
+                .open_inbox_ticket(
+                    &ticket_request("b4"),
+                    &alice,
+                    now - Duration::from_secs(1_200),
+                    ttl,
+                )
+                .await
+                .unwrap(),
+        )
+    });
+    exporting.observe_open_tickets(Arc::clone(&ledger), runtime.handle().clone());
+
+    let exported = |wanted: &'static [&'static str]| {
+        exporting.flush().unwrap();
+        let metrics = receiver
+            .wait_for_metrics_blocking(has_metrics(wanted), WAIT)
+            .unwrap();
+        receiver.clear();
+        metrics
+    };
+    let tickets_open = &[names::METRIC_APPROVAL_TICKETS_OPEN];
+    assert_eq!(
+        open_ticket_points(&exported(tickets_open)),
+        [
+            ("host".to_string(), PointValue::Int(2)),
+            ("inbox".to_string(), PointValue::Int(1)),
+        ]
+    );
+
+    runtime.block_on(async {
+        let decision = HumanDecision {
+            decided_by: "bob".into(),
+            approved: false,
+            reason: "not now".into(),
+            decided_at_unix: 1,
+        };
+        ledger.decide(&inbox.token, "b3", &decision).await.unwrap();
+        ledger
+            .spend(&host_1.token, std::time::SystemTime::now())
+            .await
+            .unwrap();
+    });
+    assert_eq!(
+        open_ticket_points(&exported(tickets_open)),
+        [
+            ("host".to_string(), PointValue::Int(1)),
+            ("inbox".to_string(), PointValue::Int(0)),
+        ]
+    );
+
+    // The store breaks: the export still goes out, without a count.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("DROP TABLE approval_tickets")
+        .unwrap();
+    let metrics = exported(&[METRIC_SPANS_DROPPED]);
+    let sent: Vec<&ReceivedMetric> = metrics
+        .iter()
+        .filter(|m| m.name == names::METRIC_APPROVAL_TICKETS_OPEN)
+        .filter(|m| !m.data_points.is_empty())
+        .collect();
+    assert!(sent.is_empty(), "a count was made up: {sent:#?}");
+    exporting.shutdown().unwrap();
+}

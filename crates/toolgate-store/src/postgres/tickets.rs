@@ -15,7 +15,7 @@ use toolgate_core::BoxFuture;
 use toolgate_core::approval::{
     DecisionState, HumanDecision, InboxTicket, decidable, stored_client, stored_request,
 };
-use toolgate_core::{Denial, StoredTicket, TicketState, TicketStore, redeemable};
+use toolgate_core::{Denial, OpenTickets, StoredTicket, TicketState, TicketStore, redeemable};
 
 use super::PgStore;
 
@@ -161,6 +161,29 @@ impl PgTickets {
         Ok(rows.iter().map(inbox_row).collect())
     }
 
+    async fn open_now(&self, now_unix: i64) -> Result<OpenTickets, Denial> {
+        let client = self.connection().await?;
+        let rows = client
+            .query(
+                "SELECT inbox, count(*) FROM approval_tickets
+                 WHERE used_at IS NULL AND decided_by IS NULL AND expires_at > $1
+                 GROUP BY inbox",
+                &[&now_unix],
+            )
+            .await
+            .map_err(ledger_failed)?;
+        let mut open = OpenTickets::default();
+        for row in &rows {
+            let count = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
+            if row.get::<_, bool>(0) {
+                open.inbox = count;
+            } else {
+                open.host = count;
+            }
+        }
+        Ok(open)
+    }
+
     async fn ticket_now(&self, token: &str) -> Result<Option<InboxTicket>, Denial> {
         let client = self.connection().await?;
         let row = client
@@ -225,6 +248,10 @@ impl TicketStore for PgTickets {
         limit: u32,
     ) -> BoxFuture<'a, Result<Vec<InboxTicket>, Denial>> {
         Box::pin(self.pending_now(now_unix, limit))
+    }
+
+    fn open_tickets<'a>(&'a self, now_unix: i64) -> BoxFuture<'a, Result<OpenTickets, Denial>> {
+        Box::pin(self.open_now(now_unix))
     }
 
     fn ticket<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<InboxTicket>, Denial>> {

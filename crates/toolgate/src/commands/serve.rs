@@ -75,6 +75,18 @@ pub fn run(
         Some(url) => Some(runtime.block_on(open_shared(&url, args))?),
         None => None,
     };
+    // One ledger for every dispatcher this process builds and for the inbox: the shared
+    // store's, else this process's own. A ticket outlives a rebuild of the dispatcher, and the
+    // tickets waiting for a person are counted from one place.
+    let ledger = match &shared {
+        Some(shared) => Arc::clone(&shared.ledger),
+        None => {
+            Arc::new(ApprovalLedger::in_memory().map_err(|e| ServeError::Start(e.to_string()))?)
+        }
+    };
+    if let Some(exporting) = &exporting {
+        exporting.observe_open_tickets(Arc::clone(&ledger), runtime.handle().clone());
+    }
     // With a shared store, forwarded writes are claimed there, so a retry at any instance
     // finds the claim, and each user's downstream tokens are kept there. Behind
     // [serve.auth], a server that asks for OAuth is called with each user's own token.
@@ -122,17 +134,23 @@ pub fn run(
         checks.push(Arc::clone(&shared.health));
     }
     let sessions = shared.as_ref().map(|s| s.mcp_sessions.clone());
-    let inbox =
-        inbox(config, args, auth_config.as_ref(), shared.as_ref(), &trace)?.map(|inbox| Inbox {
-            audit: audit_reader,
-            ..inbox
-        });
+    let inbox = inbox(
+        config,
+        args,
+        auth_config.as_ref(),
+        (shared.as_ref(), &ledger),
+        &trace,
+    )?
+    .map(|inbox| Inbox {
+        audit: audit_reader,
+        ..inbox
+    });
     let (server, served) = build_server(
         config,
         args,
         imports.as_ref(),
         (&trace, &telemetry),
-        shared,
+        (shared, ledger),
         inbox.as_ref(),
     )?;
     let mut server = server.checking(checks);
@@ -228,7 +246,7 @@ fn inbox(
     config: &Config,
     args: &ServeArgs,
     auth_config: Option<&AuthConfig>,
-    shared: Option<&Shared>,
+    (shared, ledger): (Option<&Shared>, &Arc<ApprovalLedger>),
     trace: &Arc<dyn TraceSink>,
 ) -> Result<Option<Inbox>, CommandError> {
     let Some(console) = &config.console else {
@@ -245,12 +263,7 @@ fn inbox(
     let ttl = settings
         .ticket_time()
         .map_err(|e| CommandError::Usage(e.to_string()))?;
-    let ledger = match shared {
-        Some(shared) => Arc::clone(&shared.ledger),
-        None => {
-            Arc::new(ApprovalLedger::in_memory().map_err(|e| ServeError::Start(e.to_string()))?)
-        }
-    };
+    let ledger = Arc::clone(ledger);
     // Who decided each call is recorded beside the dispatcher's record of it. The tickets'
     // pages are linked once the console's origin is known (after the listener is bound).
     let links = TicketLinks::new();
@@ -400,15 +413,12 @@ fn build_server(
     args: &ServeArgs,
     imports: Option<&Imports>,
     (trace, telemetry): (&Arc<dyn TraceSink>, &toolgate_core::telemetry::Telemetry),
-    shared: Option<Shared>,
+    (shared, ledger): (Option<Shared>, Arc<ApprovalLedger>),
     inbox: Option<&Inbox>,
 ) -> Result<(McpServer, String), CommandError> {
     // The MCP server asks the host through the protocol, per call; a call whose host cannot
     // ask waits in the console's inbox when there is one, and is denied otherwise.
-    let (ledger, shared_store) = match shared {
-        Some(shared) => (Some(shared.ledger), shared.store),
-        None => (None, None),
-    };
+    let shared_store = shared.and_then(|shared| shared.store);
     let approver =
         inbox.map(|inbox| Arc::clone(&inbox.approver) as Arc<dyn toolgate_core::Approver>);
     let (mode, policy, trace_for_seats) = (
@@ -429,12 +439,10 @@ fn build_server(
             .with_taint_policy(policy)
             .with_trace(Arc::clone(&trace_for_seats))
             .with_telemetry(telemetry.clone())
-            .with_receipt_signer(receipt_signer.clone());
+            .with_receipt_signer(receipt_signer.clone())
+            .with_ledger(Arc::clone(&ledger));
         if let Some(approver) = &approver {
             seat = seat.with_approver(Arc::clone(approver));
-        }
-        if let Some(ledger) = &ledger {
-            seat = seat.with_ledger(Arc::clone(ledger));
         }
         if let Some(budgets) = &budgets {
             seat = seat.with_budgets(Arc::clone(budgets));
