@@ -777,6 +777,16 @@ impl Imports {
         Arc::clone(&self.live) as Arc<dyn LiveTools>
     }
 
+    /// Reports every connected server's breaker state through `telemetry` from now on
+    /// (`toolgate.upstream.state`, its state now first), so a server that is down from the
+    /// start shows before any call reaches it. A call reports through its own telemetry
+    /// otherwise, from its first call on.
+    pub fn report_states_to(&self, telemetry: &toolgate_core::telemetry::Telemetry) {
+        for (namespace, upstream) in &self.upstreams {
+            upstream.breaker().report_to(namespace, telemetry);
+        }
+    }
+
     /// One health check per connected server: its breaker's state (`closed`, `open`,
     /// `half_open`), not required (the instance serves its other tools while one is down).
     pub fn health_checks(&self) -> Vec<Arc<dyn HealthCheck>> {

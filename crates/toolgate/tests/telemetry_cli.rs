@@ -168,3 +168,68 @@ fn a_ticket_waiting_for_the_hosts_person_is_counted_until_answered() {
         .wait_for_metrics_blocking(tickets_open(0), wait)
         .unwrap();
 }
+
+/// A gateway reports each imported server's state from the start: `toolgate.upstream.state`
+/// says `closed` (reachable) for the upstream before any call has gone to it.
+#[test]
+fn a_gateway_reports_its_upstreams_state_before_any_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(ReceiverOptions::default()).unwrap();
+    let (up_dir, gw_dir) = (dir.path().join("up"), dir.path().join("gw"));
+    std::fs::create_dir_all(&up_dir).unwrap();
+    std::fs::create_dir_all(&gw_dir).unwrap();
+    let db = up_dir.join("notes.sqlite");
+    let up = team::serve_with(
+        &up_dir,
+        None,
+        &["--toolset", "notes", "--db", db.to_str().unwrap()],
+    );
+    let port = up.address.rsplit(':').next().unwrap();
+    let config = gw_dir.join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[telemetry]\notlp_endpoint = \"{}\"\nmetrics_interval_ms = {MIN_METRICS_INTERVAL_MS}\n\n\
+             [[egress.allow]]\nhost = \"127.0.0.1\"\nschemes = [\"http\"]\nports = [{port}]\n\
+             allow_private = true\n\n[mcp.servers.up]\nrisk = \"low\"\n",
+            receiver.http_endpoint()
+        ),
+    )
+    .unwrap();
+    let servers = gw_dir.join("servers.json");
+    std::fs::write(
+        &servers,
+        json!({"mcpServers": {"up": {"url": format!("http://{}/mcp", up.address)}}}).to_string(),
+    )
+    .unwrap();
+    let _gateway = team::serve_with(
+        &gw_dir,
+        Some(&config),
+        &["--no-toolset", "--mcp-config", servers.to_str().unwrap()],
+    );
+    let closed = Until::condition(
+        "the upstream reported closed",
+        |metrics: &[ReceivedMetric]| {
+            metrics
+                .iter()
+                .filter(|m| m.name == names::METRIC_UPSTREAM_STATE)
+                .flat_map(|m| &m.data_points)
+                .any(|p| {
+                    p.attributes.get(names::UPSTREAM) == Some(&AttributeValue::from("up"))
+                        && p.attributes.get(names::UPSTREAM_STATE)
+                            == Some(&AttributeValue::from("closed"))
+                        && p.value == PointValue::Int(1)
+                })
+        },
+    );
+    receiver
+        .wait_for_metrics_blocking(closed, Duration::from_secs(30))
+        .unwrap();
+    // No call was made: the gateway served nothing.
+    assert!(
+        receiver
+            .spans()
+            .iter()
+            .all(|s| !s.name.contains("tools/call"))
+    );
+}

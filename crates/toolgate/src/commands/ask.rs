@@ -163,6 +163,9 @@ fn build(
     ))?;
     let extra = match &imports {
         Some(imports) => {
+            if let Some(exporting) = &telemetry {
+                imports.report_states_to(&exporting.telemetry());
+            }
             if !args.quiet {
                 for server in &imports.servers {
                     println!("mcp: {}", server_heading(server));

@@ -104,6 +104,9 @@ pub fn run(
         &placement,
     ))?;
     announce_imports(args, imports.as_ref())?;
+    if let Some(imports) = &imports {
+        imports.report_states_to(&telemetry);
+    }
     // Every decision record also goes to the audit: the shared store's table, else the file.
     let shared_audit = shared.as_ref().map(|s| s.audit.clone());
     let store = (!args.no_toolset).then(|| (args.toolset.store(), args.db.as_deref()));
