@@ -22,6 +22,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use tokio::net::TcpListener;
+use tonic::metadata::KeyAndValueRef;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
@@ -71,9 +72,19 @@ impl TraceService for Traces {
         &self,
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        let headers = request
+            .metadata()
+            .iter()
+            .filter_map(|entry| match entry {
+                KeyAndValueRef::Ascii(name, value) => {
+                    Some((name.to_string(), value.to_str().ok()?.to_string()))
+                }
+                KeyAndValueRef::Binary(..) => None,
+            })
+            .collect();
         let request = request.into_inner();
         answer(&self.0, |shared| {
-            shared.record_traces(Transport::Grpc, request)
+            shared.record_traces(Transport::Grpc, headers, request)
         })
         .await
     }

@@ -143,6 +143,11 @@ async fn decide(request: Request<Incoming>, shared: &Shared, fail: bool) -> Resp
             "body over the receiver's bound\n",
         );
     }
+    let headers: crate::state::Headers = request
+        .headers()
+        .iter()
+        .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
+        .collect();
     let body = match read_bounded(request.into_body(), MAX_BODY_BYTES).await {
         Ok(body) => body,
         Err(BodyError::TooLarge) => {
@@ -166,7 +171,7 @@ async fn decide(request: Request<Incoming>, shared: &Shared, fail: bool) -> Resp
     }
     let decoded = match signal {
         Signal::Traces => ExportTraceServiceRequest::decode(body).map(|request| {
-            shared.record_traces(Transport::Http, request);
+            shared.record_traces(Transport::Http, headers, request);
             ExportTraceServiceResponse::default().encode_to_vec()
         }),
         Signal::Metrics => ExportMetricsServiceRequest::decode(body).map(|request| {

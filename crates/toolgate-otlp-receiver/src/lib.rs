@@ -44,7 +44,7 @@ pub use decode::{
     AttributeValue, Attributes, DataPoint, MetricKind, PointValue, ReceivedEvent, ReceivedMetric,
     ReceivedSpan, SpanKind, SpanStatus, StatusCode, Temporality, Transport,
 };
-pub use state::RequestCounts;
+pub use state::{Headers, RequestCounts};
 
 use state::{Behaviour, Shared};
 
@@ -240,6 +240,11 @@ impl Receiver {
     /// The trace export requests as decoded, for what the flattening leaves out.
     pub fn trace_requests(&self) -> Vec<(Transport, ExportTraceServiceRequest)> {
         self.shared.received().trace_requests.clone()
+    }
+
+    /// The request headers (gRPC: metadata) of each trace export accepted, in order.
+    pub fn trace_request_headers(&self) -> Vec<(Transport, Headers)> {
+        self.shared.received().trace_headers.clone()
     }
 
     /// The metrics export requests as decoded, for what the flattening leaves out.

@@ -61,11 +61,17 @@ impl RequestCounts {
     }
 }
 
+/// A request's headers as sent: lower-case names, values that are visible ASCII (others are
+/// left out), in the order received.
+pub type Headers = Vec<(String, String)>;
+
 #[derive(Debug, Default)]
 pub(crate) struct Received {
     pub(crate) spans: Vec<ReceivedSpan>,
     pub(crate) metrics: Vec<ReceivedMetric>,
     pub(crate) trace_requests: Vec<(Transport, ExportTraceServiceRequest)>,
+    /// Each accepted trace export's request headers (gRPC: its metadata), in order.
+    pub(crate) trace_headers: Vec<(Transport, Headers)>,
     pub(crate) metrics_requests: Vec<(Transport, ExportMetricsServiceRequest)>,
     pub(crate) http: RequestCounts,
     pub(crate) grpc: RequestCounts,
@@ -118,11 +124,17 @@ impl Shared {
         self.received().counts_mut(transport).add(outcome);
     }
 
-    pub(crate) fn record_traces(&self, transport: Transport, request: ExportTraceServiceRequest) {
+    pub(crate) fn record_traces(
+        &self,
+        transport: Transport,
+        headers: Headers,
+        request: ExportTraceServiceRequest,
+    ) {
         let spans = decode::spans_of(transport, &request);
         let mut received = self.received();
         received.spans.extend(spans);
         received.trace_requests.push((transport, request));
+        received.trace_headers.push((transport, headers));
         received.counts_mut(transport).add(Outcome::Accepted);
     }
 

@@ -3,12 +3,12 @@
 //! arrive decoded with their attributes, parent links and resource, and metrics arrive; a
 //! collector that is down, goes down or is slow costs counted, dropped spans and never a
 //! blocked recording; a sampling ratio of 0 exports no new trace; configured headers reach
-//! the collector. Counts are asserted, never durations: a wait on the receiver only bounds how
-//! long a failure takes to show.
+//! the collector over either protocol; the approval store's open tickets are counted. Counts
+//! are asserted, never durations: a wait on the receiver only bounds how long a failure takes
+//! to show.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
@@ -494,69 +494,45 @@ fn a_sampling_ratio_of_zero_exports_no_new_trace_but_keeps_a_sampled_parents() {
     assert_eq!(exporting.spans_dropped(), 0);
 }
 
-/// The request head of the first `POST /v1/traces` a one-shot HTTP/1.1 server on 127.0.0.1
-/// received; it answers every request with an empty (successful) OTLP response and stops
-/// after the traces request. The OTLP receiver does not keep request headers, so this small
-/// server reads them.
-fn capture_trace_request_head(listener: TcpListener) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        loop {
-            let (stream, _) = listener.accept().unwrap();
-            let mut reader = BufReader::new(stream);
-            let mut head = String::new();
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
-                    break;
-                }
-                head.push_str(&line);
-            }
-            let length = head
-                .lines()
-                .find_map(|l| {
-                    let (name, value) = l.split_once(':')?;
-                    name.eq_ignore_ascii_case("content-length")
-                        .then(|| value.trim().parse::<usize>().ok())?
-                })
-                .unwrap_or(0);
-            let mut body = vec![0; length];
-            reader.read_exact(&mut body).unwrap();
-            let mut stream = reader.into_inner();
-            stream
-                .write_all(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\n\
-                      content-length: 0\r\nconnection: close\r\n\r\n",
-                )
-                .unwrap();
-            if head.starts_with("POST /v1/traces ") {
-                return head;
-            }
-        }
-    })
-}
-
-#[test]
-fn configured_headers_reach_the_collector() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let head = capture_trace_request_head(listener);
-    let mut config = config(endpoint, Protocol::HttpProtobuf);
-    config.export_timeout_ms = 1_000;
+/// The headers `[telemetry] headers` names reach the collector with every trace export: as
+/// HTTP headers over OTLP/HTTP, as metadata over gRPC.
+fn configured_headers_reach_the_collector(protocol: Protocol) {
+    let receiver = Receiver::start(ReceiverOptions::default()).unwrap();
+    let (endpoint, transport) = match protocol {
+        Protocol::HttpProtobuf => (receiver.http_endpoint(), Transport::Http),
+        Protocol::Grpc => (receiver.grpc_endpoint(), Transport::Grpc),
+    };
+    let mut config = config(endpoint, protocol);
     config
         .headers
         .insert("x-api-key".to_string(), "k-123".to_string());
     let exporting = start(&config);
     record_root(&exporting.telemetry(), "with a key");
-    exporting.flush().ok();
-    let head = head.join().unwrap();
+    exporting.flush().unwrap();
+    receiver
+        .wait_for_spans_blocking(Until::count(1), WAIT)
+        .unwrap();
+    let sent = receiver.trace_request_headers();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].0, transport);
     assert!(
-        head.lines()
-            .any(|l| l.eq_ignore_ascii_case("x-api-key: k-123")),
-        "{head}"
+        sent[0]
+            .1
+            .contains(&("x-api-key".to_string(), "k-123".to_string())),
+        "{sent:?}"
     );
+    exporting.shutdown().unwrap();
     assert_eq!(exporting.spans_exported(), 1);
-    // The server has stopped: the final metric export fails, within the bound.
-    let _ = exporting.shutdown();
+}
+
+#[test]
+fn configured_headers_reach_the_collector_over_http() {
+    configured_headers_reach_the_collector(Protocol::HttpProtobuf);
+}
+
+#[test]
+fn configured_headers_reach_the_collector_over_grpc_as_metadata() {
+    configured_headers_reach_the_collector(Protocol::Grpc);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
