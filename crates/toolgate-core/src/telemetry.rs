@@ -47,6 +47,8 @@ pub mod names {
     pub const MCP_METHOD_NAME: &str = "mcp.method.name";
     pub const MCP_SESSION_ID: &str = "mcp.session.id";
     pub const MCP_PROTOCOL_VERSION: &str = "mcp.protocol.version";
+    pub const MCP_RESOURCE_URI: &str = "mcp.resource.uri";
+    pub const GEN_AI_PROMPT_NAME: &str = "gen_ai.prompt.name";
     pub const JSONRPC_REQUEST_ID: &str = "jsonrpc.request.id";
     pub const NETWORK_TRANSPORT: &str = "network.transport";
     pub const SERVER_ADDRESS: &str = "server.address";

@@ -79,7 +79,7 @@ use crate::approval;
 use crate::auth::Authenticated;
 use crate::catalogue::mcp_tool;
 use crate::resources::error_data;
-use crate::telemetry::ServerSpan;
+use crate::telemetry::{ServerSpan, Target};
 use crate::{prompts, resources};
 
 /// The `_meta` key under which a client may pass its own idempotency key for a `tools/call`
@@ -361,6 +361,20 @@ impl TaintMemory {
             map.retain(|key, _| key.session.as_ref().is_none_or(|s| !sessions.contains(s)));
         });
     }
+}
+
+/// Ends `span`, when there is one, failed with the answer's JSON-RPC error code if it failed.
+fn end_span<T>(span: Option<ServerSpan>, answer: &Result<T, ErrorData>) {
+    if let Some(span) = span {
+        span.end(crate::telemetry::rpc_error_type(answer));
+    }
+}
+
+/// The `_meta` of a paginated request's params, where a trace context may be.
+fn paginated_meta(
+    params: Option<&PaginatedRequestParams>,
+) -> Option<&serde_json::Map<String, Value>> {
+    params.and_then(|p| p.meta.as_ref()).map(|m| &m.0.0)
 }
 
 /// Why serving stopped with an error.
@@ -705,6 +719,53 @@ impl McpServer {
         self.inner.offered.caller.dispatcher().telemetry()
     }
 
+    /// The SERVER span of a `method` request about `target` ([`crate::telemetry`]); `None`
+    /// (one branch) when telemetry is off.
+    fn server_span(
+        &self,
+        method: &'static str,
+        target: Target<'_>,
+        ctx: &RequestContext<RoleServer>,
+        meta: Option<&serde_json::Map<String, Value>>,
+    ) -> Option<ServerSpan> {
+        let telemetry = self.telemetry();
+        if !telemetry.is_on() {
+            return None;
+        }
+        ServerSpan::start(telemetry, method, target, ctx, meta)
+    }
+
+    /// The `resources/list` answer for `ctx`'s request.
+    fn list_resources_now(
+        &self,
+        params: Option<&PaginatedRequestParams>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let source = self.resources_for(&self.principal_for(ctx)?)?;
+        let cursor = params.and_then(|p| p.cursor.as_deref());
+        let page = source.list(cursor).map_err(error_data)?;
+        let listed = page.entries.into_iter().map(resources::resource).collect();
+        let mut result = ListResourcesResult::with_all_items(listed);
+        result.next_cursor = page.next;
+        Ok(result)
+    }
+
+    /// The `resources/templates/list` answer.
+    fn list_templates_now(&self) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let source = self
+            .inner
+            .resources
+            .as_ref()
+            .ok_or_else(|| no_such("resources"))?;
+        Ok(ListResourceTemplatesResult::with_all_items(
+            source
+                .templates()
+                .into_iter()
+                .map(resources::template)
+                .collect(),
+        ))
+    }
+
     /// The `tools/list` answer for `ctx`'s request.
     fn list(&self, ctx: &RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
         let principal = self.principal_for(ctx)?;
@@ -1018,19 +1079,10 @@ impl ServerHandler for McpServer {
         params: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let telemetry = self.telemetry();
-        if !telemetry.is_on() {
-            return self.list(&ctx);
-        }
-        let meta = params
-            .as_ref()
-            .and_then(|p| p.meta.as_ref())
-            .map(|m| &m.0.0);
-        let span = ServerSpan::start(telemetry, "tools/list", None, &ctx, meta);
+        let meta = paginated_meta(params.as_ref());
+        let span = self.server_span("tools/list", Target::None, &ctx, meta);
         let listed = self.list(&ctx);
-        if let Some(span) = span {
-            span.end(crate::telemetry::list_error_type(&listed));
-        }
+        end_span(span, &listed);
         listed
     }
 
@@ -1045,8 +1097,13 @@ impl ServerHandler for McpServer {
             return self.serve_call(params, ctx).await;
         }
         let meta = params.meta.as_ref().map(|m| &m.0.0);
-        let Some(span) = ServerSpan::start(telemetry, "tools/call", Some(&params.name), &ctx, meta)
-        else {
+        let Some(span) = ServerSpan::start(
+            telemetry,
+            "tools/call",
+            Target::Tool(&params.name),
+            &ctx,
+            meta,
+        ) else {
             return self.serve_call(params, ctx).await;
         };
         // The dispatcher's span for the call starts as a child of the span current here.
@@ -1063,32 +1120,31 @@ impl ServerHandler for McpServer {
         params: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let source = self.resources_for(&self.principal_for(&ctx)?)?;
-        let cursor = params.as_ref().and_then(|p| p.cursor.as_deref());
-        let page = source.list(cursor).map_err(error_data)?;
-        let listed = page.entries.into_iter().map(resources::resource).collect();
-        let mut result = ListResourcesResult::with_all_items(listed);
-        result.next_cursor = page.next;
-        Ok(result)
+        let span = self.server_span(
+            "resources/list",
+            Target::None,
+            &ctx,
+            paginated_meta(params.as_ref()),
+        );
+        let listed = self.list_resources_now(params.as_ref(), &ctx);
+        end_span(span, &listed);
+        listed
     }
 
     async fn list_resource_templates(
         &self,
-        _params: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        params: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let source = self
-            .inner
-            .resources
-            .as_ref()
-            .ok_or_else(|| no_such("resources"))?;
-        Ok(ListResourceTemplatesResult::with_all_items(
-            source
-                .templates()
-                .into_iter()
-                .map(resources::template)
-                .collect(),
-        ))
+        let span = self.server_span(
+            "resources/templates/list",
+            Target::None,
+            &ctx,
+            paginated_meta(params.as_ref()),
+        );
+        let listed = self.list_templates_now();
+        end_span(span, &listed);
+        listed
     }
 
     async fn read_resource(
@@ -1096,29 +1152,56 @@ impl ServerHandler for McpServer {
         params: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        self.read(&params.uri, &ctx).await.map(Into::into)
+        let meta = params.meta.as_ref().map(|m| &m.0.0);
+        let span = self.server_span("resources/read", Target::Resource(&params.uri), &ctx, meta);
+        let read = match &span {
+            // A read is a call through the dispatcher: its span is this one's child.
+            Some(span) => {
+                use opentelemetry::context::FutureExt as _;
+                self.read(&params.uri, &ctx)
+                    .with_context(span.context())
+                    .await
+            }
+            None => self.read(&params.uri, &ctx).await,
+        }
+        .map(Into::into);
+        end_span(span, &read);
+        read
     }
 
     async fn list_prompts(
         &self,
-        _params: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        params: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        if self.inner.prompts.is_empty() {
-            return Err(no_such("prompts"));
-        }
-        Ok(ListPromptsResult::with_all_items(
-            self.inner.prompts.iter().map(prompts::listed).collect(),
-        ))
+        let span = self.server_span(
+            "prompts/list",
+            Target::None,
+            &ctx,
+            paginated_meta(params.as_ref()),
+        );
+        let listed = if self.inner.prompts.is_empty() {
+            Err(no_such("prompts"))
+        } else {
+            Ok(ListPromptsResult::with_all_items(
+                self.inner.prompts.iter().map(prompts::listed).collect(),
+            ))
+        };
+        end_span(span, &listed);
+        listed
     }
 
     async fn get_prompt(
         &self,
         params: GetPromptRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let arguments = params.arguments.unwrap_or_default();
-        prompts::get(&self.inner.prompts, &params.name, &arguments).map(Into::into)
+        let meta = params.meta.as_ref().map(|m| &m.0.0);
+        let span = self.server_span("prompts/get", Target::Prompt(&params.name), &ctx, meta);
+        let arguments = params.arguments.clone().unwrap_or_default();
+        let got = prompts::get(&self.inner.prompts, &params.name, &arguments).map(Into::into);
+        end_span(span, &got);
+        got
     }
 
     /// Every tool offered, also one the phases keep closed in the run now: rmcp asks this only

@@ -2,11 +2,16 @@
 //! semantic conventions for MCP name them.
 //!
 //! Guarantees, with the dispatcher's telemetry on:
-//! - a `tools/call` (and a `tools/list`) is one SERVER span, `{mcp.method.name} {target}`
-//!   (`tools/call notes_search`, `tools/list`), with `mcp.method.name`, `jsonrpc.request.id`
-//!   (as a string), `mcp.session.id` (a 2025-11-25 HTTP session's), `mcp.protocol.version`,
-//!   `network.transport` (`pipe` over stdio, `tcp` over HTTP) and, for a call,
-//!   `gen_ai.tool.name` and `gen_ai.operation.name` = `execute_tool`;
+//! - every request for tools, resources and prompts (`tools/call`, `tools/list`,
+//!   `resources/list`, `resources/templates/list`, `resources/read`, `prompts/list`,
+//!   `prompts/get`) is one SERVER span, `{mcp.method.name} {target}` where the target is the
+//!   tool's or the prompt's name (`tools/call notes_search`, `prompts/get weekly_review`) and
+//!   `{mcp.method.name}` alone otherwise, with `mcp.method.name`, `jsonrpc.request.id` (as a
+//!   string), `mcp.session.id` (a 2025-11-25 HTTP session's), `mcp.protocol.version`,
+//!   `network.transport` (`pipe` over stdio, `tcp` over HTTP); for a call, `gen_ai.tool.name`
+//!   and `gen_ai.operation.name` = `execute_tool`; for a prompt, `gen_ai.prompt.name`; for a
+//!   read, `mcp.resource.uri` on the span only (never in its name or the metric: a URI is
+//!   high-cardinality, as the conventions warn);
 //! - its parent is the remote span the request's `_meta.traceparent` names when that is well
 //!   formed, else the one the HTTP `traceparent` header names when well formed, else none (a
 //!   new trace) ([`remote_parent`]); a malformed value is ignored, never refused;
@@ -23,7 +28,7 @@
 
 use opentelemetry::trace::SpanKind;
 use opentelemetry::{Context, KeyValue};
-use rmcp::model::{CallToolResponse, ListToolsResult};
+use rmcp::model::CallToolResponse;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Map, Value};
@@ -54,16 +59,29 @@ pub fn remote_parent(
         .or_else(|| headers.and_then(toolgate_telemetry::propagation::context_from_headers))
 }
 
+/// What a request is about, as its span names it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target<'a> {
+    /// A list, or anything without one subject.
+    None,
+    /// A tool call's tool.
+    Tool(&'a str),
+    /// A prompt's name.
+    Prompt(&'a str),
+    /// A resource read's URI (an attribute of the span, not its name).
+    Resource(&'a str),
+}
+
 /// One request's span, started; [`ServerSpan::end`] ends it and records its duration.
 pub(crate) struct ServerSpan(TimedSpan);
 
 impl ServerSpan {
-    /// Starts the span of the `method` request `ctx` (about `tool`, for a call); `None` when
-    /// `telemetry` is off.
+    /// Starts the span of the `method` request `ctx` about `target`; `None` when `telemetry`
+    /// is off.
     pub(crate) fn start(
         telemetry: &Telemetry,
         method: &'static str,
-        tool: Option<&str>,
+        target: Target<'_>,
         ctx: &RequestContext<RoleServer>,
         params_meta: Option<&Map<String, Value>>,
     ) -> Option<ServerSpan> {
@@ -90,15 +108,25 @@ impl ServerSpan {
         if let Some(session) = session {
             attributes.push(KeyValue::new(names::MCP_SESSION_ID, session.to_string()));
         }
-        let name = match tool {
-            Some(tool) => {
+        let name = match target {
+            Target::Tool(tool) => {
                 let tool_name = KeyValue::new(names::GEN_AI_TOOL_NAME, tool.to_string());
                 attributes.push(tool_name.clone());
                 attributes.push(KeyValue::new(names::GEN_AI_OPERATION_NAME, "execute_tool"));
                 metric_attributes.push(tool_name);
                 format!("{method} {tool}")
             }
-            None => method.to_string(),
+            Target::Prompt(prompt) => {
+                let prompt_name = KeyValue::new(names::GEN_AI_PROMPT_NAME, prompt.to_string());
+                attributes.push(prompt_name.clone());
+                metric_attributes.push(prompt_name);
+                format!("{method} {prompt}")
+            }
+            Target::Resource(uri) => {
+                attributes.push(KeyValue::new(names::MCP_RESOURCE_URI, uri.to_string()));
+                method.to_string()
+            }
+            Target::None => method.to_string(),
         };
         telemetry
             .start_timed(
@@ -140,8 +168,9 @@ pub fn error_type_of(answer: &Result<CallToolResponse, ErrorData>) -> Option<Str
     }
 }
 
-/// What failed in a `tools/list` answer: its JSON-RPC error's code.
-pub(crate) fn list_error_type(answer: &Result<ListToolsResult, ErrorData>) -> Option<String> {
+/// What failed in an answer that is a result or a JSON-RPC error (every request but a tool
+/// call): the error's code.
+pub(crate) fn rpc_error_type<T>(answer: &Result<T, ErrorData>) -> Option<String> {
     answer.as_ref().err().map(|error| error.code.0.to_string())
 }
 

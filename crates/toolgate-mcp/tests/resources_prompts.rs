@@ -1,12 +1,14 @@
 //! The notes toolset's resources (`note://{id}`, listed in pages, read through `notes_get`) and
-//! prompts, over Streamable HTTP with rmcp's client on both revisions. Each test is named after
-//! what it prevents.
+//! prompts, over Streamable HTTP with rmcp's client on both revisions, and their spans with
+//! telemetry on. Each test is named after what it prevents.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
 use std::collections::BTreeSet;
 
+use opentelemetry::trace::{SpanKind, Status};
+use opentelemetry_sdk::trace::SpanData;
 use rmcp::model::{
     GetPromptRequestParams, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
     ResourceContents,
@@ -16,6 +18,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use toolgate_core::Principal;
+use toolgate_core::telemetry::testing::InMemoryTelemetry;
+use toolgate_core::telemetry::{TelemetryOptions, names};
 use toolgate_mcp::{HttpLimits, McpServer};
 use toolgate_wiring::{ExitsConfig, Seat, Store, ToolsetName};
 
@@ -28,9 +32,12 @@ struct Served {
 }
 
 async fn serve(toolset: ToolsetName) -> Served {
+    serve_seated(toolset, Seat::new(Principal::local("local-user", &[]))).await
+}
+
+async fn serve_seated(toolset: ToolsetName, seat: Seat) -> Served {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open_or_init(toolset.store(), &dir.path().join("store.sqlite")).unwrap();
-    let seat = Seat::new(Principal::local("local-user", &[]));
     let ready =
         toolgate_wiring::dispatcher(toolset, &store, &ExitsConfig::default(), seat).unwrap();
     let spawned = support::spawn(
@@ -194,5 +201,87 @@ async fn a_toolset_without_resources_offers_none() {
         }
         assert!(client.list_resources(None).await.is_err());
         assert!(client.list_prompts(None).await.is_err());
+    }
+}
+
+fn attribute(span: &SpanData, key: &str) -> Option<String> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| kv.value.to_string())
+}
+
+/// With telemetry on, each resources and prompts request is a SERVER span named as the MCP
+/// conventions name it: a prompt by its name, a read with its URI as an attribute only (never
+/// in the name, so a backend's span names stay few), the read's `notes_get` call its child, and
+/// a failed request with its JSON-RPC error code.
+#[tokio::test]
+async fn resources_and_prompts_requests_are_server_spans_that_keep_uris_out_of_their_names() {
+    let recorded = InMemoryTelemetry::new(TelemetryOptions::default());
+    let seat =
+        Seat::new(Principal::local("local-user", &[])).with_telemetry(recorded.telemetry.clone());
+    let served = serve_seated(ToolsetName::Notes, seat).await;
+    let client = clients(&served).await.remove(0);
+    let page = client.list_resources(None).await.unwrap();
+    let uri = page.resources[0].uri.clone();
+    client
+        .read_resource(ReadResourceRequestParams::new(uri.clone()))
+        .await
+        .unwrap();
+    client.list_resource_templates(None).await.unwrap();
+    client.list_prompts(None).await.unwrap();
+    let arguments = json!({"meeting": "design review"}).as_object().cloned();
+    client
+        .get_prompt(
+            GetPromptRequestParams::new("todos_from_meeting").with_arguments(arguments.unwrap()),
+        )
+        .await
+        .unwrap();
+    client
+        .get_prompt(GetPromptRequestParams::new("email_a_note"))
+        .await
+        .expect_err("a prompt without its required arguments");
+
+    let spans = recorded.finished_spans();
+    let server: Vec<&SpanData> = spans
+        .iter()
+        .filter(|s| s.span_kind == SpanKind::Server)
+        .collect();
+    let names: Vec<&str> = server.iter().map(|s| s.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        [
+            "resources/list",
+            "resources/read",
+            "resources/templates/list",
+            "prompts/list",
+            "prompts/get todos_from_meeting",
+            "prompts/get email_a_note",
+        ]
+    );
+    let read = server[1];
+    assert_eq!(attribute(read, names::MCP_RESOURCE_URI), Some(uri.clone()));
+    assert_eq!(
+        attribute(read, names::MCP_METHOD_NAME).as_deref(),
+        Some("resources/read")
+    );
+    let child = spans
+        .iter()
+        .find(|s| s.name == "execute_tool notes_get")
+        .expect("the read is a notes_get call");
+    assert_eq!(child.parent_span_id, read.span_context.span_id());
+    assert_eq!(
+        attribute(server[4], names::GEN_AI_PROMPT_NAME).as_deref(),
+        Some("todos_from_meeting")
+    );
+    assert_eq!(server[4].status, Status::Unset);
+    assert!(
+        attribute(server[5], names::ERROR_TYPE).is_some_and(|code| code.starts_with('-')),
+        "{:?}",
+        server[5].attributes
+    );
+    assert!(matches!(server[5].status, Status::Error { .. }));
+    for span in &server {
+        assert!(!span.name.contains("note://"), "{}", span.name);
     }
 }
