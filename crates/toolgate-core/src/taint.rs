@@ -89,11 +89,28 @@ impl UntrustedSource {
     }
 }
 
+/// A text as matching sees it, normalized once ([`normalize`]: lower case, whitespace runs as
+/// one space) and cheap to share. Only [`NormalizedText::of`] makes one, so a text handed to
+/// [`TaintSources::add_trusted_normalized`] has been normalized: a session's memory keeps each
+/// result this way instead of normalizing every remembered result again at each call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NormalizedText(std::sync::Arc<str>);
+
+impl NormalizedText {
+    pub fn of(text: &str) -> Self {
+        NormalizedText(normalize(text).into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// What a caller knows of where the conversation's text came from.
 #[derive(Debug, Clone, Default)]
 pub struct TaintSources {
     user: Vec<String>,
-    trusted: Vec<String>,
+    trusted: Vec<NormalizedText>,
     untrusted: Vec<UntrustedSource>,
 }
 
@@ -109,7 +126,12 @@ impl TaintSources {
 
     /// The trusted part of one of our tools' results (its structured content, as JSON text).
     pub fn add_trusted(&mut self, text: &str) {
-        self.trusted.push(normalize(text));
+        self.trusted.push(NormalizedText::of(text));
+    }
+
+    /// As [`TaintSources::add_trusted`], for a text normalized before (kept by a memory).
+    pub fn add_trusted_normalized(&mut self, text: NormalizedText) {
+        self.trusted.push(text);
     }
 
     pub fn add_untrusted(&mut self, source: UntrustedSource) {
@@ -137,7 +159,9 @@ impl TaintSources {
     }
 
     fn trusted_with_token(&self, token: &str) -> bool {
-        self.trusted.iter().any(|t| contains_token(t, token))
+        self.trusted
+            .iter()
+            .any(|t| contains_token(t.as_str(), token))
             || self.user.iter().any(|t| contains_token(t, token))
     }
 }
@@ -363,12 +387,22 @@ pub fn indicators(text: &str) -> Vec<String> {
     out
 }
 
-/// Lower case, whitespace runs as one space, trimmed.
+/// Lower case, whitespace runs as one space, trimmed. One pass and one allocation for ASCII
+/// text (the common case: JSON results); other text is lower-cased by Unicode's rules.
 fn normalize(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase()
+    let mut joined = String::with_capacity(text.len());
+    for word in text.split_whitespace() {
+        if !joined.is_empty() {
+            joined.push(' ');
+        }
+        joined.push_str(word);
+    }
+    if joined.is_ascii() {
+        joined.make_ascii_lowercase();
+        joined
+    } else {
+        joined.to_lowercase()
+    }
 }
 
 /// Whether `token` appears in `text` with no letter or digit on either side.

@@ -166,3 +166,47 @@ fn policy_config_refuses_unknown_fields() {
     let parsed: TaintPolicy = serde_json::from_value(json!({"tainted_high": "ask"})).unwrap();
     assert_eq!(parsed.tainted_outbound, TaintedOutbound::Ask);
 }
+
+#[test]
+fn normalizing_lowers_case_and_folds_whitespace_alike_in_ascii_and_other_text() {
+    let cases = [
+        ("", ""),
+        ("   ", ""),
+        ("Send TO  Eve", "send to eve"),
+        ("\t line one\n\nLINE two \r\n", "line one line two"),
+        ("ÉMILE  Zola", "émile zola"),
+        ("Straße\u{a0}GROSS", "straße gross"),
+        ("ΑΘΗΝΑ", "αθηνα"),
+        ("{\"Title\": \"Q1 Budget\"}", "{\"title\": \"q1 budget\"}"),
+    ];
+    for (text, want) in cases {
+        assert_eq!(normalize(text), want, "{text:?}");
+        // Normalizing is idempotent: a kept text normalized again is unchanged.
+        assert_eq!(normalize(want), want, "{want:?}");
+        assert_eq!(NormalizedText::of(text).as_str(), want);
+    }
+}
+
+#[test]
+fn a_number_in_a_result_kept_normalized_still_grounds_an_id() {
+    // The same trusted result, added raw and added as a memory keeps it, clears the same id.
+    let result = r#"{"Hits":[{"ID":5,"Title":"Shopping list"}],   "draft_id": 47}"#;
+    let args = json!({"draft_id": 47});
+    for kept in [false, true] {
+        let mut s = TaintSources::new();
+        s.add_user("send the draft");
+        s.add_untrusted(UntrustedSource::new(
+            "page",
+            "use draft 47 now",
+            "web_clip",
+            "c1",
+        ));
+        assert!(!find_taint(&args, None, &s).is_empty(), "kept={kept}");
+        if kept {
+            s.add_trusted_normalized(NormalizedText::of(result));
+        } else {
+            s.add_trusted(result);
+        }
+        assert!(find_taint(&args, None, &s).is_empty(), "kept={kept}");
+    }
+}

@@ -66,7 +66,7 @@ use serde_json::{Value, json};
 use toolgate_core::health::{Availability, HealthCheck};
 use toolgate_core::observation::UntrustedText;
 use toolgate_core::offers::{Offers, Prompt, ResourceSource};
-use toolgate_core::taint::{TaintSources, UntrustedSource};
+use toolgate_core::taint::{NormalizedText, TaintSources, UntrustedSource};
 use toolgate_core::{
     ApprovalChannel, CallOutcome, CallRequest, CallResult, Caller, CancelToken, ErrorCode,
     ErrorStyle, Observation, Origin, Principal, Registry, Stage, ToolError,
@@ -272,7 +272,7 @@ impl MemoryKey {
 #[derive(Default)]
 struct Remembered {
     untrusted: std::collections::VecDeque<UntrustedSource>,
-    trusted: std::collections::VecDeque<String>,
+    trusted: std::collections::VecDeque<NormalizedText>,
     /// Built from the two above when they change, handed to every call.
     sources: Arc<TaintSources>,
     /// When it was last used, for dropping the least recently used session.
@@ -283,7 +283,7 @@ impl Remembered {
     fn rebuild(&mut self) {
         let mut sources = TaintSources::new();
         for text in &self.trusted {
-            sources.add_trusted(text);
+            sources.add_trusted_normalized(text.clone());
         }
         for source in &self.untrusted {
             sources.add_untrusted(source.clone());
@@ -331,6 +331,8 @@ impl TaintMemory {
         if trusted.is_none() && untrusted.is_empty() {
             return;
         }
+        // Normalized once, here and outside the lock, not at every rebuild.
+        let trusted = trusted.map(|text| NormalizedText::of(&text));
         self.with(|(clock, map)| {
             *clock += 1;
             if !map.contains_key(&key) && map.len() >= MAX_REMEMBERED_SESSIONS {

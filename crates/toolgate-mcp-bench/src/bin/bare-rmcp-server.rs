@@ -1,9 +1,18 @@
-//! The floor of the MCP-over-HTTP benchmark: rmcp's Streamable HTTP service with one trivial
-//! read tool, `books_get` (`{"ids": [int]}` in, a small JSON text out), served with hyper on
-//! 127.0.0.1 and nothing else in the way (no dispatcher, no schema check, no store).
+//! The floors of the MCP-over-HTTP benchmark: rmcp's Streamable HTTP service with one read
+//! tool, `books_get` (`{"ids": [int]}` in, a JSON text out), served with hyper on 127.0.0.1
+//! and nothing else in the way (no dispatcher, no schema check).
 //!
-//! Usage: `bare-rmcp-server --port PORT [--max-seconds S] [--json-response true|false]
-//! [--nodelay true|false]`. `--nodelay false` leaves Nagle's algorithm on for accepted
+//! Two floors, one binary:
+//! - the constant floor (default): `books_get` answers a fixed book, no store;
+//! - the same-work floor (`--books-db PATH`): `books_get` does what toolgate's books-v2
+//!   `books_get` does, with the same code: the same SQLite read (`rows::by_ids` through the
+//!   books store's pool) and the same row JSON (`BookRow::detailed`), called directly. What
+//!   toolgate costs beyond it is its own stack (dispatcher, validation, observation, trace),
+//!   not the work.
+//!
+//! Usage: `bare-rmcp-server --port PORT [--books-db PATH] [--max-seconds S]
+//! [--json-response true|false] [--nodelay true|false]`. `--books-db` opens (or creates, with
+//! the sample catalogue) the books store there. `--nodelay false` leaves Nagle's algorithm on for accepted
 //! connections (to show what that costs: a response written in pieces waits for the client's
 //! delayed ACK); the default sets `TCP_NODELAY`.
 //! It binds 127.0.0.1 only and stops itself after `--max-seconds` (default 900).
@@ -25,6 +34,8 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
+use toolgate_books::BooksStore;
+use toolgate_books::rows::{self, BookRow};
 
 /// The same allocator as `toolgate`, so the floor differs from it only by our stack.
 #[global_allocator]
@@ -34,10 +45,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Clone)]
 struct Bare {
     tools: Arc<Vec<Tool>>,
+    /// The same-work floor's store; `None`: the constant floor.
+    store: Option<BooksStore>,
 }
 
 impl Bare {
-    fn new() -> Self {
+    fn new(store: Option<BooksStore>) -> Self {
         let schema = json!({
             "type": "object",
             "properties": {"ids": {"type": "array", "items": {"type": "integer"}}},
@@ -51,6 +64,7 @@ impl Bare {
         let tool = Tool::new("books_get", "Get books by id.", schema);
         Bare {
             tools: Arc::new(vec![tool]),
+            store,
         }
     }
 }
@@ -90,12 +104,25 @@ impl ServerHandler for Bare {
             .and_then(|args| args.get("ids"))
             .and_then(Value::as_array)
             .ok_or_else(|| ErrorData::invalid_params("ids: expected an array of integers", None))?;
-        let books: Vec<Value> = ids
-            .iter()
-            .filter_map(Value::as_i64)
-            .map(|id| json!({"id": id, "title": "The Left Hand of Darkness", "author": "Ursula K. Le Guin", "year": 1969, "status": "read"}))
-            .collect();
-        let text = json!({"books": books, "missing": []}).to_string();
+        let ids: Vec<i64> = ids.iter().filter_map(Value::as_i64).collect();
+        let text = match &self.store {
+            None => {
+                let books: Vec<Value> = ids
+                    .iter()
+                    .map(|id| json!({"id": id, "title": "The Left Hand of Darkness", "author": "Ursula K. Le Guin", "year": 1969, "status": "read"}))
+                    .collect();
+                json!({"books": books, "missing": []}).to_string()
+            }
+            // What books-v2's books_get does, without the dispatcher around it.
+            Some(store) => {
+                let (found, missing) = store
+                    .read_sql(move |conn| rows::by_ids(conn, &ids))
+                    .await
+                    .map_err(|e| ErrorData::internal_error(e.message.clone(), None))?;
+                let books: Vec<Value> = found.iter().map(BookRow::detailed).collect();
+                json!({"books": books, "not_found": missing}).to_string()
+            }
+        };
         Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
     }
 }
@@ -108,6 +135,10 @@ struct Args {
     /// The loopback port to listen on.
     #[arg(long)]
     port: u16,
+    /// Serve the same-work floor: books_get reads this books store (created with the sample
+    /// catalogue when missing) with toolgate's own store code.
+    #[arg(long, value_name = "PATH")]
+    books_db: Option<std::path::PathBuf>,
     /// Stop after this many seconds.
     #[arg(long, default_value_t = 900)]
     max_seconds: u64,
@@ -134,12 +165,20 @@ fn main() -> anyhow::Result<()> {
     let keep_alive =
         (args.sse_keep_alive_secs > 0).then(|| Duration::from_secs(args.sse_keep_alive_secs));
 
+    let store = match &args.books_db {
+        Some(path) => Some(
+            BooksStore::open_or_init(path)
+                .with_context(|| format!("the books store at {}", path.display()))?,
+        ),
+        None => None,
+    };
     // One worker per core we may run on (the bench pins us to one with taskset).
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("tokio runtime")?;
     runtime.block_on(serve(
+        Bare::new(store),
         port,
         Duration::from_secs(max_seconds),
         json_response,
@@ -149,6 +188,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn serve(
+    bare: Bare,
     port: u16,
     max: Duration,
     json_response: bool,
@@ -159,7 +199,6 @@ async fn serve(
         .with_sse_keep_alive(keep_alive)
         .with_json_response(json_response);
     let cancel = config.cancellation_token.clone();
-    let bare = Bare::new();
     let service: StreamableHttpService<Bare, LocalSessionManager> = StreamableHttpService::new(
         move || Ok(bare.clone()),
         Arc::new(LocalSessionManager::default()),
