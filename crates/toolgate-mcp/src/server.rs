@@ -1094,9 +1094,13 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         use opentelemetry::context::FutureExt as _;
+        // Boxed: rmcp spawns a task per request with this handler's future inline, and tokio
+        // copies a task's future when it spawns it and again when it stores the output. With
+        // `serve_call`'s state (kilobytes: routing, the session's memory, the dispatch) inline,
+        // those copies cost more than the call's own work; boxed, it is copied once, here.
         let telemetry = self.telemetry();
         if !telemetry.is_on() {
-            return self.serve_call(params, ctx).await;
+            return Box::pin(self.serve_call(params, ctx)).await;
         }
         let meta = params.meta.as_ref().map(|m| &m.0.0);
         let Some(span) = ServerSpan::start(
@@ -1106,11 +1110,10 @@ impl ServerHandler for McpServer {
             &ctx,
             meta,
         ) else {
-            return self.serve_call(params, ctx).await;
+            return Box::pin(self.serve_call(params, ctx)).await;
         };
         // The dispatcher's span for the call starts as a child of the span current here.
-        let answer = self
-            .serve_call(params, ctx)
+        let answer = Box::pin(self.serve_call(params, ctx))
             .with_context(span.context())
             .await;
         span.end(crate::telemetry::error_type_of(&answer));
