@@ -3,7 +3,8 @@
 //! Why a writer thread: a sink is called on the dispatcher's path, synchronously, and a write
 //! to the file there would add to every call; so [`SqliteAudit::record`](TraceSink::record)
 //! only queues the record, and one thread per sink writes the queue in order, in batches of at
-//! most [`BATCH`] rows per transaction (its own connection, so no toolset's connection waits).
+//! most [`BATCH`] rows per transaction, gathered for at most [`LINGER`] (its own connection,
+//! so no toolset's connection waits).
 //!
 //! Guarantees (those of [`crate::postgres::audit::PgAudit`]): every decision record
 //! (`tool_call` events) and every egress decision (`egress` events, into `egress_decisions`,
@@ -17,7 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use toolgate_core::sql::{Sql, sqlite_error};
@@ -35,6 +36,13 @@ pub const MAX_PAUSE: Duration = Duration::from_secs(5);
 
 /// How many records one transaction writes at most.
 pub const BATCH: usize = 256;
+
+/// How long the writer waits for more records after the first of a transaction. A commit costs
+/// about what writing a row with its indexes does, so a busy server commits several calls'
+/// records at once instead of one transaction per call or two. Nothing is less durable for
+/// it (a queued record is in memory until written either way), and [`SqliteAudit::flush`]
+/// ends the wait at once.
+pub const LINGER: Duration = Duration::from_millis(10);
 
 /// How long a writer waits for another writer of the same file.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -166,7 +174,9 @@ fn write_queue(mut conn: Connection, instance: &str, pending: &mpsc::Receiver<Qu
     let mut batch: Vec<Row> = Vec::new();
     while let Ok(first) = pending.recv() {
         let mut flushes = Vec::new();
-        for queued in std::iter::once(first).chain(std::iter::from_fn(|| pending.try_recv().ok())) {
+        let deadline = Instant::now() + LINGER;
+        let mut next = Some(first);
+        while let Some(queued) = next.take() {
             match queued {
                 Queued::Record(row) => batch.push(row),
                 Queued::Flush(done) => {
@@ -177,6 +187,16 @@ fn write_queue(mut conn: Connection, instance: &str, pending: &mpsc::Receiver<Qu
             if batch.len() >= BATCH {
                 break;
             }
+            next = match pending.try_recv() {
+                Ok(queued) => Some(queued),
+                Err(mpsc::TryRecvError::Empty) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    (!left.is_zero())
+                        .then(|| pending.recv_timeout(left).ok())
+                        .flatten()
+                }
+                Err(mpsc::TryRecvError::Disconnected) => None,
+            };
         }
         let mut pause = Duration::from_millis(50);
         let mut told = false;
