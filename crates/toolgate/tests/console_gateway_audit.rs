@@ -31,7 +31,7 @@ mod console;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::team::{Instance, modern_call, serve_with};
+use common::team::{Instance, modern_call, serve_with, servers_json};
 use serde_json::{Value, json};
 use toolgate_store::audit::{AuditEntry, AuditFilter, AuditStore};
 
@@ -120,12 +120,7 @@ fn gateway(dir: &Path, audit: &Path, upstream: &str) -> Instance {
         ),
     )
     .unwrap();
-    let servers = dir.join("servers.json");
-    std::fs::write(
-        &servers,
-        json!({"mcpServers": {"up": {"url": format!("http://{upstream}/mcp")}}}).to_string(),
-    )
-    .unwrap();
+    let servers = servers_json(dir, upstream);
     let (servers, audit) = (servers.display().to_string(), audit.display().to_string());
     serve_with(
         dir,
@@ -312,12 +307,7 @@ subjects = ["carol"]
         ),
     )
     .unwrap();
-    let servers = gw_dir.join("servers.json");
-    std::fs::write(
-        &servers,
-        json!({"mcpServers": {"up": {"url": format!("http://{}/mcp", up.address)}}}).to_string(),
-    )
-    .unwrap();
+    let servers = servers_json(&gw_dir, &up.address);
     let db = gw_dir.join("notes.sqlite");
     toolgate_notes::NotesStore::open_or_init_sample(&db).unwrap();
     let (servers, audit_arg) = (servers.display().to_string(), audit.display().to_string());

@@ -196,12 +196,7 @@ fn a_gateway_reports_its_upstreams_state_before_any_call() {
         ),
     )
     .unwrap();
-    let servers = gw_dir.join("servers.json");
-    std::fs::write(
-        &servers,
-        json!({"mcpServers": {"up": {"url": format!("http://{}/mcp", up.address)}}}).to_string(),
-    )
-    .unwrap();
+    let servers = team::servers_json(&gw_dir, &up.address);
     let _gateway = team::serve_with(
         &gw_dir,
         Some(&config),

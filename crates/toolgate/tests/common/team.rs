@@ -80,6 +80,18 @@ pub fn serve_with(dir: &Path, config: Option<&Path>, args: &[&str]) -> Instance 
     Instance { child, address }
 }
 
+/// `dir/servers.json`, an `mcpServers` file naming one server, `up`, at `address`'s `/mcp`
+/// (Streamable HTTP), as a gateway in a test imports it.
+pub fn servers_json(dir: &Path, address: &str) -> std::path::PathBuf {
+    let servers = dir.join("servers.json");
+    std::fs::write(
+        &servers,
+        json!({"mcpServers": {"up": {"url": format!("http://{address}/mcp")}}}).to_string(),
+    )
+    .unwrap();
+    servers
+}
+
 /// nginx on 127.0.0.1 in front of `backends`, round robin, no affinity (Debian's nginx with a
 /// configuration of the test's own in a folder of its own), stopped when dropped.
 pub struct Nginx {
