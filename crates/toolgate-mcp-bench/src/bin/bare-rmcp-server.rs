@@ -115,10 +115,11 @@ impl ServerHandler for Bare {
             }
             // What books-v2's books_get does, without the dispatcher around it.
             Some(store) => {
-                let (found, missing) = store
-                    .read_sql(move |conn| rows::by_ids(conn, &ids))
-                    .await
-                    .map_err(|e| ErrorData::internal_error(e.message.clone(), None))?;
+                let (found, missing) =
+                    store
+                        .read_sql(move |conn| rows::by_ids(conn, &ids))
+                        .await
+                        .map_err(|e| ErrorData::internal_error(e.message.clone(), None))?;
                 let books: Vec<Value> = found.iter().map(BookRow::detailed).collect();
                 json!({"books": books, "not_found": missing}).to_string()
             }
