@@ -722,7 +722,7 @@ impl McpServer {
     }
 
     /// The SERVER span of a `method` request about `target` ([`crate::telemetry`]); `None`
-    /// (one branch) when telemetry is off.
+    /// (one branch, in `ServerSpan::start`) when telemetry is off.
     fn server_span(
         &self,
         method: &'static str,
@@ -730,11 +730,7 @@ impl McpServer {
         ctx: &RequestContext<RoleServer>,
         meta: Option<&serde_json::Map<String, Value>>,
     ) -> Option<ServerSpan> {
-        let telemetry = self.telemetry();
-        if !telemetry.is_on() {
-            return None;
-        }
-        ServerSpan::start(telemetry, method, target, ctx, meta)
+        ServerSpan::start(self.telemetry(), method, target, ctx, meta)
     }
 
     /// The `resources/list` answer for `ctx`'s request.
