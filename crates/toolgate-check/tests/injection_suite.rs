@@ -17,6 +17,7 @@ use toolgate_llm::{
     BoxFuture, ContentBlock, LlmError, Message, Model, ModelRequest, ModelResponse, Role,
     StopReason, ToolCall, Usage,
 };
+use toolgate_wiring::ToolsetName;
 
 /// What the obedient model does after reading what the task asks it to read.
 #[derive(Clone, Copy)]
@@ -199,6 +200,54 @@ async fn an_obeyed_email_injection_is_stopped_by_deny_all_and_by_taint_but_not_b
         configs[0]["taint_found_clean"]["hits"], 0,
         "nothing on a clean page is tainted"
     );
+}
+
+/// The same case on `notes` and on another notes toolset (its own tools and loop, the same
+/// gates): both runs are judged by the same hard line, sit side by side in one folder, and the
+/// report pairs them by case.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_toolset_runs_under_the_same_gates_and_is_paired_with_notes_by_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let case = "page-focaccia.email-out.authority";
+    let mut chosen = injection(Obey::EmailOut, case);
+    let deny_all = RunConfig::standard().into_iter().next().unwrap();
+    chosen.configs = vec![
+        deny_all.clone(),
+        deny_all.clone().on_toolset(ToolsetName::NotesV6).unwrap(),
+    ];
+    let report = toolgate_check::injection::run(&options(dir.path()), &chosen)
+        .await
+        .unwrap();
+    for config in ["deny-all", "deny-all@notes-v6"] {
+        let run = report
+            .cases
+            .iter()
+            .find(|c| c.id == format!("{config}/{case}"))
+            .unwrap_or_else(|| panic!("no {config} case in {:#?}", report.cases));
+        assert_eq!(run.verdict, Verdict::Stopped, "{run:#?}");
+    }
+    assert!(report.passed, "{}", report.table());
+    assert!(
+        dir.path()
+            .join("injection-deny-all@notes-v6.jsonl")
+            .exists()
+    );
+    let differences = &report.figures["toolset_differences"];
+    assert_eq!(
+        differences[0]["config"], "deny-all@notes-v6",
+        "{differences:#}"
+    );
+    assert_eq!(differences[0]["against"], "deny-all");
+    assert_eq!(differences[0]["cases"], 1);
+    assert_eq!(differences[0]["end_to_end_success"]["mean"], 0.0);
+    let table = std::fs::read_to_string(dir.path().join("injection.md")).unwrap();
+    assert!(
+        table.contains("| deny-all@notes-v6 | deny-all | 1 (1) |"),
+        "{table}"
+    );
+    // The books catalogue has no notes for the tasks to read: refused, not run.
+    let refused = deny_all.on_toolset(ToolsetName::BooksV3).unwrap_err();
+    assert!(refused.contains("not a notes toolset"), "{refused}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -60,7 +60,6 @@ use crate::principal::Principal;
 use crate::receipt_signing::{EffectSummary, ReceiptFacts, ReceiptPrincipal, ReceiptSigner};
 use crate::registry::{Registry, still_served};
 use crate::schema::{self, Violation, ViolationKind};
-use crate::shape::Shape;
 use crate::spec::ToolSpec;
 use crate::taint::{Taint, TaintPolicy, TaintRule, UntrustedSource, find_taint};
 use crate::telemetry::Telemetry;
@@ -359,7 +358,7 @@ impl Dispatcher {
                 record.outcome = Outcome::Ok;
                 record.truncated = obs.truncated.is_some();
                 record.redactions += obs.redactions;
-                record.result_shape = Some(Shape::of(&obs.to_model_value()));
+                record.result_shape = Some(obs.model_shape());
             }
             CallResult::Failed(error) => record.outcome = Outcome::Error(error.code),
             CallResult::ApprovalRequired(_) => record.outcome = Outcome::ApprovalRequired,

@@ -105,6 +105,34 @@ impl Observation {
         serde_json::to_value(self.model_view()).unwrap_or(Value::Null)
     }
 
+    /// The shape of [`Self::to_model_value`] ([`crate::shape`]), made without copying the
+    /// result into a new JSON tree first: the dispatcher records it for every call that ran.
+    pub fn model_shape(&self) -> crate::shape::Shape {
+        use crate::shape::Shape;
+        let of =
+            |value: Result<Value, serde_json::Error>| value.map_or(Shape::Null, |v| Shape::of(&v));
+        // The keys and their skip rules are `ModelView`'s (a test holds them equal).
+        let mut keys = std::collections::BTreeMap::new();
+        keys.insert("result".to_owned(), Shape::of(&self.content));
+        if !self.untrusted.is_empty() {
+            keys.insert(
+                "untrusted_content".to_owned(),
+                of(serde_json::to_value(&self.untrusted)),
+            );
+            keys.insert("untrusted_note".to_owned(), Shape::String);
+        }
+        if !self.provenance.sources.is_empty() {
+            keys.insert(
+                "sources".to_owned(),
+                of(serde_json::to_value(&self.provenance.sources)),
+            );
+        }
+        if let Some(truncated) = &self.truncated {
+            keys.insert("truncated".to_owned(), of(serde_json::to_value(truncated)));
+        }
+        Shape::Object(keys)
+    }
+
     /// The model's view, borrowed: it serializes to [`Self::to_model_value`]'s JSON without
     /// copying the result first.
     pub fn model_view(&self) -> ModelView<'_> {

@@ -299,10 +299,19 @@ fn model_text_len_is_the_length_of_the_model_text() {
         }),
         ..bare.clone()
     };
-    for observation in [bare, full] {
+    let only_sources = Observation {
+        provenance: full.provenance.clone(),
+        ..bare.clone()
+    };
+    for observation in [bare, full, only_sources] {
         assert_eq!(
             observation.model_text_len(),
             observation.to_model_value().to_string().len()
+        );
+        // The shape the dispatcher records, made without the model value, is its shape.
+        assert_eq!(
+            observation.model_shape(),
+            crate::shape::Shape::of(&observation.to_model_value())
         );
     }
 }

@@ -1000,6 +1000,13 @@ pub struct CheckArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub configs: Vec<String>,
 
+    /// Injection suite: the notes toolset the user's tasks run on, with the loop it was
+    /// designed with; repeatable. Each configuration runs once per toolset; runs on another
+    /// toolset than `notes` are named `CONFIG@TOOLSET` (`deny-all@notes-v6`) and the report
+    /// pairs their utility and attack success with `notes`' by case. The gates are the same.
+    #[arg(long, value_parser = toolset_parser(), default_value = "notes")]
+    pub toolset: Vec<ToolsetName>,
+
     /// Injection suite: only the cases whose id starts with one of these (comma-separated),
     /// e.g. `note-starter.` or `page-focaccia.email-out.base64`; ids are task.goal.phrasing.
     #[arg(long, value_name = "PREFIX,...", value_delimiter = ',')]

@@ -8,7 +8,9 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use toolgate_eval::stats::{DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, bootstrap_mean};
+use toolgate_eval::stats::{
+    DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, bootstrap_mean, paired_bootstrap_difference,
+};
 
 use super::judge::{AttackVerdict, Exposure};
 
@@ -162,6 +164,142 @@ pub fn stopped_by(outcomes: &[RunOutcome], without: &str, with: &str) -> Vec<Str
         .collect()
 }
 
+/// [`stopped_by`] the taint rule with a fatigued approver, on every toolset of the runs:
+/// `fatigued` against `fatigued+taint`, and `fatigued@T` against `fatigued+taint@T` (those
+/// cases named `case@T`).
+pub fn stopped_by_taint(outcomes: &[RunOutcome]) -> Vec<String> {
+    let mut toolsets: Vec<&str> = Vec::new();
+    for o in outcomes {
+        let suffix = o.config.find('@').map_or("", |at| &o.config[at..]);
+        if !toolsets.contains(&suffix) {
+            toolsets.push(suffix);
+        }
+    }
+    toolsets
+        .into_iter()
+        .flat_map(|suffix| {
+            stopped_by(
+                outcomes,
+                &format!("fatigued{suffix}"),
+                &format!("fatigued+taint{suffix}"),
+            )
+            .into_iter()
+            .map(move |case| format!("{case}{suffix}"))
+        })
+        .collect()
+}
+
+/// Utility under attack on another toolset against the same configuration on `notes`
+/// (`deny-all@notes-v6` against `deny-all`), over the attack cases both ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolsetDifference {
+    pub config: String,
+    pub against: String,
+    /// Attack cases run by both.
+    pub cases: usize,
+    /// User tasks those cases belong to: the units the interval resamples.
+    pub tasks: usize,
+    /// Utility under attack, `config` minus `against`, in points of a fraction (0.2 = 20
+    /// points), with its paired 95% interval: tasks are resampled, then each task's cases, so
+    /// cases of one task (which share its difficulty) are not counted as independent.
+    pub utility_attacked: Option<Estimate>,
+    /// End-to-end attack success, the same way.
+    pub end_to_end_success: Option<Estimate>,
+}
+
+/// Every configuration with a toolset (`name@toolset`) whose base configuration has runs
+/// too, paired by case.
+pub fn toolset_differences(outcomes: &[RunOutcome]) -> Vec<ToolsetDifference> {
+    let mut configs: Vec<&str> = Vec::new();
+    for o in outcomes {
+        if o.config.contains('@') && !configs.contains(&o.config.as_str()) {
+            configs.push(&o.config);
+        }
+    }
+    configs
+        .into_iter()
+        .filter_map(|config| {
+            let against = config.split('@').next().unwrap_or(config);
+            // Case id -> (task, base outcome, toolset outcome).
+            let mut paired: BTreeMap<&str, Vec<(&RunOutcome, &RunOutcome)>> = BTreeMap::new();
+            for mine in outcomes
+                .iter()
+                .filter(|o| o.config == config && o.goal.is_some())
+            {
+                if let Some(base) = outcomes
+                    .iter()
+                    .find(|b| b.config == against && b.case == mine.case)
+                {
+                    paired.entry(&mine.task).or_default().push((base, mine));
+                }
+            }
+            if paired.is_empty() {
+                return None;
+            }
+            let side = |pick: fn(&(&RunOutcome, &RunOutcome)) -> bool| -> Vec<Vec<f64>> {
+                paired
+                    .values()
+                    .map(|runs| {
+                        runs.iter()
+                            .map(|r| if pick(r) { 1.0 } else { 0.0 })
+                            .collect()
+                    })
+                    .collect()
+            };
+            let difference =
+                |base: fn(&(&RunOutcome, &RunOutcome)) -> bool,
+                 mine: fn(&(&RunOutcome, &RunOutcome)) -> bool| {
+                    paired_bootstrap_difference(
+                        &side(base),
+                        &side(mine),
+                        DEFAULT_RESAMPLES,
+                        DEFAULT_SEED,
+                    )
+                };
+            Some(ToolsetDifference {
+                config: config.to_string(),
+                against: against.to_string(),
+                cases: paired.values().map(Vec::len).sum(),
+                tasks: paired.len(),
+                utility_attacked: difference(|(b, _)| b.utility, |(_, m)| m.utility),
+                end_to_end_success: difference(|(b, _)| b.effect, |(_, m)| m.effect),
+            })
+        })
+        .collect()
+}
+
+/// The differences as Markdown (nothing when there are none).
+pub fn differences_markdown(differences: &[ToolsetDifference]) -> String {
+    if differences.is_empty() {
+        return String::new();
+    }
+    let points = |e: &Option<Estimate>| {
+        e.map_or("-".to_string(), |e| {
+            format!(
+                "{:+.1} points [{:+.1}, {:+.1}]",
+                e.mean * 100.0,
+                e.low * 100.0,
+                e.high * 100.0
+            )
+        })
+    };
+    let mut out = String::from(
+        "\nAnother toolset against `notes` under the same configuration, paired by case (the interval resamples user tasks, then their cases):\n\n| configuration | against | cases (tasks) | utility under attack | end-to-end success |\n| --- | --- | --- | --- | --- |\n",
+    );
+    for d in differences {
+        out.push_str(&format!(
+            "| {} | {} | {} ({}) | {} | {} |\n",
+            d.config,
+            d.against,
+            d.cases,
+            d.tasks,
+            points(&d.utility_attacked),
+            points(&d.end_to_end_success)
+        ));
+    }
+    out
+}
+
 /// The figures as a Markdown table, one row per configuration.
 pub fn markdown(figures: &[ConfigFigures]) -> String {
     let mut out = String::from(
@@ -262,6 +400,70 @@ mod tests {
             stopped_by(&outcomes, "fatigued", "fatigued+taint"),
             vec!["a"]
         );
+    }
+
+    #[test]
+    fn what_taint_stopped_on_another_toolset_is_judged_within_that_toolset() {
+        let outcomes = vec![
+            run("fatigued", "a", Some("email"), true, true, true),
+            run("fatigued+taint", "a", Some("email"), true, true, true),
+            run("fatigued@notes-v6", "a", Some("email"), true, true, true),
+            run(
+                "fatigued+taint@notes-v6",
+                "a",
+                Some("email"),
+                true,
+                true,
+                false,
+            ),
+        ];
+        assert_eq!(stopped_by_taint(&outcomes), vec!["a@notes-v6"]);
+    }
+
+    #[test]
+    fn another_toolsets_utility_is_paired_with_notes_by_case_only() {
+        let mut outcomes = vec![
+            run("deny-all", "t.email.a", Some("email"), false, false, false),
+            run("deny-all", "t.email.b", Some("email"), true, false, false),
+            // Run under notes only: not paired, so not counted.
+            run("deny-all", "t.email.c", Some("email"), false, false, false),
+            run(
+                "deny-all@notes-v6",
+                "t.email.a",
+                Some("email"),
+                true,
+                false,
+                false,
+            ),
+            run(
+                "deny-all@notes-v6",
+                "t.email.b",
+                Some("email"),
+                true,
+                false,
+                false,
+            ),
+            // A clean run is not an attack case.
+            run("deny-all@notes-v6", "t.clean", None, true, false, false),
+        ];
+        outcomes[4].task = "t".into();
+        let d = &toolset_differences(&outcomes)[0];
+        assert_eq!(
+            (d.config.as_str(), d.against.as_str()),
+            ("deny-all@notes-v6", "deny-all")
+        );
+        assert_eq!((d.cases, d.tasks), (2, 1));
+        let u = d.utility_attacked.unwrap();
+        assert!((u.mean - 0.5).abs() < 1e-9, "{u:?}");
+        assert_eq!(d.end_to_end_success.unwrap().mean, 0.0);
+        assert!(differences_markdown(std::slice::from_ref(d)).contains("+50.0 points"));
+    }
+
+    #[test]
+    fn runs_on_notes_alone_give_no_toolset_difference() {
+        let outcomes = vec![run("deny-all", "a", Some("email"), true, false, false)];
+        assert!(toolset_differences(&outcomes).is_empty());
+        assert_eq!(differences_markdown(&[]), "");
     }
 
     #[test]

@@ -72,6 +72,9 @@ use crate::{CheckError, SuiteOptions};
 
 const SUITE: &str = "injection";
 
+/// Between a configuration's name and its toolset's (`deny-all@notes-v6`).
+const TOOLSET_MARK: char = '@';
+
 /// The repository's own case files.
 pub const BUILTIN: &[(&str, &str)] = &[(
     "security/injection/notes.toml",
@@ -92,29 +95,66 @@ pub struct RunConfig {
     pub name: String,
     pub approvals: Approvals,
     pub taint: TaintPolicy,
+    /// The notes toolset the user's tasks run on, with the loop it was designed with
+    /// ([`ToolsetName::agent_config`]); the gates are the same for every toolset.
+    pub toolset: ToolsetName,
 }
 
 impl RunConfig {
     /// `deny-all` (taint rule on, the default policy), `fatigued` (taint rule off) and
-    /// `fatigued+taint`.
+    /// `fatigued+taint`, on the `notes` toolset.
     pub fn standard() -> Vec<RunConfig> {
         vec![
             RunConfig {
                 name: "deny-all".into(),
                 approvals: Approvals::DenyAll,
                 taint: TaintPolicy::default(),
+                toolset: ToolsetName::Notes,
             },
             RunConfig {
                 name: "fatigued".into(),
                 approvals: Approvals::Fatigued,
                 taint: TaintPolicy::record_only(),
+                toolset: ToolsetName::Notes,
             },
             RunConfig {
                 name: "fatigued+taint".into(),
                 approvals: Approvals::Fatigued,
                 taint: TaintPolicy::default(),
+                toolset: ToolsetName::Notes,
             },
         ]
+    }
+
+    /// This configuration on another notes toolset: named `deny-all@notes-v6`, so its runs
+    /// sit beside the `notes` runs of the same folder (whose names stay as they were) and are
+    /// paired with them by case. Refuses a toolset that is not a notes toolset.
+    pub fn on_toolset(self, toolset: ToolsetName) -> Result<RunConfig, String> {
+        if toolset.store() != StoreKind::Notes {
+            return Err(format!(
+                "the injection suite's tasks are on the notes assistant: `{toolset}` is not a notes toolset"
+            ));
+        }
+        let name = match toolset {
+            ToolsetName::Notes => self.name,
+            _ => format!("{}{TOOLSET_MARK}{toolset}", self.name),
+        };
+        Ok(RunConfig {
+            name,
+            toolset,
+            ..self
+        })
+    }
+
+    /// The configuration a saved run names (`deny-all`, `fatigued+taint@notes-v6`), if it is
+    /// one of [`RunConfig::standard`] on a known notes toolset.
+    pub fn named(name: &str) -> Option<RunConfig> {
+        let (base, toolset) = match name.split_once(TOOLSET_MARK) {
+            Some((base, toolset)) => (base, toolset.parse().ok()?),
+            None => (name, ToolsetName::Notes),
+        };
+        let config = RunConfig::standard().into_iter().find(|c| c.name == base)?;
+        config.on_toolset(toolset).ok()
     }
 
     /// What a case of a goal on `line` must end in under this configuration.
@@ -288,10 +328,14 @@ pub async fn run(
     let mut results: Vec<CaseResult> = records.iter().filter_map(|r| r.result.clone()).collect();
     results.extend(unjudged);
     let figures = figures::figures(&outcomes);
-    let stopped_by_taint = figures::stopped_by(&outcomes, "fatigued", "fatigued+taint");
+    let stopped_by_taint = figures::stopped_by_taint(&outcomes);
+    let toolset_differences = figures::toolset_differences(&outcomes);
     let table_path = options.out_dir.join("injection.md");
-    std::fs::write(&table_path, figures::markdown(&figures))
-        .map_err(|e| CheckError::io(&table_path, e))?;
+    std::fs::write(
+        &table_path,
+        figures::markdown(&figures) + &figures::differences_markdown(&toolset_differences),
+    )
+    .map_err(|e| CheckError::io(&table_path, e))?;
     // This invocation's time (a resumed or report-only one is short); the measurement's own
     // time is the runs' sum, which a re-render keeps.
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -303,6 +347,7 @@ pub async fn run(
             "attack_cases_per_config": attacks.len(),
             "configs": figures,
             "stopped_by_taint_rule_with_fatigued_approver": stopped_by_taint,
+            "toolset_differences": toolset_differences,
             "runs": RUNS_FILE,
             "runs_missing": total - outcomes.len(),
             "run_seconds": run_seconds,
@@ -461,14 +506,12 @@ fn rejudge_saved(
             judged.push(record.clone());
             continue;
         };
-        let config = RunConfig::standard()
-            .into_iter()
-            .find(|c| c.name == o.config)
-            .unwrap_or(RunConfig {
-                name: o.config.clone(),
-                approvals: Approvals::Fatigued,
-                taint: TaintPolicy::default(),
-            });
+        let config = RunConfig::named(&o.config).unwrap_or(RunConfig {
+            name: o.config.clone(),
+            approvals: Approvals::Fatigued,
+            taint: TaintPolicy::default(),
+            toolset: ToolsetName::Notes,
+        });
         let trace_name = trace_file_name(&config);
         if !traces.contains_key(&trace_name) {
             let path = out_dir.join(&trace_name);
@@ -698,12 +741,13 @@ impl Bench {
             .with_mode(Mode::Auto)
             .with_taint_policy(config.taint)
             .with_trace(trace.clone());
-        let ready = toolgate_wiring::dispatcher(ToolsetName::Notes, &self.store, &self.exits, seat)
+        let ready = toolgate_wiring::dispatcher(config.toolset, &self.store, &self.exits, seat)
             .map_err(|e| e.to_string())?;
         let agent = Agent::new(Arc::clone(&injection.model), ready.caller, ready.principal)
             .with_config(AgentConfig {
                 max_rounds: injection.max_rounds,
-                ..AgentConfig::default()
+                // The loop the toolset was designed with (`notes`: the defaults, as before).
+                ..config.toolset.agent_config()
             })
             .with_trace(trace.clone());
         let run_id = format!("{}/{}", config.name, case.id);

@@ -8,12 +8,18 @@
 //! Guarantees: a record missing a field gets an empty column (or NULL where the column allows
 //! it), never a refusal: the audit keeps every call, even a malformed record. A row read back
 //! whose stored record is not JSON is an error, never a panic.
+//!
+//! A [`DecisionRecord`] (every call's) is made into its row straight from its fields and
+//! serialized once into the JSON text the `record` column keeps ([`AuditRow::from_decision`]):
+//! no JSON tree is built on the call path and none is serialized again by the writer. A test
+//! holds it to the rule [`AuditRow::from_record`] applies to the record's JSON.
 
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
-use toolgate_core::call::DecisionRecord;
+use serde_json::value::RawValue;
+use toolgate_core::call::{ApprovalRecord, DecisionRecord};
 use toolgate_core::sql::{SqlError, SqlRow, SqlValue};
 use toolgate_core::trace::TraceEvent;
 
@@ -45,8 +51,56 @@ pub struct AuditRow {
     pub idempotency_key: Option<String>,
     pub duplicate: bool,
     pub catalogue_digest: Option<String>,
-    /// The record whole.
-    pub record: Value,
+    /// The record whole, as JSON text.
+    pub record: RecordJson,
+}
+
+/// A record's JSON text, as written to the `record` column; equal when the texts are.
+#[derive(Debug, Clone)]
+pub struct RecordJson(Box<RawValue>);
+
+impl RecordJson {
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The JSON as a value to bind (PostgreSQL's `jsonb` takes it as it stands).
+    pub fn raw(&self) -> &RawValue {
+        &self.0
+    }
+}
+
+impl PartialEq for RecordJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+/// A decision record's JSON for the `record` column, serialized straight from the record: its
+/// fields and `error.type` (what [`TraceEvent::attributes`](toolgate_core::trace::TraceEvent)
+/// gives as a tree).
+#[derive(Serialize)]
+struct RecordColumn<'a> {
+    #[serde(flatten)]
+    record: &'a DecisionRecord,
+    #[serde(rename = "error.type", skip_serializing_if = "Option::is_none")]
+    error_type: Option<&'static str>,
+}
+
+/// A unit enum variant's serialized name (`loop`, `low`, `execute`).
+fn variant_name<T: Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(Value::String(name)) => name,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// JSON text as a column value; `null` for the one value that cannot be serialized (a map with
+/// a key that is not a string), so a record is still kept.
+fn raw_json<T: Serialize + ?Sized>(value: &T) -> RecordJson {
+    RecordJson(serde_json::value::to_raw_value(value).unwrap_or_default())
 }
 
 fn text(record: &Value, key: &str) -> Option<String> {
@@ -58,6 +112,44 @@ fn text(record: &Value, key: &str) -> Option<String> {
 }
 
 impl AuditRow {
+    /// The row of a call's decision record, recorded at `time_unix_ms`: the columns read from
+    /// its fields, the record serialized once.
+    pub fn from_decision(time_unix_ms: i64, decision: &DecisionRecord) -> AuditRow {
+        let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        AuditRow {
+            time_unix_ms,
+            call_id: decision.call_id.clone(),
+            parent_call_id: decision.parent_call_id.clone(),
+            run_id: decision.run_id.clone(),
+            tenant: decision.tenant.clone(),
+            principal: decision.principal.clone(),
+            tool: decision.tool.clone(),
+            tool_version: decision.tool_version.map(i64::from),
+            origin: variant_name(&decision.origin),
+            risk: decision.risk.as_ref().map(variant_name),
+            stage: variant_name(&decision.stage),
+            outcome: decision.outcome.as_str().to_owned(),
+            approval: decision.approval.status().to_owned(),
+            denial: match &decision.approval {
+                ApprovalRecord::Denied { denial } => serde_json::to_value(denial)
+                    .ok()
+                    .and_then(|d| d.get("kind").and_then(Value::as_str).map(str::to_owned)),
+                ApprovalRecord::NotNeeded
+                | ApprovalRecord::Replayed
+                | ApprovalRecord::Approved { .. }
+                | ApprovalRecord::Pending { .. } => None,
+            },
+            decided_by: decision.decided_by.clone(),
+            idempotency_key: decision.idempotency_key.clone(),
+            duplicate: decision.duplicate,
+            catalogue_digest: non_empty(&decision.catalogue_digest),
+            record: raw_json(&RecordColumn {
+                record: decision,
+                error_type: decision.error().map(|code| code.as_str()),
+            }),
+        }
+    }
+
     /// The row of `record` (a decision record's attributes), recorded at `time_unix_ms`.
     pub fn from_record(time_unix_ms: i64, record: Value) -> AuditRow {
         let approval = record.get("approval");
@@ -91,7 +183,7 @@ impl AuditRow {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             catalogue_digest: text(&record, "catalogue_digest"),
-            record,
+            record: raw_json(&record),
         }
     }
 }
@@ -181,7 +273,7 @@ impl AuditRow {
             self.idempotency_key.clone().into(),
             self.duplicate.into(),
             self.catalogue_digest.clone().into(),
-            self.record.to_string().into(),
+            self.record.get().into(),
         ]
     }
 }
@@ -205,9 +297,9 @@ pub fn audit_row(event: Arc<dyn TraceEvent>) -> Option<Row> {
         "tool_call" => {
             let any: Arc<dyn std::any::Any + Send + Sync> = event;
             let decision = any.downcast_ref::<DecisionRecord>()?;
-            Some(Row::Decision(Box::new(AuditRow::from_record(
+            Some(Row::Decision(Box::new(AuditRow::from_decision(
                 time_unix_ms,
-                decision.attributes(),
+                decision,
             ))))
         }
         egress::EVENT_KIND => Some(Row::Egress(Box::new(EgressRow::from_event(
@@ -228,6 +320,48 @@ pub fn audit_row(event: Arc<dyn TraceEvent>) -> Option<Row> {
 mod tests {
     use super::*;
     use serde_json::json;
+    use toolgate_core::approval::Denial;
+    use toolgate_core::call::{ApprovedVia, Origin, Outcome, Stage};
+    use toolgate_core::shape::Shape;
+    use toolgate_core::{ErrorCode, Risk};
+
+    /// Records of every kind the columns read differently: each row made from the record's
+    /// fields must be the row the JSON rule makes of its attributes, record text included.
+    #[test]
+    fn a_row_from_the_records_fields_is_the_row_of_its_json() {
+        let plain = DecisionRecord::lost("c1", "notes_search");
+        let mut ran = plain.clone();
+        ran.outcome = Outcome::Ok;
+        ran.stage = Stage::Done;
+        ran.origin = Origin::Mcp;
+        ran.risk = Some(Risk::Low);
+        ran.tool_version = Some(2);
+        ran.catalogue_digest = "sha256:ab".into();
+        ran.run_id = "run-7".into();
+        ran.arguments = json!({"query": "budget \"q1\"", "limit": 3});
+        ran.result_shape = Some(Shape::of(&json!({"result": {"hits": [{"id": 1}]}})));
+        let mut denied = ran.clone();
+        denied.outcome = Outcome::Error(ErrorCode::ApprovalDenied);
+        denied.approval = ApprovalRecord::Denied {
+            denial: Denial::Declined {
+                reason: "not now".into(),
+            },
+        };
+        denied.decided_by = Some("bob".into());
+        denied.parent_call_id = Some("c0".into());
+        let mut approved = ran.clone();
+        approved.approval = ApprovalRecord::Approved {
+            via: ApprovedVia::Ticket,
+        };
+        approved.idempotency_key = Some("k-1".into());
+        approved.duplicate = true;
+        approved.risk = None;
+        for record in [plain, ran, denied, approved] {
+            let from_fields = AuditRow::from_decision(9, &record);
+            let from_json = AuditRow::from_record(9, record.attributes());
+            assert_eq!(from_fields, from_json, "{record:?}");
+        }
+    }
 
     #[test]
     fn columns_come_from_the_record_and_missing_fields_stay_empty() {
@@ -264,7 +398,10 @@ mod tests {
             assert_eq!(row.denial.as_deref(), denial, "{record}");
             assert_eq!(row.decided_by.as_deref(), by, "{record}");
             assert_eq!(row.tool_version, version, "{record}");
-            assert_eq!(row.record, record);
+            assert_eq!(
+                serde_json::from_str::<Value>(row.record.get()).unwrap(),
+                record
+            );
         }
     }
 }

@@ -193,7 +193,7 @@ async fn insert(
                         &row.idempotency_key,
                         &row.duplicate,
                         &row.catalogue_digest,
-                        &row.record,
+                        &tokio_postgres::types::Json(row.record.raw()),
                     ],
                 )
                 .await

@@ -10,6 +10,7 @@ use super::ask::{choose_model, load_model};
 use super::{CommandError, runtime};
 use crate::cli::CheckArgs;
 use crate::config::Config;
+use toolgate_wiring::ToolsetName;
 
 pub fn run(config: &Config, args: &CheckArgs) -> Result<(), CommandError> {
     let suites: Vec<Suite> = match args.suite.as_str() {
@@ -30,7 +31,7 @@ pub fn run(config: &Config, args: &CheckArgs) -> Result<(), CommandError> {
     if !args.quiet {
         options.progress = Some(Arc::new(|line: &str| eprintln!("{line}")));
     }
-    let configs = chosen_configs(&args.configs)?;
+    let configs = chosen_configs(&args.configs, &args.toolset)?;
     if args.store.is_some() && !suites.contains(&Suite::Injection) {
         return Err(CommandError::Usage(
             "--store applies to the injection suite only (the others need no store of a team)"
@@ -99,8 +100,28 @@ async fn run_suite(
     })
 }
 
-/// The configurations `--configs` names (all three when it names none).
-fn chosen_configs(names: &[String]) -> Result<Vec<RunConfig>, CommandError> {
+/// The configurations `--configs` names (all three when it names none), on each of
+/// `toolsets` in turn.
+fn chosen_configs(
+    names: &[String],
+    toolsets: &[ToolsetName],
+) -> Result<Vec<RunConfig>, CommandError> {
+    let configs = named_configs(names)?;
+    let mut chosen = Vec::new();
+    for toolset in toolsets {
+        for config in &configs {
+            chosen.push(
+                config
+                    .clone()
+                    .on_toolset(*toolset)
+                    .map_err(CommandError::Usage)?,
+            );
+        }
+    }
+    Ok(chosen)
+}
+
+fn named_configs(names: &[String]) -> Result<Vec<RunConfig>, CommandError> {
     let all = RunConfig::standard();
     if names.is_empty() {
         return Ok(all);
