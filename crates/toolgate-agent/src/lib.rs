@@ -4,6 +4,7 @@
 pub mod approvers;
 pub mod deferral;
 pub mod described_call;
+pub mod echoed_answer;
 pub mod grounding;
 pub mod phases;
 pub mod refused_call;

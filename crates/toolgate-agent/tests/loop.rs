@@ -1620,3 +1620,68 @@ async fn a_write_joins_the_runs_tools_only_after_its_plan_is_approved_and_leaves
         ]
     );
 }
+
+fn echo_correction() -> AgentConfig {
+    AgentConfig {
+        correct_echoed_answers: true,
+        ..levers()
+    }
+}
+
+/// The answer the embedded model gave the demo's question at seed 4: the search's hit, copied
+/// into a code block.
+const ECHOED: &str = "```json\n{\"topic\": \"budget\", \"run\": 1}\n```";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_copies_the_tool_result_is_asked_once_for_the_models_own_words() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("s1", "kb_search", json!({"topic": "budget"}))]),
+        ScriptedModel::answer(ECHOED),
+        ScriptedModel::answer("The knowledge base has one entry on the budget."),
+    ]));
+    let trace = Arc::new(MemoryTrace::default());
+    let result = world
+        .agent(model.clone(), echo_correction(), trace.clone())
+        .ask("run-echo", "What is the budget?")
+        .await;
+    assert_eq!(result.stop, StopCause::FinalAnswer);
+    assert_eq!(
+        result.answer.as_deref(),
+        Some("The knowledge base has one entry on the budget.")
+    );
+    let correction = last_text(&model, 2);
+    assert!(
+        correction.contains("raw output, not an answer") && !correction.contains("budget"),
+        "the correction quotes nothing the model or the tool wrote: {correction}"
+    );
+    let echo = result.echoed_answer.as_ref().unwrap();
+    assert!(echo.copied_chars * 2 >= echo.answer_chars, "{echo:?}");
+    let traced = trace.of_kind("echoed_answer_corrected");
+    assert_eq!(traced.len(), 1);
+    assert_eq!(traced[0]["round"], 2);
+    // Not a described call: the copied object is the result's, not a tool's arguments.
+    assert_eq!(result.described_call, None);
+    assert_eq!(world.search_runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_echoed_answer_is_the_final_answer_and_without_the_lever_the_first_is() {
+    for (config, requests, answer) in [(echo_correction(), 3, ECHOED), (levers(), 2, ECHOED)] {
+        let world = World::new();
+        let model = Arc::new(ScriptedModel::new([
+            ScriptedModel::calls(&[("s1", "kb_search", json!({"topic": "budget"}))]),
+            ScriptedModel::answer(ECHOED),
+            ScriptedModel::answer(ECHOED),
+            ScriptedModel::answer("never asked"),
+        ]));
+        let lever = config.correct_echoed_answers;
+        let result = world
+            .agent(model.clone(), config, Arc::new(MemoryTrace::default()))
+            .ask("run-echo-twice", "What is the budget?")
+            .await;
+        assert_eq!(result.answer.as_deref(), Some(answer), "lever {lever}");
+        assert_eq!(model.requests().len(), requests, "lever {lever}");
+        assert_eq!(result.echoed_answer.is_some(), lever);
+    }
+}

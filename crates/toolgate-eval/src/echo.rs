@@ -1,4 +1,6 @@
 //! Whether a final answer is an echo: raw tool output handed to the user instead of an answer.
+//! The detector is the loop's ([`toolgate_agent::echoed_answer`], so what the loop corrects is
+//! what the eval fails); this adds what only a record has: results the record cut short.
 //!
 //! Guarantees: [`echoed_tool_output`] finds every JSON object (with at least one member) written
 //! in the answer and in the run's tool results, and calls the answer an echo when the answer's
@@ -18,45 +20,9 @@
 
 use serde_json::Value;
 
+pub use toolgate_agent::echoed_answer::Echo;
+
 use crate::record::kept_part;
-
-/// Why an answer is an echo: how much of it is copied tool output.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Echo {
-    /// Characters of the answer inside objects copied from a tool result.
-    pub copied_chars: usize,
-    /// Characters of the answer, without leading and trailing whitespace.
-    pub answer_chars: usize,
-}
-
-impl Echo {
-    pub fn describe(&self) -> String {
-        format!(
-            "its final answer is raw tool output: {} of its {} characters are JSON objects copied from the run's tool results",
-            self.copied_chars, self.answer_chars
-        )
-    }
-}
-
-/// The JSON objects (with at least one member) written in `text`, nested ones included, with
-/// the byte range of each.
-fn objects_in(text: &str) -> Vec<(std::ops::Range<usize>, Value)> {
-    text.char_indices()
-        .filter(|(_, c)| *c == '{')
-        .filter_map(|(start, _)| {
-            let mut stream =
-                serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
-            match stream.next() {
-                Some(Ok(value @ Value::Object(_)))
-                    if value.as_object().is_some_and(|m| !m.is_empty()) =>
-                {
-                    Some((start..start + stream.byte_offset(), value))
-                }
-                _ => None,
-            }
-        })
-        .collect()
-}
 
 /// The kept text of the outermost object a cut result leaves open (from its first `{` whose
 /// JSON runs into the cut), if the record cut `result`.
@@ -79,48 +45,12 @@ pub fn echoed_tool_output<'a>(
     answer: &str,
     results: impl IntoIterator<Item = &'a str>,
 ) -> Option<Echo> {
-    let answer = answer.trim();
-    let answer_chars = answer.chars().count();
-    if answer_chars == 0 || !answer.contains('{') {
-        return None;
-    }
     let results: Vec<&str> = results.into_iter().collect();
-    let from_results: Vec<Value> = results
-        .iter()
-        .flat_map(|r| objects_in(r).into_iter().map(|(_, v)| v))
-        .collect();
     let cut_open: Vec<&str> = results
         .iter()
         .filter_map(|r| open_object_at_cut(r))
         .collect();
-    let mut copied: Vec<std::ops::Range<usize>> = objects_in(answer)
-        .into_iter()
-        .filter(|(range, v)| {
-            from_results.contains(v)
-                || cut_open
-                    .iter()
-                    .any(|k| answer[range.clone()].starts_with(k))
-        })
-        .map(|(range, _)| range)
-        .collect();
-    // Nested copies overlap their parents: count each character once.
-    copied.sort_by_key(|r| r.start);
-    let mut merged: Vec<std::ops::Range<usize>> = Vec::new();
-    for range in copied {
-        match merged.last_mut() {
-            Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
-            _ => merged.push(range),
-        }
-    }
-    let copied_chars: usize = merged
-        .iter()
-        .map(|r| answer[r.clone()].chars().count())
-        .sum();
-    // At least half: more of the answer is the tools' output than the model's words.
-    (copied_chars * 2 >= answer_chars).then_some(Echo {
-        copied_chars,
-        answer_chars,
-    })
+    toolgate_agent::echoed_answer::echoed_tool_output(answer, &results, &cut_open)
 }
 
 #[cfg(test)]

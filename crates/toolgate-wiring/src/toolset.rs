@@ -54,6 +54,9 @@ pub enum ToolsetName {
     /// notes-v6 whose drafts may state only figures the conversation has shown, and whose
     /// search hits show a to-do's due date first and call the note's own date `written`.
     NotesV8,
+    /// notes-v6 with notes-v8's search hits (a to-do's due date first), and whose loop asks
+    /// once for an answer in the model's own words when it answers with raw tool output.
+    NotesV9,
 }
 
 /// The kind of store a toolset works on (a suite's `store = "books" | "notes"`).
@@ -79,7 +82,7 @@ fn known_names() -> String {
 
 impl ToolsetName {
     /// Every toolset, in the order listings show them.
-    pub const ALL: [ToolsetName; 13] = [
+    pub const ALL: [ToolsetName; 14] = [
         ToolsetName::BooksV1,
         ToolsetName::BooksV2,
         ToolsetName::BooksV3,
@@ -93,6 +96,7 @@ impl ToolsetName {
         ToolsetName::NotesV6,
         ToolsetName::NotesV7,
         ToolsetName::NotesV8,
+        ToolsetName::NotesV9,
     ];
 
     /// The name it is given by (flags, reports, run records).
@@ -112,6 +116,7 @@ impl ToolsetName {
             ToolsetName::NotesV6 => "notes-v6",
             ToolsetName::NotesV7 => "notes-v7",
             ToolsetName::NotesV8 => "notes-v8",
+            ToolsetName::NotesV9 => "notes-v9",
         }
     }
 
@@ -151,6 +156,9 @@ impl ToolsetName {
             ToolsetName::NotesV8 => {
                 "notes-v6 whose drafts state only figures the conversation has shown, with search hits that show a to-do's due date first"
             }
+            ToolsetName::NotesV9 => {
+                "notes-v6 with search hits that show a to-do's due date first, and one request for an answer in the model's own words after raw tool output"
+            }
         }
     }
 
@@ -169,7 +177,8 @@ impl ToolsetName {
             | ToolsetName::NotesV5
             | ToolsetName::NotesV6
             | ToolsetName::NotesV7
-            | ToolsetName::NotesV8 => StoreKind::Notes,
+            | ToolsetName::NotesV8
+            | ToolsetName::NotesV9 => StoreKind::Notes,
         }
     }
 
@@ -188,7 +197,8 @@ impl ToolsetName {
             | ToolsetName::NotesV5
             | ToolsetName::NotesV6
             | ToolsetName::NotesV7
-            | ToolsetName::NotesV8 => None,
+            | ToolsetName::NotesV8
+            | ToolsetName::NotesV9 => None,
         }
     }
 
@@ -241,6 +251,14 @@ impl ToolsetName {
             // read, only the write with the made-up figure is stopped.
             ToolsetName::NotesV8 => AgentConfig {
                 grounded_figures: vec![GroundRule::new("email_draft", "notes_search")],
+                ..ToolsetName::NotesV6.agent_config()
+            },
+            // notes-v6's loop, and one correction of an answer that is raw tool output
+            // (*echoed tool result*: the demo's question answered with the search hit's JSON in
+            // a code block, seed 4 of evals/runs/demo-first-step-notes-v6-embedded; an echoed
+            // result in read-expense-report-due, notes-v4's dev runs).
+            ToolsetName::NotesV9 => AgentConfig {
+                correct_echoed_answers: true,
                 ..ToolsetName::NotesV6.agent_config()
             },
             // The same levers, for books-v4's failure kinds in the v3 runs: calls described
@@ -296,7 +314,9 @@ impl ToolsetName {
             }
             // Hits that show a to-do's due date first (*wrong answer*: read-expense-report-due
             // answered the to-do's date, the day it was written, 3 of notes-v6's 3 dev runs).
-            ToolsetName::NotesV8 => Some(NotesDesign::V8),
+            // notes-v8's hits with notes-v6's loop: notes-v8's due-date lever (read-expense-
+            // report-due 0 -> 2 of 3) without its grounded-figures refusal (two drafts 3 -> 1).
+            ToolsetName::NotesV8 | ToolsetName::NotesV9 => Some(NotesDesign::V8),
         }
     }
 }
@@ -366,7 +386,7 @@ mod tests {
             names,
             [
                 "books-v1", "books-v2", "books-v3", "books-v4", "books-v5", "notes", "notes-v2",
-                "notes-v3", "notes-v4", "notes-v5", "notes-v6", "notes-v7", "notes-v8"
+                "notes-v3", "notes-v4", "notes-v5", "notes-v6", "notes-v7", "notes-v8", "notes-v9"
             ]
         );
         for toolset in ToolsetName::ALL {
@@ -466,14 +486,39 @@ mod tests {
             ToolsetName::NotesV8.notes_design(),
             ToolsetName::NotesV6.notes_design()
         );
+        // notes-v9 is notes-v6's loop with the echo correction, and notes-v8's hits.
+        let v9 = ToolsetName::NotesV9.agent_config();
+        assert!(v9.correct_echoed_answers && !v6.correct_echoed_answers);
+        assert_eq!(
+            format!(
+                "{:?}",
+                AgentConfig {
+                    correct_echoed_answers: false,
+                    ..v9
+                }
+            ),
+            format!("{v6:?}")
+        );
+        assert_eq!(
+            ToolsetName::NotesV9.notes_design(),
+            ToolsetName::NotesV8.notes_design()
+        );
         for toolset in ToolsetName::ALL {
             let config = toolset.agent_config();
             assert_eq!(
                 config.offer_rules.is_empty(),
                 !matches!(
                     toolset,
-                    ToolsetName::NotesV6 | ToolsetName::NotesV7 | ToolsetName::NotesV8
+                    ToolsetName::NotesV6
+                        | ToolsetName::NotesV7
+                        | ToolsetName::NotesV8
+                        | ToolsetName::NotesV9
                 ),
+                "{toolset}"
+            );
+            assert_eq!(
+                config.correct_echoed_answers,
+                toolset == ToolsetName::NotesV9,
                 "{toolset}"
             );
             assert_eq!(
@@ -537,7 +582,8 @@ mod tests {
                 ToolsetName::NotesV5,
                 ToolsetName::NotesV6,
                 ToolsetName::NotesV7,
-                ToolsetName::NotesV8
+                ToolsetName::NotesV8,
+                ToolsetName::NotesV9
             ]
         );
         for toolset in ToolsetName::ALL {

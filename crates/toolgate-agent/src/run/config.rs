@@ -59,6 +59,9 @@ pub struct AgentConfig {
     /// one that neither the user nor a tool result gave is refused unrun (see
     /// [`crate::grounding`]).
     pub grounded_figures: Vec<GroundRule>,
+    /// Give a final answer that is mostly raw tool output one corrective turn per run (see
+    /// the module documentation).
+    pub correct_echoed_answers: bool,
 }
 
 impl Default for AgentConfig {
@@ -80,6 +83,7 @@ impl Default for AgentConfig {
             offer_rules: Vec::new(),
             first_round_reads: false,
             grounded_figures: Vec::new(),
+            correct_echoed_answers: false,
         }
     }
 }

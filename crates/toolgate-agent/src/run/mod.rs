@@ -35,7 +35,7 @@
 //! are appended for later rounds, never swapped in (see [`crate::deferral`]), so each request's
 //! tool list begins with every byte of the one before.
 //!
-//! Seven levers, each off by default (off, the loop behaves exactly as without them), each
+//! Eight levers, each off by default (off, the loop behaves exactly as without them), each
 //! aimed at a failure kind of the eval's taxonomy:
 //! - [`AgentConfig::correct_described_calls`] (*wrong answer*, *no tool call*): a final answer
 //!   that describes a call to an offered tool instead of making it (see
@@ -82,6 +82,12 @@
 //!   `invalid_argument`, naming the figure and the tool to look it up with (see
 //!   [`crate::grounding`]). Unlike a forced first read, the model keeps its plan: only the
 //!   write with the made-up figure is stopped.
+//! - [`AgentConfig::correct_echoed_answers`] (*echoed tool result*, *wrong answer*): a final
+//!   answer that is mostly JSON copied from the run's tool results (see
+//!   [`crate::echoed_answer`], the detector the eval's check uses) gets one corrective
+//!   user-role turn per run asking for an answer in the model's own words, under the same
+//!   conditions as the described-call correction (which goes first), also after tool use has
+//!   ended. Traced as `echoed_answer_corrected`, kept in [`RunResult::echoed_answer`].
 
 mod calls;
 mod config;
@@ -101,7 +107,7 @@ use toolgate_core::taint::TaintSources;
 use toolgate_core::trace::{NoTrace, TraceSink};
 use toolgate_core::{Caller, Principal};
 use toolgate_llm::{
-    Message, Model, ModelRequest, ModelResponse, ToolChoice, ToolDefinition, Usage,
+    ContentBlock, Message, Model, ModelRequest, ModelResponse, ToolChoice, ToolDefinition, Usage,
 };
 
 pub use config::{AgentConfig, DEFAULT_MAX_ROUNDS, DEFAULT_SYSTEM_PROMPT};
@@ -114,12 +120,13 @@ pub use telemetry::{
     stop_error_type,
 };
 pub use trace::{
-    DescribedCallCorrected, ModelTurn, RefusedCallRetried, RepeatAnswered, RunCatalogueChanged,
-    RunEnd, ToolsAppended, ToolsEnded, ToolsOffered, TurnSummary,
+    DescribedCallCorrected, EchoedAnswerCorrected, ModelTurn, RefusedCallRetried, RepeatAnswered,
+    RunCatalogueChanged, RunEnd, ToolsAppended, ToolsEnded, ToolsOffered, TurnSummary,
 };
 
 use crate::deferral::ToolList;
 use crate::described_call::{DescribedCall, correction_text, described_call};
+use crate::echoed_answer::{CORRECTION as ECHO_CORRECTION, Echo, echoed_tool_output};
 use crate::phases::{PhaseState, withheld};
 use crate::refused_call::{RefusedCall, refused_call, retry_text};
 use crate::repeat_guard::{CallKind, RepeatCount, RepeatGuard};
@@ -153,6 +160,8 @@ struct RunState<'a> {
     corrected: Option<DescribedCall>,
     /// The refused call the run's one retry turn was for.
     retried: Option<RefusedCall>,
+    /// The echoed answer the run's one correction was for.
+    echo_corrected: Option<Echo>,
     /// What the phase rules are decided on (see [`crate::phases`]).
     phases: PhaseState,
     /// The tool choice of the round's request: a call outside it is refused unrun (a
@@ -275,6 +284,7 @@ impl Agent {
             };
             if response.tool_calls.is_empty() {
                 if self.correct_described_call(&mut run, &response)
+                    || self.correct_echoed_answer(&mut run, &response)
                     || self.retry_refused_call(&mut run)
                 {
                     continue;
@@ -315,6 +325,7 @@ impl Agent {
             tools_ended_round: None,
             corrected: None,
             retried: None,
+            echo_corrected: None,
             phases,
             choice: ToolChoice::Auto,
             round: 0,
@@ -480,6 +491,43 @@ impl Agent {
         described_call(&response.text, run.tools.definitions())
     }
 
+    /// Stage 4, for a turn without calls that was not a described call: whether it is an
+    /// echo of the tool results that gets the run's one echo correction (a corrective user
+    /// turn, observed and traced) instead of being the final answer.
+    fn correct_echoed_answer(&self, run: &mut RunState<'_>, response: &ModelResponse) -> bool {
+        if !self.config.correct_echoed_answers
+            || run.echo_corrected.is_some()
+            || run.round >= self.config.max_rounds
+            || !self.budget_left(run)
+        {
+            return false;
+        }
+        let results: Vec<&str> = run
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter_map(|b| match b {
+                ContentBlock::ToolResult(r) => Some(r.content.as_str()),
+                _ => None,
+            })
+            .collect();
+        let Some(echo) = echoed_tool_output(&response.text, &results, &[]) else {
+            return false;
+        };
+        run.messages.push(Message::user_text(ECHO_CORRECTION));
+        self.notify(&AgentEvent::EchoedAnswerCorrected {
+            round: run.round,
+            echo: &echo,
+        });
+        self.trace.record(Arc::new(EchoedAnswerCorrected {
+            run_id: run.run_id.into(),
+            round: run.round,
+            echo: echo.clone(),
+        }));
+        run.echo_corrected = Some(echo);
+        true
+    }
+
     /// Stage 4, for a turn without calls that was not a described call: whether it gets the
     /// run's one retry of a refused call (a corrective user turn, observed and traced) instead of
     /// being the final answer.
@@ -539,6 +587,7 @@ impl Agent {
             described_call: run.corrected,
             tools_ended_round: run.tools_ended_round,
             refused_call: run.retried,
+            echoed_answer: run.echo_corrected,
         };
         self.trace.record(Arc::new(RunEnd {
             run_id: run.run_id.into(),

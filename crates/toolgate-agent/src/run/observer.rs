@@ -7,6 +7,7 @@ use toolgate_llm::{ModelRequest, ModelResponse, ToolCall};
 
 use super::RunResult;
 use crate::described_call::DescribedCall;
+use crate::echoed_answer::Echo;
 use crate::refused_call::RefusedCall;
 use crate::repeat_guard::Earlier;
 
@@ -39,6 +40,12 @@ pub enum AgentEvent<'a> {
     DescribedCallCorrected {
         round: u32,
         call: &'a DescribedCall,
+    },
+    /// A final answer that was mostly raw tool output; the loop sends one corrective turn
+    /// and asks again.
+    EchoedAnswerCorrected {
+        round: u32,
+        echo: &'a Echo,
     },
     /// A final answer after a round whose calls were all refused with a fixable error; the
     /// loop sends one corrective turn and asks again.

@@ -5,6 +5,7 @@ use serde_json::Value;
 use toolgate_llm::{LlmError, Message, Usage};
 
 use crate::described_call::DescribedCall;
+use crate::echoed_answer::Echo;
 use crate::refused_call::RefusedCall;
 
 /// Why a run ended.
@@ -89,6 +90,11 @@ pub struct RunResult {
     /// one corrective turn.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused_call: Option<RefusedCall>,
+    /// The echoed answer the run asked the model to answer in its own words, when
+    /// [`AgentConfig::correct_echoed_answers`](super::AgentConfig::correct_echoed_answers) gave
+    /// its one corrective turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub echoed_answer: Option<Echo>,
 }
 
 /// The stop of a run whose model request failed.

@@ -10,6 +10,7 @@ use toolgate_llm::{LlmError, ModelResponse, StopReason, Usage};
 
 use super::{Agent, StopCause};
 use crate::described_call::DescribedCall;
+use crate::echoed_answer::Echo;
 use crate::refused_call::RefusedCall;
 
 /// One model turn, as traced: the request's model, its token usage and what it asked for.
@@ -168,6 +169,30 @@ impl TraceEvent for DescribedCallCorrected {
             "round": self.round,
             "gen_ai.tool.name": self.call.tool,
             "evidence": self.call.evidence,
+        })
+    }
+}
+
+/// A final answer that was mostly raw tool output, answered with the run's one corrective
+/// turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EchoedAnswerCorrected {
+    pub run_id: String,
+    pub round: u32,
+    pub echo: Echo,
+}
+
+impl TraceEvent for EchoedAnswerCorrected {
+    fn kind(&self) -> &'static str {
+        "echoed_answer_corrected"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({
+            "run_id": self.run_id,
+            "round": self.round,
+            "copied_chars": self.echo.copied_chars,
+            "answer_chars": self.echo.answer_chars,
         })
     }
 }

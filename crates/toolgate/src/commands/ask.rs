@@ -407,6 +407,10 @@ fn printer() -> Observer {
                 "[{round}] the answer describes a call to {} instead of making it: one corrective turn",
                 visible_line(&call.tool)
             ),
+            AgentEvent::EchoedAnswerCorrected { round, echo } => println!(
+                "[{round}] the answer is raw tool output ({} of its {} characters): one corrective turn",
+                echo.copied_chars, echo.answer_chars
+            ),
             AgentEvent::RefusedCallRetried { round, call } => println!(
                 "[{round}] the answer makes no call after {} was refused ({}): one corrective turn",
                 visible_line(&call.tool),

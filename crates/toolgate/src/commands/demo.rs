@@ -89,6 +89,12 @@ fn step_printer() -> Observer {
                 visible_line(&call.tool)
             );
         }
+        AgentEvent::EchoedAnswerCorrected { round, echo } => {
+            println!(
+                "      the answer of round {round} is raw tool output ({} of its {} characters): the loop sends one corrective turn (toolset setting correct_echoed_answers)",
+                echo.copied_chars, echo.answer_chars
+            );
+        }
         AgentEvent::RefusedCallRetried { round, call } => {
             println!(
                 "      the answer of round {round} makes no call after {} was refused ({}): the loop sends one corrective turn (toolset setting retry_refused_calls)",
