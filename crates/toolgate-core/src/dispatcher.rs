@@ -1335,11 +1335,15 @@ async fn bounded(
         })?
 }
 
-/// Reads a write's receipt log off the async threads (SQLite blocks).
+/// Reads a write's receipt log: here when the log can answer without waiting, else off the
+/// async threads (a busy SQLite connection, a PostgreSQL round trip).
 async fn recorded_receipt(
     log: Arc<dyn ReceiptLog>,
     key: IdempotencyKey,
 ) -> Result<Option<Receipt>, ToolError> {
+    if let Some(answer) = log.recorded_here(&key) {
+        return answer;
+    }
     tokio::task::spawn_blocking(move || log.recorded(&key))
         .await
         .map_err(|_| ToolError::internal("reading the receipt log failed"))?

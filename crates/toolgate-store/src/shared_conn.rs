@@ -204,6 +204,19 @@ impl ReceiptLog for SharedConnection {
             }
         }
     }
+
+    /// On SQLite, when the connection is free: a read of the receipts table, like any read
+    /// here (see the module documentation). Busy, or on PostgreSQL: `None`.
+    fn recorded_here(&self, key: &IdempotencyKey) -> Option<Result<Option<Receipt>, ToolError>> {
+        match &self.backend {
+            Backend::Sqlite(inner) => match inner.try_lock() {
+                Ok(conn) => Some(recorded(&*conn, key)),
+                Err(std::sync::TryLockError::Poisoned(_)) => Some(Err(unavailable(self.name))),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            },
+            Backend::Postgres { .. } => None,
+        }
+    }
 }
 
 fn unavailable(name: &str) -> ToolError {
@@ -228,6 +241,37 @@ mod tests {
     fn value(conn: &mut Connection) -> Result<i64, ToolError> {
         conn.query_row("SELECT v FROM t", [], |r| r.get(0))
             .map_err(|e| ToolError::internal(e.to_string()))
+    }
+
+    /// The dispatcher's receipt check before a write: answered here on a free connection (no
+    /// trip to the blocking pool), left to the blocking thread while the connection is held.
+    #[test]
+    fn a_receipt_is_read_here_when_the_connection_is_free_and_never_waited_for_here() {
+        use toolgate_core::Principal;
+        use toolgate_core::idempotency::install;
+        let store = shared();
+        store.with_conn(|conn| install(conn)).unwrap().unwrap();
+        let key = IdempotencyKey::derived(&Principal::local("alice", &[]), "run", "t_add", "{}");
+        assert!(matches!(store.recorded_here(&key), Some(Ok(None))));
+        store
+            .with_conn(|conn| {
+                run_once_on(conn, &key, 1, |_| {
+                    Ok(WriteEffect {
+                        result: serde_json::json!({"added": 1}),
+                        undo: None,
+                    })
+                })
+            })
+            .unwrap()
+            .unwrap();
+        let found = store.recorded_here(&key).unwrap().unwrap().unwrap();
+        assert!(found.duplicate());
+        let held = store.lock().unwrap();
+        assert!(
+            store.recorded_here(&key).is_none(),
+            "busy: not waited for here"
+        );
+        drop(held);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

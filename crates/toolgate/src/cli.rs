@@ -904,8 +904,10 @@ pub struct DemoArgs {
     /// Write the demo's trace (JSON Lines) here.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// The notes toolset to run the demo on: `notes-v2` (its search returns the best match
-    /// whole, its loop corrects an answer that describes a call) or `notes`, the design before.
+    /// The notes toolset to run the demo on, with the loop it was designed with: any of
+    /// `notes` (the first design), `notes-v2` (its search returns the best match whole, its loop
+    /// corrects an answer that describes a call) to `notes-v9`;
+    /// docs/raising-the-embedded-models-success.md says what each changed and what it measured.
     #[arg(long, default_value = "notes-v2", value_name = "TOOLSET")]
     pub toolset: ToolsetName,
     /// Sampling temperature (default: greedy for the embedded model).
