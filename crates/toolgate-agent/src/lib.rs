@@ -11,6 +11,7 @@ pub mod refused_call;
 pub mod repeat_guard;
 pub mod run;
 pub mod server_questions;
+pub mod unfounded_answer;
 
 pub use approvers::TerminalApprover;
 pub use deferral::{DEFAULT_DEFER_THRESHOLD, DEFAULT_PRELOAD, DeferralConfig, ToolList};

@@ -1685,3 +1685,88 @@ async fn a_second_echoed_answer_is_the_final_answer_and_without_the_lever_the_fi
         assert_eq!(result.echoed_answer.is_some(), lever);
     }
 }
+
+fn unfounded_correction() -> AgentConfig {
+    AgentConfig {
+        correct_unfounded_answers: true,
+        ..echo_correction()
+    }
+}
+
+/// What the embedded model answered the demo's question at seed 4 of notes-v9, the hit in hand.
+const POLITE_CLOSE: &str = "Let me know if you'd like me to provide any further assistance.";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_states_nothing_the_results_gave_is_asked_once_to_answer_from_them() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[("s1", "kb_search", json!({"topic": "budget"}))]),
+        ScriptedModel::answer(POLITE_CLOSE),
+        // The result says `"run": 1`: a figure from it founds the answer.
+        ScriptedModel::answer("The budget entry is number 1."),
+        ScriptedModel::answer("never asked"),
+    ]));
+    let trace = Arc::new(MemoryTrace::default());
+    let result = world
+        .agent(model.clone(), unfounded_correction(), trace.clone())
+        .ask("run-unfounded", "What is the budget?")
+        .await;
+    assert_eq!(result.stop, StopCause::FinalAnswer);
+    assert_eq!(result.answer.as_deref(), Some("The budget entry is number 1."));
+    assert_eq!(model.requests().len(), 3);
+    let correction = last_text(&model, 2);
+    assert!(
+        correction.contains("nothing from the tool results")
+            && !correction.contains("budget")
+            && !correction.contains("assistance"),
+        "the correction quotes nothing the model or the tool wrote: {correction}"
+    );
+    let unfounded = result.unfounded_answer.as_ref().unwrap();
+    assert_eq!((unfounded.data_tokens, unfounded.results), (0, 1));
+    let traced = trace.of_kind("unfounded_answer_corrected");
+    assert_eq!(traced.len(), 1);
+    assert_eq!(traced[0]["round"], 2);
+    // Neither a described call nor an echo: those levers did not take it.
+    assert_eq!(result.described_call, None);
+    assert_eq!(result.echoed_answer, None);
+    assert_eq!(world.search_runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_unfounded_answer_is_final_and_without_the_lever_or_a_result_the_first_is() {
+    // With the lever: asked once, the second answer is final whatever it says.
+    // Without it (notes-v9's loop), or when the model answers before any tool result, the
+    // first answer is final.
+    for (config, calls_first, requests, corrected) in [
+        (unfounded_correction(), true, 3, true),
+        (echo_correction(), true, 2, false),
+        (unfounded_correction(), false, 1, false),
+    ] {
+        let world = World::new();
+        let mut turns = Vec::new();
+        if calls_first {
+            turns.push(ScriptedModel::calls(&[(
+                "s1",
+                "kb_search",
+                json!({"topic": "budget"}),
+            )]));
+        }
+        turns.extend([
+            ScriptedModel::answer(POLITE_CLOSE),
+            ScriptedModel::answer(POLITE_CLOSE),
+            ScriptedModel::answer("never asked"),
+        ]);
+        let model = Arc::new(ScriptedModel::new(turns));
+        let config = AgentConfig {
+            first_round_must_call: calls_first,
+            ..config
+        };
+        let result = world
+            .agent(model.clone(), config, Arc::new(MemoryTrace::default()))
+            .ask("run-unfounded-twice", "What is the budget?")
+            .await;
+        assert_eq!(result.answer.as_deref(), Some(POLITE_CLOSE));
+        assert_eq!(model.requests().len(), requests, "corrected {corrected}");
+        assert_eq!(result.unfounded_answer.is_some(), corrected);
+    }
+}

@@ -67,7 +67,11 @@ fn sizes(args: &[String], full: bool) -> Vec<usize> {
         .and_then(|i| args.get(i + 1))
         .map(|list| {
             list.split(',')
-                .map(|n| n.trim().parse::<usize>().expect("--sizes takes numbers, e.g. 1000,10000"))
+                .map(|n| {
+                    n.trim()
+                        .parse::<usize>()
+                        .expect("--sizes takes numbers, e.g. 1000,10000")
+                })
                 .collect::<Vec<_>>()
         });
     match given {
@@ -158,7 +162,9 @@ fn main() {
         for _ in 0..rounds {
             for query in QUERIES {
                 let terms = fts_query(query);
-                let Some(expr) = terms.all_words() else { continue };
+                let Some(expr) = terms.all_words() else {
+                    continue;
+                };
                 let t = Instant::now();
                 let page = store
                     .with_sql(|conn| {
@@ -185,7 +191,9 @@ fn main() {
         for _ in 0..rounds {
             for query in QUERIES {
                 let terms = fts_query(query);
-                let Some(expr) = terms.all_words() else { continue };
+                let Some(expr) = terms.all_words() else {
+                    continue;
+                };
                 let newest = store
                     .with_sql(|conn| {
                         conn.query(

@@ -57,6 +57,9 @@ pub enum ToolsetName {
     /// notes-v6 with notes-v8's search hits (a to-do's due date first), and whose loop asks
     /// once for an answer in the model's own words when it answers with raw tool output.
     NotesV9,
+    /// notes-v9 whose loop also asks once for an answer from the results when the answer states
+    /// no figure or name they gave.
+    NotesV10,
 }
 
 /// The kind of store a toolset works on (a suite's `store = "books" | "notes"`).
@@ -82,7 +85,7 @@ fn known_names() -> String {
 
 impl ToolsetName {
     /// Every toolset, in the order listings show them.
-    pub const ALL: [ToolsetName; 14] = [
+    pub const ALL: [ToolsetName; 15] = [
         ToolsetName::BooksV1,
         ToolsetName::BooksV2,
         ToolsetName::BooksV3,
@@ -97,6 +100,7 @@ impl ToolsetName {
         ToolsetName::NotesV7,
         ToolsetName::NotesV8,
         ToolsetName::NotesV9,
+        ToolsetName::NotesV10,
     ];
 
     /// The name it is given by (flags, reports, run records).
@@ -117,6 +121,7 @@ impl ToolsetName {
             ToolsetName::NotesV7 => "notes-v7",
             ToolsetName::NotesV8 => "notes-v8",
             ToolsetName::NotesV9 => "notes-v9",
+            ToolsetName::NotesV10 => "notes-v10",
         }
     }
 
@@ -159,6 +164,9 @@ impl ToolsetName {
             ToolsetName::NotesV9 => {
                 "notes-v6 with search hits that show a to-do's due date first, and one request for an answer in the model's own words after raw tool output"
             }
+            ToolsetName::NotesV10 => {
+                "notes-v9 with one request for an answer from the results when the answer states no figure or name they gave"
+            }
         }
     }
 
@@ -178,7 +186,8 @@ impl ToolsetName {
             | ToolsetName::NotesV6
             | ToolsetName::NotesV7
             | ToolsetName::NotesV8
-            | ToolsetName::NotesV9 => StoreKind::Notes,
+            | ToolsetName::NotesV9
+            | ToolsetName::NotesV10 => StoreKind::Notes,
         }
     }
 
@@ -198,7 +207,8 @@ impl ToolsetName {
             | ToolsetName::NotesV6
             | ToolsetName::NotesV7
             | ToolsetName::NotesV8
-            | ToolsetName::NotesV9 => None,
+            | ToolsetName::NotesV9
+            | ToolsetName::NotesV10 => None,
         }
     }
 
@@ -261,6 +271,15 @@ impl ToolsetName {
                 correct_echoed_answers: true,
                 ..ToolsetName::NotesV6.agent_config()
             },
+            // notes-v9's loop, and one correction of an answer that states nothing the results
+            // gave (*wrong answer*: the demo's question answered "Let me know if you'd like me
+            // to provide any further assistance." and "I cannot answer this question without
+            // more information." with the hit in hand, seeds 4 and 2 of
+            // evals/runs/demo-first-step-notes-v9-embedded).
+            ToolsetName::NotesV10 => AgentConfig {
+                correct_unfounded_answers: true,
+                ..ToolsetName::NotesV9.agent_config()
+            },
             // The same levers, for books-v4's failure kinds in the v3 runs: calls described
             // instead of made (*no tool call*, *wrong answer*), a write repeated to the round
             // cap (*round cap*).
@@ -316,7 +335,9 @@ impl ToolsetName {
             // answered the to-do's date, the day it was written, 3 of notes-v6's 3 dev runs).
             // notes-v8's hits with notes-v6's loop: notes-v8's due-date lever (read-expense-
             // report-due 0 -> 2 of 3) without its grounded-figures refusal (two drafts 3 -> 1).
-            ToolsetName::NotesV8 | ToolsetName::NotesV9 => Some(NotesDesign::V8),
+            ToolsetName::NotesV8 | ToolsetName::NotesV9 | ToolsetName::NotesV10 => {
+                Some(NotesDesign::V8)
+            }
         }
     }
 }
@@ -385,8 +406,21 @@ mod tests {
         assert_eq!(
             names,
             [
-                "books-v1", "books-v2", "books-v3", "books-v4", "books-v5", "notes", "notes-v2",
-                "notes-v3", "notes-v4", "notes-v5", "notes-v6", "notes-v7", "notes-v8", "notes-v9"
+                "books-v1",
+                "books-v2",
+                "books-v3",
+                "books-v4",
+                "books-v5",
+                "notes",
+                "notes-v2",
+                "notes-v3",
+                "notes-v4",
+                "notes-v5",
+                "notes-v6",
+                "notes-v7",
+                "notes-v8",
+                "notes-v9",
+                "notes-v10"
             ]
         );
         for toolset in ToolsetName::ALL {
@@ -503,8 +537,30 @@ mod tests {
             ToolsetName::NotesV9.notes_design(),
             ToolsetName::NotesV8.notes_design()
         );
+        // notes-v10 is notes-v9 with the unfounded-answer correction, on the same hits.
+        let v10 = ToolsetName::NotesV10.agent_config();
+        assert!(v10.correct_unfounded_answers && !v9.correct_unfounded_answers);
+        assert_eq!(
+            format!(
+                "{:?}",
+                AgentConfig {
+                    correct_unfounded_answers: false,
+                    ..v10
+                }
+            ),
+            format!("{:?}", ToolsetName::NotesV9.agent_config())
+        );
+        assert_eq!(
+            ToolsetName::NotesV10.notes_design(),
+            ToolsetName::NotesV9.notes_design()
+        );
         for toolset in ToolsetName::ALL {
             let config = toolset.agent_config();
+            assert_eq!(
+                config.correct_unfounded_answers,
+                toolset == ToolsetName::NotesV10,
+                "{toolset}"
+            );
             assert_eq!(
                 config.offer_rules.is_empty(),
                 !matches!(
@@ -513,12 +569,13 @@ mod tests {
                         | ToolsetName::NotesV7
                         | ToolsetName::NotesV8
                         | ToolsetName::NotesV9
+                        | ToolsetName::NotesV10
                 ),
                 "{toolset}"
             );
             assert_eq!(
                 config.correct_echoed_answers,
-                toolset == ToolsetName::NotesV9,
+                matches!(toolset, ToolsetName::NotesV9 | ToolsetName::NotesV10),
                 "{toolset}"
             );
             assert_eq!(
@@ -583,7 +640,8 @@ mod tests {
                 ToolsetName::NotesV6,
                 ToolsetName::NotesV7,
                 ToolsetName::NotesV8,
-                ToolsetName::NotesV9
+                ToolsetName::NotesV9,
+                ToolsetName::NotesV10
             ]
         );
         for toolset in ToolsetName::ALL {

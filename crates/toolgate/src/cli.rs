@@ -906,7 +906,7 @@ pub struct DemoArgs {
     pub trace: Option<PathBuf>,
     /// The notes toolset to run the demo on, with the loop it was designed with: any of
     /// `notes` (the first design), `notes-v2` (its search returns the best match whole, its loop
-    /// corrects an answer that describes a call) to `notes-v9`;
+    /// corrects an answer that describes a call) to `notes-v10`;
     /// docs/raising-the-embedded-models-success.md says what each changed and what it measured.
     #[arg(long, default_value = "notes-v2", value_name = "TOOLSET")]
     pub toolset: ToolsetName,

@@ -62,6 +62,9 @@ pub struct AgentConfig {
     /// Give a final answer that is mostly raw tool output one corrective turn per run (see
     /// the module documentation).
     pub correct_echoed_answers: bool,
+    /// Give a final answer that states no figure or name the run's successful tool results
+    /// gave one corrective turn per run (see [`crate::unfounded_answer`]).
+    pub correct_unfounded_answers: bool,
 }
 
 impl Default for AgentConfig {
@@ -84,6 +87,7 @@ impl Default for AgentConfig {
             first_round_reads: false,
             grounded_figures: Vec::new(),
             correct_echoed_answers: false,
+            correct_unfounded_answers: false,
         }
     }
 }

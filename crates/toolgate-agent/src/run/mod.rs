@@ -35,7 +35,7 @@
 //! are appended for later rounds, never swapped in (see [`crate::deferral`]), so each request's
 //! tool list begins with every byte of the one before.
 //!
-//! Eight levers, each off by default (off, the loop behaves exactly as without them), each
+//! Nine levers, each off by default (off, the loop behaves exactly as without them), each
 //! aimed at a failure kind of the eval's taxonomy:
 //! - [`AgentConfig::correct_described_calls`] (*wrong answer*, *no tool call*): a final answer
 //!   that describes a call to an offered tool instead of making it (see
@@ -88,6 +88,12 @@
 //!   user-role turn per run asking for an answer in the model's own words, under the same
 //!   conditions as the described-call correction (which goes first), also after tool use has
 //!   ended. Traced as `echoed_answer_corrected`, kept in [`RunResult::echoed_answer`].
+//! - [`AgentConfig::correct_unfounded_answers`] (*wrong answer*): a final answer that states
+//!   no figure or name from the run's successful tool results (a polite close, a give-up while
+//!   the results hold the answer; see [`crate::unfounded_answer`]) gets one corrective
+//!   user-role turn per run, after the other corrections and the retry had their turn, also
+//!   after tool use has ended. Traced as `unfounded_answer_corrected`, kept in
+//!   [`RunResult::unfounded_answer`].
 
 mod calls;
 mod config;
@@ -107,7 +113,8 @@ use toolgate_core::taint::TaintSources;
 use toolgate_core::trace::{NoTrace, TraceSink};
 use toolgate_core::{Caller, Principal};
 use toolgate_llm::{
-    ContentBlock, Message, Model, ModelRequest, ModelResponse, ToolChoice, ToolDefinition, Usage,
+    ContentBlock, Message, Model, ModelRequest, ModelResponse, Role, ToolChoice, ToolDefinition,
+    Usage,
 };
 
 pub use config::{AgentConfig, DEFAULT_MAX_ROUNDS, DEFAULT_SYSTEM_PROMPT};
@@ -122,6 +129,7 @@ pub use telemetry::{
 pub use trace::{
     DescribedCallCorrected, EchoedAnswerCorrected, ModelTurn, RefusedCallRetried, RepeatAnswered,
     RunCatalogueChanged, RunEnd, ToolsAppended, ToolsEnded, ToolsOffered, TurnSummary,
+    UnfoundedAnswerCorrected,
 };
 
 use crate::deferral::ToolList;
@@ -130,6 +138,7 @@ use crate::echoed_answer::{CORRECTION as ECHO_CORRECTION, Echo, echoed_tool_outp
 use crate::phases::{PhaseState, withheld};
 use crate::refused_call::{RefusedCall, refused_call, retry_text};
 use crate::repeat_guard::{CallKind, RepeatCount, RepeatGuard};
+use crate::unfounded_answer::{CORRECTION as UNFOUNDED_CORRECTION, Unfounded, unfounded_answer};
 use result::model_error;
 use toolgate_core::budget::Spend;
 
@@ -162,6 +171,8 @@ struct RunState<'a> {
     retried: Option<RefusedCall>,
     /// The echoed answer the run's one correction was for.
     echo_corrected: Option<Echo>,
+    /// The unfounded answer the run's one correction was for.
+    unfounded_corrected: Option<Unfounded>,
     /// What the phase rules are decided on (see [`crate::phases`]).
     phases: PhaseState,
     /// The tool choice of the round's request: a call outside it is refused unrun (a
@@ -286,6 +297,7 @@ impl Agent {
                 if self.correct_described_call(&mut run, &response)
                     || self.correct_echoed_answer(&mut run, &response)
                     || self.retry_refused_call(&mut run)
+                    || self.correct_unfounded_answer(&mut run, &response)
                 {
                     continue;
                 }
@@ -326,6 +338,7 @@ impl Agent {
             corrected: None,
             retried: None,
             echo_corrected: None,
+            unfounded_corrected: None,
             phases,
             choice: ToolChoice::Auto,
             round: 0,
@@ -502,15 +515,7 @@ impl Agent {
         {
             return false;
         }
-        let results: Vec<&str> = run
-            .messages
-            .iter()
-            .flat_map(|m| &m.content)
-            .filter_map(|b| match b {
-                ContentBlock::ToolResult(r) => Some(r.content.as_str()),
-                _ => None,
-            })
-            .collect();
+        let results = tool_results(&run.messages, true);
         let Some(echo) = echoed_tool_output(&response.text, &results, &[]) else {
             return false;
         };
@@ -525,6 +530,46 @@ impl Agent {
             echo: echo.clone(),
         }));
         run.echo_corrected = Some(echo);
+        true
+    }
+
+    /// Stage 4, for a turn without calls that no other correction took: whether it states
+    /// nothing from the run's successful tool results and gets the run's one unfounded-answer
+    /// correction (a corrective user turn, observed and traced) instead of being the final
+    /// answer.
+    fn correct_unfounded_answer(&self, run: &mut RunState<'_>, response: &ModelResponse) -> bool {
+        if !self.config.correct_unfounded_answers
+            || run.unfounded_corrected.is_some()
+            || run.round >= self.config.max_rounds
+            || !self.budget_left(run)
+        {
+            return false;
+        }
+        let results = tool_results(&run.messages, false);
+        let users: Vec<&str> = run
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .flat_map(|m| &m.content)
+            .filter_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let Some(unfounded) = unfounded_answer(&response.text, &users, &results) else {
+            return false;
+        };
+        run.messages.push(Message::user_text(UNFOUNDED_CORRECTION));
+        self.notify(&AgentEvent::UnfoundedAnswerCorrected {
+            round: run.round,
+            unfounded: &unfounded,
+        });
+        self.trace.record(Arc::new(UnfoundedAnswerCorrected {
+            run_id: run.run_id.into(),
+            round: run.round,
+            unfounded: unfounded.clone(),
+        }));
+        run.unfounded_corrected = Some(unfounded);
         true
     }
 
@@ -588,6 +633,7 @@ impl Agent {
             tools_ended_round: run.tools_ended_round,
             refused_call: run.retried,
             echoed_answer: run.echo_corrected,
+            unfounded_answer: run.unfounded_corrected,
         };
         self.trace.record(Arc::new(RunEnd {
             run_id: run.run_id.into(),
@@ -606,4 +652,16 @@ impl Agent {
             observer(event);
         }
     }
+}
+
+/// The texts of the tool results in `messages`, errors among them only `with_errors`.
+fn tool_results(messages: &[Message], with_errors: bool) -> Vec<&str> {
+    messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult(r) if with_errors || !r.is_error => Some(r.content.as_str()),
+            _ => None,
+        })
+        .collect()
 }

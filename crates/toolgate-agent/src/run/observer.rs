@@ -10,6 +10,7 @@ use crate::described_call::DescribedCall;
 use crate::echoed_answer::Echo;
 use crate::refused_call::RefusedCall;
 use crate::repeat_guard::Earlier;
+use crate::unfounded_answer::Unfounded;
 
 /// Things worth showing a person while a run goes on.
 #[derive(Debug, Clone)]
@@ -46,6 +47,12 @@ pub enum AgentEvent<'a> {
     EchoedAnswerCorrected {
         round: u32,
         echo: &'a Echo,
+    },
+    /// A final answer that stated no figure or name from the run's successful tool results;
+    /// the loop sends one corrective turn and asks again.
+    UnfoundedAnswerCorrected {
+        round: u32,
+        unfounded: &'a Unfounded,
     },
     /// A final answer after a round whose calls were all refused with a fixable error; the
     /// loop sends one corrective turn and asks again.

@@ -7,6 +7,7 @@ use toolgate_llm::{LlmError, Message, Usage};
 use crate::described_call::DescribedCall;
 use crate::echoed_answer::Echo;
 use crate::refused_call::RefusedCall;
+use crate::unfounded_answer::Unfounded;
 
 /// Why a run ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -95,6 +96,11 @@ pub struct RunResult {
     /// its one corrective turn.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub echoed_answer: Option<Echo>,
+    /// The unfounded answer the run asked the model to answer again from the results, when
+    /// [`AgentConfig::correct_unfounded_answers`](super::AgentConfig::correct_unfounded_answers)
+    /// gave its one corrective turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unfounded_answer: Option<Unfounded>,
 }
 
 /// The stop of a run whose model request failed.

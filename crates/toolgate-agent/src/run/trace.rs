@@ -12,6 +12,7 @@ use super::{Agent, StopCause};
 use crate::described_call::DescribedCall;
 use crate::echoed_answer::Echo;
 use crate::refused_call::RefusedCall;
+use crate::unfounded_answer::Unfounded;
 
 /// One model turn, as traced: the request's model, its token usage and what it asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -193,6 +194,30 @@ impl TraceEvent for EchoedAnswerCorrected {
             "round": self.round,
             "copied_chars": self.echo.copied_chars,
             "answer_chars": self.echo.answer_chars,
+        })
+    }
+}
+
+/// A final answer that stated nothing from the run's successful tool results, answered with
+/// the run's one corrective turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnfoundedAnswerCorrected {
+    pub run_id: String,
+    pub round: u32,
+    pub unfounded: Unfounded,
+}
+
+impl TraceEvent for UnfoundedAnswerCorrected {
+    fn kind(&self) -> &'static str {
+        "unfounded_answer_corrected"
+    }
+
+    fn attributes(&self) -> Value {
+        json!({
+            "run_id": self.run_id,
+            "round": self.round,
+            "data_tokens": self.unfounded.data_tokens,
+            "results": self.unfounded.results,
         })
     }
 }

@@ -411,6 +411,10 @@ fn printer() -> Observer {
                 "[{round}] the answer is raw tool output ({} of its {} characters): one corrective turn",
                 echo.copied_chars, echo.answer_chars
             ),
+            AgentEvent::UnfoundedAnswerCorrected { round, unfounded } => println!(
+                "[{round}] the answer states no figure or name from the {} tool result(s): one corrective turn",
+                unfounded.results
+            ),
             AgentEvent::RefusedCallRetried { round, call } => println!(
                 "[{round}] the answer makes no call after {} was refused ({}): one corrective turn",
                 visible_line(&call.tool),

@@ -95,6 +95,12 @@ fn step_printer() -> Observer {
                 echo.copied_chars, echo.answer_chars
             );
         }
+        AgentEvent::UnfoundedAnswerCorrected { round, unfounded } => {
+            println!(
+                "      the answer of round {round} states no figure or name from the {} tool result(s): the loop sends one corrective turn (toolset setting correct_unfounded_answers)",
+                unfounded.results
+            );
+        }
         AgentEvent::RefusedCallRetried { round, call } => {
             println!(
                 "      the answer of round {round} makes no call after {} was refused ({}): the loop sends one corrective turn (toolset setting retry_refused_calls)",

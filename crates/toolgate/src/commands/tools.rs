@@ -38,7 +38,8 @@ fn measured_calls(toolset: ToolsetName) -> Vec<(&'static str, Value)> {
         | ToolsetName::NotesV6
         | ToolsetName::NotesV7
         | ToolsetName::NotesV8
-        | ToolsetName::NotesV9 => vec![
+        | ToolsetName::NotesV9
+        | ToolsetName::NotesV10 => vec![
             ("notes_search", json!({"query": "design team budget"})),
             ("notes_get", json!({"note_id": 5})),
         ],
