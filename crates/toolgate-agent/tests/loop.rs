@@ -1712,7 +1712,10 @@ async fn an_answer_that_states_nothing_the_results_gave_is_asked_once_to_answer_
         .ask("run-unfounded", "What is the budget?")
         .await;
     assert_eq!(result.stop, StopCause::FinalAnswer);
-    assert_eq!(result.answer.as_deref(), Some("The budget entry is number 1."));
+    assert_eq!(
+        result.answer.as_deref(),
+        Some("The budget entry is number 1.")
+    );
     assert_eq!(model.requests().len(), 3);
     let correction = last_text(&model, 2);
     assert!(

@@ -508,11 +508,11 @@ impl Agent {
     /// echo of the tool results that gets the run's one echo correction (a corrective user
     /// turn, observed and traced) instead of being the final answer.
     fn correct_echoed_answer(&self, run: &mut RunState<'_>, response: &ModelResponse) -> bool {
-        if !self.config.correct_echoed_answers
-            || run.echo_corrected.is_some()
-            || run.round >= self.config.max_rounds
-            || !self.budget_left(run)
-        {
+        if !self.may_correct_answer(
+            run,
+            self.config.correct_echoed_answers,
+            run.echo_corrected.is_some(),
+        ) {
             return false;
         }
         let results = tool_results(&run.messages, true);
@@ -533,29 +533,27 @@ impl Agent {
         true
     }
 
+    /// Whether an answer correction whose lever is `enabled` and which is not yet `done` may
+    /// send its one corrective turn: a round and some token budget are left for the answer
+    /// after it. Tool use having ended does not close it (the answer needs no tools).
+    fn may_correct_answer(&self, run: &RunState<'_>, enabled: bool, done: bool) -> bool {
+        enabled && !done && run.round < self.config.max_rounds && self.budget_left(run)
+    }
+
     /// Stage 4, for a turn without calls that no other correction took: whether it states
     /// nothing from the run's successful tool results and gets the run's one unfounded-answer
     /// correction (a corrective user turn, observed and traced) instead of being the final
     /// answer.
     fn correct_unfounded_answer(&self, run: &mut RunState<'_>, response: &ModelResponse) -> bool {
-        if !self.config.correct_unfounded_answers
-            || run.unfounded_corrected.is_some()
-            || run.round >= self.config.max_rounds
-            || !self.budget_left(run)
-        {
+        if !self.may_correct_answer(
+            run,
+            self.config.correct_unfounded_answers,
+            run.unfounded_corrected.is_some(),
+        ) {
             return false;
         }
         let results = tool_results(&run.messages, false);
-        let users: Vec<&str> = run
-            .messages
-            .iter()
-            .filter(|m| m.role == Role::User)
-            .flat_map(|m| &m.content)
-            .filter_map(|b| match b {
-                ContentBlock::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
+        let users = user_texts(&run.messages);
         let Some(unfounded) = unfounded_answer(&response.text, &users, &results) else {
             return false;
         };
@@ -661,6 +659,19 @@ fn tool_results(messages: &[Message], with_errors: bool) -> Vec<&str> {
         .flat_map(|m| &m.content)
         .filter_map(|b| match b {
             ContentBlock::ToolResult(r) if with_errors || !r.is_error => Some(r.content.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The texts the user's turns say (the corrections the loop sent in the user's role among them).
+fn user_texts(messages: &[Message]) -> Vec<&str> {
+    messages
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
             _ => None,
         })
         .collect()
