@@ -84,8 +84,21 @@ fn tools_json_lists_every_tool_with_risk_reason_and_token_costs() {
     assert_eq!(
         names,
         [
-            "books-v1", "books-v2", "books-v3", "books-v4", "books-v5", "notes", "notes-v2",
-            "notes-v3", "notes-v4", "notes-v5", "notes-v6", "notes-v7", "notes-v8"
+            "books-v1",
+            "books-v2",
+            "books-v3",
+            "books-v4",
+            "books-v5",
+            "notes",
+            "notes-v2",
+            "notes-v3",
+            "notes-v4",
+            "notes-v5",
+            "notes-v6",
+            "notes-v7",
+            "notes-v8",
+            "notes-v9",
+            "notes-v10"
         ]
     );
     for toolset in toolsets {
