@@ -25,7 +25,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 use toolgate_core::{ErrorCode, ToolError};
-use toolgate_llm::{ContentBlock, Message, Role};
+use toolgate_llm::Message;
 
 /// A tool whose calls may state only figures the conversation has shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,16 +115,9 @@ fn value_of(number: &str, multiplier: f64) -> Option<String> {
 /// The texts a figure may be grounded in: every user message's text and every tool result's
 /// content in `messages`.
 pub fn seen_texts(messages: &[Message]) -> Vec<&str> {
-    messages
-        .iter()
-        .filter(|m| m.role == Role::User)
-        .flat_map(|m| &m.content)
-        .filter_map(|block| match block {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            ContentBlock::ToolResult(result) => Some(result.content.as_str()),
-            ContentBlock::ToolCall(_) => None,
-        })
-        .collect()
+    let mut seen = crate::conversation::user_texts(messages);
+    seen.extend(crate::conversation::tool_results(messages, true));
+    seen
 }
 
 /// The figures the string values of `arguments` state that no text of `seen` contains, in

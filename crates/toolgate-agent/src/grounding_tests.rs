@@ -1,5 +1,5 @@
 use serde_json::json;
-use toolgate_llm::{ToolCall, ToolResult};
+use toolgate_llm::{ContentBlock, Role, ToolCall, ToolResult};
 
 use super::*;
 

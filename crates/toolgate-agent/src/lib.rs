@@ -2,6 +2,7 @@
 //! person answers (approvals, and the questions MCP servers ask during our calls).
 
 pub mod approvers;
+pub mod conversation;
 pub mod deferral;
 pub mod described_call;
 pub mod echoed_answer;

@@ -113,8 +113,7 @@ use toolgate_core::taint::TaintSources;
 use toolgate_core::trace::{NoTrace, TraceSink};
 use toolgate_core::{Caller, Principal};
 use toolgate_llm::{
-    ContentBlock, Message, Model, ModelRequest, ModelResponse, Role, ToolChoice, ToolDefinition,
-    Usage,
+    Message, Model, ModelRequest, ModelResponse, ToolChoice, ToolDefinition, Usage,
 };
 
 pub use config::{AgentConfig, DEFAULT_MAX_ROUNDS, DEFAULT_SYSTEM_PROMPT};
@@ -132,6 +131,7 @@ pub use trace::{
     UnfoundedAnswerCorrected,
 };
 
+use crate::conversation::{tool_results, user_texts};
 use crate::deferral::ToolList;
 use crate::described_call::{DescribedCall, correction_text, described_call};
 use crate::echoed_answer::{CORRECTION as ECHO_CORRECTION, Echo, echoed_tool_output};
@@ -650,29 +650,4 @@ impl Agent {
             observer(event);
         }
     }
-}
-
-/// The texts of the tool results in `messages`, errors among them only `with_errors`.
-fn tool_results(messages: &[Message], with_errors: bool) -> Vec<&str> {
-    messages
-        .iter()
-        .flat_map(|m| &m.content)
-        .filter_map(|b| match b {
-            ContentBlock::ToolResult(r) if with_errors || !r.is_error => Some(r.content.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The texts the user's turns say (the corrections the loop sent in the user's role among them).
-fn user_texts(messages: &[Message]) -> Vec<&str> {
-    messages
-        .iter()
-        .filter(|m| m.role == Role::User)
-        .flat_map(|m| &m.content)
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
 }
