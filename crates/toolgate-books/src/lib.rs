@@ -1,8 +1,9 @@
-//! toolgate-books: the goodbooks-10k catalogue (300 rows) in SQLite and four toolsets over
+//! toolgate-books: the goodbooks-10k catalogue (300 rows) in SQLite and five toolsets over
 //! it: `books-v1`, a straight CRUD wrapper; `books-v2`, designed for a model; `books-v3`, v2
 //! changed where the embedded model's runs failed (writes by filter, repeats answered);
 //! `books-v4`, v3 changed where its runs failed (placeholder filters left out, years in the
-//! user's words, empty matches that say what to drop). Domain code only: this crate knows
+//! user's words, empty matches that say what to drop); `books-v6`, v4 whose writes name their
+//! books first (a required `books` object before the change). Domain code only: this crate knows
 //! nothing of models, MCP or the network.
 
 pub mod data;
@@ -13,6 +14,7 @@ pub mod v1;
 pub mod v2;
 pub mod v3;
 pub mod v4;
+pub mod v6;
 mod writes;
 
 use toolgate_core::Tool;
@@ -27,10 +29,18 @@ pub enum Toolset {
     V2,
     V3,
     V4,
+    /// books-v4's search; writes that take their books in a `books` object, first.
+    V6,
 }
 
 impl Toolset {
-    pub const ALL: [Toolset; 4] = [Toolset::V1, Toolset::V2, Toolset::V3, Toolset::V4];
+    pub const ALL: [Toolset; 5] = [
+        Toolset::V1,
+        Toolset::V2,
+        Toolset::V3,
+        Toolset::V4,
+        Toolset::V6,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -38,6 +48,7 @@ impl Toolset {
             Toolset::V2 => "books-v2",
             Toolset::V3 => "books-v3",
             Toolset::V4 => "books-v4",
+            Toolset::V6 => "books-v6",
         }
     }
 
@@ -52,6 +63,7 @@ impl Toolset {
             Toolset::V2 => v2::tools(store),
             Toolset::V3 => v3::tools(store),
             Toolset::V4 => v4::tools(store),
+            Toolset::V6 => v6::tools(store),
         }
     }
 }

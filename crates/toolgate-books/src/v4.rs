@@ -540,7 +540,8 @@ pub fn found_sentence(total: i64, described: &str) -> String {
     }
 }
 
-/// Declares an argument struct with the filters every v4 tool shares, then its own fields.
+/// Declares an argument struct with the filters every v4 tool shares, then its own fields
+/// (v6's `books` object too).
 macro_rules! filter_args {
     ($(#[$meta:meta])* pub struct $name:ident { $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)* }) => {
         $(#[$meta])*
@@ -601,6 +602,8 @@ macro_rules! filter_args {
     };
 }
 
+pub(crate) use filter_args;
+
 filter_args! {
     pub struct SearchArgs {
         /// How many books to list, 1-100; default 10. The counts cover every match anyway.
@@ -639,7 +642,7 @@ pub fn tools(store: &BooksStore) -> Result<Vec<Tool>, DeclarationError> {
     Ok(vec![search(store)?, set_status(store)?, tag(store)?])
 }
 
-fn search(store: &BooksStore) -> Result<Tool, DeclarationError> {
+pub(crate) fn search(store: &BooksStore) -> Result<Tool, DeclarationError> {
     let store = store.clone();
     ToolBuilder::<SearchArgs>::new("books_search", 1)
         .answers_repeats()
@@ -979,29 +982,41 @@ fn set_status(store: &BooksStore) -> Result<Tool, DeclarationError> {
             Effect::UndoableWrite,
             "It changes only the user's own reading status, and the previous values are kept for undo.",
         )
-        .check(|args: &SetStatusArgs, _| status_selection(args).check());
-    writes::by_filter(
-        builder,
-        store,
-        |conn, args| select(conn, &status_selection(args)),
-        |tx, args, selected| {
-            let new = v2::status_text(args.status);
-            let changed = selected
-                .books
-                .iter()
-                .filter(|b| b.my_status.as_deref() != new)
-                .count();
-            let effect = v2::set_status_of(tx, &selected.books, args.status)?;
-            let did = format!("have status {}", new.unwrap_or("none"));
-            Ok(finish(
-                effect,
-                &status_selection(args),
-                selected,
-                changed,
-                &did,
-            ))
-        },
-    )
+        .check(|args: &SetStatusArgs, _| check_status(args));
+    writes::by_filter(builder, store, select_status, apply_status)
+}
+
+/// Refuses a status write that needs no store to refuse (no books named, crossed ranges).
+pub(crate) fn check_status(args: &SetStatusArgs) -> Result<(), ToolError> {
+    status_selection(args).check()
+}
+
+/// The books a status write changes.
+pub(crate) fn select_status(conn: &dyn Sql, args: &SetStatusArgs) -> Result<Selected, ToolError> {
+    select(conn, &status_selection(args))
+}
+
+/// Sets the status on the selected books; the result says what changed.
+pub(crate) fn apply_status(
+    tx: &dyn Sql,
+    args: &SetStatusArgs,
+    selected: &Selected,
+) -> Result<WriteEffect, ToolError> {
+    let new = v2::status_text(args.status);
+    let changed = selected
+        .books
+        .iter()
+        .filter(|b| b.my_status.as_deref() != new)
+        .count();
+    let effect = v2::set_status_of(tx, &selected.books, args.status)?;
+    let did = format!("have status {}", new.unwrap_or("none"));
+    Ok(finish(
+        effect,
+        &status_selection(args),
+        selected,
+        changed,
+        &did,
+    ))
 }
 
 fn tag(store: &BooksStore) -> Result<Tool, DeclarationError> {
@@ -1019,48 +1034,62 @@ fn tag(store: &BooksStore) -> Result<Tool, DeclarationError> {
             Effect::UndoableWrite,
             "It changes only the user's own tags, and the previous tags are kept for undo.",
         )
-        .check(|args: &TagArgs, _| {
-            if is_placeholder(&args.tag) {
-                return Err(ToolError::invalid(
-                    "tag",
-                    format!("\"{}\" is a placeholder, not a tag: give the tag the user named", args.tag),
-                )
-                .with_example(json!({"author": "George Orwell", "tag": "classic"})));
-            }
-            tag_selection(args).check()
-        });
-    writes::by_filter(
-        builder,
-        store,
-        |conn, args| select(conn, &tag_selection(args)),
-        |tx, args, selected| {
-            let tag = args.tag.trim().to_lowercase();
-            let remove = args.action == Some(TagAction::Remove);
-            let changed = selected
-                .books
-                .iter()
-                .filter(|b| b.tags().contains(&tag.as_str()) == remove)
-                .count();
-            let (added, removed) = if remove {
-                (Vec::new(), vec![tag.clone()])
-            } else {
-                (vec![tag.clone()], Vec::new())
-            };
-            let effect = v2::retag(tx, &selected.books, &added, &removed)?;
-            let did = if remove {
-                format!("lack the tag \"{tag}\"")
-            } else {
-                format!("have the tag \"{tag}\"")
-            };
-            Ok(finish(
-                effect,
-                &tag_selection(args),
-                selected,
-                changed,
-                &did,
-            ))
-        },
-    )
+        .check(|args: &TagArgs, _| check_tag(args));
+    writes::by_filter(builder, store, select_tag, apply_tag)
+}
+
+/// Refuses a tag write that needs no store to refuse (a placeholder tag, no books named,
+/// crossed ranges).
+pub(crate) fn check_tag(args: &TagArgs) -> Result<(), ToolError> {
+    if is_placeholder(&args.tag) {
+        return Err(ToolError::invalid(
+            "tag",
+            format!(
+                "\"{}\" is a placeholder, not a tag: give the tag the user named",
+                args.tag
+            ),
+        )
+        .with_example(json!({"author": "George Orwell", "tag": "classic"})));
+    }
+    tag_selection(args).check()
+}
+
+/// The books a tag write changes.
+pub(crate) fn select_tag(conn: &dyn Sql, args: &TagArgs) -> Result<Selected, ToolError> {
+    select(conn, &tag_selection(args))
+}
+
+/// Adds or removes the tag on the selected books; the result says what changed.
+pub(crate) fn apply_tag(
+    tx: &dyn Sql,
+    args: &TagArgs,
+    selected: &Selected,
+) -> Result<WriteEffect, ToolError> {
+    let tag = args.tag.trim().to_lowercase();
+    let remove = args.action == Some(TagAction::Remove);
+    let changed = selected
+        .books
+        .iter()
+        .filter(|b| b.tags().contains(&tag.as_str()) == remove)
+        .count();
+    let (added, removed) = if remove {
+        (Vec::new(), vec![tag.clone()])
+    } else {
+        (vec![tag.clone()], Vec::new())
+    };
+    let effect = v2::retag(tx, &selected.books, &added, &removed)?;
+    let did = if remove {
+        format!("lack the tag \"{tag}\"")
+    } else {
+        format!("have the tag \"{tag}\"")
+    };
+    Ok(finish(
+        effect,
+        &tag_selection(args),
+        selected,
+        changed,
+        &did,
+    ))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! together. Library code below every front end (the CLI's commands, the eval runner, and next
 //! the MCP server), above the toolsets and the egress exit.
 //!
-//! - [`toolset`]: [`ToolsetName`] (`books-v1` to `books-v5`, `notes`, `notes-v2` to
+//! - [`toolset`]: [`ToolsetName`] (`books-v1` to `books-v6`, `notes`, `notes-v2` to
 //!   `notes-v10`) and the [`StoreKind`] each works on.
 //! - [`store`]: [`Store`], the book catalogue or the notebook: open, open-or-init, reset, and
 //!   direct connection access; [`StoreConfig`] says where a store lives.

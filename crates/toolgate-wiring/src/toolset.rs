@@ -30,6 +30,9 @@ pub enum ToolsetName {
     /// books-v4's tools, with a loop that asks once for the corrected call when the model
     /// answers after a refused call instead of fixing it.
     BooksV5,
+    /// books-v4 whose writes name their books first: a required `books` object (the search's
+    /// filters, sort and limit) before the tag or status.
+    BooksV6,
     /// The notes assistant: notes, web clips, email drafts and sends.
     Notes,
     /// The notes assistant with notes-v2's search (the best match whole, a kind filter that
@@ -85,12 +88,13 @@ fn known_names() -> String {
 
 impl ToolsetName {
     /// Every toolset, in the order listings show them.
-    pub const ALL: [ToolsetName; 15] = [
+    pub const ALL: [ToolsetName; 16] = [
         ToolsetName::BooksV1,
         ToolsetName::BooksV2,
         ToolsetName::BooksV3,
         ToolsetName::BooksV4,
         ToolsetName::BooksV5,
+        ToolsetName::BooksV6,
         ToolsetName::Notes,
         ToolsetName::NotesV2,
         ToolsetName::NotesV3,
@@ -109,7 +113,8 @@ impl ToolsetName {
             ToolsetName::BooksV1
             | ToolsetName::BooksV2
             | ToolsetName::BooksV3
-            | ToolsetName::BooksV4 => self.books_design().map_or("books", BooksDesign::name),
+            | ToolsetName::BooksV4
+            | ToolsetName::BooksV6 => self.books_design().map_or("books", BooksDesign::name),
             // books-v4's tools under another loop design: its own name.
             ToolsetName::BooksV5 => "books-v5",
             ToolsetName::Notes => "notes",
@@ -138,6 +143,9 @@ impl ToolsetName {
             }
             ToolsetName::BooksV5 => {
                 "books-v4 whose loop asks once for the corrected call when the model answers after a refused call"
+            }
+            ToolsetName::BooksV6 => {
+                "books-v4 whose writes name their books first: a books object (the search's filters, sort and limit) before the tag or status"
             }
             ToolsetName::Notes => "The notes assistant: notes, web clips, email drafts and sends",
             ToolsetName::NotesV2 => {
@@ -177,7 +185,8 @@ impl ToolsetName {
             | ToolsetName::BooksV2
             | ToolsetName::BooksV3
             | ToolsetName::BooksV4
-            | ToolsetName::BooksV5 => StoreKind::Books,
+            | ToolsetName::BooksV5
+            | ToolsetName::BooksV6 => StoreKind::Books,
             ToolsetName::Notes
             | ToolsetName::NotesV2
             | ToolsetName::NotesV3
@@ -199,6 +208,7 @@ impl ToolsetName {
             ToolsetName::BooksV3 => Some(BooksDesign::V3),
             // The same tools as books-v4: v5 changes only the loop.
             ToolsetName::BooksV4 | ToolsetName::BooksV5 => Some(BooksDesign::V4),
+            ToolsetName::BooksV6 => Some(BooksDesign::V6),
             ToolsetName::Notes
             | ToolsetName::NotesV2
             | ToolsetName::NotesV3
@@ -298,6 +308,9 @@ impl ToolsetName {
                 retry_refused_calls: true,
                 ..AgentConfig::default()
             },
+            // books-v6 changes the write tools only, so it runs books-v4's loop: the paired
+            // eval measures the writes that name their books first and nothing else.
+            ToolsetName::BooksV6 => ToolsetName::BooksV4.agent_config(),
             // notes-v2's correction and repeat levers, and the loop's own first read of the
             // user's words (*wrong final state* and *invalid arguments* from guessed ids,
             // *wrong answer* from filters that hid the note). No forced first call: the loop's
@@ -322,7 +335,8 @@ impl ToolsetName {
             | ToolsetName::BooksV2
             | ToolsetName::BooksV3
             | ToolsetName::BooksV4
-            | ToolsetName::BooksV5 => None,
+            | ToolsetName::BooksV5
+            | ToolsetName::BooksV6 => None,
             ToolsetName::Notes => Some(NotesDesign::V1),
             // The same tools as notes-v2: v3 changes only the loop.
             ToolsetName::NotesV2 | ToolsetName::NotesV3 => Some(NotesDesign::V2),
@@ -411,6 +425,7 @@ mod tests {
                 "books-v3",
                 "books-v4",
                 "books-v5",
+                "books-v6",
                 "notes",
                 "notes-v2",
                 "notes-v3",
@@ -449,6 +464,15 @@ mod tests {
         );
         assert_eq!(
             ToolsetName::BooksV5.books_design(),
+            ToolsetName::BooksV4.books_design()
+        );
+        // books-v6 is books-v4's loop exactly, with other write tools.
+        assert_eq!(
+            format!("{:?}", ToolsetName::BooksV6.agent_config()),
+            format!("{v4:?}")
+        );
+        assert_ne!(
+            ToolsetName::BooksV6.books_design(),
             ToolsetName::BooksV4.books_design()
         );
         let v3 = ToolsetName::NotesV3.agent_config();
@@ -621,7 +645,8 @@ mod tests {
                 ToolsetName::BooksV2,
                 ToolsetName::BooksV3,
                 ToolsetName::BooksV4,
-                ToolsetName::BooksV5
+                ToolsetName::BooksV5,
+                ToolsetName::BooksV6
             ]
         );
         assert_eq!(

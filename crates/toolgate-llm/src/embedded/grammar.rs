@@ -357,6 +357,34 @@ mod tests {
         assert!(!alone.contains("tg-json-block"), "{alone}");
     }
 
+    /// What books-v6's write schema rests on: the converter writes an object's required
+    /// properties before its optional ones, whatever order the schema lists them in, so a
+    /// model under this grammar can only write a required field first.
+    #[test]
+    fn the_converter_writes_required_properties_before_optional_ones() {
+        let schema = json!({"type": "object", "additionalProperties": false,
+            "properties": {"author": {"type": "string"}, "tag": {"type": "string"}},
+            "required": ["tag"]});
+        let grammar = real_converter(&schema.to_string()).unwrap();
+        let root = grammar.lines().find(|l| l.starts_with("root ::=")).unwrap();
+        let (tag, author) = (
+            root.find("tag-kv").unwrap(),
+            root.find("author-kv").unwrap(),
+        );
+        assert!(tag < author, "{root}");
+        // A required object listed first is written first: the books before the tag.
+        let nested = json!({"type": "object", "additionalProperties": false,
+            "properties": {"books": {"type": "object", "additionalProperties": false,
+                "properties": {"author": {"type": "string"}}}, "tag": {"type": "string"}},
+            "required": ["books", "tag"]});
+        let grammar = real_converter(&nested.to_string()).unwrap();
+        let root = grammar.lines().find(|l| l.starts_with("root ::=")).unwrap();
+        assert!(
+            root.find("books-kv").unwrap() < root.find("tag-kv").unwrap(),
+            "{root}"
+        );
+    }
+
     #[test]
     fn a_conversion_without_the_expected_rules_is_refused_not_guessed() {
         let code = code_tool();

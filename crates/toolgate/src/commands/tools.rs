@@ -54,7 +54,7 @@ fn measured_calls(toolset: ToolsetName) -> Vec<(&'static str, Value)> {
             ("books_get", json!({"ids": [1]})),
         ],
         // books-v4 has no books_get and no response_format.
-        ToolsetName::BooksV4 | ToolsetName::BooksV5 => vec![
+        ToolsetName::BooksV4 | ToolsetName::BooksV5 | ToolsetName::BooksV6 => vec![
             ("books_search", json!({})),
             ("books_search", json!({"author": "Rowling"})),
         ],
