@@ -31,7 +31,7 @@ use toolgate_agent::{Agent, AgentConfig};
 use toolgate_core::Principal;
 use toolgate_core::trace::MemoryTrace;
 use toolgate_llm::{BoxFuture, LlmError, Model, ModelRequest, ModelResponse};
-use toolgate_sandbox::SandboxConfig;
+use toolgate_sandbox::{Paging, SandboxConfig};
 use toolgate_wiring::{CodeOptions, ExitsConfig, ExtraTools, Seat, Store, StoreKind, ToolsetName};
 
 pub const RUNS_FILE: &str = "runs.jsonl";
@@ -150,6 +150,10 @@ pub struct ArmRun {
     /// Whether the run's first request asked for a tool call (`tool_choice: any`).
     #[serde(default)]
     pub first_round_must_call: bool,
+    /// Whether the run's scripts had `<tool>_all` for each paged tool
+    /// (`toolgate_sandbox::Paging::AlsoAllPages`).
+    #[serde(default)]
+    pub all_pages: bool,
 }
 
 /// Wraps a model to measure every request and keep the usage of every response.
@@ -400,6 +404,8 @@ pub struct CodeMode {
     /// Ask for a tool call in each model run's first round (the loop's lever, see
     /// `AgentConfig::first_round_must_call`); recorded in every run.
     pub first_round_must_call: bool,
+    /// Whether scripts get `<tool>_all` for each paged tool; recorded in every run.
+    pub paging: Paging,
 }
 
 pub type Progress = dyn Fn(&ArmRun) + Send + Sync;
@@ -463,6 +469,7 @@ impl CodeMode {
             self.sampling(),
             self.seed,
             self.first_round_must_call,
+            self.paging == Paging::AlsoAllPages,
         ) {
             Some(found) => Err(CodeModeError::Mismatch {
                 path: path.display().to_string(),
@@ -543,6 +550,7 @@ impl CodeMode {
             code: arm.code().then(|| CodeOptions {
                 sandbox: self.sandbox.clone(),
                 export_notes: true,
+                paging: self.paging,
             }),
             ..ExtraTools::default()
         };
@@ -640,6 +648,7 @@ impl CodeMode {
             script_correct,
             script_exit,
             first_round_must_call: self.first_round_must_call,
+            all_pages: self.paging == Paging::AlsoAllPages,
         })
     }
 }
@@ -651,14 +660,16 @@ pub fn run_seed_of(temperature: Option<f32>, base: u64, total: usize, index: usi
 }
 
 /// What makes saved `runs` another measurement than one of `model` at `temperature` (sampling,
-/// or `None`) with seed base `seed` and `must_call` first rounds: another question, or for a
-/// model arm another model, temperature, seed or first round. `None` when they belong to it.
+/// or `None`) with seed base `seed`, `must_call` first rounds and `all_pages` scripts: another
+/// question, or for a model arm another model, temperature, seed, first round or script module.
+/// `None` when they belong to it.
 pub fn mismatch(
     runs: &[ArmRun],
     model: &str,
     temperature: Option<f32>,
     seed: u64,
     must_call: bool,
+    all_pages: bool,
 ) -> Option<String> {
     runs.iter().find_map(|r| {
         if r.question != QUESTION {
@@ -672,6 +683,8 @@ pub fn mismatch(
                 "runs with first_round_must_call {}",
                 r.first_round_must_call
             ))
+        } else if r.all_pages != all_pages {
+            Some(format!("runs with all_pages {}", r.all_pages))
         } else if r.temperature != temperature
             || r.seed != run_seed_of(temperature, seed, r.notes, r.run)
         {
@@ -890,6 +903,7 @@ mod tests {
             script_correct: script,
             script_exit: script.map(|_| 0),
             first_round_must_call: false,
+            all_pages: false,
         }
     }
 
@@ -917,19 +931,26 @@ mod tests {
     #[test]
     fn a_resume_with_another_temperature_seed_or_model_is_refused() {
         let runs = vec![saved_run(Arm::Script, 325, 1, false, Some(false))];
-        assert_eq!(mismatch(&runs, "m", Some(0.7), 7, false), None);
-        assert!(mismatch(&runs, "m", Some(0.7), 8, false).is_some(), "seed");
+        assert_eq!(mismatch(&runs, "m", Some(0.7), 7, false, false), None);
         assert!(
-            mismatch(&runs, "m", None, 7, false).is_some(),
+            mismatch(&runs, "m", Some(0.7), 8, false, false).is_some(),
+            "seed"
+        );
+        assert!(
+            mismatch(&runs, "m", None, 7, false, false).is_some(),
             "temperature"
         );
         assert!(
-            mismatch(&runs, "other", Some(0.7), 7, false).is_some(),
+            mismatch(&runs, "other", Some(0.7), 7, false, false).is_some(),
             "model"
         );
         assert!(
-            mismatch(&runs, "m", Some(0.7), 7, true).is_some(),
+            mismatch(&runs, "m", Some(0.7), 7, true, false).is_some(),
             "first round"
+        );
+        assert!(
+            mismatch(&runs, "m", Some(0.7), 7, false, true).is_some(),
+            "script module"
         );
     }
 

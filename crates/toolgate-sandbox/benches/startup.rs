@@ -48,7 +48,10 @@ fn main() {
     let work = tempfile::tempdir().unwrap();
     let job = |script: &str| Job {
         script: script.to_owned(),
-        tools_module: toolgate_sandbox::python::tools_module(&[]),
+        tools_module: toolgate_sandbox::python::tools_module(
+            &[],
+            toolgate_sandbox::python::Paging::ByPage,
+        ),
         data: None,
         work: work.path().to_owned(),
         cancel: CancelToken::new(),

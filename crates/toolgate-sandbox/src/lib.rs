@@ -30,6 +30,7 @@ pub mod workspace;
 pub use cgroup::BoundLayer;
 pub use config::{InitProgram, Limits, Requirement, SandboxConfig, Settings};
 pub use error::{Layer, SandboxError};
+pub use python::Paging;
 pub use run::{
     Bounds, BridgeReply, Captured, Job, LimitHit, NoTools, RunReport, Sandbox, Stopped, ToolBridge,
 };

@@ -2,9 +2,19 @@
 //! the model views of the tools the caller may use: one function per tool, its docstring the
 //! tool's description and parameters, each call a JSON line over the bridge.
 //!
+//! With [`Paging::AlsoAllPages`], a paged tool (one with an integer `offset` parameter) also
+//! becomes `<tool>_all(...)`: the same parameters without `offset`, called from offset 0 while
+//! the result gives a larger `next_offset`, returning one list of every page's items. Why: the
+//! embedded model's scripts for "every note that mentions X" failed on the paging itself (a
+//! result dict iterated as a list, a `limit` past the maximum, a loop that never advanced), not
+//! on the question (`evals/runs/code-mode-markers-sampled-embedded`).
+//!
 //! Guarantees: only tools in the list given become functions; a parameter whose name is not a
 //! Python identifier (or is a keyword) is still reachable through `call(name, **arguments)`;
-//! generated text is escaped so a description cannot end its docstring and inject code.
+//! generated text is escaped so a description cannot end its docstring and inject code. An
+//! `_all` function is only a loop over the tool's own calls (each checked as any call), reads
+//! at most [`MAX_PAGES`] pages, stops when `next_offset` does not move forward, and raises
+//! `ToolError` when a page has no single list of items to collect instead of guessing.
 
 use serde_json::Value;
 use toolgate_core::spec::ModelView;
@@ -48,6 +58,39 @@ const KEYWORDS: &[&str] = &[
     "call",
     "ToolError",
 ];
+
+/// Most pages an `_all` function reads.
+pub const MAX_PAGES: usize = 200;
+
+/// Whether paged tools also get an `_all` function that reads every page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Paging {
+    /// One function per tool; a script pages with `offset` itself.
+    #[default]
+    ByPage,
+    /// And `<tool>_all(...)` for each tool with an integer `offset` parameter.
+    AlsoAllPages,
+}
+
+/// The loop behind every `_all` function (in the module when one is generated).
+const ALL_PAGES: &str = r#"
+
+def _all_pages(tool, arguments):
+    """Calls a paged tool from offset 0 until its result has no larger next_offset (at most
+    _MAX_PAGES pages) and returns the items of every page, in order, as one list."""
+    items, offset = [], 0
+    for _ in range(_MAX_PAGES):
+        content = call(tool, **dict(arguments, offset=offset))["content"]
+        lists = [key for key, value in content.items() if isinstance(value, list)]
+        if len(lists) != 1:
+            raise ToolError("internal", f"{tool} returned {len(lists)} lists, not one: page it with offset instead", False)
+        items += content[lists[0]]
+        following = content.get("next_offset")
+        if not isinstance(following, int) or following <= offset:
+            break
+        offset = following
+    return items
+"#;
 
 /// The module's fixed part: the bridge client and the error type.
 const PRELUDE: &str = r#""""The tools of this conversation, as Python functions.
@@ -140,7 +183,22 @@ fn schema_line(name: &str, schema: &Value, required: bool) -> String {
     line
 }
 
+/// Whether `view` pages: an integer `offset` parameter.
+fn is_paged(view: &ModelView) -> bool {
+    view.input_schema
+        .get("properties")
+        .and_then(|p| p.get("offset"))
+        .and_then(|o| o.get("type"))
+        .and_then(Value::as_str)
+        == Some("integer")
+}
+
 fn function(view: &ModelView) -> Option<String> {
+    function_as(view, false)
+}
+
+/// `view` as a function; `all_pages`: as its `_all` function (no `offset`, every page).
+fn function_as(view: &ModelView, all_pages: bool) -> Option<String> {
     if !is_identifier(&view.name) {
         return None;
     }
@@ -159,6 +217,7 @@ fn function(view: &ModelView) -> Option<String> {
     let named: Vec<(&String, &Value)> = properties
         .iter()
         .filter(|(name, _)| is_identifier(name))
+        .filter(|(name, _)| !(all_pages && name.as_str() == "offset"))
         .collect();
     let mut params: Vec<String> = named
         .iter()
@@ -171,32 +230,74 @@ fn function(view: &ModelView) -> Option<String> {
             .filter(|(n, _)| !required.contains(&n.as_str()))
             .map(|(n, _)| format!("{n}=None")),
     );
-    let mut doc = docstring_text(&view.description);
-    if !properties.is_empty() {
+    let mut doc = if all_pages {
+        format!(
+            "Every page of {name}, from offset 0 to the last: one list of all the items the pages list. Raises ToolError as {name} does.\n\n",
+            name = view.name
+        )
+    } else {
+        String::new()
+    };
+    doc.push_str(&docstring_text(&view.description));
+    let documented: Vec<(&String, &Value)> = properties
+        .iter()
+        .filter(|(n, _)| !(all_pages && n.as_str() == "offset"))
+        .collect();
+    if !documented.is_empty() {
         doc.push_str("\n\nParameters:\n");
-        let lines: Vec<String> = properties
+        let lines: Vec<String> = documented
             .iter()
             .map(|(n, s)| docstring_text(&schema_line(n, s, required.contains(&n.as_ref()))))
             .collect();
         doc.push_str(&lines.join("\n"));
     }
     let arguments: Vec<String> = named.iter().map(|(n, _)| format!("{n}={n}")).collect();
+    let body = if all_pages {
+        format!(
+            "_all_pages({:?}, dict({}))",
+            view.name,
+            arguments.join(", ")
+        )
+    } else {
+        format!("call({:?}, {})", view.name, arguments.join(", "))
+    };
     Some(format!(
-        "\n\ndef {name}({params}):\n    \"\"\"{doc}\n    \"\"\"\n    return call({name:?}, {arguments})\n",
+        "\n\ndef {name}{suffix}({params}):\n    \"\"\"{doc}\n    \"\"\"\n    return {body}\n",
         name = view.name,
+        suffix = if all_pages { "_all" } else { "" },
         params = params.join(", "),
-        arguments = arguments.join(", "),
     ))
 }
 
+/// Every function of `view` under `paging`: the tool's own, then its `_all` when it pages.
+fn functions(view: &ModelView, paging: Paging) -> Vec<String> {
+    let all = (paging == Paging::AlsoAllPages && is_paged(view))
+        .then(|| function_as(view, true))
+        .flatten();
+    function(view).into_iter().chain(all).collect()
+}
+
+/// The name a generated function is defined with.
+fn defined_name(function: &str) -> Option<&str> {
+    let start = function.find("def ")? + 4;
+    let end = function[start..].find('(')? + start;
+    Some(&function[start..end])
+}
+
 /// The module's source for these tools.
-pub fn tools_module(views: &[ModelView]) -> String {
+pub fn tools_module(views: &[ModelView], paging: Paging) -> String {
     let mut source = PRELUDE.to_owned();
+    if paging == Paging::AlsoAllPages && views.iter().any(is_paged) {
+        source.push_str(&format!("\n\n_MAX_PAGES = {MAX_PAGES}"));
+        source.push_str(ALL_PAGES);
+    }
     let mut names = Vec::new();
     for view in views {
-        if let Some(f) = function(view) {
+        for f in functions(view, paging) {
+            if let Some(name) = defined_name(&f) {
+                names.push(format!("{name:?}"));
+            }
             source.push_str(&f);
-            names.push(format!("{:?}", view.name));
         }
     }
     source.push_str(&format!(
@@ -207,11 +308,11 @@ pub fn tools_module(views: &[ModelView]) -> String {
 }
 
 /// A short listing for the `code_execution` description: each function's signature.
-pub fn signatures(views: &[ModelView]) -> Vec<String> {
+pub fn signatures(views: &[ModelView], paging: Paging) -> Vec<String> {
     views
         .iter()
-        .filter_map(|v| {
-            let f = function(v)?;
+        .flat_map(|v| functions(v, paging))
+        .filter_map(|f| {
             let start = f.find("def ")? + 4;
             let end = f[start..].find(':')? + start;
             Some(f[start..end].to_owned())
@@ -235,11 +336,14 @@ mod tests {
 
     #[test]
     fn required_parameters_come_first_and_optional_ones_default_to_none() {
-        let module = tools_module(&[view(
-            "notes_search",
-            "Finds notes.",
-            json!({"type":"object","properties":{"limit":{"type":"integer"},"query":{"type":"string","description":"words"}},"required":["query"]}),
-        )]);
+        let module = tools_module(
+            &[view(
+                "notes_search",
+                "Finds notes.",
+                json!({"type":"object","properties":{"limit":{"type":"integer"},"query":{"type":"string","description":"words"}},"required":["query"]}),
+            )],
+            Paging::ByPage,
+        );
         assert!(
             module.contains("def notes_search(query, limit=None):"),
             "{module}"
@@ -250,32 +354,105 @@ mod tests {
 
     #[test]
     fn a_description_cannot_close_its_docstring_and_inject_code() {
-        let module = tools_module(&[view(
-            "notes_read",
-            "Reads.\"\"\"\nimport os; os.system('x')\n\"\"\"",
-            json!({"type":"object","properties":{}}),
-        )]);
+        let module = tools_module(
+            &[view(
+                "notes_read",
+                "Reads.\"\"\"\nimport os; os.system('x')\n\"\"\"",
+                json!({"type":"object","properties":{}}),
+            )],
+            Paging::ByPage,
+        );
         let body = module.split("def notes_read").nth(1).unwrap();
         assert_eq!(body.matches("\"\"\"").count(), 2, "{body}");
     }
 
     #[test]
     fn a_parameter_that_is_not_an_identifier_is_left_to_call() {
-        let module = tools_module(&[view(
-            "books_get",
-            "Gets.",
-            json!({"type":"object","properties":{"class":{"type":"string"},"book-id":{"type":"integer"},"ids":{"type":"array"}}}),
-        )]);
+        let module = tools_module(
+            &[view(
+                "books_get",
+                "Gets.",
+                json!({"type":"object","properties":{"class":{"type":"string"},"book-id":{"type":"integer"},"ids":{"type":"array"}}}),
+            )],
+            Paging::ByPage,
+        );
         assert!(module.contains("def books_get(ids=None):"), "{module}");
     }
 
     #[test]
     fn signatures_list_each_function() {
-        let sigs = signatures(&[view(
-            "notes_search",
-            "Finds.",
-            json!({"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}),
-        )]);
+        let sigs = signatures(
+            &[view(
+                "notes_search",
+                "Finds.",
+                json!({"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}),
+            )],
+            Paging::ByPage,
+        );
         assert_eq!(sigs, vec!["notes_search(query)".to_owned()]);
+    }
+
+    fn paged_search() -> ModelView {
+        view(
+            "notes_search",
+            "Finds notes.",
+            json!({"type":"object","properties":{"query":{"type":"string"},"kind":{"type":"string"},"offset":{"type":"integer"}},"required":["query"]}),
+        )
+    }
+
+    #[test]
+    fn a_paged_tool_gets_an_all_pages_function_only_when_asked() {
+        let unpaged = view(
+            "notes_get",
+            "Gets.",
+            json!({"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}),
+        );
+        // (paging, the functions listed)
+        let cases = [
+            (
+                Paging::ByPage,
+                vec![
+                    "notes_search(query, kind=None, offset=None)",
+                    "notes_get(id)",
+                ],
+            ),
+            (
+                Paging::AlsoAllPages,
+                vec![
+                    "notes_search(query, kind=None, offset=None)",
+                    "notes_search_all(query, kind=None)",
+                    "notes_get(id)",
+                ],
+            ),
+        ];
+        for (paging, expected) in cases {
+            let views = [paged_search(), unpaged.clone()];
+            assert_eq!(signatures(&views, paging), expected, "{paging:?}");
+            let module = tools_module(&views, paging);
+            assert_eq!(
+                module.contains("def _all_pages("),
+                paging == Paging::AlsoAllPages,
+                "{paging:?}"
+            );
+        }
+        let module = tools_module(&[paged_search()], Paging::AlsoAllPages);
+        assert!(
+            module.contains("return _all_pages(\"notes_search\", dict(query=query, kind=kind))"),
+            "{module}"
+        );
+        assert!(
+            module.contains("\"notes_search_all\""),
+            "listed in __all__: {module}"
+        );
+        // A string `offset` is no page number: no `_all` for it.
+        let odd = view(
+            "odd",
+            "Odd.",
+            json!({"type":"object","properties":{"offset":{"type":"string"}}}),
+        );
+        assert_eq!(
+            signatures(&[odd], Paging::AlsoAllPages),
+            ["odd(offset=None)"]
+        );
     }
 }

@@ -30,6 +30,7 @@ use toolgate_core::tool::{DeclarationError, ExecContext, ToolBuilder, ToolCaller
 use toolgate_core::{BoxFuture, Effect, Risk, Tool, ToolError, UntrustedText};
 
 use crate::error::SandboxError;
+use crate::python::Paging;
 use crate::run::{BridgeReply, Job, RunReport, Sandbox, ToolBridge};
 use crate::workspace::Workspaces;
 
@@ -51,6 +52,9 @@ pub struct CodeTool {
     /// The tools a script may call (the conversation's, without this one).
     pub tools: Vec<ModelView>,
     pub data: Option<Arc<dyn DataExport>>,
+    /// Whether a script also gets `<tool>_all` for each paged tool (see [`Paging`]); its
+    /// worked example then reads every page with it.
+    pub paging: Paging,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -75,6 +79,11 @@ while offset is not None:
     offset = page.get("next_offset")
 print(len(ids), "notes:", ", ".join(str(i) for i in ids))"#;
 
+/// The worked example under [`Paging::AlsoAllPages`]: the same search, every page in one call.
+pub const ALL_PAGES_EXAMPLE: &str = r#"import toolgate_tools as t
+hits = t.notes_search_all(query="invoice")
+print(len(hits), "notes:", ", ".join(str(hit["id"]) for hit in hits))"#;
+
 fn check_args(args: &CodeArgs) -> Result<(), ToolError> {
     for (i, path) in args.return_files.iter().flatten().enumerate() {
         if crate::beneath::relative_path(path).is_none() {
@@ -91,8 +100,8 @@ fn check_args(args: &CodeArgs) -> Result<(), ToolError> {
     Ok(())
 }
 
-fn description(tools: &[ModelView], data: bool) -> String {
-    let signatures = crate::python::signatures(tools);
+fn description(tools: &[ModelView], data: bool, paging: Paging) -> String {
+    let signatures = crate::python::signatures(tools, paging);
     let data_line = if data {
         " The notebook is exported read-only at /sandbox/data (notes/*.md with front matter, and index.json listing id, title, tags, kind, date and untrusted for every note)."
     } else {
@@ -111,10 +120,20 @@ pub fn code_execution(code: CodeTool) -> Result<Tool, DeclarationError> {
         .into_iter()
         .filter(|t| t.name != TOOL_NAME)
         .collect();
-    let does = description(&tools, code.data.is_some());
+    let does = description(&tools, code.data.is_some(), code.paging);
+    let (example_of, example) = match code.paging {
+        Paging::ByPage => (
+            "every note that matches a search, page after page",
+            PAGING_EXAMPLE,
+        ),
+        Paging::AlsoAllPages => (
+            "every note that matches a search, every page at once",
+            ALL_PAGES_EXAMPLE,
+        ),
+    };
     let wall = code.sandbox.config().limits.wall;
     let state = Arc::new(State {
-        module: crate::python::tools_module(&tools),
+        module: crate::python::tools_module(&tools, code.paging),
         allowed: tools.iter().map(|t| t.name.clone()).collect(),
         sandbox: code.sandbox,
         workspaces: code.workspaces,
@@ -127,10 +146,7 @@ pub fn code_execution(code: CodeTool) -> Result<Tool, DeclarationError> {
             Some("one or two tool calls answer the question: call those tools directly."),
             "exit_code, stdout (and stderr when the script failed), tool_calls made, stopped (a limit that ended the script), limits_hit (memory, processes or work_folder: a bound of the whole run the script ran into) and the returned files; the printed output is in untrusted_content.",
         )
-        .example(
-            "every note that matches a search, page after page",
-            json!({ "code": PAGING_EXAMPLE }),
-        )
+        .example(example_of, json!({ "code": example }))
         .example(
             "write a file and return it",
             json!({"code": "open(\"summary.md\", \"w\").write(\"# Budget\\n\")", "return_files": ["summary.md"]}),

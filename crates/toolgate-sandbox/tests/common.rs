@@ -26,7 +26,10 @@ pub fn sandbox() -> Sandbox {
 pub fn job(script: &str, work: &Path, data: Option<&Path>) -> Job {
     Job {
         script: script.to_owned(),
-        tools_module: toolgate_sandbox::python::tools_module(&[]),
+        tools_module: toolgate_sandbox::python::tools_module(
+            &[],
+            toolgate_sandbox::python::Paging::ByPage,
+        ),
         data: data.map(Path::to_owned),
         work: work.to_owned(),
         cancel: CancelToken::new(),
@@ -87,6 +90,7 @@ impl CodeHarness {
             workspaces: std::sync::Arc::clone(&workspaces),
             tools: extra.iter().map(|t| t.spec.model_view()).collect(),
             data,
+            paging: toolgate_sandbox::Paging::ByPage,
         })
         .unwrap();
         let mut tools = extra;

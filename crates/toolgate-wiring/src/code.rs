@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use toolgate_core::Tool;
 use toolgate_notes::NotesStore;
-use toolgate_sandbox::{CodeTool, DataExport, Sandbox, SandboxConfig, Workspaces};
+use toolgate_sandbox::{CodeTool, DataExport, Paging, Sandbox, SandboxConfig, Workspaces};
 
 use crate::error::WiringError;
 use crate::store::Store;
@@ -23,6 +23,8 @@ pub struct CodeOptions {
     pub sandbox: SandboxConfig,
     /// Mount the notebook read-only at `/sandbox/data` (notes toolset only).
     pub export_notes: bool,
+    /// Whether scripts also get `<tool>_all` for each paged tool (`toolgate_sandbox::Paging`).
+    pub paging: Paging,
 }
 
 /// The notebook, exported fresh for every script (a script sees what the tools would).
@@ -78,5 +80,6 @@ pub fn code_tool(
         workspaces,
         tools: views,
         data,
+        paging: options.paging,
     })?)
 }

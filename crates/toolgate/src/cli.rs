@@ -576,6 +576,11 @@ pub struct CodeModeArgs {
     /// grammar the first turn is then a call), recorded in every run.
     #[arg(long)]
     pub first_round_must_call: bool,
+    /// Give scripts `<tool>_all(...)` for each paged tool (`notes_search_all(query=...)`: every
+    /// page from offset 0, one list of hits) and a worked example that uses it; recorded in
+    /// every run, and --resume refuses a folder measured the other way.
+    #[arg(long)]
+    pub all_pages: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

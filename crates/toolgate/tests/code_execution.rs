@@ -24,7 +24,7 @@ use toolgate_core::trace::MemoryTrace;
 use toolgate_core::{Approver, BoxFuture, Principal};
 use toolgate_llm::scripted::ScriptedModel;
 use toolgate_notes::{Kind, NewNote};
-use toolgate_sandbox::{InitProgram, SandboxConfig};
+use toolgate_sandbox::{InitProgram, Paging, SandboxConfig};
 use toolgate_wiring::{CodeOptions, ExitsConfig, ExtraTools, Seat, Store, ToolsetName};
 
 /// Approves (or denies) everything and keeps what it was shown.
@@ -57,6 +57,7 @@ struct World {
     store: Store,
     exits: ExitsConfig,
     trace: Arc<MemoryTrace>,
+    paging: Paging,
 }
 
 fn sandbox_config() -> SandboxConfig {
@@ -80,6 +81,15 @@ impl World {
             store,
             exits,
             trace: Arc::new(MemoryTrace::default()),
+            paging: Paging::ByPage,
+        }
+    }
+
+    /// With `<tool>_all` for each paged tool in the scripts' module.
+    fn with_all_pages() -> World {
+        World {
+            paging: Paging::AlsoAllPages,
+            ..World::new()
         }
     }
 
@@ -106,6 +116,7 @@ impl World {
             code: Some(CodeOptions {
                 sandbox: sandbox_config(),
                 export_notes: true,
+                paging: self.paging,
             }),
             ..ExtraTools::default()
         };
@@ -924,6 +935,7 @@ async fn the_code_mode_reference_script_finds_every_budget_note_in_one_call() {
         temperature: None,
         seed: 0,
         first_round_must_call: false,
+        paging: Paging::ByPage,
     };
     // The stand-in arm never calls the model it is given.
     let unused = Arc::new(ScriptedModel::new([]));
@@ -950,9 +962,21 @@ async fn the_code_mode_reference_script_finds_every_budget_note_in_one_call() {
 
 #[tokio::test]
 async fn the_code_tools_worked_example_reads_a_search_to_its_last_page() {
-    let world = World::new();
+    worked_example_reads_every_match(World::new(), toolgate_sandbox::tool::PAGING_EXAMPLE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_all_pages_example_reads_every_match_in_one_call() {
+    worked_example_reads_every_match(
+        World::with_all_pages(),
+        toolgate_sandbox::tool::ALL_PAGES_EXAMPLE,
+    )
+    .await;
+}
+
+/// `example`, searching "budget", prints the count and every id the notebook's truth holds.
+async fn worked_example_reads_every_match(world: World, example: &str) {
     // The example's own word matches nothing in the sample notebook; "budget" fills pages.
-    let example = toolgate_sandbox::tool::PAGING_EXAMPLE;
     let script = example.replace("\"invoice\"", "\"budget\"");
     assert_ne!(script, example);
     let model = Arc::new(ScriptedModel::new([

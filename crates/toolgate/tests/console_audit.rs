@@ -39,7 +39,7 @@ use console::{
 };
 use serde_json::{Value, json};
 use toolgate_core::{CallRequest, Principal};
-use toolgate_sandbox::{InitProgram, SandboxConfig};
+use toolgate_sandbox::{InitProgram, Paging, SandboxConfig};
 use toolgate_store::audit::{AuditFilter, AuditStore, SqliteAudit};
 use toolgate_wiring::{CodeOptions, ExitsConfig, ExtraTools, Seat, Store, StoreKind, ToolsetName};
 
@@ -122,6 +122,7 @@ fn record_code_call(audit_file: &Path, dir: &Path) {
                 args: vec!["sandbox-init".into()],
             }),
             export_notes: true,
+            paging: Paging::ByPage,
         }),
         ..ExtraTools::default()
     };

@@ -24,7 +24,7 @@ use toolgate_llm::scripted::ScriptedModel;
 use toolgate_otlp_receiver::{
     AttributeValue, ReceivedSpan, Receiver, ReceiverOptions, SpanKind, StatusCode, Transport, Until,
 };
-use toolgate_sandbox::{InitProgram, SandboxConfig};
+use toolgate_sandbox::{InitProgram, Paging, SandboxConfig};
 use toolgate_telemetry::config::TelemetryConfig;
 use toolgate_wiring::{CodeOptions, Seat, ToolsetName};
 
@@ -172,6 +172,7 @@ fn one_conversation_is_one_trace_through_the_gateway_and_matches_the_decision_re
             args: vec!["sandbox-init".into()],
         }),
         export_notes: false,
+        paging: Paging::ByPage,
     });
     let ready =
         toolgate_wiring::dispatcher_with(ToolsetName::Notes, &store, &exits, seat, extra).unwrap();

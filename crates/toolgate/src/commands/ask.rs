@@ -463,6 +463,7 @@ fn code_options(config: &Config, toolset: ToolsetName) -> Result<CodeOptions, Co
     Ok(CodeOptions {
         sandbox: config.sandbox.config(init),
         export_notes: toolset.store() == toolgate_wiring::StoreKind::Notes,
+        paging: toolgate_sandbox::Paging::ByPage,
     })
 }
 

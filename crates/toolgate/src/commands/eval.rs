@@ -287,6 +287,11 @@ fn code_mode(config: &Config, args: &crate::cli::CodeModeArgs) -> Result<(), Com
         temperature: args.temperature,
         seed: args.seed,
         first_round_must_call: args.first_round_must_call,
+        paging: if args.all_pages {
+            toolgate_sandbox::Paging::AlsoAllPages
+        } else {
+            toolgate_sandbox::Paging::ByPage
+        },
     };
     if args.runs > 1 && !args.temperature.is_some_and(|t| t > 0.0) {
         return Err(CommandError::Usage(
