@@ -598,6 +598,37 @@ macro_rules! filter_args {
                     has_tag: self.has_tag.clone(),
                 }
             }
+
+            /// The arguments made of `filters`, `sort` and its own fields, in their order.
+            #[allow(clippy::too_many_arguments)]
+            pub fn from_parts(filters: Filters, sort: Option<Sort>, $($field: $ty,)*) -> Self {
+                let Filters {
+                    author,
+                    title,
+                    published_after,
+                    published_before,
+                    published_in,
+                    min_rating,
+                    max_rating,
+                    language,
+                    current_status,
+                    has_tag,
+                } = filters;
+                $name {
+                    author,
+                    title,
+                    published_after,
+                    published_before,
+                    published_in,
+                    min_rating,
+                    max_rating,
+                    language,
+                    current_status,
+                    has_tag,
+                    sort,
+                    $($field,)*
+                }
+            }
         }
     };
 }

@@ -83,65 +83,20 @@ pub fn tools(store: &BooksStore) -> Result<Vec<Tool>, DeclarationError> {
 
 /// books-v4's status write with the same books.
 pub fn flat_status(args: &SetStatusArgs) -> v4::SetStatusArgs {
-    let Filters {
-        author,
-        title,
-        published_after,
-        published_before,
-        published_in,
-        min_rating,
-        max_rating,
-        language,
-        current_status,
-        has_tag,
-    } = args.books.filters();
-    v4::SetStatusArgs {
-        author,
-        title,
-        published_after,
-        published_before,
-        published_in,
-        min_rating,
-        max_rating,
-        language,
-        current_status,
-        has_tag,
-        sort: args.books.sort,
-        limit: args.books.limit,
-        status: args.status,
-    }
+    let books = &args.books;
+    v4::SetStatusArgs::from_parts(books.filters(), books.sort, books.limit, args.status)
 }
 
 /// books-v4's tag write with the same books.
 pub fn flat_tag(args: &TagArgs) -> v4::TagArgs {
-    let Filters {
-        author,
-        title,
-        published_after,
-        published_before,
-        published_in,
-        min_rating,
-        max_rating,
-        language,
-        current_status,
-        has_tag,
-    } = args.books.filters();
-    v4::TagArgs {
-        author,
-        title,
-        published_after,
-        published_before,
-        published_in,
-        min_rating,
-        max_rating,
-        language,
-        current_status,
-        has_tag,
-        sort: args.books.sort,
-        limit: args.books.limit,
-        tag: args.tag.clone(),
-        action: args.action,
-    }
+    let books = &args.books;
+    v4::TagArgs::from_parts(
+        books.filters(),
+        books.sort,
+        books.limit,
+        args.tag.clone(),
+        args.action,
+    )
 }
 
 /// A books-v4 call's arguments in this design's shape: the books' fields moved into `books`.
