@@ -24,6 +24,7 @@
 //!   the matched words.
 
 pub mod actions;
+pub mod bm25;
 pub mod email;
 pub mod export;
 pub mod extract;
