@@ -993,7 +993,7 @@ pub struct CheckArgs {
     pub ctx: u32,
 
     /// Injection suite: at most N attack cases per configuration, spread over goals, tasks
-    /// and phrasings (the full suite is 120 cases x 3 configurations, hours on the embedded
+    /// and phrasings (the full suite is 240 cases x 3 configurations, hours on the embedded
     /// model).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub limit: Option<u64>,
