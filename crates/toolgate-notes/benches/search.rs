@@ -23,18 +23,7 @@ use toolgate_notes::search_sql;
 use toolgate_notes::{NotesStore, SearchArgs, generate_notes};
 
 /// What a user might type: single common words, phrases, a whole question, a miss.
-const QUERIES: &[&str] = &[
-    "budget",
-    "travel budget",
-    "quarterly report",
-    "garden beds progress",
-    "Platform team sync",
-    "incident review timing",
-    "sourdough starter",
-    "what did Wen say about the tax return",
-    "design team budget",
-    "zanzibar",
-];
+const QUERIES: &[&str] = toolgate_notes::sample::SEARCH_QUERY_MIX;
 const SEED: u64 = 7;
 
 struct Samples(Vec<Duration>);

@@ -7,7 +7,7 @@
 //! its instances (a title instance counts 8, a body instance 1), the row's length is its
 //! tokens in every column, and the average length is the table's tokens over its rows; a
 //! term's IDF is ln((N - n + 0.5) / (n + 0.5)) for N rows of which n hold the term, raised to
-//! 1e-6 when not positive. The score is negated (lower ranks first), as FTS5 returns it.
+//! 1e-6 when not positive. The score is negated (lower ranks first), as FTS5 returns it (`-1.0 * score`, the same bits).
 //!
 //! Guarantees: [`score`] performs FTS5's floating-point operations in FTS5's order
 //! (`ext/fts5/fts5_aux.c`), so equal inputs give the same `f64`; the test
@@ -66,7 +66,7 @@ pub fn score(
         total += idf(table.rows, term.rows_with_term)
             * ((freq * (K1 + 1.0)) / (freq + K1 * (1.0 - B + B * d / avgdl)));
     }
-    -1.0 * total
+    -total
 }
 
 #[cfg(test)]

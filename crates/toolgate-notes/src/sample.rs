@@ -221,6 +221,22 @@ fn capitalize(text: &str) -> String {
     }
 }
 
+/// The search benchmark's query mix over [`generate_notes`]' notebooks (issue 39): single
+/// common words, phrases, a whole question, a word no note holds. The benchmark times it and
+/// the exact-ranking test scores it, so both speak of the same queries.
+pub const SEARCH_QUERY_MIX: &[&str] = &[
+    "budget",
+    "travel budget",
+    "quarterly report",
+    "garden beds progress",
+    "Platform team sync",
+    "incident review timing",
+    "sourdough starter",
+    "what did Wen say about the tax return",
+    "design team budget",
+    "zanzibar",
+];
+
 /// `n` filler notes, the same for the same `(n, seed)`: about two thirds ordinary notes, a
 /// fifth to-dos (some done), a tenth meetings of non-design teams with action items, and a few
 /// benign clipped articles (untrusted, with a source URL).

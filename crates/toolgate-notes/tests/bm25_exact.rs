@@ -14,19 +14,8 @@ use toolgate_notes::bm25::{TableStats, TermInRow, score};
 use toolgate_notes::search::fts_query;
 use toolgate_notes::{NotesStore, generate_notes};
 
-/// The benchmark's query mix (crates/toolgate-notes/benches/search.rs).
-const QUERIES: &[&str] = &[
-    "budget",
-    "travel budget",
-    "quarterly report",
-    "garden beds progress",
-    "Platform team sync",
-    "incident review timing",
-    "sourdough starter",
-    "what did Wen say about the tax return",
-    "design team budget",
-    "zanzibar",
-];
+/// The benchmark's query mix.
+const QUERIES: &[&str] = toolgate_notes::sample::SEARCH_QUERY_MIX;
 
 /// The notebook's tokens of `text`, as its FTS5 table makes them (same tokenizer, a scratch
 /// table in memory): a term per token, in order.
