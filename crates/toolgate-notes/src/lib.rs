@@ -29,6 +29,7 @@ pub mod email;
 pub mod export;
 pub mod extract;
 pub mod frontmatter;
+pub mod fts5_terms;
 pub mod import;
 pub mod note_ref;
 pub mod notebook_words;

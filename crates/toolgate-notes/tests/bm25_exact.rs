@@ -1,8 +1,8 @@
 //! `toolgate_notes::bm25::score` against FTS5's own `bm25(notes_fts, 8.0, 1.0)` on a real
 //! notebook of generated notes: for every note that each query of the benchmark's mix matches
 //! (every word, then any word), the pure function given FTS5's counts (read through
-//! `fts5vocab`, and the query's terms tokenized by a scratch FTS5 table with the notebook's own
-//! tokenizer) returns the very `f64` FTS5 returns. This is what lets an index outside SQLite
+//! `fts5vocab`, and the query's terms by `Fts5Terms`, a scratch FTS5 table with the notebook's
+//! own tokenizer) returns the very `f64` FTS5 returns. This is what lets an index outside SQLite
 //! rank notes exactly as `notes_search` does (issue 39).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,33 +11,12 @@ use std::collections::HashMap;
 
 use rusqlite::Connection;
 use toolgate_notes::bm25::{TableStats, TermInRow, score};
+use toolgate_notes::fts5_terms::Fts5Terms;
 use toolgate_notes::search::fts_query;
 use toolgate_notes::{NotesStore, generate_notes};
 
 /// The benchmark's query mix.
 const QUERIES: &[&str] = toolgate_notes::sample::SEARCH_QUERY_MIX;
-
-/// The notebook's tokens of `text`, as its FTS5 table makes them (same tokenizer, a scratch
-/// table in memory): a term per token, in order.
-fn fts5_terms(text: &str) -> Vec<String> {
-    let scratch = Connection::open_in_memory().unwrap();
-    scratch
-        .execute_batch(
-            "CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'porter unicode61 remove_diacritics 2');
-             CREATE VIRTUAL TABLE v USING fts5vocab(t, instance);",
-        )
-        .unwrap();
-    scratch
-        .execute("INSERT INTO t (rowid, x) VALUES (1, ?1)", [text])
-        .unwrap();
-    let mut stmt = scratch
-        .prepare("SELECT term FROM v ORDER BY offset")
-        .unwrap();
-    stmt.query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
-}
 
 struct Counts {
     table: TableStats,
@@ -111,6 +90,7 @@ fn bm25_scores_every_match_of_the_query_mix_exactly_as_fts5_does() {
     store
         .with_conn(|conn| {
             let counts = counts(conn);
+            let tokenizer = Fts5Terms::new().unwrap();
             assert!(counts.table.rows > 3_000);
             let mut compared = 0;
             for query in QUERIES {
@@ -120,7 +100,7 @@ fn bm25_scores_every_match_of_the_query_mix_exactly_as_fts5_does() {
                     .terms
                     .iter()
                     .map(|word| {
-                        let tokens = fts5_terms(word);
+                        let tokens = tokenizer.of(word).unwrap();
                         assert_eq!(tokens.len(), 1, "{word}: {tokens:?}");
                         tokens[0].clone()
                     })
