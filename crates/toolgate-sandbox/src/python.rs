@@ -279,8 +279,13 @@ fn functions(view: &ModelView, paging: Paging) -> Vec<String> {
 
 /// The name a generated function is defined with.
 fn defined_name(function: &str) -> Option<&str> {
+    signature(function)?.split('(').next()
+}
+
+/// A generated function's signature: what follows `def ` up to the colon.
+fn signature(function: &str) -> Option<&str> {
     let start = function.find("def ")? + 4;
-    let end = function[start..].find('(')? + start;
+    let end = function[start..].find(':')? + start;
     Some(&function[start..end])
 }
 
@@ -312,11 +317,7 @@ pub fn signatures(views: &[ModelView], paging: Paging) -> Vec<String> {
     views
         .iter()
         .flat_map(|v| functions(v, paging))
-        .filter_map(|f| {
-            let start = f.find("def ")? + 4;
-            let end = f[start..].find(':')? + start;
-            Some(f[start..end].to_owned())
-        })
+        .filter_map(|f| signature(&f).map(str::to_owned))
         .collect()
 }
 
