@@ -3,7 +3,9 @@
 //! blocking-thread hop, observation bound), with p50/p99, the growth from each size to the
 //! next, the database's size on disk, and, at the largest size, each query's matches and
 //! latency (which query sets the p99), and the ranking statement alone (the share of a search
-//! that ranks every match).
+//! that ranks every match), and the same first page from FTS5's statement and from the top-k
+//! index beside it (`toolgate_notes::search_index`), with each one's build time, size and the
+//! ratio between them in the same run (the bench checks both give the same ids).
 //!
 //! `cargo bench -p toolgate-notes` runs 1k, 10k, 100k and 1M notes (issue 39's growth curve);
 //! `cargo bench -p toolgate-notes -- --sizes 10000,100000` runs the sizes given. Any other
@@ -18,7 +20,9 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use toolgate_core::sql::Dialect;
 use toolgate_core::{CallRequest, Dispatcher, Principal, Registry, ToolError, sql_params};
-use toolgate_notes::search::fts_query;
+use toolgate_notes::notebook_index::{IndexPolicy, IndexState, index_dir};
+use toolgate_notes::search::{FtsQuery, fts_query};
+use toolgate_notes::search_index::PageRequest;
 use toolgate_notes::search_sql;
 use toolgate_notes::{NotesStore, SearchArgs, generate_notes};
 
@@ -80,6 +84,68 @@ fn rounds_for(notes: usize, full: bool) -> usize {
     }
 }
 
+/// A first page of five, every word or any word, any kind.
+fn first_page(every: bool) -> PageRequest {
+    PageRequest {
+        every,
+        kind: None,
+        limit: 5,
+        offset: 0,
+    }
+}
+
+/// FTS5's first page of five as the search asks for it: every word, then any word.
+fn fts5_every_then_any(store: &NotesStore, parsed: &FtsQuery) -> Vec<i64> {
+    let page = |expr: Option<String>| -> Vec<i64> {
+        let Some(expr) = expr else { return Vec::new() };
+        store
+            .with_sql(|conn| {
+                conn.query(
+                    &search_sql::page(Dialect::Sqlite),
+                    sql_params![expr, Option::<&str>::None, 5u32, 0u32],
+                )
+                .map_err(ToolError::from)
+            })
+            .expect("the page statement")
+            .iter()
+            .map(|row| row.i64(0).expect("an id"))
+            .collect()
+    };
+    let every = page(parsed.all_words());
+    if every.is_empty() && parsed.terms.len() > 1 {
+        page(parsed.any_word())
+    } else {
+        every
+    }
+}
+
+/// The bytes of the files in `dir`.
+fn folder_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// This process's resident memory in MB (Linux), 0 elsewhere.
+fn resident_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
 /// One query's matches (every word; any word when none has them all) on `store`.
 fn matches(store: &NotesStore, query: &str) -> (i64, i64) {
     let terms = fts_query(query);
@@ -112,6 +178,7 @@ fn main() {
     let mut rows = Vec::new();
     let mut builds = Vec::new();
     let mut per_query = Vec::new();
+    let mut index_builds = Vec::new();
 
     for &notes in &sizes {
         let rounds = rounds_for(notes, full);
@@ -215,38 +282,127 @@ fn main() {
             samples: Samples(highlight),
         });
 
-        let registry = Registry::new(toolgate_notes::tools(&store).expect("declare the tools"))
-            .expect("registry");
-        let dispatcher = Dispatcher::new(Arc::new(registry)).expect("dispatcher");
-        let via_dispatcher = runtime.block_on(async {
-            let mut samples = Vec::new();
-            for _ in 0..rounds {
-                for query in QUERIES {
-                    let request = CallRequest::new(
-                        principal.clone(),
-                        "run-1",
-                        "notes_search",
-                        json!({"query": query}),
-                    );
-                    let t = Instant::now();
-                    let outcome = dispatcher.call(request).await;
-                    samples.push(t.elapsed());
-                    assert!(!outcome.is_error(), "{}", outcome.model_text());
-                    std::hint::black_box(outcome);
+        // The same page both ways, as the search asks for it: every word, then any word when
+        // no note has them all (five hits, no kind). FTS5 ranks every match; the top-k index
+        // (`toolgate_notes::search_index`) counts every match and scores only those that can
+        // still enter the page.
+        // The same notebook opened again as a large one is: its index prepared on its own
+        // thread (the time is the whole preparation: tokenizing every note and indexing it).
+        let index_started = Instant::now();
+        let indexed = NotesStore::open_with(&path, IndexPolicy::FromNotes(0))
+            .expect("open the notebook with its index");
+        let state = indexed.wait_for_search_index(Duration::from_secs(3_600));
+        assert_eq!(state, Some(IndexState::Ready), "the index was not prepared");
+        index_builds.push((
+            notes,
+            index_started.elapsed(),
+            folder_bytes(&index_dir(&path)),
+            resident_mb(),
+        ));
+        let index = indexed.search_index().expect("the ready index");
+        // Warm the index's files and its cached statistics once per query, as FTS5's are.
+        for query in QUERIES {
+            let terms = index.query_terms(&fts_query(query).terms).expect("terms");
+            index
+                .page(&terms, first_page(false))
+                .expect("the index page");
+        }
+        let mut fts5_pages = Vec::new();
+        let mut index_pages = Vec::new();
+        let mut index_by_query: Vec<Vec<Duration>> = vec![Vec::new(); QUERIES.len()];
+        for _ in 0..rounds {
+            for (q, query) in QUERIES.iter().enumerate() {
+                let parsed = fts_query(query);
+                let t = Instant::now();
+                let fts5 = fts5_every_then_any(&store, &parsed);
+                fts5_pages.push(t.elapsed());
+                let t = Instant::now();
+                let terms = index.query_terms(&parsed.terms).expect("the query's terms");
+                let mut page = index
+                    .page(&terms, first_page(true))
+                    .expect("the index page");
+                if page.total == 0 && terms.len() > 1 {
+                    page = index
+                        .page(&terms, first_page(false))
+                        .expect("the index page");
                 }
+                let took = t.elapsed();
+                index_pages.push(took);
+                index_by_query[q].push(took);
+                assert_eq!(page.ids, fts5, "{query}: the index and FTS5 disagree");
             }
-            samples
+        }
+        rows.push(Row {
+            notes,
+            path: "fts5: every, then any word".into(),
+            samples: Samples(fts5_pages),
         });
         rows.push(Row {
             notes,
-            path: "dispatcher: notes_search".into(),
-            samples: Samples(via_dispatcher),
+            path: "index: every, then any word".into(),
+            samples: Samples(index_pages),
         });
+        drop(index);
+        let mut indexed_search = Vec::new();
+        for _ in 0..rounds {
+            for query in QUERIES {
+                let t = Instant::now();
+                let out = indexed.search(&SearchArgs::query(query)).expect("search");
+                indexed_search.push(t.elapsed());
+                std::hint::black_box(out);
+            }
+        }
+        rows.push(Row {
+            notes,
+            path: "store, indexed: run_search".into(),
+            samples: Samples(indexed_search),
+        });
+
+        for (store, path) in [
+            (&store, "dispatcher: notes_search"),
+            (&indexed, "dispatcher, indexed"),
+        ] {
+            let registry = Registry::new(toolgate_notes::tools(store).expect("declare the tools"))
+                .expect("registry");
+            let dispatcher = Dispatcher::new(Arc::new(registry)).expect("dispatcher");
+            let via_dispatcher = runtime.block_on(async {
+                let mut samples = Vec::new();
+                for _ in 0..rounds {
+                    for query in QUERIES {
+                        let request = CallRequest::new(
+                            principal.clone(),
+                            "run-1",
+                            "notes_search",
+                            json!({"query": query}),
+                        );
+                        let t = Instant::now();
+                        let outcome = dispatcher.call(request).await;
+                        samples.push(t.elapsed());
+                        assert!(!outcome.is_error(), "{}", outcome.model_text());
+                        std::hint::black_box(outcome);
+                    }
+                }
+                samples
+            });
+            rows.push(Row {
+                notes,
+                path: path.into(),
+                samples: Samples(via_dispatcher),
+            });
+        }
         if Some(&notes) == sizes.last() {
             per_query = QUERIES
                 .iter()
                 .zip(by_query)
-                .map(|(query, samples)| (*query, matches(&store, query), Samples(samples)))
+                .zip(index_by_query)
+                .map(|((query, samples), index_samples)| {
+                    (
+                        *query,
+                        matches(&store, query),
+                        Samples(samples),
+                        Samples(index_samples),
+                    )
+                })
                 .collect();
         }
     }
@@ -273,6 +429,13 @@ fn main() {
             *bytes as f64 / 1e6,
         );
     }
+    for (notes, took, bytes, resident) in &index_builds {
+        println!(
+            "indexed {notes} notes (top-k index prepared on opening: tokenized, indexed, one segment) in {:.2} s: {:.1} MB on disk; the bench process then resident {resident:.0} MB",
+            took.as_secs_f64(),
+            *bytes as f64 / 1e6,
+        );
+    }
     println!(
         "\n{:>8}  {:<26} {:>7} {:>10} {:>10}",
         "notes", "path", "calls", "p50 µs", "p99 µs"
@@ -294,7 +457,11 @@ fn main() {
             "store: run_search",
             "statement: rank a page",
             "statement: mark one hit",
+            "fts5: every, then any word",
+            "index: every, then any word",
+            "store, indexed: run_search",
             "dispatcher: notes_search",
+            "dispatcher, indexed",
         ] {
             let find = |notes: usize| rows.iter().find(|r| r.notes == notes && r.path == path);
             if let (Some(a), Some(b)) = (find(small), find(large)) {
@@ -310,12 +477,33 @@ fn main() {
         println!(
             "\neach query at {largest} notes (store: run_search; matches of every word / of any word):"
         );
-        for (query, (every, any), samples) in &per_query {
+        for (query, (every, any), samples, index_samples) in &per_query {
             println!(
-                "  {query:<40} {every:>8} / {any:<8} p50 {:>9.0} µs  p99 {:>9.0} µs",
+                "  {query:<40} {every:>8} / {any:<8} p50 {:>9.0} µs  p99 {:>9.0} µs; index p50 {:>7.0} µs  p99 {:>7.0} µs",
                 samples.percentile_us(50.0),
                 samples.percentile_us(99.0),
+                index_samples.percentile_us(50.0),
+                index_samples.percentile_us(99.0),
             );
+        }
+    }
+    println!(
+        "\nthe index against FTS5 for the same work, in the same run (FTS5 time / index time):"
+    );
+    for (fts5_path, index_path) in [
+        ("fts5: every, then any word", "index: every, then any word"),
+        ("store: run_search", "store, indexed: run_search"),
+        ("dispatcher: notes_search", "dispatcher, indexed"),
+    ] {
+        for &notes in &sizes {
+            let find = |path: &str| rows.iter().find(|r| r.notes == notes && r.path == path);
+            if let (Some(fts5), Some(index)) = (find(fts5_path), find(index_path)) {
+                println!(
+                    "  {index_path:<28} {notes:>8} notes: p50 {:.1}x, p99 {:.1}x faster",
+                    fts5.samples.percentile_us(50.0) / index.samples.percentile_us(50.0),
+                    fts5.samples.percentile_us(99.0) / index.samples.percentile_us(99.0),
+                );
+            }
         }
     }
     println!("total {:.1} s", started.elapsed().as_secs_f64());

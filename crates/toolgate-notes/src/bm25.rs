@@ -52,21 +52,73 @@ pub fn score(
     row_tokens: u64,
     (title_weight, body_weight): (f64, f64),
 ) -> f64 {
-    if table.rows == 0 {
-        return 0.0;
+    let rows_with: Vec<u64> = terms.iter().map(|t| t.rows_with_term).collect();
+    // FTS5 adds the column weight once per instance; sums of small whole numbers are exact,
+    // so adding them by multiplication gives the same f64.
+    let freqs = terms.iter().map(|term| {
+        f64::from(term.title_hits) * title_weight + f64::from(term.body_hits) * body_weight
+    });
+    Bm25Query::new(table, &rows_with).score(freqs, row_tokens)
+}
+
+/// One query over one table: what FTS5 computes once per query (the average row length and
+/// each phrase's IDF), to score many rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bm25Query {
+    /// `None` for an empty table, whose every score is 0.
+    avgdl: Option<f64>,
+    idf: Vec<f64>,
+}
+
+/// Room for rounding in [`Bm25Query::best_possible`]: a bound a hair looser than exact
+/// arithmetic, so a row is never skipped because the bound rounded the other way.
+const BOUND_SLACK: f64 = 1e-9;
+
+impl Bm25Query {
+    /// The query whose phrases `rows_with_term` rows of `table` hold, phrase by phrase.
+    pub fn new(table: TableStats, rows_with_term: &[u64]) -> Self {
+        Bm25Query {
+            avgdl: (table.rows > 0).then(|| table.tokens as f64 / table.rows as f64),
+            idf: rows_with_term.iter().map(|&n| idf(table.rows, n)).collect(),
+        }
     }
-    let avgdl = table.tokens as f64 / table.rows as f64;
-    let d = row_tokens as f64;
-    let mut total = 0.0;
-    for term in terms {
-        // FTS5 adds the column weight once per instance; sums of small whole numbers are exact,
-        // so adding them by multiplication gives the same f64.
-        let freq =
-            f64::from(term.title_hits) * title_weight + f64::from(term.body_hits) * body_weight;
-        total += idf(table.rows, term.rows_with_term)
-            * ((freq * (K1 + 1.0)) / (freq + K1 * (1.0 - B + B * d / avgdl)));
+
+    /// The score of a row of `row_tokens` tokens whose weighted frequency of each phrase (the
+    /// sum of the column weights of its instances; 0 for a phrase it lacks) is
+    /// `weighted_freqs`, phrase by phrase.
+    pub fn score(&self, weighted_freqs: impl IntoIterator<Item = f64>, row_tokens: u64) -> f64 {
+        let Some(avgdl) = self.avgdl else {
+            return 0.0;
+        };
+        let d = row_tokens as f64;
+        let mut total = 0.0;
+        for (idf, freq) in self.idf.iter().zip(weighted_freqs) {
+            total += idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1.0 - B + B * d / avgdl)));
+        }
+        -total
     }
-    -total
+
+    /// A score no row holding only the phrases `present` can beat (lower ranks first): each
+    /// phrase's term of the sum is below `idf * (k1 + 1)` whatever the row's frequency and
+    /// length.
+    pub fn best_possible(&self, present: impl IntoIterator<Item = usize>) -> f64 {
+        let most: f64 = present
+            .into_iter()
+            .filter_map(|phrase| self.idf.get(phrase))
+            .map(|idf| idf * (K1 + 1.0))
+            .sum();
+        -most * (1.0 + BOUND_SLACK)
+    }
+
+    /// A score no row with these weighted frequencies can beat when no row of the table is
+    /// shorter than `shortest_row` tokens: a term of the sum only falls as the row grows.
+    pub fn best_possible_at(
+        &self,
+        weighted_freqs: impl IntoIterator<Item = f64>,
+        shortest_row: u64,
+    ) -> f64 {
+        self.score(weighted_freqs, shortest_row) * (1.0 + BOUND_SLACK)
+    }
 }
 
 #[cfg(test)]
@@ -109,5 +161,41 @@ mod tests {
         assert_eq!(score(table, &[hit(0, 0)], 50, weights), -0.0);
         let empty = TableStats { rows: 0, tokens: 0 };
         assert_eq!(score(empty, &[hit(1, 1)], 5, weights), 0.0);
+    }
+
+    #[test]
+    fn no_row_scores_better_than_the_best_possible_bound_of_its_phrases() {
+        let table = TableStats {
+            rows: 10_000,
+            tokens: 400_000,
+        };
+        let query = Bm25Query::new(table, &[3, 4_000, 9_000]);
+        // (weighted frequencies, row length): short rows full of the words come closest.
+        let rows: [([f64; 3], u64); 5] = [
+            ([1.0, 0.0, 0.0], 1),
+            ([800.0, 0.0, 0.0], 1),
+            ([1e6, 1e6, 1e6], 1),
+            ([8.0, 9.0, 1.0], 40),
+            ([0.0, 1.0, 0.0], 400),
+        ];
+        for (freqs, len) in rows {
+            let present: Vec<usize> = (0..3).filter(|&i| freqs[i] > 0.0).collect();
+            let score = query.score(freqs, len);
+            let bound = query.best_possible(present.iter().copied());
+            assert!(
+                bound < score,
+                "{freqs:?} {len}: bound {bound} against {score}"
+            );
+            // The bound is not loose by more than the slack for the phrases present.
+            assert!(bound > query.best_possible(0..3) || present.len() == 3);
+            // Knowing the frequencies and the shortest row bounds it closer, still from below.
+            for shortest in [0, 1, len] {
+                let closer = query.best_possible_at(freqs, shortest);
+                assert!(
+                    bound <= closer && closer < score,
+                    "{freqs:?} {len} {shortest}"
+                );
+            }
+        }
     }
 }

@@ -25,10 +25,11 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolgate_core::sql::{Sql, SqlError, SqlValue};
+use toolgate_core::sql::{Dialect, Sql, SqlError, SqlValue};
 use toolgate_core::{ToolError, ToolOutput, UntrustedText, sql_params};
 
 use crate::rows::{self, Kind, NoteRow};
+use crate::search_index::{PageRequest, SearchIndex};
 use crate::search_sql;
 use crate::snippet::{SnippetShape, centred_snippet};
 
@@ -115,6 +116,8 @@ struct Request<'a> {
     format: ResponseFormat,
     design: SearchDesign,
     dates: HitDates,
+    /// The notebook's top-k index, when it has one ready.
+    index: Option<&'a SearchIndex>,
 }
 
 /// The first hit of a `notes-v2` first page carries at most this much of its note's text
@@ -251,6 +254,55 @@ fn page(
     })
 }
 
+/// Where a search's pages come from: the notebook's top-k index ([`crate::search_index`]) when
+/// it has one, caught up with every write and able to answer the query exactly; else the
+/// database's own statement. The page is the same either way (the index ranks as FTS5 does), so
+/// any failure of the index is answered by FTS5 rather than shown.
+struct Pager<'a> {
+    conn: &'a dyn Sql,
+    index: Option<(&'a SearchIndex, Vec<String>)>,
+}
+
+impl<'a> Pager<'a> {
+    fn new(conn: &'a dyn Sql, index: Option<&'a SearchIndex>, query: &FtsQuery) -> Self {
+        let index = index
+            .filter(|_| conn.dialect() == Dialect::Sqlite)
+            .and_then(|index| {
+                index.catch_up(conn).ok()?;
+                Some((index, index.query_terms(&query.terms).ok()?))
+            });
+        Pager { conn, index }
+    }
+
+    /// One page of the matches of every word (`every`) or any word: `expr` for the database.
+    fn page(
+        &self,
+        expr: &str,
+        every: bool,
+        kind: Option<Kind>,
+        limit: u32,
+        offset: u32,
+    ) -> Result<Page, ToolError> {
+        if let Some((index, terms)) = &self.index {
+            let request = PageRequest {
+                every,
+                kind,
+                limit,
+                offset,
+            };
+            if let Ok(found) = index.page(terms, request)
+                && let Ok(total) = i64::try_from(found.total)
+            {
+                return Ok(Page {
+                    ids: found.ids,
+                    total,
+                });
+            }
+        }
+        page(self.conn, expr, kind, limit, offset)
+    }
+}
+
 /// A failed MATCH is our bug (the query is built to be valid), never the caller's.
 fn search_error(e: SqlError) -> ToolError {
     match &e {
@@ -351,7 +403,11 @@ fn hit(
 }
 
 /// Runs one search in the `notes` design; see the module documentation.
-pub fn run_search(conn: &dyn Sql, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
+pub fn run_search(
+    conn: &dyn Sql,
+    index: Option<&SearchIndex>,
+    args: &SearchArgs,
+) -> Result<ToolOutput, ToolError> {
     search(
         conn,
         &Request {
@@ -362,6 +418,7 @@ pub fn run_search(conn: &dyn Sql, args: &SearchArgs) -> Result<ToolOutput, ToolE
             format: args.response_format.unwrap_or_default(),
             design: SearchDesign::Snippets,
             dates: HitDates::Date,
+            index,
         },
     )
 }
@@ -370,6 +427,7 @@ pub fn run_search(conn: &dyn Sql, args: &SearchArgs) -> Result<ToolOutput, ToolE
 /// module documentation.
 pub fn run_search_v2(
     conn: &dyn Sql,
+    index: Option<&SearchIndex>,
     args: &SearchArgsV2,
     dates: HitDates,
 ) -> Result<ToolOutput, ToolError> {
@@ -383,9 +441,14 @@ pub fn run_search_v2(
             format: ResponseFormat::Detailed,
             design: SearchDesign::BestMatchWhole,
             dates,
+            index,
         },
     )
 }
+
+/// The two steps of a search, as its result names them.
+const ALL_WORDS: &str = "all_words";
+const ANY_WORD: &str = "any_word";
 
 /// Which matches a search shows: the words it matched on, the kind it kept, its page.
 struct Found {
@@ -400,19 +463,20 @@ struct Found {
 /// Every word first, then any word; in v2, a kind that leaves nothing is dropped at each step
 /// before falling back further, since the words say more about the note than its kind.
 fn find(
-    conn: &dyn Sql,
+    pager: &Pager<'_>,
     query: &FtsQuery,
     (all, any): (String, String),
     request: &Request<'_>,
 ) -> Result<Found, ToolError> {
-    let mut steps = vec![(all, "all_words")];
+    let mut steps = vec![(all, ALL_WORDS)];
     if query.terms.len() > 1 {
-        steps.push((any, "any_word"));
+        steps.push((any, ANY_WORD));
     }
     let relax = request.design == SearchDesign::BestMatchWhole && request.kind.is_some();
     let mut last = None;
     for (expr, mode) in steps {
-        let page_of = |kind| page(conn, &expr, kind, request.limit, request.offset);
+        let every = mode == ALL_WORDS;
+        let page_of = |kind| pager.page(&expr, every, kind, request.limit, request.offset);
         let filtered = page_of(request.kind)?;
         if filtered.total > 0 {
             return Ok(Found {
@@ -458,7 +522,8 @@ fn search(conn: &dyn Sql, request: &Request<'_>) -> Result<ToolOutput, ToolError
             "note": "the query has no words to search for; use words that appear in the notes, e.g. \"design team budget\"",
         })));
     };
-    let found = find(conn, &query, (all, any), request)?;
+    let pager = Pager::new(conn, request.index, &query);
+    let found = find(&pager, &query, (all, any), request)?;
     let (expr, mode) = (found.expr.as_str(), found.mode);
     let shape = match request.format {
         ResponseFormat::Concise => CONCISE_SNIPPET,
@@ -502,7 +567,7 @@ fn search(conn: &dyn Sql, request: &Request<'_>) -> Result<ToolOutput, ToolError
             asked.as_str()
         ));
     }
-    if mode == "any_word" && total > 0 {
+    if mode == ANY_WORD && total > 0 {
         notes.push(format!(
             "no note contains every word of \"{}\"; these contain some of them, best first",
             query.terms.join(" ")
@@ -538,7 +603,7 @@ fn search(conn: &dyn Sql, request: &Request<'_>) -> Result<ToolOutput, ToolError
     }
     if request.design == SearchDesign::BestMatchWhole {
         if found.kind.is_some() && total > 0 {
-            let any_kind = page(conn, expr, None, 1, 0)?.total;
+            let any_kind = pager.page(expr, mode == ALL_WORDS, None, 1, 0)?.total;
             if any_kind > total {
                 notes.push(format!(
                     "{} more notes of other kinds also match; search without kind to see them",

@@ -20,6 +20,8 @@
 //! receipts of its tools ([`OWN_RECEIPTS`]), never another toolset's.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use rusqlite::params;
 use toolgate_core::idempotency;
@@ -29,9 +31,11 @@ use toolgate_store::file::{self, FileError};
 use toolgate_store::postgres::PgStore;
 use toolgate_store::shared_conn::SharedConnection;
 
+use crate::notebook_index::{IndexPolicy, IndexState, NotebookIndex, index_dir};
 use crate::rows::{self, NewNote};
 use crate::sample::{self, SampleError};
 use crate::search::{self, SearchArgs};
+use crate::search_index::SearchIndex;
 
 const SCHEMA_VERSION: &str = "1";
 /// Tells a notes database from any other toolgate database (they share `toolgate_meta`).
@@ -147,6 +151,9 @@ pub struct NotesStore {
     /// The SQLite file, or `postgres://host:port/database` (no password) for a shared store.
     path: PathBuf,
     conn: SharedConnection,
+    /// The top-k search index of a large SQLite notebook ([`IndexPolicy`]); None on
+    /// PostgreSQL and for smaller notebooks, whose searches FTS5 ranks.
+    search_index: Option<Arc<NotebookIndex>>,
 }
 
 const SCHEMA: &str = "
@@ -216,6 +223,30 @@ BEGIN
 END;
 ";
 
+/// The change log the search index catches up from (see `crate::search_index`): every insert,
+/// delete and change of what the index holds appends the note's id, in the writing
+/// transaction, so no connection or process can change a note unseen. Created idempotently
+/// on `open`, with the notebook's random `search_index_id` an index on disk must carry.
+const SEARCH_CHANGES_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS notes_search_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    note INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS notes_search_inserted AFTER INSERT ON notes BEGIN
+    INSERT INTO notes_search_changes (note) VALUES (new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS notes_search_deleted AFTER DELETE ON notes BEGIN
+    INSERT INTO notes_search_changes (note) VALUES (old.id);
+END;
+CREATE TRIGGER IF NOT EXISTS notes_search_changed
+AFTER UPDATE OF id, title, body, kind, created ON notes BEGIN
+    INSERT INTO notes_search_changes (note) VALUES (old.id);
+    INSERT INTO notes_search_changes (note) SELECT new.id WHERE new.id <> old.id;
+END;
+INSERT OR IGNORE INTO toolgate_meta (key, value)
+VALUES ('search_index_id', lower(hex(randomblob(16))));
+";
+
 impl NotesStore {
     /// Creates a new, empty notes database at `path`.
     pub fn init(path: &Path) -> Result<Self, StoreError> {
@@ -270,11 +301,19 @@ impl NotesStore {
         Ok(NotesStore {
             path: PathBuf::from(location),
             conn,
+            search_index: None,
         })
     }
 
-    /// Opens an existing notes database.
+    /// Opens an existing notes database, with a search index when it is large
+    /// ([`IndexPolicy::default`]).
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with(path, IndexPolicy::default())
+    }
+
+    /// Opens an existing notes database, with a search index when `policy` says so: prepared
+    /// on a thread of its own, searches ranked by FTS5 until it is ready.
+    pub fn open_with(path: &Path, policy: IndexPolicy) -> Result<Self, StoreError> {
         let shown = path.display().to_string();
         let conn = file::open_existing(path).map_err(|e| StoreError::of_file(path, e))?;
         let sql = |source| StoreError::Sqlite {
@@ -297,11 +336,27 @@ impl NotesStore {
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(sql)?;
         conn.execute_batch(DRAFTS_SCHEMA).map_err(sql)?;
+        conn.execute_batch(SEARCH_CHANGES_SCHEMA).map_err(sql)?;
         idempotency::install(&conn).map_err(sql)?;
+        let search_index = wants_index(&conn, path, policy)
+            .map_err(sql)?
+            .map(|notebook| NotebookIndex::start(path, notebook));
         Ok(NotesStore {
             path: path.to_path_buf(),
             conn: SharedConnection::new(conn, "notes store"),
+            search_index,
         })
+    }
+
+    /// The search index, when it is ready.
+    pub fn search_index(&self) -> Option<Arc<SearchIndex>> {
+        self.search_index.as_ref()?.ready()
+    }
+
+    /// Waits at most `timeout` for the search index to be prepared; its state then (None when
+    /// this notebook has none).
+    pub fn wait_for_search_index(&self, timeout: Duration) -> Option<IndexState> {
+        Some(self.search_index.as_ref()?.wait(timeout))
     }
 
     /// Opens `path`, creating it with the sample notebook first if it does not exist.
@@ -392,7 +447,8 @@ impl NotesStore {
     /// Runs `notes_search` directly on this thread (what the tool's handler runs, without the
     /// dispatcher), for commands and benchmarks.
     pub fn search(&self, args: &SearchArgs) -> Result<ToolOutput, ToolError> {
-        self.with_sql(|conn| search::run_search(conn, args))
+        let index = self.search_index();
+        self.with_sql(|conn| search::run_search(conn, index.as_deref(), args))
     }
 
     /// Up to `limit` notes with an id over `after`, in id order: the pages a front end lists
@@ -417,6 +473,29 @@ impl NotesStore {
             })
             .map_err(|e| ToolError::internal(format!("listing notes failed: {}", e.message)))
     }
+}
+
+/// The notebook's `search_index_id` when `policy` gives it an index: it is large enough, or it
+/// has an index folder already (kept in step, not left to go stale).
+fn wants_index(
+    conn: &rusqlite::Connection,
+    path: &Path,
+    policy: IndexPolicy,
+) -> Result<Option<String>, rusqlite::Error> {
+    let IndexPolicy::FromNotes(min_notes) = policy else {
+        return Ok(None);
+    };
+    let highest: i64 =
+        conn.query_row("SELECT coalesce(max(id), 0) FROM notes", [], |r| r.get(0))?;
+    if highest < min_notes && !index_dir(path).exists() {
+        return Ok(None);
+    }
+    conn.query_row(
+        "SELECT value FROM toolgate_meta WHERE key = 'search_index_id'",
+        [],
+        |r| r.get(0),
+    )
+    .map(Some)
 }
 
 /// What `reset` empties before the notes go back in, on `dialect`'s store.

@@ -192,7 +192,12 @@ fn search_tool(store: &NotesStore) -> Result<Tool, DeclarationError> {
         .parallel_safe()
         .read(move |_ctx, args: SearchArgs| {
             let store = store.clone();
-            async move { store.read_sql(move |conn| search::run_search(conn, &args)).await }
+            async move {
+                let index = store.search_index();
+                store
+                    .read_sql(move |conn| search::run_search(conn, index.as_deref(), &args))
+                    .await
+            }
         })
 }
 
@@ -226,8 +231,11 @@ fn search_tool_v2(store: &NotesStore, dates: HitDates) -> Result<Tool, Declarati
         .read(move |_ctx, args: SearchArgsV2| {
             let store = store.clone();
             async move {
+                let index = store.search_index();
                 store
-                    .read_sql(move |conn| search::run_search_v2(conn, &args, dates))
+                    .read_sql(move |conn| {
+                        search::run_search_v2(conn, index.as_deref(), &args, dates)
+                    })
                     .await
             }
         })
