@@ -222,10 +222,7 @@ fn a_large_notebook_opens_with_its_index_and_searches_answer_as_without_it() {
             "2026-01-01",
         )])
         .unwrap();
-    let both: Vec<_> = [&indexed, &second]
-        .map(answers)
-        .into_iter()
-        .collect();
+    let both: Vec<_> = [&indexed, &second].map(answers).into_iter().collect();
     assert_eq!(both[0], both[1]);
     assert_ne!(both[0], without, "the new note is found");
     assert!(indexed.search_index().unwrap().pages_served() > served);
