@@ -15,6 +15,7 @@
 
 use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -77,6 +78,8 @@ enum State {
 pub struct NotebookIndex {
     state: Mutex<State>,
     settled: Condvar,
+    /// Notes indexed by a build under way.
+    indexed: Arc<AtomicU64>,
     /// The exclusive lock on the folder (released when the last store clone is dropped).
     _lock: Option<File>,
 }
@@ -101,6 +104,7 @@ impl NotebookIndex {
         let index = Arc::new(NotebookIndex {
             state: Mutex::new(State::Preparing),
             settled: Condvar::new(),
+            indexed: Arc::new(AtomicU64::new(0)),
             _lock: Some(lock),
         });
         let worker = Arc::clone(&index);
@@ -108,7 +112,7 @@ impl NotebookIndex {
         let spawned = std::thread::Builder::new()
             .name("notes-search-index".into())
             .spawn(move || {
-                let outcome = match prepare(&db, &dir, &notebook) {
+                let outcome = match prepare(&db, &dir, &notebook, &worker.indexed) {
                     Ok(ready) => State::Ready(Arc::new(ready)),
                     Err(e) => State::Unavailable(format!("it could not be prepared: {e}")),
                 };
@@ -126,6 +130,7 @@ impl NotebookIndex {
         Arc::new(NotebookIndex {
             state: Mutex::new(state),
             settled: Condvar::new(),
+            indexed: Arc::new(AtomicU64::new(0)),
             _lock: None,
         })
     }
@@ -152,6 +157,11 @@ impl NotebookIndex {
             Ok(State::Unavailable(why)) => IndexState::Unavailable(why.clone()),
             Err(_) => IndexState::Unavailable("its state lock was poisoned".into()),
         }
+    }
+
+    /// Notes a build under way has indexed so far (0 when it opened an existing index).
+    pub fn notes_indexed(&self) -> u64 {
+        self.indexed.load(Ordering::Relaxed)
     }
 
     /// Waits at most `timeout` for the index to be ready or unavailable; its state then.
@@ -195,7 +205,12 @@ fn lock_folder(dir: &Path) -> Result<File, String> {
 
 /// Opens and catches up the folder's index, or builds a new one when there is none or it is not
 /// this notebook's; then drops the changes it holds from the notebook's log.
-fn prepare(db: &Path, dir: &Path, notebook: &str) -> Result<SearchIndex, IndexError> {
+fn prepare(
+    db: &Path,
+    dir: &Path,
+    notebook: &str,
+    indexed: &AtomicU64,
+) -> Result<SearchIndex, IndexError> {
     let conn = Connection::open(db)?;
     conn.busy_timeout(Duration::from_secs(10))?;
     let reopened = dir
@@ -204,7 +219,7 @@ fn prepare(db: &Path, dir: &Path, notebook: &str) -> Result<SearchIndex, IndexEr
     let index = match reopened {
         Some(Ok(index)) => index,
         // Missing, stale, damaged or of another version: a new one replaces it.
-        Some(Err(_)) | None => rebuild(&conn, dir, notebook)?,
+        Some(Err(_)) | None => rebuild(&conn, dir, notebook, indexed)?,
     };
     // Best effort: a busy notebook keeps its log until the next start. The last change
     // applied stays, as the log's position the index is compared with.
@@ -216,14 +231,24 @@ fn prepare(db: &Path, dir: &Path, notebook: &str) -> Result<SearchIndex, IndexEr
 }
 
 /// Builds the index in `<dir>.partial`, then puts it in place of `dir`.
-fn rebuild(conn: &Connection, dir: &Path, notebook: &str) -> Result<SearchIndex, IndexError> {
+fn rebuild(
+    conn: &Connection,
+    dir: &Path,
+    notebook: &str,
+    indexed: &AtomicU64,
+) -> Result<SearchIndex, IndexError> {
     let partial = beside(dir, ".partial");
     if partial.exists() {
         std::fs::remove_dir_all(&partial)?;
     }
     std::fs::create_dir_all(&partial)?;
     // Built, committed and closed before it moves: an open index keeps writing to its path.
-    drop(SearchIndex::build(conn, Some(&partial), notebook)?);
+    drop(SearchIndex::build_counting(
+        conn,
+        Some(&partial),
+        notebook,
+        indexed,
+    )?);
     if dir.exists() {
         std::fs::remove_dir_all(dir)?;
     }

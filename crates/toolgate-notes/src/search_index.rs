@@ -14,7 +14,10 @@
 //! scores a match with [`Bm25Query`] (FTS5's arithmetic, bit for bit) only when the best score
 //! its terms allow could still enter the page; ties go to the newer note, then the higher id,
 //! as in [`crate::search_sql::page`]. The table's statistics (rows, tokens, rows holding each
-//! term) are counted over live documents only, so deleted notes weigh nothing. Why not
+//! term) are counted over live documents only, so deleted notes weigh nothing: a segment's
+//! documents never change, so its rows and tokens are counted once, less its deleted documents
+//! (listed again when their number changes), and a term's rows are its document frequency less
+//! the deleted documents its postings hold. Why not
 //! tantivy's collectors: its BM25 sums per field, uses another IDF and quantized lengths, so its
 //! top documents are not FTS5's; its posting lists and fast columns are what is reused.
 //!
@@ -25,13 +28,13 @@
 //! caller searches FTS5 instead; never answers from a guess.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::path::Path;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex};
 
 use tantivy::columnar::{Cardinality, Column, ColumnValues};
-use tantivy::index::SegmentReader;
+use tantivy::index::{SegmentId, SegmentReader};
 use tantivy::postings::{Postings, SegmentPostings};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, Schema, TextFieldIndexing, TextOptions,
@@ -207,8 +210,8 @@ pub struct SearchIndex {
     fields: Fields,
     /// Tokenizes query words as the notebook does; a connection is not shared between threads.
     tokenizer: Mutex<Fts5Terms>,
-    /// The table's statistics for a searcher generation, counted once per generation.
-    stats: Mutex<Option<(u64, LiveStats)>>,
+    /// What each segment holds, counted once per segment (and per count of its deletes).
+    facts: Mutex<HashMap<SegmentId, SegmentFacts>>,
     /// The writer that applies changes, and the last change applied.
     writer: Mutex<Applied>,
     /// Pages answered (so a caller that falls back to FTS5 on any failure can be shown not to).
@@ -270,6 +273,16 @@ impl SearchIndex {
     /// `search_index_id`). The change log's position is read first, so a note written while
     /// the build reads is indexed again by the next [`Self::catch_up`], never missed.
     pub fn build(conn: &dyn Sql, dir: Option<&Path>, notebook: &str) -> Result<Self, IndexError> {
+        Self::build_counting(conn, dir, notebook, &AtomicU64::new(0))
+    }
+
+    /// [`Self::build`], adding to `indexed` the notes indexed as it goes (for progress).
+    pub fn build_counting(
+        conn: &dyn Sql,
+        dir: Option<&Path>,
+        notebook: &str,
+        indexed: &AtomicU64,
+    ) -> Result<Self, IndexError> {
         let (schema, fields) = schema();
         let index = match dir {
             Some(dir) => Index::create_in_dir(dir, schema)?,
@@ -292,6 +305,7 @@ impl SearchIndex {
             };
             after = last.i64(0).map_err(IndexError::Read)?;
             add_rows(&writer, fields, &tokenizer, &rows)?;
+            indexed.fetch_add(rows.len() as u64, AtomicOrdering::Relaxed);
         }
         commit(&mut writer, notebook, seq)?;
         let segments = index.searchable_segment_ids()?;
@@ -336,7 +350,7 @@ impl SearchIndex {
             reader,
             fields,
             tokenizer: Mutex::new(tokenizer),
-            stats: Mutex::new(None),
+            facts: Mutex::new(HashMap::new()),
             writer: Mutex::new(Applied {
                 writer,
                 seq,
@@ -454,16 +468,16 @@ impl SearchIndex {
     /// The page of notes matching `terms` ([`Self::query_terms`]) that `request` asks for.
     pub fn page(&self, terms: &[String], request: PageRequest) -> Result<IndexPage, IndexError> {
         let searcher = self.reader.searcher();
-        let live = self.table_stats(&searcher)?;
+        let (live, deleted) = self.table_stats(&searcher)?;
         let terms: Vec<Term> = terms
             .iter()
             .map(|t| Term::from_field_text(self.fields.terms, t))
             .collect();
         let mut rows_with = vec![0u64; terms.len()];
-        for segment in searcher.segment_readers() {
+        for (segment, deleted) in searcher.segment_readers().iter().zip(&deleted) {
             let inverted = segment.inverted_index(self.fields.terms)?;
             for (count, term) in rows_with.iter_mut().zip(&terms) {
-                *count += live_rows_with(segment, &inverted, term)?;
+                *count += live_rows_with(&inverted, term, deleted)?;
             }
         }
         let query = Bm25Query::new(live.table, &rows_with);
@@ -493,34 +507,38 @@ impl SearchIndex {
         })
     }
 
-    /// Rows, tokens and the shortest row of the live documents, counted once per searcher
-    /// generation.
-    fn table_stats(&self, searcher: &Searcher) -> Result<LiveStats, IndexError> {
-        let generation = searcher.generation().generation_id();
-        let mut cached = self.stats.lock().map_err(|_| IndexError::Poisoned)?;
-        if let Some((seen, stats)) = *cached
-            && seen == generation
-        {
-            return Ok(stats);
-        }
+    /// Rows, tokens and the shortest row of the live documents, and each segment's deleted
+    /// documents, from facts cached per segment (see [`SegmentFacts`]).
+    fn table_stats(
+        &self,
+        searcher: &Searcher,
+    ) -> Result<(LiveStats, Vec<Arc<Vec<DocId>>>), IndexError> {
+        let mut cache = self.facts.lock().map_err(|_| IndexError::Poisoned)?;
+        let present: Vec<SegmentId> = searcher
+            .segment_readers()
+            .iter()
+            .map(SegmentReader::segment_id)
+            .collect();
+        cache.retain(|id, _| present.contains(id));
         let mut stats = LiveStats {
             table: TableStats { rows: 0, tokens: 0 },
             shortest_row: u64::MAX,
         };
+        let mut deleted = Vec::with_capacity(present.len());
         for segment in searcher.segment_readers() {
-            let tokens = FullColumn::open(segment, "tokens")?;
-            for doc in 0..segment.max_doc() {
-                if segment.is_deleted(doc) {
-                    continue;
+            let facts = match cache.entry(segment.segment_id()) {
+                std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+                std::collections::hash_map::Entry::Vacant(entry) => {
+                    entry.insert(SegmentFacts::count(segment)?)
                 }
-                let row = tokens.get(doc);
-                stats.table.rows += 1;
-                stats.table.tokens += row;
-                stats.shortest_row = stats.shortest_row.min(row);
-            }
+            };
+            let live = facts.live(segment)?;
+            stats.table.rows += live.rows;
+            stats.table.tokens += live.tokens;
+            stats.shortest_row = stats.shortest_row.min(facts.shortest_row);
+            deleted.push(Arc::clone(&facts.deleted.1));
         }
-        *cached = Some((generation, stats));
-        Ok(stats)
+        Ok((stats, deleted))
     }
 
     /// The tantivy index (for the catch-up writer).
@@ -597,28 +615,80 @@ impl FullColumn {
     }
 }
 
-/// Live documents of `segment` holding `term`: its document frequency, less the deleted
-/// documents that hold it (counted by walking the postings only when the segment has any).
+/// What a segment holds (its documents never change; deletes only mark them), counted once:
+/// its rows and tokens with the deleted ones, and the deleted documents themselves for the
+/// segment's current number of deletes.
+struct SegmentFacts {
+    rows: u64,
+    tokens: u64,
+    /// No document of the segment is shorter (deleted or not: still a bound for the live ones).
+    shortest_row: u64,
+    /// The deleted documents, for this many deletes, and their tokens.
+    deleted: (u32, Arc<Vec<DocId>>, u64),
+}
+
+impl SegmentFacts {
+    fn count(segment: &SegmentReader) -> Result<Self, IndexError> {
+        let tokens = FullColumn::open(segment, "tokens")?;
+        let mut facts = SegmentFacts {
+            rows: u64::from(segment.max_doc()),
+            tokens: 0,
+            shortest_row: u64::MAX,
+            deleted: (0, Arc::new(Vec::new()), 0),
+        };
+        for doc in 0..segment.max_doc() {
+            let row = tokens.get(doc);
+            facts.tokens += row;
+            facts.shortest_row = facts.shortest_row.min(row);
+        }
+        Ok(facts)
+    }
+
+    /// The live rows and tokens; the deleted documents are listed again when their number
+    /// changed (a scan of the segment's bitset, once per delete count).
+    fn live(&mut self, segment: &SegmentReader) -> Result<TableStats, IndexError> {
+        let deletes = segment.num_deleted_docs();
+        if deletes != self.deleted.0 {
+            let tokens = FullColumn::open(segment, "tokens")?;
+            let docs: Vec<DocId> = (0..segment.max_doc())
+                .filter(|&doc| segment.is_deleted(doc))
+                .collect();
+            let deleted_tokens = docs.iter().map(|&doc| tokens.get(doc)).sum();
+            self.deleted = (deletes, Arc::new(docs), deleted_tokens);
+        }
+        Ok(TableStats {
+            rows: self.rows - self.deleted.1.len() as u64,
+            tokens: self.tokens - self.deleted.2,
+        })
+    }
+}
+
+/// Live documents of a segment holding `term`: its document frequency, less the segment's
+/// `deleted` documents that hold it (each looked up in the postings, in order).
 fn live_rows_with(
-    segment: &SegmentReader,
     inverted: &tantivy::InvertedIndexReader,
     term: &Term,
+    deleted: &[DocId],
 ) -> Result<u64, IndexError> {
     let Some(info) = inverted.get_term_info(term)? else {
         return Ok(0);
     };
-    if segment.num_deleted_docs() == 0 {
-        return Ok(u64::from(info.doc_freq));
-    }
-    let mut postings = inverted.read_postings_from_terminfo(&info, IndexRecordOption::Basic)?;
-    let mut live = 0;
-    while postings.doc() != TERMINATED {
-        if !segment.is_deleted(postings.doc()) {
-            live += 1;
+    let mut held_by_deleted = 0u64;
+    if !deleted.is_empty() {
+        let mut postings = inverted.read_postings_from_terminfo(&info, IndexRecordOption::Basic)?;
+        for &doc in deleted {
+            if postings.doc() == TERMINATED {
+                break;
+            }
+            let at = if postings.doc() < doc {
+                postings.seek(doc)
+            } else {
+                postings.doc()
+            };
+            held_by_deleted += u64::from(at == doc);
         }
-        postings.advance();
     }
-    Ok(live)
+    Ok(u64::from(info.doc_freq) - held_by_deleted)
 }
 
 /// A scored match: lower scores rank first (FTS5's sign), then newer notes, then higher ids.

@@ -74,6 +74,9 @@ pub enum StoreError {
     Statement { path: String, source: SqlError },
     #[error(transparent)]
     Sample(#[from] SampleError),
+    /// The search index could not be prepared (searches still work, ranked by FTS5).
+    #[error("the search index of {path} is not available: {why}")]
+    SearchIndex { path: String, why: String },
 }
 
 impl StoreError {
@@ -346,6 +349,39 @@ impl NotesStore {
             conn: SharedConnection::new(conn, "notes store"),
             search_index,
         })
+    }
+
+    /// Opens the notebook file `path` and prepares its search index now, whatever its size
+    /// (a command that builds it in the foreground), calling `progress` with the notes indexed
+    /// so far every `every` until it is ready.
+    pub fn open_indexed(
+        path: &Path,
+        every: Duration,
+        mut progress: impl FnMut(u64),
+    ) -> Result<Self, StoreError> {
+        let store = Self::open_with(path, IndexPolicy::FromNotes(0))?;
+        loop {
+            let why = match store.wait_for_search_index(every) {
+                Some(IndexState::Ready) => return Ok(store),
+                Some(IndexState::Preparing) => {
+                    progress(store.notes_indexed());
+                    continue;
+                }
+                Some(IndexState::Unavailable(why)) => why,
+                None => "the store started without one".to_string(),
+            };
+            return Err(StoreError::SearchIndex {
+                path: path.display().to_string(),
+                why,
+            });
+        }
+    }
+
+    /// Notes the search index's build under way has indexed so far.
+    pub fn notes_indexed(&self) -> u64 {
+        self.search_index
+            .as_ref()
+            .map_or(0, |index| index.notes_indexed())
     }
 
     /// The search index, when it is ready.

@@ -169,6 +169,15 @@ fn after_writes_deletes_and_changes_the_caught_up_index_still_ranks_as_fts5_does
             let applied = index.applied().unwrap();
             index.catch_up(&*conn).unwrap();
             assert_eq!(index.applied().unwrap(), applied);
+            // More deletes in segments that already have some, and in the new one.
+            conn.execute_batch(&format!(
+                "DELETE FROM notes WHERE id IN (1, 2, 7, {});
+                 UPDATE notes SET body = body || ' budget' WHERE id BETWEEN 100 AND 160;",
+                added[0]
+            ))
+            .unwrap();
+            index.catch_up(&*conn).unwrap();
+            compare_all(conn, &index);
         })
         .unwrap();
 }

@@ -45,7 +45,7 @@ pub enum Command {
     /// Like `ask`, in a loop: each line you type continues the conversation (empty line or
     /// end of input ends it).
     Chat(AgentArgs),
-    /// Create, restore, import into or undo writes in the notes database.
+    /// Create, restore, import into, index or undo writes in the notes database.
     #[command(subcommand)]
     Notes(NotesCommand),
     /// The notes assistant's round trip, step by step, on the sample notebook with the
@@ -877,6 +877,16 @@ pub enum NotesCommand {
         /// url in the config): the notes are imported into its notebook.
         #[arg(long, value_name = "URL")]
         store: Option<String>,
+    },
+    /// Prepare a notebook file's search index now, showing progress. A notebook of 20,000
+    /// notes or more gets one anyway (beside the file, FILE.search-index) when a command or
+    /// server opens it, built in the background while searches are ranked without it; this
+    /// builds it in the foreground, whatever the notebook's size, or opens and catches up the
+    /// one there is.
+    Index {
+        /// The notes database. Default: [notes] db in the config, else the user data folder.
+        #[arg(long, value_name = "FILE")]
+        db: Option<PathBuf>,
     },
     /// Revert the last N undoable writes (notes created, tags changed, to-dos made), newest
     /// first.

@@ -125,3 +125,38 @@ fn tools_for_notes_show_every_risk_and_a_bad_allowlist_is_refused_at_load() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn notes_index_prepares_the_search_index_then_opens_it_again_and_refuses_a_missing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("notes.sqlite");
+    let db_arg = db.to_str().unwrap();
+    let out = toolgate(&["notes", "init", "--db", db_arg], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let out = toolgate(&["notes", "index", "--db", db_arg], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(said.contains("is ready"), "{said}");
+    let folder = dir.path().join("notes.sqlite.search-index");
+    assert!(folder.join("meta.json").is_file(), "{said}");
+
+    // Again: the index there is opened and caught up, not built anew.
+    let meta = std::fs::read(folder.join("meta.json")).unwrap();
+    let out = toolgate(&["notes", "index", "--db", db_arg], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read(folder.join("meta.json")).unwrap(), meta);
+
+    let missing = dir.path().join("nowhere.sqlite");
+    let out = toolgate(
+        &["notes", "index", "--db", missing.to_str().unwrap()],
+        dir.path(),
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("notes init"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!dir.path().join("nowhere.sqlite.search-index").exists());
+}

@@ -1,7 +1,10 @@
-//! `toolgate notes init|reset|import|undo`, on a notebook file or in a team's shared store
+//! `toolgate notes init|reset|import|index|undo`, on a notebook file or in a team's shared store
 //! (`--store`, or `[store] url`): the same code runs on both, through the notes store's `Sql`
 //! calls.
 
+use std::time::{Duration, Instant};
+
+use toolgate_notes::notebook_index::{IndexPolicy, index_dir};
 use toolgate_notes::{NotesStore, import_dir, undo_last};
 
 use toolgate_wiring::{SharedStore, Store, StoreKind};
@@ -65,6 +68,20 @@ pub fn run(config: &Config, command: NotesCommand) -> Result<(), CommandError> {
                 NotesStore::init(&path)?
             };
             import(&store, &dir)?;
+        }
+        NotesCommand::Index { db } => {
+            let path = config.store_path(StoreKind::Notes, db.as_deref())?;
+            let total = count_notes(&NotesStore::open_with(&path, IndexPolicy::Off)?);
+            let started = Instant::now();
+            let store = NotesStore::open_indexed(&path, Duration::from_secs(2), |indexed| {
+                eprintln!("indexed {indexed} of {total} notes");
+            })?;
+            println!(
+                "the search index of {} is ready ({total} notes, {:.1} s): {}",
+                store.path().display(),
+                started.elapsed().as_secs_f64(),
+                index_dir(&path).display()
+            );
         }
         NotesCommand::Undo { count, db, store } => {
             if let Some(url) = config.shared_store_url(store.as_deref(), db.as_deref()) {
