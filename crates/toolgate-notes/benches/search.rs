@@ -94,22 +94,42 @@ fn first_page(every: bool) -> PageRequest {
     }
 }
 
+/// The ids of FTS5's first page of five for the match expression `expr`, any kind.
+fn first_page_statement(store: &NotesStore, expr: &str) -> Vec<i64> {
+    store
+        .with_sql(|conn| {
+            conn.query(
+                &search_sql::page(Dialect::Sqlite),
+                sql_params![expr, Option::<&str>::None, 5u32, 0u32],
+            )
+            .map_err(ToolError::from)
+        })
+        .expect("the page statement")
+        .iter()
+        .map(|row| row.i64(0).expect("an id"))
+        .collect()
+}
+
+/// Each query of the mix searched through `store` (of `kind` when given), `rounds` times.
+fn time_searches(store: &NotesStore, rounds: usize, kind: Option<Kind>) -> Vec<Duration> {
+    let mut samples = Vec::new();
+    for _ in 0..rounds {
+        for query in QUERIES {
+            let mut args = SearchArgs::query(query);
+            args.kind = kind;
+            let t = Instant::now();
+            let out = store.search(&args).expect("search");
+            samples.push(t.elapsed());
+            std::hint::black_box(out);
+        }
+    }
+    samples
+}
+
 /// FTS5's first page of five as the search asks for it: every word, then any word.
 fn fts5_every_then_any(store: &NotesStore, parsed: &FtsQuery) -> Vec<i64> {
     let page = |expr: Option<String>| -> Vec<i64> {
-        let Some(expr) = expr else { return Vec::new() };
-        store
-            .with_sql(|conn| {
-                conn.query(
-                    &search_sql::page(Dialect::Sqlite),
-                    sql_params![expr, Option::<&str>::None, 5u32, 0u32],
-                )
-                .map_err(ToolError::from)
-            })
-            .expect("the page statement")
-            .iter()
-            .map(|row| row.i64(0).expect("an id"))
-            .collect()
+        expr.map_or_else(Vec::new, |expr| first_page_statement(store, &expr))
     };
     let every = page(parsed.all_words());
     if every.is_empty() && parsed.terms.len() > 1 {
@@ -222,15 +242,7 @@ fn main() {
                     continue;
                 };
                 let t = Instant::now();
-                let page = store
-                    .with_sql(|conn| {
-                        conn.query(
-                            &search_sql::page(Dialect::Sqlite),
-                            sql_params![expr, Option::<&str>::None, 5u32, 0u32],
-                        )
-                        .map_err(ToolError::from)
-                    })
-                    .expect("the page statement");
+                let page = first_page_statement(&store, &expr);
                 statement.push(t.elapsed());
                 std::hint::black_box(page);
             }
@@ -344,40 +356,20 @@ fn main() {
             samples: Samples(index_pages),
         });
         drop(index);
-        let mut indexed_search = Vec::new();
-        for _ in 0..rounds {
-            for query in QUERIES {
-                let t = Instant::now();
-                let out = indexed.search(&SearchArgs::query(query)).expect("search");
-                indexed_search.push(t.elapsed());
-                std::hint::black_box(out);
-            }
-        }
         rows.push(Row {
             notes,
             path: "store, indexed: run_search".into(),
-            samples: Samples(indexed_search),
+            samples: Samples(time_searches(&indexed, rounds, None)),
         });
         // The kind filter (meetings), which FTS5 applies by joining every match to its note.
         for (store, path) in [
             (&store, "store: kind = meeting"),
             (&indexed, "store, indexed: kind = meeting"),
         ] {
-            let mut samples = Vec::new();
-            for _ in 0..rounds {
-                for query in QUERIES {
-                    let mut args = SearchArgs::query(query);
-                    args.kind = Some(Kind::Meeting);
-                    let t = Instant::now();
-                    let out = store.search(&args).expect("search");
-                    samples.push(t.elapsed());
-                    std::hint::black_box(out);
-                }
-            }
             rows.push(Row {
                 notes,
                 path: path.into(),
-                samples: Samples(samples),
+                samples: Samples(time_searches(store, rounds, Some(Kind::Meeting))),
             });
         }
 
