@@ -2,7 +2,9 @@
 //! lives (the folder `<notebook file>.search-index`), which notebooks get one
 //! ([`IndexPolicy`]: large ones, where FTS5's ranking of every match is what a search waits
 //! for), building it on a thread of its own while FTS5 answers, opening it again on the next
-//! start, and rebuilding it when it is not this notebook's as it is now.
+//! start, and rebuilding it when it is not this notebook's as it is now, or when a search finds
+//! it further behind than a search should wait for (more than
+//! [`crate::search_index::MAX_CATCH_UP_CHANGES`] changes: a reset, a large import).
 //!
 //! Guarantees: a search never waits for a build and never reads an index that is behind: until
 //! the index is ready, and whenever it cannot catch up or answer, `notes_search` ranks with
@@ -68,6 +70,15 @@ fn beside(dir: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// What a preparing thread does.
+#[derive(Debug, Clone, Copy)]
+enum Preparation {
+    /// Open the folder's index and catch it up, or build one when it cannot be used.
+    OpenOrBuild,
+    /// Build a new one in place of the folder's.
+    Rebuild,
+}
+
 enum State {
     Preparing,
     Ready(Arc<SearchIndex>),
@@ -76,6 +87,10 @@ enum State {
 
 /// One notebook's index, owned by this process while the store lives.
 pub struct NotebookIndex {
+    /// The notebook file, its `search_index_id`, and the index folder.
+    db: PathBuf,
+    notebook: String,
+    dir: PathBuf,
     state: Mutex<State>,
     settled: Condvar,
     /// Notes indexed by a build under way.
@@ -97,42 +112,51 @@ impl NotebookIndex {
     /// `notebook`: opened (and caught up) when its folder holds this notebook's, else built.
     pub fn start(db: &Path, notebook: String) -> Arc<Self> {
         let dir = index_dir(db);
-        let lock = match lock_folder(&dir) {
-            Ok(lock) => lock,
-            Err(why) => return Self::settled(State::Unavailable(why)),
+        let (state, lock) = match lock_folder(&dir) {
+            Ok(lock) => (State::Preparing, Some(lock)),
+            Err(why) => (State::Unavailable(why), None),
         };
+        let owned = lock.is_some();
         let index = Arc::new(NotebookIndex {
-            state: Mutex::new(State::Preparing),
+            db: db.to_path_buf(),
+            notebook,
+            dir,
+            state: Mutex::new(state),
             settled: Condvar::new(),
             indexed: Arc::new(AtomicU64::new(0)),
-            _lock: Some(lock),
+            _lock: lock,
         });
-        let worker = Arc::clone(&index);
-        let db = db.to_path_buf();
+        if owned {
+            index.prepare_on_a_thread(Preparation::OpenOrBuild);
+        }
+        index
+    }
+
+    /// Prepares the index on a thread of its own; the state is `Preparing` until it settles.
+    fn prepare_on_a_thread(self: &Arc<Self>, how: Preparation) {
+        let worker = Arc::clone(self);
         let spawned = std::thread::Builder::new()
             .name("notes-search-index".into())
             .spawn(move || {
-                let outcome = match prepare(&db, &dir, &notebook, &worker.indexed) {
+                let prepared = match how {
+                    Preparation::OpenOrBuild => {
+                        prepare(&worker.db, &worker.dir, &worker.notebook, &worker.indexed)
+                    }
+                    Preparation::Rebuild => {
+                        rebuild_from(&worker.db, &worker.dir, &worker.notebook, &worker.indexed)
+                    }
+                };
+                let outcome = match prepared {
                     Ok(ready) => State::Ready(Arc::new(ready)),
                     Err(e) => State::Unavailable(format!("it could not be prepared: {e}")),
                 };
                 worker.settle(outcome);
             });
         if let Err(e) = spawned {
-            index.settle(State::Unavailable(format!(
+            self.settle(State::Unavailable(format!(
                 "no thread could be started to prepare it: {e}"
             )));
         }
-        index
-    }
-
-    fn settled(state: State) -> Arc<Self> {
-        Arc::new(NotebookIndex {
-            state: Mutex::new(state),
-            settled: Condvar::new(),
-            indexed: Arc::new(AtomicU64::new(0)),
-            _lock: None,
-        })
     }
 
     fn settle(&self, outcome: State) {
@@ -142,12 +166,25 @@ impl NotebookIndex {
         self.settled.notify_all();
     }
 
-    /// The index, when it is ready.
-    pub fn ready(&self) -> Option<Arc<SearchIndex>> {
-        match &*self.state.lock().ok()? {
-            State::Ready(index) => Some(Arc::clone(index)),
-            State::Preparing | State::Unavailable(_) => None,
+    /// The index, when it is ready. One that a search found too far behind to catch up
+    /// ([`SearchIndex::is_stale`]) is not: it is rebuilt on a thread, FTS5 answering meanwhile.
+    pub fn ready(self: &Arc<Self>) -> Option<Arc<SearchIndex>> {
+        let mut state = self.state.lock().ok()?;
+        let index = match &*state {
+            State::Ready(index) => Arc::clone(index),
+            State::Preparing | State::Unavailable(_) => return None,
+        };
+        if !index.is_stale() {
+            return Some(index);
         }
+        // The old index is dropped here (searches under way keep their handle) before the new
+        // one replaces its folder.
+        *state = State::Preparing;
+        self.indexed.store(0, Ordering::Relaxed);
+        drop(state);
+        drop(index);
+        self.prepare_on_a_thread(Preparation::Rebuild);
+        None
     }
 
     pub fn state(&self) -> IndexState {
@@ -221,13 +258,33 @@ fn prepare(
         // Missing, stale, damaged or of another version: a new one replaces it.
         Some(Err(_)) | None => rebuild(&conn, dir, notebook, indexed)?,
     };
-    // Best effort: a busy notebook keeps its log until the next start. The last change
-    // applied stays, as the log's position the index is compared with.
+    prune_log(&conn, &index)?;
+    Ok(index)
+}
+
+/// [`rebuild`] on a connection of its own, then the log pruned as [`prepare`] does.
+fn rebuild_from(
+    db: &Path,
+    dir: &Path,
+    notebook: &str,
+    indexed: &AtomicU64,
+) -> Result<SearchIndex, IndexError> {
+    let conn = Connection::open(db)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    let index = rebuild(&conn, dir, notebook, indexed)?;
+    prune_log(&conn, &index)?;
+    Ok(index)
+}
+
+/// Drops the changes the index holds from the notebook's log, keeping the last one applied (the
+/// position the index is compared with). Best effort: a busy notebook keeps its log until the
+/// next preparation.
+fn prune_log(conn: &Connection, index: &SearchIndex) -> Result<(), IndexError> {
     let _ = conn.execute(
         "DELETE FROM notes_search_changes WHERE seq < ?1",
         [index.applied()?],
     );
-    Ok(index)
+    Ok(())
 }
 
 /// Builds the index in `<dir>.partial`, then puts it in place of `dir`.

@@ -30,7 +30,7 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 
 use tantivy::columnar::{Cardinality, Column, ColumnValues};
@@ -54,6 +54,11 @@ use crate::rows::Kind;
 /// A title term is indexed this many times: FTS5's title weight as whole instances (a test
 /// keeps it equal to [`crate::search_sql::TITLE_WEIGHT`]).
 pub const TITLE_REPEATS: u32 = 8;
+
+/// Changes a catch-up applies on a search's path (a few hundred milliseconds of tokenizing);
+/// an index further behind, after a reset or a large import, is rebuilt on a thread instead
+/// while FTS5 answers.
+pub const MAX_CATCH_UP_CHANGES: i64 = 5_000;
 
 /// The building writer's memory before it flushes a segment.
 const BUILD_BUDGET_BYTES: usize = 200_000_000;
@@ -216,6 +221,8 @@ pub struct SearchIndex {
     writer: Mutex<Applied>,
     /// Pages answered (so a caller that falls back to FTS5 on any failure can be shown not to).
     served: AtomicU64,
+    /// Set when a catch-up refused to run on a search's path ([`Self::is_stale`]).
+    stale: AtomicBool,
 }
 
 impl std::fmt::Debug for SearchIndex {
@@ -357,7 +364,14 @@ impl SearchIndex {
                 notebook: notebook.to_string(),
             }),
             served: AtomicU64::new(0),
+            stale: AtomicBool::new(false),
         })
+    }
+
+    /// Whether a catch-up found the index too far behind (or ahead of) the notebook to be
+    /// brought up to date on a search's path: it is to be rebuilt.
+    pub fn is_stale(&self) -> bool {
+        self.stale.load(AtomicOrdering::Relaxed)
     }
 
     /// How many pages the index has answered.
@@ -383,9 +397,18 @@ impl SearchIndex {
             return Ok(());
         }
         if latest < applied.seq {
+            self.stale.store(true, AtomicOrdering::Relaxed);
             return Err(IndexError::Stale(format!(
                 "the notebook's change log ends at {latest}, before the index's {}",
                 applied.seq
+            )));
+        }
+        if latest - applied.seq > MAX_CATCH_UP_CHANGES {
+            // Not on a search's path: the owner rebuilds it on a thread of its own.
+            self.stale.store(true, AtomicOrdering::Relaxed);
+            return Err(IndexError::Stale(format!(
+                "{} changes since the index's last one, more than a search waits for",
+                latest - applied.seq
             )));
         }
         let changed = conn

@@ -12,7 +12,7 @@ use rusqlite::Connection;
 use toolgate_core::sql::Dialect;
 use toolgate_notes::notebook_index::{IndexPolicy, IndexState, index_dir};
 use toolgate_notes::search::fts_query;
-use toolgate_notes::search_index::{IndexError, PageRequest, SearchIndex};
+use toolgate_notes::search_index::{IndexError, MAX_CATCH_UP_CHANGES, PageRequest, SearchIndex};
 use toolgate_notes::search_sql;
 use toolgate_notes::{Kind, NotesStore, generate_notes};
 
@@ -294,6 +294,34 @@ fn an_index_of_another_notebook_or_a_half_built_one_is_replaced_not_trusted() {
     assert_eq!(answers(&b), expected_b);
     assert!(b.search_index().unwrap().pages_served() > 0);
     assert!(!partial.exists(), "the leftover is gone");
+}
+
+#[test]
+fn an_index_too_far_behind_is_rebuilt_on_a_thread_while_fts5_answers() {
+    let (dir, _store) = notebook(1_200);
+    let path = dir.path().join("notes.sqlite");
+    let indexed = NotesStore::open_with(&path, IndexPolicy::FromNotes(0)).unwrap();
+    assert_eq!(
+        indexed.wait_for_search_index(Duration::from_secs(60)),
+        Some(IndexState::Ready)
+    );
+    // More writes than a search catches up with (an import, a reset), through another
+    // connection.
+    let writer = NotesStore::open_with(&path, IndexPolicy::Off).unwrap();
+    let extra = MAX_CATCH_UP_CHANGES as usize + 500;
+    writer
+        .insert_notes(&generate_notes(extra, SEED + 3))
+        .unwrap();
+    let expected = answers(&writer);
+
+    // The first search finds it too far behind: FTS5 answers it, the index is rebuilt.
+    assert_eq!(answers(&indexed), expected);
+    let state = indexed.wait_for_search_index(Duration::from_secs(120));
+    assert_eq!(state, Some(IndexState::Ready));
+    let rebuilt = indexed.search_index().unwrap();
+    assert!(!rebuilt.is_stale());
+    assert_eq!(answers(&indexed), expected);
+    assert!(rebuilt.pages_served() > 0, "the rebuilt index answers");
 }
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
