@@ -138,14 +138,7 @@ impl NotebookIndex {
         let spawned = std::thread::Builder::new()
             .name("notes-search-index".into())
             .spawn(move || {
-                let prepared = match how {
-                    Preparation::OpenOrBuild => {
-                        prepare(&worker.db, &worker.dir, &worker.notebook, &worker.indexed)
-                    }
-                    Preparation::Rebuild => {
-                        rebuild_from(&worker.db, &worker.dir, &worker.notebook, &worker.indexed)
-                    }
-                };
+                let prepared = worker.prepare(how);
                 let outcome = match prepared {
                     Ok(ready) => State::Ready(Arc::new(ready)),
                     Err(e) => State::Unavailable(format!("it could not be prepared: {e}")),
@@ -240,40 +233,28 @@ fn lock_folder(dir: &Path) -> Result<File, String> {
     }
 }
 
-/// Opens and catches up the folder's index, or builds a new one when there is none or it is not
-/// this notebook's; then drops the changes it holds from the notebook's log.
-fn prepare(
-    db: &Path,
-    dir: &Path,
-    notebook: &str,
-    indexed: &AtomicU64,
-) -> Result<SearchIndex, IndexError> {
-    let conn = Connection::open(db)?;
-    conn.busy_timeout(Duration::from_secs(10))?;
-    let reopened = dir
-        .exists()
-        .then(|| SearchIndex::open(dir, notebook).and_then(|i| i.catch_up(&conn).map(|()| i)));
-    let index = match reopened {
-        Some(Ok(index)) => index,
-        // Missing, stale, damaged or of another version: a new one replaces it.
-        Some(Err(_)) | None => rebuild(&conn, dir, notebook, indexed)?,
-    };
-    prune_log(&conn, &index)?;
-    Ok(index)
-}
-
-/// [`rebuild`] on a connection of its own, then the log pruned as [`prepare`] does.
-fn rebuild_from(
-    db: &Path,
-    dir: &Path,
-    notebook: &str,
-    indexed: &AtomicU64,
-) -> Result<SearchIndex, IndexError> {
-    let conn = Connection::open(db)?;
-    conn.busy_timeout(Duration::from_secs(10))?;
-    let index = rebuild(&conn, dir, notebook, indexed)?;
-    prune_log(&conn, &index)?;
-    Ok(index)
+impl NotebookIndex {
+    /// Opens and catches up the folder's index (unless asked to rebuild it), or builds a new
+    /// one when there is none or it is not this notebook's; then drops the changes it holds
+    /// from the notebook's log.
+    fn prepare(&self, how: Preparation) -> Result<SearchIndex, IndexError> {
+        let (dir, notebook) = (self.dir.as_path(), self.notebook.as_str());
+        let conn = Connection::open(&self.db)?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        let reopened = match how {
+            Preparation::OpenOrBuild => dir.exists().then(|| {
+                SearchIndex::open(dir, notebook).and_then(|i| i.catch_up(&conn).map(|()| i))
+            }),
+            Preparation::Rebuild => None,
+        };
+        let index = match reopened {
+            Some(Ok(index)) => index,
+            // Missing, stale, damaged or of another version: a new one replaces it.
+            Some(Err(_)) | None => rebuild(&conn, dir, notebook, &self.indexed)?,
+        };
+        prune_log(&conn, &index)?;
+        Ok(index)
+    }
 }
 
 /// Drops the changes the index holds from the notebook's log, keeping the last one applied (the

@@ -210,7 +210,6 @@ pub struct PageRequest {
 
 /// The index of one notebook.
 pub struct SearchIndex {
-    index: Index,
     reader: IndexReader,
     fields: Fields,
     /// Tokenizes query words as the notebook does; a connection is not shared between threads.
@@ -353,7 +352,6 @@ impl SearchIndex {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
         Ok(SearchIndex {
-            index,
             reader,
             fields,
             tokenizer: Mutex::new(tokenizer),
@@ -448,16 +446,6 @@ impl SearchIndex {
         applied.seq = latest;
         self.reader.reload()?;
         Ok(())
-    }
-
-    /// The bytes the index takes in its folder (0 in memory).
-    pub fn size_bytes(&self) -> Result<u64, IndexError> {
-        let searcher = self.reader.searcher();
-        let mut bytes = 0;
-        for segment in searcher.segment_readers() {
-            bytes += segment.space_usage()?.total().get_bytes();
-        }
-        Ok(bytes)
     }
 
     /// The index's terms for the query's words, one per word in order; refused when a word is
@@ -562,11 +550,6 @@ impl SearchIndex {
             deleted.push(Arc::clone(&facts.deleted.1));
         }
         Ok((stats, deleted))
-    }
-
-    /// The tantivy index (for the catch-up writer).
-    pub fn index(&self) -> &Index {
-        &self.index
     }
 }
 
