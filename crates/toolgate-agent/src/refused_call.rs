@@ -53,11 +53,17 @@ pub fn refused_call(calls: &[CallSummary], round: u32) -> Option<RefusedCall> {
     })
 }
 
-/// The corrective user turn for `call`.
-pub fn retry_text(call: &RefusedCall) -> String {
+/// The corrective user turn for `call`; `must_call` when the next request asks for the call
+/// (then there is no way out to offer).
+pub fn retry_text(call: &RefusedCall, must_call: bool) -> String {
+    let way_out = if must_call {
+        ""
+    } else {
+        " Only if it cannot be done, tell me why instead."
+    };
     format!(
         "Your call to {} was refused ({}), and its error says what to change. Make the corrected \
-         call now. Only if it cannot be done, tell me why instead.",
+         call now.{way_out}",
         call.tool, call.code
     )
 }

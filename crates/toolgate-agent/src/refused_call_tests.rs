@@ -100,14 +100,18 @@ fn which_rounds_get_a_retry() {
 }
 
 #[test]
-fn the_retry_names_only_the_tool_and_our_code() {
-    let text = retry_text(&RefusedCall {
+fn the_retry_names_only_the_tool_and_our_code_and_offers_no_way_out_when_a_call_is_required() {
+    let call = RefusedCall {
         tool: "books_update".into(),
         code: "invalid_argument".into(),
-    });
-    assert!(
-        text.contains("books_update") && text.contains("invalid_argument"),
-        "{text}"
-    );
-    assert!(text.contains("Make the corrected call now"), "{text}");
+    };
+    for must_call in [false, true] {
+        let text = retry_text(&call, must_call);
+        assert!(
+            text.contains("books_update") && text.contains("invalid_argument"),
+            "{text}"
+        );
+        assert!(text.contains("Make the corrected call now"), "{text}");
+        assert_eq!(text.contains("tell me why instead"), !must_call, "{text}");
+    }
 }

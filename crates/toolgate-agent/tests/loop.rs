@@ -1258,6 +1258,57 @@ async fn a_promise_after_a_refused_call_gets_one_retry_and_the_corrected_call_ru
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_retry_call_required_the_request_after_the_retry_asks_for_the_refused_tool() {
+    let world = World::new();
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedModel::calls(&[(
+            "r1",
+            "reminders_create",
+            json!({"text": "pay rent", "due": "Friday"}),
+        )]),
+        // The corrected call written as text: the answer the lever exists for.
+        ScriptedModel::answer(
+            r#"Here is the corrected call: {"name": "reminders_create", "arguments": {"text": "pay rent", "due": "2026-12-04"}}"#,
+        ),
+        ScriptedModel::calls(&[(
+            "r2",
+            "reminders_create",
+            json!({"text": "pay rent", "due": "2026-12-04"}),
+        )]),
+        ScriptedModel::answer("Reminder set for 2026-12-04."),
+    ]));
+    let config = AgentConfig {
+        retry_must_call: true,
+        ..retry_refused()
+    };
+    let result = world
+        .agent(model.clone(), config, Arc::new(MemoryTrace::default()))
+        .ask("run-retry-must-call", "remind me to pay rent on Friday")
+        .await;
+    assert_eq!(
+        result.answer.as_deref(),
+        Some("Reminder set for 2026-12-04.")
+    );
+    assert_eq!(world.rows("reminders"), 1);
+    let requests = model.requests();
+    let choices: Vec<&ToolChoice> = requests.iter().map(|r| &r.tool_choice).collect();
+    assert_eq!(
+        choices,
+        [
+            &ToolChoice::Auto,
+            &ToolChoice::Auto,
+            &ToolChoice::AnyOf(vec!["reminders_create".to_owned()]),
+            &ToolChoice::Auto,
+        ]
+    );
+    let retry = last_text(&model, 2);
+    assert!(
+        retry.contains("Make the corrected call now") && !retry.contains("tell me why"),
+        "{retry}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_call_is_never_pushed_to_be_tried_again() {
     let world = World::new();
     let model = Arc::new(ScriptedModel::new([

@@ -97,7 +97,20 @@ impl ReceiptLog for BenchReceipts {
     }
 }
 
-fn note_add_tool(name: &str, db: SharedDb, in_place: bool) -> toolgate_core::Tool {
+/// Where a bench write's handler runs its commit.
+#[derive(Clone, Copy)]
+enum WriteAt {
+    /// On tokio's blocking pool (`spawn_blocking`): the stores' way before issue 39.
+    Pool,
+    /// Where `toolgate_core::blocking::run_blocking` puts it: on this worker inside
+    /// `block_in_place` on the multi-thread runtime (the stores' way now).
+    RunBlocking,
+    /// On the calling task, blocking it (a floor: no runtime may do this with a commit that
+    /// waits on the disk).
+    Here,
+}
+
+fn note_add_tool(name: &str, db: SharedDb, at: WriteAt) -> toolgate_core::Tool {
     let receipts = BenchReceipts(Arc::clone(&db));
     ToolBuilder::<NoteAddArgs>::new(name, 1)
         .describe("Adds a note.", "the user asks.", None, "the note id.")
@@ -119,14 +132,16 @@ fn note_add_tool(name: &str, db: SharedDb, in_place: bool) -> toolgate_core::Too
                         .map_err(|_| ToolError::internal("database lock poisoned"))?;
                     run_once_on(&mut *conn, &key, now, |tx| insert_note(tx, &args.title))
                 };
-                if in_place {
+                match at {
                     // The bench's file commits without waiting on the disk (WAL, synchronous
                     // NORMAL), so the write can run on the calling task.
-                    write()
-                } else {
-                    tokio::task::spawn_blocking(write)
+                    WriteAt::Here => write(),
+                    WriteAt::RunBlocking => {
+                        toolgate_core::blocking::run_blocking("the bench write", write).await
+                    }
+                    WriteAt::Pool => tokio::task::spawn_blocking(write)
                         .await
-                        .map_err(|e| ToolError::internal(format!("write task failed: {e}")))?
+                        .map_err(|e| ToolError::internal(format!("write task failed: {e}")))?,
                 }
             }
         })
@@ -145,11 +160,12 @@ fn registry(db: SharedDb) -> Registry {
         .policy(Risk::Low, Effect::Read, "It only reads.")
         .read(|_ctx, args: SearchArgs| search(args))
         .expect("declare bench_search");
-    // The write handler as the stores run it (on the blocking pool: their commits may wait
-    // on the disk), and the same write on the calling task.
-    let note_tool = note_add_tool("bench_note_add", Arc::clone(&db), false);
-    let note_here_tool = note_add_tool("bench_note_add_here", db, true);
-    Registry::new([search_tool, note_tool, note_here_tool]).expect("build the registry")
+    // The write handler as the stores ran it (on the blocking pool: their commits may wait on
+    // the disk), as they run it now, and on the calling task.
+    let pool_tool = note_add_tool("bench_note_add_pool", Arc::clone(&db), WriteAt::Pool);
+    let note_tool = note_add_tool("bench_note_add", Arc::clone(&db), WriteAt::RunBlocking);
+    let note_here_tool = note_add_tool("bench_note_add_here", db, WriteAt::Here);
+    Registry::new([search_tool, pool_tool, note_tool, note_here_tool]).expect("build the registry")
 }
 
 struct Row {
@@ -495,12 +511,16 @@ fn main() {
     let jsonl_trace: Arc<dyn TraceSink> =
         Arc::new(JsonlTrace::create(&jsonl_path).expect("create the trace file"));
     let with_no_trace = Dispatcher::new(Arc::clone(&registry)).expect("dispatcher");
-    let with_memory = Dispatcher::new(Arc::clone(&registry))
-        .expect("dispatcher")
-        .with_trace(memory_trace.clone());
-    let with_jsonl = Dispatcher::new(Arc::clone(&registry))
-        .expect("dispatcher")
-        .with_trace(Arc::clone(&jsonl_trace));
+    let with_memory = Arc::new(
+        Dispatcher::new(Arc::clone(&registry))
+            .expect("dispatcher")
+            .with_trace(memory_trace.clone()),
+    );
+    let with_jsonl = Arc::new(
+        Dispatcher::new(Arc::clone(&registry))
+            .expect("dispatcher")
+            .with_trace(Arc::clone(&jsonl_trace)),
+    );
     let alice = Principal::local("alice", &[]);
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -526,8 +546,8 @@ fn main() {
         let mut rows = vec![direct];
         for (label, dispatcher) in [
             ("read: dispatcher + NoTrace", &with_no_trace),
-            ("read: dispatcher + MemoryTrace", &with_memory),
-            ("read: dispatcher + JsonlTrace (file)", &with_jsonl),
+            ("read: dispatcher + MemoryTrace", &*with_memory),
+            ("read: dispatcher + JsonlTrace (file)", &*with_jsonl),
         ] {
             let alice = &alice;
             rows.push(
@@ -548,7 +568,22 @@ fn main() {
         rows
     });
 
-    let write_rows = runtime.block_on(async {
+    // Writes on the runtime the front ends run (the CLI and the MCP server: multi-thread),
+    // measured from a task on one of its workers, as a handler runs.
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("tokio multi-thread runtime");
+    let (db_writes, memory_writes, jsonl_writes, alice_writes) = (
+        Arc::clone(&db),
+        Arc::clone(&with_memory),
+        Arc::clone(&with_jsonl),
+        alice.clone(),
+    );
+    let write_task = multi.spawn(async move {
+        let (db, with_memory, with_jsonl, alice) =
+            (db_writes, memory_writes, jsonl_writes, alice_writes);
         let mut rows = Vec::new();
         // Each write row uses its own title prefix so that every call is a fresh effect.
         let db_direct = Arc::clone(&db);
@@ -602,6 +637,12 @@ fn main() {
                 &with_memory,
             ),
             (
+                "write: dispatcher + JsonlTrace, pool hop",
+                "pool",
+                "bench_note_add_pool",
+                &with_jsonl,
+            ),
+            (
                 "write: dispatcher + JsonlTrace (file)",
                 "jsonl",
                 "bench_note_add",
@@ -633,6 +674,7 @@ fn main() {
         }
         rows
     });
+    let write_rows = multi.block_on(write_task).expect("the write measurements");
 
     let sample = runtime.block_on(with_memory.call(CallRequest::new(
         alice.clone(),
@@ -686,8 +728,8 @@ fn main() {
     println!(
         "\nchecks: {notes} notes (expected {}), {receipts} receipts (expected {}), \
          {} MemoryTrace events, {trace_lines} JSONL trace lines; total {:.1} s",
+        6 * writes_per_row,
         5 * writes_per_row,
-        4 * writes_per_row,
         memory_trace.events().len(),
         started.elapsed().as_secs_f64(),
     );

@@ -1344,9 +1344,7 @@ async fn recorded_receipt(
     if let Some(answer) = log.recorded_here(&key) {
         return answer;
     }
-    tokio::task::spawn_blocking(move || log.recorded(&key))
-        .await
-        .map_err(|_| ToolError::internal("reading the receipt log failed"))?
+    crate::blocking::run_blocking("reading the receipt log", move || log.recorded(&key)).await
 }
 
 /// The error of a call refused by a budget: not retryable within the run.

@@ -29,6 +29,7 @@
 
 pub mod approval;
 mod approval_text;
+pub mod blocking;
 pub mod budget;
 pub mod call;
 pub mod caller;

@@ -31,7 +31,7 @@ use toolgate_agent::{Agent, AgentConfig};
 use toolgate_core::Principal;
 use toolgate_core::trace::MemoryTrace;
 use toolgate_llm::{BoxFuture, LlmError, Model, ModelRequest, ModelResponse};
-use toolgate_sandbox::{Paging, SandboxConfig};
+use toolgate_sandbox::{FailedScripts, Paging, SandboxConfig};
 use toolgate_wiring::{CodeOptions, ExitsConfig, ExtraTools, Seat, Store, StoreKind, ToolsetName};
 
 pub const RUNS_FILE: &str = "runs.jsonl";
@@ -154,6 +154,34 @@ pub struct ArmRun {
     /// (`toolgate_sandbox::Paging::AlsoAllPages`).
     #[serde(default)]
     pub all_pages: bool,
+    /// Whether a script that failed came back as a refused call, and the loop retried a
+    /// refused call once with the call required (`toolgate_sandbox::FailedScripts::Refused`,
+    /// `AgentConfig::retry_refused_calls`, `AgentConfig::retry_must_call`).
+    #[serde(default)]
+    pub failed_script_errors: bool,
+}
+
+/// The levers a model run was measured with, recorded in every run; a resume refuses a folder
+/// measured with others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RunLevers {
+    /// The first request asks for a tool call (`AgentConfig::first_round_must_call`).
+    pub first_round_must_call: bool,
+    /// Scripts get `<tool>_all` for each paged tool (`toolgate_sandbox::Paging::AlsoAllPages`).
+    pub all_pages: bool,
+    /// A failed script is a refused call, and the loop retries a refused call once, the
+    /// retry's request requiring a call of the refused tool.
+    pub failed_script_errors: bool,
+}
+
+impl RunLevers {
+    fn of(run: &ArmRun) -> Self {
+        RunLevers {
+            first_round_must_call: run.first_round_must_call,
+            all_pages: run.all_pages,
+            failed_script_errors: run.failed_script_errors,
+        }
+    }
 }
 
 /// Wraps a model to measure every request and keep the usage of every response.
@@ -283,16 +311,31 @@ impl Model for ReferencePaging {
     }
 }
 
-/// What one `code_execution` result says: the script's stdout and exit code.
+/// What one `code_execution` result says: the script's stdout and exit code. A failed script
+/// refused as a call (`FailedScripts::Refused`) carries its stdout in the error, and its exit
+/// code in the error's message ("... with exit code 1 after ...").
 fn script_output(result: &serde_json::Value) -> (String, Option<i64>) {
-    let printed = result["untrusted_content"]
+    let (untrusted, exit_code) = match result.get("error") {
+        Some(error) => (
+            &error["untrusted_content"],
+            error["message"].as_str().and_then(|m| {
+                let (_, after) = m.split_once("exit code ")?;
+                after.split(' ').next()?.parse().ok()
+            }),
+        ),
+        None => (
+            &result["untrusted_content"],
+            result["result"]["exit_code"].as_i64(),
+        ),
+    };
+    let printed = untrusted
         .as_array()
         .into_iter()
         .flatten()
         .filter(|u| u["source"] == "code_execution stdout")
         .filter_map(|u| u["text"].as_str())
         .collect::<String>();
-    (printed, result["result"]["exit_code"].as_i64())
+    (printed, exit_code)
 }
 
 /// The outputs of the `code_execution` calls of a conversation, oldest first.
@@ -401,11 +444,8 @@ pub struct CodeMode {
     pub temperature: Option<f32>,
     /// The base of every sampled run's seed (see the module doc).
     pub seed: u64,
-    /// Ask for a tool call in each model run's first round (the loop's lever, see
-    /// `AgentConfig::first_round_must_call`); recorded in every run.
-    pub first_round_must_call: bool,
-    /// Whether scripts get `<tool>_all` for each paged tool; recorded in every run.
-    pub paging: Paging,
+    /// The levers of every model run (recorded in each).
+    pub levers: RunLevers,
 }
 
 pub type Progress = dyn Fn(&ArmRun) + Send + Sync;
@@ -463,14 +503,7 @@ impl CodeMode {
     fn saved(&self, model: &str) -> Result<Vec<ArmRun>, CodeModeError> {
         let path = self.out_dir.join(RUNS_FILE);
         let runs = load_runs(&self.out_dir)?;
-        match mismatch(
-            &runs,
-            model,
-            self.sampling(),
-            self.seed,
-            self.first_round_must_call,
-            self.paging == Paging::AlsoAllPages,
-        ) {
+        match mismatch(&runs, model, self.sampling(), self.seed, self.levers) {
             Some(found) => Err(CodeModeError::Mismatch {
                 path: path.display().to_string(),
                 found,
@@ -550,7 +583,16 @@ impl CodeMode {
             code: arm.code().then(|| CodeOptions {
                 sandbox: self.sandbox.clone(),
                 export_notes: true,
-                paging: self.paging,
+                paging: if self.levers.all_pages {
+                    Paging::AlsoAllPages
+                } else {
+                    Paging::ByPage
+                },
+                failed_scripts: if self.levers.failed_script_errors {
+                    FailedScripts::Refused
+                } else {
+                    FailedScripts::Reported
+                },
             }),
             ..ExtraTools::default()
         };
@@ -583,7 +625,9 @@ impl CodeMode {
                     .then(|| vec![toolgate_sandbox::tool::TOOL_NAME.to_owned()]),
                 temperature,
                 seed,
-                first_round_must_call: self.first_round_must_call,
+                first_round_must_call: self.levers.first_round_must_call,
+                retry_refused_calls: self.levers.failed_script_errors,
+                retry_must_call: self.levers.failed_script_errors,
                 ..AgentConfig::default()
             });
         let started = Instant::now();
@@ -647,8 +691,9 @@ impl CodeMode {
             seed,
             script_correct,
             script_exit,
-            first_round_must_call: self.first_round_must_call,
-            all_pages: self.paging == Paging::AlsoAllPages,
+            first_round_must_call: self.levers.first_round_must_call,
+            all_pages: self.levers.all_pages,
+            failed_script_errors: self.levers.failed_script_errors,
         })
     }
 }
@@ -660,16 +705,14 @@ pub fn run_seed_of(temperature: Option<f32>, base: u64, total: usize, index: usi
 }
 
 /// What makes saved `runs` another measurement than one of `model` at `temperature` (sampling,
-/// or `None`) with seed base `seed`, `must_call` first rounds and `all_pages` scripts: another
-/// question, or for a model arm another model, temperature, seed, first round or script module.
-/// `None` when they belong to it.
+/// or `None`) with seed base `seed` and `levers`: another question, or for a model arm another
+/// model, temperature, seed or lever. `None` when they belong to it.
 pub fn mismatch(
     runs: &[ArmRun],
     model: &str,
     temperature: Option<f32>,
     seed: u64,
-    must_call: bool,
-    all_pages: bool,
+    levers: RunLevers,
 ) -> Option<String> {
     runs.iter().find_map(|r| {
         if r.question != QUESTION {
@@ -678,13 +721,8 @@ pub fn mismatch(
             None
         } else if r.model != model {
             Some(format!("model {}", r.model))
-        } else if r.first_round_must_call != must_call {
-            Some(format!(
-                "runs with first_round_must_call {}",
-                r.first_round_must_call
-            ))
-        } else if r.all_pages != all_pages {
-            Some(format!("runs with all_pages {}", r.all_pages))
+        } else if RunLevers::of(r) != levers {
+            Some(format!("runs with other levers: {:?}", RunLevers::of(r)))
         } else if r.temperature != temperature
             || r.seed != run_seed_of(temperature, seed, r.notes, r.run)
         {
@@ -904,6 +942,7 @@ mod tests {
             script_exit: script.map(|_| 0),
             first_round_must_call: false,
             all_pages: false,
+            failed_script_errors: false,
         }
     }
 
@@ -931,27 +970,42 @@ mod tests {
     #[test]
     fn a_resume_with_another_temperature_seed_or_model_is_refused() {
         let runs = vec![saved_run(Arm::Script, 325, 1, false, Some(false))];
-        assert_eq!(mismatch(&runs, "m", Some(0.7), 7, false, false), None);
+        let none = RunLevers::default();
+        assert_eq!(mismatch(&runs, "m", Some(0.7), 7, none), None);
+        assert!(mismatch(&runs, "m", Some(0.7), 8, none).is_some(), "seed");
+        assert!(mismatch(&runs, "m", None, 7, none).is_some(), "temperature");
         assert!(
-            mismatch(&runs, "m", Some(0.7), 8, false, false).is_some(),
-            "seed"
-        );
-        assert!(
-            mismatch(&runs, "m", None, 7, false, false).is_some(),
-            "temperature"
-        );
-        assert!(
-            mismatch(&runs, "other", Some(0.7), 7, false, false).is_some(),
+            mismatch(&runs, "other", Some(0.7), 7, none).is_some(),
             "model"
         );
-        assert!(
-            mismatch(&runs, "m", Some(0.7), 7, true, false).is_some(),
-            "first round"
-        );
-        assert!(
-            mismatch(&runs, "m", Some(0.7), 7, false, true).is_some(),
-            "script module"
-        );
+        for (lever, levers) in [
+            (
+                "first round",
+                RunLevers {
+                    first_round_must_call: true,
+                    ..none
+                },
+            ),
+            (
+                "script module",
+                RunLevers {
+                    all_pages: true,
+                    ..none
+                },
+            ),
+            (
+                "failed scripts",
+                RunLevers {
+                    failed_script_errors: true,
+                    ..none
+                },
+            ),
+        ] {
+            assert!(
+                mismatch(&runs, "m", Some(0.7), 7, levers).is_some(),
+                "{lever}"
+            );
+        }
     }
 
     #[test]
@@ -1031,6 +1085,25 @@ mod tests {
         assert_eq!(
             script_outputs(&transcript),
             vec![("1 note: 2".to_owned(), Some(0))]
+        );
+    }
+
+    #[test]
+    fn a_failed_script_refused_as_a_call_still_shows_what_it_printed_and_its_exit_code() {
+        // The sandbox's refusal, as the model reads it (the message's form is asserted on the
+        // sandbox's side, in `only_a_script_that_failed_by_itself_is_refused...`).
+        let refused = serde_json::json!({"error": {
+            "code": "invalid_argument",
+            "field": "code",
+            "message": "the script failed with exit code 2 after 1 tool call (its effect stands); its error (the traceback) is in untrusted_content",
+            "untrusted_content": [
+                {"source": "code_execution stdout", "text": "3 notes: 1, 2"},
+                {"source": "code_execution stderr", "text": "KeyError: 'body'"}
+            ]
+        }});
+        assert_eq!(
+            script_output(&refused),
+            ("3 notes: 1, 2".to_owned(), Some(2))
         );
     }
 }

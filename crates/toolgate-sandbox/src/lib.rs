@@ -34,5 +34,5 @@ pub use python::Paging;
 pub use run::{
     Bounds, BridgeReply, Captured, Job, LimitHit, NoTools, RunReport, Sandbox, Stopped, ToolBridge,
 };
-pub use tool::{CodeTool, DataExport, code_execution};
+pub use tool::{CodeTool, DataExport, FailedScripts, code_execution};
 pub use workspace::{WorkBound, Workspaces};

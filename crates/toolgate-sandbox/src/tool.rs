@@ -55,6 +55,23 @@ pub struct CodeTool {
     /// Whether a script also gets `<tool>_all` for each paged tool (see [`Paging`]); its
     /// worked example then reads every page with it.
     pub paging: Paging,
+    /// How a script that fails comes back (see [`FailedScripts`]).
+    pub failed_scripts: FailedScripts,
+}
+
+/// How a script that exits with an error (not stopped by a limit) comes back to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailedScripts {
+    /// As a result: its exit code, stdout and stderr, like a script that succeeded.
+    #[default]
+    Reported,
+    /// As a refused call (`invalid_argument` on `code`, the MCP form of an execution error the
+    /// model can fix): its stdout, stderr and files in the error's untrusted content, and the
+    /// tool calls it made stated (their effects stand). Why: the embedded model read a
+    /// traceback in a result as the end of the task and answered "the script failed" in every
+    /// failed run (`evals/runs/code-mode-all-pages-sampled-embedded`); an error is what the
+    /// loop's retry of a refused call (`AgentConfig::retry_refused_calls`) answers.
+    Refused,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -138,6 +155,7 @@ pub fn code_execution(code: CodeTool) -> Result<Tool, DeclarationError> {
         sandbox: code.sandbox,
         workspaces: code.workspaces,
         data: code.data,
+        failed_scripts: code.failed_scripts,
     });
     ToolBuilder::<CodeArgs>::new(TOOL_NAME, 1)
         .describe(
@@ -172,6 +190,7 @@ struct State {
     module: String,
     allowed: BTreeSet<String>,
     data: Option<Arc<dyn DataExport>>,
+    failed_scripts: FailedScripts,
 }
 
 fn unavailable(e: &SandboxError) -> ToolError {
@@ -210,6 +229,11 @@ impl State {
             .map_err(|e| unavailable(&e))?;
         let files = read_returned(&work, args.return_files.as_deref().unwrap_or_default());
         let mut output = observation(&report, files);
+        if self.failed_scripts == FailedScripts::Refused
+            && let Some(refused) = failed_script(&report, &output)
+        {
+            return Err(refused);
+        }
         if repaired > 0 {
             output.content["note"] = serde_json::json!(format!(
                 "the script was on one line with its line breaks written as \\n; {repaired} of them (outside strings) were read as line breaks. Write real line breaks next time."
@@ -369,6 +393,30 @@ fn observation(report: &RunReport, files: Vec<ReturnedFile>) -> ToolOutput {
         untrusted,
         sources: vec!["sandbox".to_owned()],
     }
+}
+
+/// The refusal for a script that exited with an error code by itself (not a signal, not a
+/// limit: those are the run's bounds, reported as a result); `None` for any other run. It
+/// carries the observation's untrusted texts (stdout, stderr, returned files) as they are.
+fn failed_script(report: &RunReport, output: &ToolOutput) -> Option<ToolError> {
+    let code = report.exit_code.filter(|c| *c != 0)?;
+    if report.signal.is_some() || report.stopped.is_some() || !report.limits_hit.is_empty() {
+        return None;
+    }
+    let calls = match report.tool_calls {
+        0 => "no tool call".to_owned(),
+        1 => "1 tool call (its effect stands)".to_owned(),
+        n => format!("{n} tool calls (their effects stand)"),
+    };
+    let mut refused = ToolError::invalid(
+        "code",
+        format!("the script failed with exit code {code} after {calls}; its error (the traceback) is in untrusted_content"),
+    )
+    .with_hint("fix the line the traceback names and call code_execution again with the whole corrected script; `t` is the tools module, already imported");
+    for text in &output.untrusted {
+        refused = refused.with_untrusted(text.clone());
+    }
+    Some(refused)
 }
 
 /// Tool calls from a script, through the dispatcher that runs `code_execution`.

@@ -34,19 +34,42 @@ fn an_export_holding_a_link_is_refused() {
 
 #[test]
 fn a_run_that_hits_a_bound_tells_the_model_which_and_the_bounds() {
-    use crate::run::{Bounds, Captured, LimitHit};
-    let empty = Captured {
-        text: String::new(),
-        total_bytes: 0,
+    use crate::run::LimitHit;
+    let mut report = ended(
+        Some(1),
+        None,
+        None,
+        vec![LimitHit::Memory, LimitHit::WorkFolder],
+    );
+    report.bounds.work_used_bytes = 256 << 20;
+    let content = observation(&report, Vec::new()).content;
+    assert_eq!(content["bounded_by"], "cgroup_v1");
+    assert_eq!(content["limits_hit"], json!(["memory", "work_folder"]));
+    assert_eq!(content["limits"]["memory_mb"], 1024);
+    assert_eq!(content["limits"]["work_mb"], 256);
+}
+
+/// A report of a run that ended with `exit_code` (and `signal`, `stopped`, `limits_hit`), its
+/// stderr a traceback.
+fn ended(
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    stopped: Option<crate::run::Stopped>,
+    limits_hit: Vec<crate::run::LimitHit>,
+) -> RunReport {
+    use crate::run::{Bounds, Captured};
+    let text = |t: &str| Captured {
+        text: t.to_owned(),
+        total_bytes: t.len(),
         truncated: false,
     };
-    let report = RunReport {
-        exit_code: Some(1),
-        signal: None,
-        stopped: None,
-        stdout: empty.clone(),
-        stderr: empty,
-        tool_calls: 0,
+    RunReport {
+        exit_code,
+        signal,
+        stopped,
+        stdout: text("partial\n"),
+        stderr: text("Traceback (most recent call last):\nKeyError: 'body'\n"),
+        tool_calls: 2,
         landlock: true,
         seccomp: true,
         elapsed_ms: 5,
@@ -58,14 +81,65 @@ fn a_run_that_hits_a_bound_tells_the_model_which_and_the_bounds() {
             tmp_bytes: 64 << 20,
             work: crate::WorkBound::Tmpfs,
             work_bytes: 256 << 20,
-            work_used_bytes: 256 << 20,
+            work_used_bytes: 0,
             usage: crate::cgroup::Usage::default(),
         },
-        limits_hit: vec![LimitHit::Memory, LimitHit::WorkFolder],
-    };
-    let content = observation(&report, Vec::new()).content;
-    assert_eq!(content["bounded_by"], "cgroup_v1");
-    assert_eq!(content["limits_hit"], json!(["memory", "work_folder"]));
-    assert_eq!(content["limits"]["memory_mb"], 1024);
-    assert_eq!(content["limits"]["work_mb"], 256);
+        limits_hit,
+    }
+}
+
+#[test]
+fn only_a_script_that_failed_by_itself_is_refused_and_its_output_is_kept_untrusted() {
+    use crate::run::{LimitHit, Stopped};
+    let cases = [
+        (
+            "a script that raised",
+            ended(Some(1), None, None, vec![]),
+            true,
+        ),
+        (
+            "a script that exited 0",
+            ended(Some(0), None, None, vec![]),
+            false,
+        ),
+        (
+            "a script killed by a signal",
+            ended(None, Some(9), None, vec![]),
+            false,
+        ),
+        (
+            "a script the wall clock stopped",
+            ended(Some(1), None, Some(Stopped::WallClock), vec![]),
+            false,
+        ),
+        (
+            "a script that hit the memory bound",
+            ended(Some(1), None, None, vec![LimitHit::Memory]),
+            false,
+        ),
+    ];
+    for (what, report, refused) in cases {
+        let output = observation(&report, Vec::new());
+        let error = failed_script(&report, &output);
+        assert_eq!(error.is_some(), refused, "{what}");
+        if let Some(error) = error {
+            assert_eq!(
+                error.code,
+                toolgate_core::ErrorCode::InvalidArgument,
+                "{what}"
+            );
+            assert_eq!(error.field.as_deref(), Some("code"));
+            assert!(
+                error
+                    .message
+                    .contains("exit code 1 after 2 tool calls (their effects stand)")
+            );
+            // The traceback is someone else's text: only in the untrusted list, never in the
+            // message the model reads as ours.
+            assert!(!error.message.contains("KeyError"));
+            let sources: Vec<&str> = error.untrusted.iter().map(|u| u.source.as_str()).collect();
+            assert_eq!(sources, ["code_execution stdout", "code_execution stderr"]);
+            assert!(error.untrusted[1].text.contains("KeyError: 'body'"));
+        }
+    }
 }

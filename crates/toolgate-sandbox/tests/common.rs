@@ -84,6 +84,14 @@ impl CodeHarness {
         data: Option<std::sync::Arc<dyn toolgate_sandbox::DataExport>>,
         extra: Vec<toolgate_core::Tool>,
     ) -> Self {
+        Self::with_failed_scripts(data, extra, toolgate_sandbox::FailedScripts::Reported)
+    }
+
+    pub fn with_failed_scripts(
+        data: Option<std::sync::Arc<dyn toolgate_sandbox::DataExport>>,
+        extra: Vec<toolgate_core::Tool>,
+        failed_scripts: toolgate_sandbox::FailedScripts,
+    ) -> Self {
         let workspaces = std::sync::Arc::new(toolgate_sandbox::Workspaces::new().unwrap());
         let code = toolgate_sandbox::code_execution(toolgate_sandbox::CodeTool {
             sandbox: sandbox(),
@@ -91,6 +99,7 @@ impl CodeHarness {
             tools: extra.iter().map(|t| t.spec.model_view()).collect(),
             data,
             paging: toolgate_sandbox::Paging::ByPage,
+            failed_scripts,
         })
         .unwrap();
         let mut tools = extra;

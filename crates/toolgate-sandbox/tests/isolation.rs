@@ -49,6 +49,33 @@ async fn a_trivial_script_runs_with_every_layer_in_place() {
 }
 
 #[tokio::test]
+async fn a_script_without_the_import_line_still_has_t_and_its_traceback_is_its_own() {
+    let (report, _work) = run("print(t.__name__, __name__)\nraise KeyError('body')\n").await;
+    assert_eq!(report.exit_code, Some(1), "{report:?}");
+    assert_eq!(report.stdout.text, "toolgate_tools __main__\n");
+    let traceback = &report.stderr.text;
+    assert!(
+        traceback.contains("File \"/sandbox/code/main.py\", line 2, in <module>"),
+        "{traceback}"
+    );
+    assert!(traceback.ends_with("KeyError: 'body'\n"), "{traceback}");
+    assert!(!traceback.contains("_toolgate_start"), "{traceback}");
+}
+
+#[tokio::test]
+async fn a_script_that_does_not_parse_is_reported_at_its_own_line() {
+    let (report, _work) = run("x = 1\nprint(x, ', '.join(i) for i in [])\n").await;
+    assert_eq!(report.exit_code, Some(1), "{report:?}");
+    let traceback = &report.stderr.text;
+    assert!(
+        traceback.contains("File \"/sandbox/code/main.py\", line 2"),
+        "{traceback}"
+    );
+    assert!(traceback.contains("SyntaxError"), "{traceback}");
+    assert!(!traceback.contains("_toolgate_start"), "{traceback}");
+}
+
+#[tokio::test]
 async fn a_planted_ssh_key_outside_the_mounts_cannot_be_read() {
     let (_home, key) = plant_key();
     let (report, _work) = run(&try_read(&[&key, "/root/.ssh/id_rsa", "~/.ssh/id_rsa"])).await;
@@ -528,6 +555,55 @@ print('DATA', data[0])
     for leaked in [OUTSIDE_SECRET, "CARGO_PKG_NAME", "exported"] {
         assert!(!everything.contains(leaked), "{leaked} came back");
     }
+}
+
+/// One `code_execution` call of `code` through `harness`'s dispatcher: its outcome.
+async fn call_code(harness: &CodeHarness, code: &str) -> toolgate_core::CallOutcome {
+    harness
+        .dispatcher
+        .call(toolgate_core::CallRequest::new(
+            toolgate_core::Principal::local("alice", &[]),
+            common::RUN_ID,
+            toolgate_sandbox::tool::TOOL_NAME,
+            json!({"code": code}),
+        ))
+        .await
+}
+
+#[tokio::test]
+async fn a_failing_script_is_a_refused_call_with_its_traceback_only_when_so_configured() {
+    let failing = "print('before')\nhits = {'content': {}}\nprint(hits['body'])\n";
+    let refusing = CodeHarness::with_failed_scripts(
+        None,
+        Vec::new(),
+        toolgate_sandbox::FailedScripts::Refused,
+    );
+    let outcome = call_code(&refusing, failing).await;
+    let error = outcome.error().expect("a failed script is refused");
+    assert_eq!(error.code, toolgate_core::ErrorCode::InvalidArgument);
+    assert_eq!(error.field.as_deref(), Some("code"));
+    let texts: Vec<(&str, &str)> = error
+        .untrusted
+        .iter()
+        .map(|u| (u.source.as_str(), u.text.as_str()))
+        .collect();
+    assert_eq!(texts[0], ("code_execution stdout", "before\n"));
+    assert_eq!(texts[1].0, "code_execution stderr");
+    assert!(
+        texts[1].1.contains("main.py\", line 3") && texts[1].1.ends_with("KeyError: 'body'\n"),
+        "{}",
+        texts[1].1
+    );
+    // What the model reads: the traceback marked as data, the fix in our own words.
+    let shown = outcome.model_text();
+    assert!(shown.contains("untrusted_note") && shown.contains("call code_execution again"));
+    // A script that succeeds is a result either way, and the default reports a failure as one.
+    let ok = call_code(&refusing, "print('fine')\n").await;
+    assert!(ok.observation().is_some(), "{}", ok.model_text());
+    let reporting = CodeHarness::new(None, Vec::new());
+    let reported = call_code(&reporting, failing).await;
+    let observation = reported.observation().expect("reported as a result");
+    assert_eq!(observation.content["exit_code"], 1);
 }
 
 #[tokio::test]

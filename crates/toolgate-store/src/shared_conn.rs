@@ -2,8 +2,10 @@
 //! team's PostgreSQL database, one call at a time per SQLite file, pooled on PostgreSQL; a
 //! poisoned lock (a panic while holding it) is an `internal` error rather than a second panic.
 //!
-//! Writes run on tokio's blocking pool: they commit, and a commit may wait on the disk. On
-//! SQLite a read runs on the calling task when the connection is free: it reads a local file
+//! Writes may block: they commit, and a commit may wait on the disk. They run where
+//! [`toolgate_core::blocking::run_blocking`] puts blocking work: on the calling thread inside
+//! `block_in_place` on tokio's multi-thread runtime (its other tasks move to another thread
+//! first), on the blocking pool on the current-thread runtime. On SQLite a read runs on the calling task when the connection is free: it reads a local file
 //! without committing, which takes microseconds, while handing it to the blocking pool costs two
 //! thread switches (measured over MCP: 8.0k against 10.6k reads/s on one core). A read that
 //! finds the connection busy waits for it on the blocking pool, never on the task. On
@@ -93,23 +95,23 @@ impl SharedConnection {
         self.sqlite()?.lock().map_err(|_| unavailable(self.name))
     }
 
-    /// Runs `work` on the SQLite connection on a blocking thread (SQLite stores only).
+    /// Runs `work` on the SQLite connection where it may block (SQLite stores only; see the
+    /// module documentation).
     async fn blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,
     ) -> Result<T, ToolError> {
         let inner = Arc::clone(self.sqlite()?);
         let name = self.name;
-        tokio::task::spawn_blocking(move || {
+        toolgate_core::blocking::run_blocking(&format!("the {name} task"), move || {
             let mut guard = inner.lock().map_err(|_| unavailable(name))?;
             work(&mut guard)
         })
         .await
-        .map_err(|_| ToolError::internal(format!("the {name} task failed")))?
     }
 
     /// Runs the read `work` on the SQLite connection: here when the connection is free, else
-    /// on a blocking thread once it is (SQLite stores only).
+    /// where it may block until it is (SQLite stores only).
     async fn read<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut Connection) -> Result<T, ToolError> + Send + 'static,

@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use toolgate_core::Tool;
 use toolgate_notes::NotesStore;
-use toolgate_sandbox::{CodeTool, DataExport, Paging, Sandbox, SandboxConfig, Workspaces};
+use toolgate_sandbox::{
+    CodeTool, DataExport, FailedScripts, Paging, Sandbox, SandboxConfig, Workspaces,
+};
 
 use crate::error::WiringError;
 use crate::store::Store;
@@ -25,6 +27,8 @@ pub struct CodeOptions {
     pub export_notes: bool,
     /// Whether scripts also get `<tool>_all` for each paged tool (`toolgate_sandbox::Paging`).
     pub paging: Paging,
+    /// Whether a script that fails comes back as a refused call (`toolgate_sandbox::FailedScripts`).
+    pub failed_scripts: FailedScripts,
 }
 
 /// The notebook, exported fresh for every script (a script sees what the tools would).
@@ -81,5 +85,6 @@ pub fn code_tool(
         tools: views,
         data,
         paging: options.paging,
+        failed_scripts: options.failed_scripts,
     })?)
 }

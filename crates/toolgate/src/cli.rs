@@ -581,6 +581,12 @@ pub struct CodeModeArgs {
     /// every run, and --resume refuses a folder measured the other way.
     #[arg(long)]
     pub all_pages: bool,
+    /// Return a script that fails (an exception, a non-zero exit; not a limit) as a refused
+    /// call with its traceback, and let the loop ask once for the corrected call (the
+    /// retry of a refused call, its request requiring a `code_execution` call); recorded in
+    /// every run, and --resume refuses a folder measured the other way.
+    #[arg(long)]
+    pub failed_script_errors: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -58,6 +58,7 @@ struct World {
     exits: ExitsConfig,
     trace: Arc<MemoryTrace>,
     paging: Paging,
+    failed_scripts: toolgate_sandbox::FailedScripts,
 }
 
 fn sandbox_config() -> SandboxConfig {
@@ -82,6 +83,7 @@ impl World {
             exits,
             trace: Arc::new(MemoryTrace::default()),
             paging: Paging::ByPage,
+            failed_scripts: toolgate_sandbox::FailedScripts::Reported,
         }
     }
 
@@ -117,6 +119,7 @@ impl World {
                 sandbox: sandbox_config(),
                 export_notes: true,
                 paging: self.paging,
+                failed_scripts: self.failed_scripts,
             }),
             ..ExtraTools::default()
         };
@@ -934,8 +937,7 @@ async fn the_code_mode_reference_script_finds_every_budget_note_in_one_call() {
         runs: 1,
         temperature: None,
         seed: 0,
-        first_round_must_call: false,
-        paging: Paging::ByPage,
+        levers: toolgate_eval::code_mode::RunLevers::default(),
     };
     // The stand-in arm never calls the model it is given.
     let unused = Arc::new(ScriptedModel::new([]));
@@ -958,6 +960,63 @@ async fn the_code_mode_reference_script_finds_every_budget_note_in_one_call() {
             .join("transcript-325-reference-script.json")
             .exists()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_script_is_refused_with_its_traceback_and_the_corrected_one_runs_after_one_retry() {
+    let world = World {
+        failed_scripts: toolgate_sandbox::FailedScripts::Refused,
+        ..World::with_all_pages()
+    };
+    let model = Arc::new(ScriptedModel::new([
+        // The embedded model's failure: an argument the tool does not have, no import line.
+        code(
+            "c1",
+            "hits = t.notes_search_all(query='budget', case_sensitive=True)\nprint(len(hits))\n",
+        ),
+        // Its answer to the traceback: the fix written as text, no call.
+        ScriptedModel::answer("Remove case_sensitive: hits = t.notes_search_all(query='budget')"),
+        code(
+            "c2",
+            "hits = t.notes_search_all(query='budget')\nprint(len(hits), 'notes')\n",
+        ),
+        ScriptedModel::answer("done"),
+    ]));
+    let result = world
+        .agent(model.clone(), Arc::new(Recording::default()))
+        .with_config(toolgate_agent::AgentConfig {
+            retry_refused_calls: true,
+            retry_must_call: true,
+            ..toolgate_agent::AgentConfig::default()
+        })
+        .ask("run-failed-script", "Which notes mention the budget?")
+        .await;
+    assert_eq!(result.answer.as_deref(), Some("done"), "{result:?}");
+    assert_eq!(result.calls[0].error.as_deref(), Some("invalid_argument"));
+    // The model read the traceback as data, in the refusal's untrusted content.
+    let refused = result_of(&model, "c1");
+    let stderr = refused["error"]["untrusted_content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["source"] == "code_execution stderr")
+        .unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        stderr.contains("unexpected keyword argument 'case_sensitive'"),
+        "{stderr}"
+    );
+    // The request after the retry turn asks for code_execution, and the corrected script ran.
+    let requests = model.requests();
+    assert_eq!(
+        requests[2].tool_choice,
+        toolgate_llm::ToolChoice::AnyOf(vec!["code_execution".to_owned()])
+    );
+    let seen = stdout_of(&result, &model, "c2");
+    assert!(seen.ends_with(" notes\n"), "{seen}");
+    assert_eq!(result.refused_call.as_ref().unwrap().tool, "code_execution");
 }
 
 #[tokio::test]

@@ -123,6 +123,7 @@ fn record_code_call(audit_file: &Path, dir: &Path) {
             }),
             export_notes: true,
             paging: Paging::ByPage,
+            failed_scripts: toolgate_sandbox::FailedScripts::Reported,
         }),
         ..ExtraTools::default()
     };

@@ -173,6 +173,7 @@ fn one_conversation_is_one_trace_through_the_gateway_and_matches_the_decision_re
         }),
         export_notes: false,
         paging: Paging::ByPage,
+        failed_scripts: toolgate_sandbox::FailedScripts::Reported,
     });
     let ready =
         toolgate_wiring::dispatcher_with(ToolsetName::Notes, &store, &exits, seat, extra).unwrap();

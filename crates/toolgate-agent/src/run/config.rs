@@ -47,6 +47,10 @@ pub struct AgentConfig {
     /// Give an answer that makes no call after a round whose calls were all refused with a
     /// fixable error one corrective turn per run (see the module documentation).
     pub retry_refused_calls: bool,
+    /// With [`AgentConfig::retry_refused_calls`]: the request after the retry turn asks for a
+    /// call to the refused tool (`ToolChoice::AnyOf`), and the turn asks only for the
+    /// corrected call (see the module documentation).
+    pub retry_must_call: bool,
     /// Tools offered in phases: each withheld until its rule holds (a URL in the user's
     /// message, another tool's result), then appended for the rest of the run; a call to a
     /// withheld tool is refused unrun (see [`crate::phases`]).
@@ -83,6 +87,7 @@ impl Default for AgentConfig {
             first_round_must_call: false,
             read_first: None,
             retry_refused_calls: false,
+            retry_must_call: false,
             offer_rules: Vec::new(),
             first_round_reads: false,
             grounded_figures: Vec::new(),

@@ -61,6 +61,11 @@
 //!   `not_found`; never a policy refusal, see [`crate::refused_call`]) gets one corrective
 //!   user-role turn per run, under the same conditions as the described-call correction (which
 //!   goes first). Traced as `refused_call_retried`, kept in [`RunResult::refused_call`].
+//!   With [`AgentConfig::retry_must_call`] the request after that turn asks for a call to the
+//!   refused tool (`ToolChoice::AnyOf`, every definition still sent) and the turn asks only
+//!   for the corrected call: the embedded model, told to make it, wrote the corrected call as
+//!   a JSON block in its answer instead (`code-mode-failed-script-errors-sampled-embedded`,
+//!   run 0 at 325 notes, twice).
 //! - [`AgentConfig::read_first`] (*wrong final state* and *invalid arguments* from ids the
 //!   model guessed, *wrong answer* from filters that hid the note): before the first request
 //!   the loop makes one read with the user's own words (say `notes_search` with the message as
@@ -169,6 +174,9 @@ struct RunState<'a> {
     corrected: Option<DescribedCall>,
     /// The refused call the run's one retry turn was for.
     retried: Option<RefusedCall>,
+    /// The round whose request must call the refused tool again
+    /// ([`AgentConfig::retry_must_call`]).
+    retry_round: Option<u32>,
     /// The echoed answer the run's one correction was for.
     echo_corrected: Option<Echo>,
     /// The unfounded answer the run's one correction was for.
@@ -337,6 +345,7 @@ impl Agent {
             tools_ended_round: None,
             corrected: None,
             retried: None,
+            retry_round: None,
             echo_corrected: None,
             unfounded_corrected: None,
             phases,
@@ -424,10 +433,16 @@ impl Agent {
         let first_reads = (run.round == 1 && self.config.first_round_reads)
             .then(|| self.reads_offered(run))
             .filter(|reads| !reads.is_empty());
+        let retry = run
+            .retried
+            .as_ref()
+            .filter(|_| run.retry_round == Some(run.round));
         let tool_choice = if run.tools_ended_round.is_some() {
             ToolChoice::None
         } else if let Some(reads) = first_reads {
             ToolChoice::AnyOf(reads)
+        } else if let Some(retry) = retry {
+            ToolChoice::AnyOf(vec![retry.tool.clone()])
         } else if run.round == 1
             && self.config.first_round_must_call
             && !run.tools.definitions().is_empty()
@@ -586,7 +601,12 @@ impl Agent {
         let Some(call) = refused_call(&run.calls, run.round.saturating_sub(1)) else {
             return false;
         };
-        run.messages.push(Message::user_text(&retry_text(&call)));
+        let must_call = self.config.retry_must_call;
+        run.messages
+            .push(Message::user_text(&retry_text(&call, must_call)));
+        if must_call {
+            run.retry_round = Some(run.round + 1);
+        }
         self.notify(&AgentEvent::RefusedCallRetried {
             round: run.round,
             call: &call,

@@ -212,6 +212,10 @@ impl Sandbox {
             .map_err(|e| SandboxError::io(std::env::temp_dir(), e))?;
         write_file(&code.path().join("main.py"), &job.script)?;
         write_file(&code.path().join("toolgate_tools.py"), &job.tools_module)?;
+        write_file(
+            &code.path().join(crate::python::LAUNCHER_FILE),
+            crate::python::LAUNCHER,
+        )?;
         let mounts = Mounts {
             code: code.path().to_owned(),
             data: job.data.clone(),
@@ -570,7 +574,7 @@ impl Sandbox {
                 "-E".to_owned(),
                 "-s".to_owned(),
                 "-B".to_owned(),
-                format!("{}/main.py", bwrap::CODE_DIR),
+                format!("{}/{}", bwrap::CODE_DIR, crate::python::LAUNCHER_FILE),
             ],
         };
         serde_json::to_string(&config).map_err(|e| SandboxError::Config(e.to_string()))

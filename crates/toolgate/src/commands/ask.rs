@@ -464,6 +464,7 @@ fn code_options(config: &Config, toolset: ToolsetName) -> Result<CodeOptions, Co
         sandbox: config.sandbox.config(init),
         export_notes: toolset.store() == toolgate_wiring::StoreKind::Notes,
         paging: toolgate_sandbox::Paging::ByPage,
+        failed_scripts: toolgate_sandbox::FailedScripts::Reported,
     })
 }
 

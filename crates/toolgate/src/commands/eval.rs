@@ -286,11 +286,10 @@ fn code_mode(config: &Config, args: &crate::cli::CodeModeArgs) -> Result<(), Com
         runs: args.runs as usize,
         temperature: args.temperature,
         seed: args.seed,
-        first_round_must_call: args.first_round_must_call,
-        paging: if args.all_pages {
-            toolgate_sandbox::Paging::AlsoAllPages
-        } else {
-            toolgate_sandbox::Paging::ByPage
+        levers: toolgate_eval::code_mode::RunLevers {
+            first_round_must_call: args.first_round_must_call,
+            all_pages: args.all_pages,
+            failed_script_errors: args.failed_script_errors,
         },
     };
     if args.runs > 1 && !args.temperature.is_some_and(|t| t > 0.0) {
