@@ -9,6 +9,15 @@
 //! result dict iterated as a list, a `limit` past the maximum, a loop that never advanced), not
 //! on the question (`evals/runs/code-mode-markers-sampled-embedded`).
 //!
+//! Results teach in their errors: every dict of a result names the keys it has when a script
+//! asks for one it lacks (`KeyError: 'body': this dict has only 'id', 'title', ...`), and the
+//! dict a function returns refuses to be iterated with a `TypeError` that says where the items
+//! are. Why: the embedded model's failed scripts with `--all-pages` read `hit["body"]` and
+//! iterated a one-page `notes_search` result as a list, each ending in an error that named
+//! nothing it could fix from (`evals/runs/code-mode-all-pages-sampled-embedded`). Iterating a
+//! result's key names is the one dict behaviour given up; `keys()`, `items()`, `json.dumps`
+//! and `print` work as on any dict.
+//!
 //! Guarantees: only tools in the list given become functions; a parameter whose name is not a
 //! Python identifier (or is a keyword) is still reachable through `call(name, **arguments)`;
 //! generated text is escaped so a description cannot end its docstring and inject code. An
@@ -137,6 +146,28 @@ import socket as _socket
 import threading as _threading
 
 
+class _Record(dict):
+    """A dict of a tool's result: a key it lacks raises a KeyError naming the keys it has."""
+
+    def __missing__(self, key):
+        has = ", ".join(repr(k) for k in dict.keys(self))
+        raise KeyError(f"{key!r}: this dict has only {has}")
+
+
+class _Result(_Record):
+    """What a tool function returns. Not a list: iterating it raises a TypeError that says
+    where the items are, instead of handing out its key names as if they were items."""
+
+    def __iter__(self):
+        content = dict.get(self, "content")
+        inside = ", ".join(repr(k) for k in content) if isinstance(content, dict) else "a " + type(content).__name__
+        raise TypeError(
+            "a tool's result is a dict with 'content' (the tool's result) and 'untrusted', "
+            f"not a list of items: read result['content'] (its keys: {inside}); "
+            "a function whose name ends in _all returns every page's items as one list"
+        )
+
+
 class ToolError(Exception):
     """A tool call that was refused or failed: code (stable), message, retryable."""
 
@@ -167,9 +198,9 @@ def call(tool, /, **arguments):
         line = _stream.readline()
     if not line:
         raise ToolError("internal", "the tool bridge is closed", False)
-    reply = _json.loads(line)
+    reply = _json.loads(line, object_hook=_Record)
     if reply.get("ok"):
-        return reply["result"]
+        return _Result(reply["result"])
     raise ToolError(reply.get("code", "internal"), reply.get("message", ""), reply.get("retryable", False))
 "#;
 

@@ -963,7 +963,8 @@ async fn the_code_mode_reference_script_finds_every_budget_note_in_one_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_script_is_refused_with_its_traceback_and_the_corrected_one_runs_after_one_retry() {
+async fn a_failed_script_is_refused_with_its_traceback_and_the_corrected_one_runs_after_one_retry()
+{
     let world = World {
         failed_scripts: toolgate_sandbox::FailedScripts::Refused,
         ..World::with_all_pages()
@@ -1017,6 +1018,49 @@ async fn a_failed_script_is_refused_with_its_traceback_and_the_corrected_one_run
     let seen = stdout_of(&result, &model, "c2");
     assert!(seen.ends_with(" notes\n"), "{seen}");
     assert_eq!(result.refused_call.as_ref().unwrap().tool, "code_execution");
+}
+
+#[tokio::test]
+async fn a_result_misread_as_a_list_or_a_missing_field_says_where_the_data_is() {
+    let world = World::new();
+    let script = "\
+import json
+r = t.notes_search(query='budget')
+try:
+    for hit in r:
+        print(hit['id'])
+except TypeError as e:
+    print('ITER', e)
+try:
+    r['content']['hits'][0]['body']
+except KeyError as e:
+    print('KEY', e)
+print('TOTAL', r['content']['total_matches'] > 0, sorted(r.keys()) == ['content', 'untrusted'])
+print('JSON', json.loads(json.dumps(r))['content']['hits'][0]['id'] == r['content']['hits'][0]['id'])
+";
+    let model = Arc::new(ScriptedModel::new([
+        code("c1", script),
+        ScriptedModel::answer("done"),
+    ]));
+    let result = world
+        .agent(model.clone(), Arc::new(Recording::default()))
+        .ask("run-teaching-results", "Which notes mention the budget?")
+        .await;
+    let seen = stdout_of(&result, &model, "c1");
+    assert!(
+        seen.contains("ITER a tool's result is a dict with 'content'")
+            && seen.contains("read result['content'] (its keys: ")
+            && seen.contains("'hits'"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("KEY \"'body': this dict has only 'id', "),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("TOTAL True True") && seen.contains("JSON True"),
+        "{seen}"
+    );
 }
 
 #[tokio::test]
