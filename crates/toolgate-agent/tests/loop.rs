@@ -1213,23 +1213,29 @@ fn retry_refused() -> AgentConfig {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_promise_after_a_refused_call_gets_one_retry_and_the_corrected_call_runs() {
-    let world = World::new();
-    let model = Arc::new(ScriptedModel::new([
+/// A call refused for its date, `answer` instead of a corrected call, then the corrected call
+/// and the final answer.
+fn refused_then_corrected(answer: &str) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::new([
         ScriptedModel::calls(&[(
             "r1",
             "reminders_create",
             json!({"text": "pay rent", "due": "Friday"}),
         )]),
-        ScriptedModel::answer("I will fix my call and try again."),
+        ScriptedModel::answer(answer),
         ScriptedModel::calls(&[(
             "r2",
             "reminders_create",
             json!({"text": "pay rent", "due": "2026-12-04"}),
         )]),
         ScriptedModel::answer("Reminder set for 2026-12-04."),
-    ]));
+    ]))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promise_after_a_refused_call_gets_one_retry_and_the_corrected_call_runs() {
+    let world = World::new();
+    let model = refused_then_corrected("I will fix my call and try again.");
     let trace = Arc::new(MemoryTrace::default());
     let result = world
         .agent(model.clone(), retry_refused(), trace.clone())
@@ -1260,23 +1266,10 @@ async fn a_promise_after_a_refused_call_gets_one_retry_and_the_corrected_call_ru
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_retry_call_required_the_request_after_the_retry_asks_for_the_refused_tool() {
     let world = World::new();
-    let model = Arc::new(ScriptedModel::new([
-        ScriptedModel::calls(&[(
-            "r1",
-            "reminders_create",
-            json!({"text": "pay rent", "due": "Friday"}),
-        )]),
-        // The corrected call written as text: the answer the lever exists for.
-        ScriptedModel::answer(
-            r#"Here is the corrected call: {"name": "reminders_create", "arguments": {"text": "pay rent", "due": "2026-12-04"}}"#,
-        ),
-        ScriptedModel::calls(&[(
-            "r2",
-            "reminders_create",
-            json!({"text": "pay rent", "due": "2026-12-04"}),
-        )]),
-        ScriptedModel::answer("Reminder set for 2026-12-04."),
-    ]));
+    // The corrected call written as text: the answer the lever exists for.
+    let model = refused_then_corrected(
+        r#"Here is the corrected call: {"name": "reminders_create", "arguments": {"text": "pay rent", "due": "2026-12-04"}}"#,
+    );
     let config = AgentConfig {
         retry_must_call: true,
         ..retry_refused()
@@ -1290,15 +1283,13 @@ async fn with_the_retry_call_required_the_request_after_the_retry_asks_for_the_r
         Some("Reminder set for 2026-12-04.")
     );
     assert_eq!(world.rows("reminders"), 1);
-    let requests = model.requests();
-    let choices: Vec<&ToolChoice> = requests.iter().map(|r| &r.tool_choice).collect();
     assert_eq!(
-        choices,
+        choices(&model),
         [
-            &ToolChoice::Auto,
-            &ToolChoice::Auto,
-            &ToolChoice::AnyOf(vec!["reminders_create".to_owned()]),
-            &ToolChoice::Auto,
+            ToolChoice::Auto,
+            ToolChoice::Auto,
+            ToolChoice::AnyOf(vec!["reminders_create".to_owned()]),
+            ToolChoice::Auto,
         ]
     );
     let retry = last_text(&model, 2);

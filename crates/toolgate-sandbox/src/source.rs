@@ -1,9 +1,81 @@
-//! One repair of a script before it runs, for a mistake models make when they write code inside
-//! a JSON string: the whole script on one line, its line breaks written as the two characters
-//! `\n` (escaped twice). Outside a string literal, `\n` is always a Python syntax error, so
-//! reading it as a line break changes no script that could have run; inside a string literal
-//! it is an escape the script meant, and is left alone. Scripts with any real line break are
-//! never touched. The result says how many were read, so the model learns what happened.
+//! Two repairs of a script before it runs, for mistakes models make when they write code they
+//! have seen JSON-encoded. Each touches only text that is always a Python syntax error, so it
+//! changes no script that could have run, and each says how many it read, so the model learns
+//! what happened.
+//!
+//! - [`repair_escaped_newlines`]: the whole script on one line, its line breaks written as the
+//!   two characters `\n` (escaped twice). Outside a string literal `\n` is read as a line
+//!   break; inside one it is an escape the script meant, and is left alone. Scripts with any
+//!   real line break are never touched.
+//! - [`repair_escaped_quotes`]: quotes written `\"` outside any string literal (a backslash
+//!   there continues a line only before a line break). Such a quote is read as `"`, and the
+//!   string it opens is closed by the next `\"`, also read as `"`. Why: the embedded model,
+//!   retrying a failed script, copied its own code as the tool result showed it, JSON-escaped
+//!   (`", ".join(hit[\"id\"])`), five times in
+//!   `evals/runs/code-mode-failed-script-errors-sampled-embedded`.
+
+/// The index just past the string literal whose opening quote is at `i` (an unclosed string
+/// runs to the end); escapes inside it are skipped.
+fn past_string(chars: &[char], i: usize) -> usize {
+    let c = chars[i];
+    let triple = chars.get(i + 1) == Some(&c) && chars.get(i + 2) == Some(&c);
+    let quote_len = if triple { 3 } else { 1 };
+    let mut i = i + quote_len;
+    while i < chars.len() {
+        if chars[i] == '\\' {
+            i += 2;
+            continue;
+        }
+        if chars[i] == c
+            && (!triple || (chars.get(i + 1) == Some(&c) && chars.get(i + 2) == Some(&c)))
+        {
+            return i + quote_len;
+        }
+        i += 1;
+    }
+    chars.len()
+}
+
+/// The script with each `\"` outside string literals read as `"`, with the `\"` that closes
+/// the string it opens; how many quotes were read. Unchanged (and 0) without such a quote.
+pub fn repair_escaped_quotes(code: &str) -> (String, usize) {
+    if !code.contains("\\\"") {
+        return (code.to_owned(), 0);
+    }
+    let chars: Vec<char> = code.chars().collect();
+    let mut out = String::with_capacity(code.len());
+    let mut repaired = 0;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\'' || c == '"' {
+            let end = past_string(&chars, i);
+            out.extend(&chars[i..end]);
+            i = end;
+            continue;
+        }
+        if c == '\\' && chars.get(i + 1) == Some(&'"') {
+            // An escaped string: to the next escaped quote, both read as plain quotes.
+            out.push('"');
+            repaired += 1;
+            i += 2;
+            while i < chars.len() {
+                if chars[i] == '\\' && chars.get(i + 1) == Some(&'"') {
+                    out.push('"');
+                    repaired += 1;
+                    i += 2;
+                    break;
+                }
+                out.push(chars[i]);
+                i += 1;
+            }
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    (out, repaired)
+}
 
 /// The script with `\n` outside string literals read as line breaks, and how many there were;
 /// the script unchanged (and 0) when it has a real line break.
@@ -18,25 +90,9 @@ pub fn repair_escaped_newlines(code: &str) -> (String, usize) {
     while i < chars.len() {
         let c = chars[i];
         if c == '\'' || c == '"' {
-            let triple = chars.get(i + 1) == Some(&c) && chars.get(i + 2) == Some(&c);
-            let quote_len = if triple { 3 } else { 1 };
-            let start = i;
-            i += quote_len;
-            // To the closing quote, escapes skipped; an unclosed string runs to the end.
-            while i < chars.len() {
-                if chars[i] == '\\' {
-                    i += 2;
-                    continue;
-                }
-                if chars[i] == c
-                    && (!triple || (chars.get(i + 1) == Some(&c) && chars.get(i + 2) == Some(&c)))
-                {
-                    i += quote_len;
-                    break;
-                }
-                i += 1;
-            }
-            out.extend(&chars[start..i.min(chars.len())]);
+            let end = past_string(&chars, i);
+            out.extend(&chars[i..end]);
+            i = end;
             continue;
         }
         if c == '\\' && chars.get(i + 1) == Some(&'n') {
@@ -85,6 +141,43 @@ mod tests {
             repair_escaped_newlines(code),
             ("s = '''a\\nb'''\nt = \"q\\\"\\n\"\nprint(s)".to_owned(), 2)
         );
+    }
+
+    #[test]
+    fn quotes_escaped_outside_strings_are_read_as_quotes_and_strings_are_left_alone() {
+        let cases = [
+            (
+                "the retry's copy of a join",
+                r#"print(len(hits), "notes:", \", \".join(str(hit[\"id\"]) for hit in hits))"#,
+                r#"print(len(hits), "notes:", ", ".join(str(hit["id"]) for hit in hits))"#,
+                4,
+            ),
+            (
+                "an escaped quote inside a real string is the script's",
+                r#"print("say \"hi\"", 'it\'s')"#,
+                r#"print("say \"hi\"", 'it\'s')"#,
+                0,
+            ),
+            (
+                "a line continuation is not a quote",
+                "x = 1 + \\\n    2\nprint(\"a\")",
+                "x = 1 + \\\n    2\nprint(\"a\")",
+                0,
+            ),
+            (
+                "an escaped string that never closes runs to the end",
+                r#"print(\"abc)"#,
+                r#"print("abc)"#,
+                1,
+            ),
+        ];
+        for (what, code, repaired, count) in cases {
+            assert_eq!(
+                repair_escaped_quotes(code),
+                (repaired.to_owned(), count),
+                "{what}"
+            );
+        }
     }
 
     #[test]

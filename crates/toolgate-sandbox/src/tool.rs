@@ -210,7 +210,9 @@ impl State {
             Some(export) => Some(export_data(Arc::clone(export)).await?),
             None => None,
         };
-        let (script, repaired) = crate::source::repair_escaped_newlines(&args.code);
+        let (script, newlines) = crate::source::repair_escaped_newlines(&args.code);
+        let (script, quotes) = crate::source::repair_escaped_quotes(&script);
+        let repairs = repair_note(newlines, quotes);
         let job = Job {
             script,
             tools_module: self.module.clone(),
@@ -230,17 +232,37 @@ impl State {
         let files = read_returned(&work, args.return_files.as_deref().unwrap_or_default());
         let mut output = observation(&report, files);
         if self.failed_scripts == FailedScripts::Refused
-            && let Some(refused) = failed_script(&report, &output)
+            && let Some(mut refused) = failed_script(&report, &output)
         {
+            if let Some(note) = repairs {
+                refused.hint = Some(match refused.hint.take() {
+                    Some(hint) => format!("{hint}. Also: {note}"),
+                    None => note,
+                });
+            }
             return Err(refused);
         }
-        if repaired > 0 {
-            output.content["note"] = serde_json::json!(format!(
-                "the script was on one line with its line breaks written as \\n; {repaired} of them (outside strings) were read as line breaks. Write real line breaks next time."
-            ));
+        if let Some(note) = repairs {
+            output.content["note"] = serde_json::json!(note);
         }
         Ok(output)
     }
+}
+
+/// What the repairs of [`crate::source`] read, in a sentence for the model; `None` when none.
+fn repair_note(newlines: usize, quotes: usize) -> Option<String> {
+    let mut said = Vec::new();
+    if newlines > 0 {
+        said.push(format!(
+            "the script was on one line with its line breaks written as \\n; {newlines} of them (outside strings) were read as line breaks. Write real line breaks next time."
+        ));
+    }
+    if quotes > 0 {
+        said.push(format!(
+            "{quotes} quotes were written as \\\" outside any string and were read as plain quotes. Write plain quotes next time."
+        ));
+    }
+    (!said.is_empty()).then(|| said.join(" "))
 }
 
 /// The notebook exported for one run, private to it: the folder 0700 and every file 0600,

@@ -607,6 +607,21 @@ async fn a_failing_script_is_a_refused_call_with_its_traceback_only_when_so_conf
 }
 
 #[tokio::test]
+async fn a_script_with_json_escaped_quotes_runs_and_the_model_is_told_so() {
+    let harness = CodeHarness::new(None, Vec::new());
+    // As the embedded model retried a script: its quotes copied JSON-escaped, one line of it
+    // outside any string, one escape inside a real string that is the script's own.
+    let observation = harness
+        .run(json!({"code": "hits = [{'id': 2}, {'id': 5}]\nprint(\\\", \\\".join(str(h[\\\"id\\\"]) for h in hits), \"q\\\"\")\n"}))
+        .await;
+    assert_eq!(stdout(&observation), "2, 5 q\"\n", "{observation:?}");
+    assert_eq!(
+        observation.content["note"],
+        "4 quotes were written as \\\" outside any string and were read as plain quotes. Write plain quotes next time."
+    );
+}
+
+#[tokio::test]
 async fn a_nested_file_the_script_wrote_still_returns() {
     let harness = CodeHarness::new(None, Vec::new());
     let observation = harness
