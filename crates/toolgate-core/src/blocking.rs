@@ -4,10 +4,10 @@
 //! [`run_blocking`] runs it on the calling thread inside `tokio::task::block_in_place` when
 //! the runtime is tokio's multi-thread one: the runtime hands this worker's queue to another
 //! thread first, so every other task keeps running while this one waits, and the caller pays
-//! no trip to the blocking pool and back (two thread switches: 2.6-3.8x a write's own cost in
-//! `cargo bench -p toolgate-core`, against 1.4-1.6x on the calling task). Anywhere else (the
-//! current-thread runtime, where blocking the thread would stall every task on it) the work
-//! goes to the blocking pool as `spawn_blocking` sends it.
+//! no trip to the blocking pool and back (two thread switches: a write through the dispatcher
+//! at 4.9-5.4x `run_once` with the hop, 1.7-2.2x this way, in `cargo bench -p toolgate-core`).
+//! Anywhere else (the current-thread runtime, where blocking the thread would stall every task
+//! on it) the work goes to the blocking pool as `spawn_blocking` sends it.
 //!
 //! Guarantees: the work runs exactly once, to completion, whichever way it goes (a caller
 //! dropped while the pool runs it does not stop it, as with `spawn_blocking`); a panic in it is
@@ -18,7 +18,7 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 use crate::error::ToolError;
 
 /// Runs `work` where it may block (see the module documentation); `what` names it in the
-/// error of a panic ("the notes store's write").
+/// error of a panic ("the notes store").
 pub async fn run_blocking<T: Send + 'static>(
     what: &str,
     work: impl FnOnce() -> Result<T, ToolError> + Send + 'static,

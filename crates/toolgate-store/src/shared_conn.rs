@@ -5,11 +5,14 @@
 //! Writes may block: they commit, and a commit may wait on the disk. They run where
 //! [`toolgate_core::blocking::run_blocking`] puts blocking work: on the calling thread inside
 //! `block_in_place` on tokio's multi-thread runtime (its other tasks move to another thread
-//! first), on the blocking pool on the current-thread runtime. On SQLite a read runs on the calling task when the connection is free: it reads a local file
-//! without committing, which takes microseconds, while handing it to the blocking pool costs two
-//! thread switches (measured over MCP: 8.0k against 10.6k reads/s on one core). A read that
-//! finds the connection busy waits for it on the blocking pool, never on the task. On
-//! PostgreSQL every call goes to the blocking pool (a round trip to the server).
+//! first, so a commit's `fsync` stalls no other call), on the blocking pool on a current-thread
+//! runtime. On the multi-thread runtime the other futures of the same task (the calls a loop
+//! runs side by side) wait for the commit too. On SQLite a read runs on the calling task when
+//! the connection is free: it reads a local file without committing, which takes
+//! microseconds, while handing it to the blocking pool costs two thread switches (measured
+//! over MCP: 8.0k against 10.6k reads/s on one core). A read that finds the connection busy
+//! waits for it where a write would, never holding up the task's worker. On PostgreSQL every
+//! call goes to the blocking pool (a round trip to the server).
 //!
 //! The `*_sql` calls (`read_sql`, `blocking_sql`, `write_once_sql`, `with_sql`) hand the work
 //! [`Sql`]: statements written once run on either database, and a write's receipt commits in
@@ -103,7 +106,7 @@ impl SharedConnection {
     ) -> Result<T, ToolError> {
         let inner = Arc::clone(self.sqlite()?);
         let name = self.name;
-        toolgate_core::blocking::run_blocking(&format!("the {name} task"), move || {
+        toolgate_core::blocking::run_blocking(name, move || {
             let mut guard = inner.lock().map_err(|_| unavailable(name))?;
             work(&mut guard)
         })
