@@ -175,6 +175,22 @@ pub struct RunLevers {
 }
 
 impl RunLevers {
+    fn paging(self) -> Paging {
+        if self.all_pages {
+            Paging::AlsoAllPages
+        } else {
+            Paging::ByPage
+        }
+    }
+
+    fn failed_scripts(self) -> FailedScripts {
+        if self.failed_script_errors {
+            FailedScripts::Refused
+        } else {
+            FailedScripts::Reported
+        }
+    }
+
     fn of(run: &ArmRun) -> Self {
         RunLevers {
             first_round_must_call: run.first_round_must_call,
@@ -313,15 +329,14 @@ impl Model for ReferencePaging {
 
 /// What one `code_execution` result says: the script's stdout and exit code. A failed script
 /// refused as a call (`FailedScripts::Refused`) carries its stdout in the error, and its exit
-/// code in the error's message ("... with exit code 1 after ...").
+/// code in the error's message (`toolgate_sandbox::tool::refused_exit_code`).
 fn script_output(result: &serde_json::Value) -> (String, Option<i64>) {
     let (untrusted, exit_code) = match result.get("error") {
         Some(error) => (
             &error["untrusted_content"],
-            error["message"].as_str().and_then(|m| {
-                let (_, after) = m.split_once("exit code ")?;
-                after.split(' ').next()?.parse().ok()
-            }),
+            error["message"]
+                .as_str()
+                .and_then(toolgate_sandbox::tool::refused_exit_code),
         ),
         None => (
             &result["untrusted_content"],
@@ -583,16 +598,8 @@ impl CodeMode {
             code: arm.code().then(|| CodeOptions {
                 sandbox: self.sandbox.clone(),
                 export_notes: true,
-                paging: if self.levers.all_pages {
-                    Paging::AlsoAllPages
-                } else {
-                    Paging::ByPage
-                },
-                failed_scripts: if self.levers.failed_script_errors {
-                    FailedScripts::Refused
-                } else {
-                    FailedScripts::Reported
-                },
+                paging: self.levers.paging(),
+                failed_scripts: self.levers.failed_scripts(),
             }),
             ..ExtraTools::default()
         };

@@ -36,12 +36,14 @@ fn past_string(chars: &[char], i: usize) -> usize {
     chars.len()
 }
 
-/// The script with each `\"` outside string literals read as `"`, with the `\"` that closes
-/// the string it opens; how many quotes were read. Unchanged (and 0) without such a quote.
-pub fn repair_escaped_quotes(code: &str) -> (String, usize) {
-    if !code.contains("\\\"") {
-        return (code.to_owned(), 0);
-    }
+/// `code` with each backslash outside a string literal offered to `repair`, which gets the
+/// characters, the backslash's index and the output so far, and returns where to go on and how
+/// many it read (`None`: the backslash is kept as it is); string literals are copied whole.
+/// The text and the count of what was read.
+fn repair_outside_strings(
+    code: &str,
+    mut repair: impl FnMut(&[char], usize, &mut String) -> Option<(usize, usize)>,
+) -> (String, usize) {
     let chars: Vec<char> = code.chars().collect();
     let mut out = String::with_capacity(code.len());
     let mut repaired = 0;
@@ -54,21 +56,11 @@ pub fn repair_escaped_quotes(code: &str) -> (String, usize) {
             i = end;
             continue;
         }
-        if c == '\\' && chars.get(i + 1) == Some(&'"') {
-            // An escaped string: to the next escaped quote, both read as plain quotes.
-            out.push('"');
-            repaired += 1;
-            i += 2;
-            while i < chars.len() {
-                if chars[i] == '\\' && chars.get(i + 1) == Some(&'"') {
-                    out.push('"');
-                    repaired += 1;
-                    i += 2;
-                    break;
-                }
-                out.push(chars[i]);
-                i += 1;
-            }
+        if c == '\\'
+            && let Some((next, read)) = repair(&chars, i, &mut out)
+        {
+            repaired += read;
+            i = next;
             continue;
         }
         out.push(c);
@@ -77,34 +69,43 @@ pub fn repair_escaped_quotes(code: &str) -> (String, usize) {
     (out, repaired)
 }
 
+/// The script with each `\"` outside string literals read as `"`, with the `\"` that closes
+/// the string it opens; how many quotes were read. Unchanged (and 0) without such a quote.
+pub fn repair_escaped_quotes(code: &str) -> (String, usize) {
+    if !code.contains("\\\"") {
+        return (code.to_owned(), 0);
+    }
+    repair_outside_strings(code, |chars, i, out| {
+        if chars.get(i + 1) != Some(&'"') {
+            return None;
+        }
+        // An escaped string: to the next escaped quote, both read as plain quotes.
+        out.push('"');
+        let mut i = i + 2;
+        while i < chars.len() {
+            if chars[i] == '\\' && chars.get(i + 1) == Some(&'"') {
+                out.push('"');
+                return Some((i + 2, 2));
+            }
+            out.push(chars[i]);
+            i += 1;
+        }
+        Some((i, 1))
+    })
+}
+
 /// The script with `\n` outside string literals read as line breaks, and how many there were;
 /// the script unchanged (and 0) when it has a real line break.
 pub fn repair_escaped_newlines(code: &str) -> (String, usize) {
     if code.contains('\n') || !code.contains("\\n") {
         return (code.to_owned(), 0);
     }
-    let chars: Vec<char> = code.chars().collect();
-    let mut out = String::with_capacity(code.len());
-    let mut repaired = 0;
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '\'' || c == '"' {
-            let end = past_string(&chars, i);
-            out.extend(&chars[i..end]);
-            i = end;
-            continue;
-        }
-        if c == '\\' && chars.get(i + 1) == Some(&'n') {
+    repair_outside_strings(code, |chars, i, out| {
+        (chars.get(i + 1) == Some(&'n')).then(|| {
             out.push('\n');
-            repaired += 1;
-            i += 2;
-            continue;
-        }
-        out.push(c);
-        i += 1;
-    }
-    (out, repaired)
+            (i + 2, 1)
+        })
+    })
 }
 
 #[cfg(test)]

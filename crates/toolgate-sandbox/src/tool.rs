@@ -432,13 +432,25 @@ fn failed_script(report: &RunReport, output: &ToolOutput) -> Option<ToolError> {
     };
     let mut refused = ToolError::invalid(
         "code",
-        format!("the script failed with exit code {code} after {calls}; its error (the traceback) is in untrusted_content"),
+        format!("{FAILED_WITH_EXIT_CODE}{code} after {calls}; its error (the traceback) is in untrusted_content"),
     )
     .with_hint("fix the line the traceback names and call code_execution again with the whole corrected script; `t` is the tools module, already imported");
-    for text in &output.untrusted {
-        refused = refused.with_untrusted(text.clone());
-    }
+    refused.untrusted = output.untrusted.clone();
     Some(refused)
+}
+
+/// How a failed script's refusal message begins, up to its exit code.
+const FAILED_WITH_EXIT_CODE: &str = "the script failed with exit code ";
+
+/// The exit code a failed script's refusal states ([`FailedScripts::Refused`]), read back from
+/// its message (a measurement reads it from a transcript); `None` for any other message.
+pub fn refused_exit_code(message: &str) -> Option<i64> {
+    message
+        .strip_prefix(FAILED_WITH_EXIT_CODE)?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Tool calls from a script, through the dispatcher that runs `code_execution`.

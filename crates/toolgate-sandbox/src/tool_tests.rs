@@ -134,6 +134,7 @@ fn only_a_script_that_failed_by_itself_is_refused_and_its_output_is_kept_untrust
                     .message
                     .contains("exit code 1 after 2 tool calls (their effects stand)")
             );
+            assert_eq!(refused_exit_code(&error.message), Some(1));
             // The traceback is someone else's text: only in the untrusted list, never in the
             // message the model reads as ours.
             assert!(!error.message.contains("KeyError"));
