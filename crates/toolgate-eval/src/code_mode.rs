@@ -94,6 +94,10 @@ pub enum CodeModeError {
         "{path} holds runs of another measurement ({found}); use another --out or leave out --resume"
     )]
     Mismatch { path: String, found: String },
+    #[error(
+        "the two folders are not paired ({0}): compare runs of the same --temperature, --seed, --runs and notebooks"
+    )]
+    NotPaired(String),
 }
 
 fn io(path: &Path, source: std::io::Error) -> CodeModeError {
@@ -830,6 +834,117 @@ pub fn markdown(runs: &[ArmRun]) -> String {
     out
 }
 
+/// Correct scripts of the script arm before and after a change, on one notebook size or on
+/// all of them (`notes: None`), over runs paired by seed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairedScripts {
+    pub notes: Option<usize>,
+    pub pairs: usize,
+    pub before: usize,
+    pub after: usize,
+    /// After minus before, as a share of the pairs, with its paired bootstrap 95% CI.
+    pub difference: crate::stats::Estimate,
+}
+
+/// The script arm's correct scripts in `after` against `before`, paired run by run: the same
+/// notebook size, run number and seed (a sampled run's seed is derived from the base, the size
+/// and the run, so the same `--seed` gives both sides the same draws until their prompts
+/// differ). One row per size, then one over every pair. Why paired: five runs a size cannot
+/// show a change by their counts alone; the pairing removes what the seed decides.
+///
+/// Refused when a run of `after` has no run of `before` with the same seed (another
+/// `--seed`, `--temperature` or notebook), or when the two share no sampled script run.
+pub fn paired_scripts(
+    before: &[ArmRun],
+    after: &[ArmRun],
+) -> Result<Vec<PairedScripts>, CodeModeError> {
+    let scripts = |runs: &[ArmRun]| -> Vec<(usize, usize, Option<u64>, bool)> {
+        runs.iter()
+            .filter(|r| r.arm == Arm::Script)
+            .filter_map(|r| r.script_correct.map(|ok| (r.notes, r.run, r.seed, ok)))
+            .collect()
+    };
+    let earlier = scripts(before);
+    let mut pairs: Vec<(usize, bool, bool)> = Vec::new();
+    for (notes, run, seed, ok) in scripts(after) {
+        let Some(seed) = seed else {
+            return Err(CodeModeError::NotPaired(format!(
+                "run {run} at {notes} notes is greedy"
+            )));
+        };
+        let paired = earlier
+            .iter()
+            .find(|(n, r, _, _)| *n == notes && *r == run)
+            .ok_or_else(|| {
+                CodeModeError::NotPaired(format!("run {run} at {notes} notes has no run before"))
+            })?;
+        if paired.2 != Some(seed) {
+            return Err(CodeModeError::NotPaired(format!(
+                "run {run} at {notes} notes has seed {seed} after and {} before",
+                paired
+                    .2
+                    .map_or("none (greedy)".to_owned(), |s| format!("seed {s}"))
+            )));
+        }
+        pairs.push((notes, paired.3, ok));
+    }
+    if pairs.is_empty() {
+        return Err(CodeModeError::NotPaired(
+            "no script run with a correct-script verdict".to_owned(),
+        ));
+    }
+    let mut sizes: Vec<Option<usize>> = pairs.iter().map(|(n, _, _)| Some(*n)).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes.push(None);
+    let score = |ok: bool| vec![if ok { 1.0 } else { 0.0 }];
+    sizes
+        .into_iter()
+        .map(|notes| {
+            let of: Vec<&(usize, bool, bool)> = pairs
+                .iter()
+                .filter(|(n, _, _)| notes.is_none_or(|size| *n == size))
+                .collect();
+            let a: Vec<Vec<f64>> = of.iter().map(|(_, b, _)| score(*b)).collect();
+            let b: Vec<Vec<f64>> = of.iter().map(|(_, _, a)| score(*a)).collect();
+            let difference = crate::stats::paired_bootstrap_difference(
+                &a,
+                &b,
+                crate::stats::DEFAULT_RESAMPLES,
+                crate::stats::DEFAULT_SEED,
+            )
+            .ok_or_else(|| CodeModeError::NotPaired("no pair to compare".to_owned()))?;
+            Ok(PairedScripts {
+                notes,
+                pairs: of.len(),
+                before: of.iter().filter(|(_, b, _)| *b).count(),
+                after: of.iter().filter(|(_, _, a)| *a).count(),
+                difference,
+            })
+        })
+        .collect()
+}
+
+/// The paired comparison as a report section, against the folder named `before`.
+pub fn paired_markdown(before: &str, rows: &[PairedScripts]) -> String {
+    let mut out = format!(
+        "\nCorrect scripts against `{before}`, paired by run seed (paired bootstrap, 95% CI):\n\n| notes | pairs | before | after | difference, points |\n| --- | --- | --- | --- | --- |\n"
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {:+.1} [{:+.1}, {:+.1}] |\n",
+            r.notes.map_or("all".to_owned(), |n| n.to_string()),
+            r.pairs,
+            r.before,
+            r.after,
+            100.0 * r.difference.mean,
+            100.0 * r.difference.low,
+            100.0 * r.difference.high,
+        ));
+    }
+    out
+}
+
 fn yes_no(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
 }
@@ -1112,5 +1227,51 @@ mod tests {
             script_output(&refused),
             ("3 notes: 1, 2".to_owned(), Some(2))
         );
+    }
+
+    #[test]
+    fn a_comparison_pairs_runs_by_seed_and_refuses_runs_that_are_not_the_same_draws() {
+        let runs = |oks: [bool; 4]| -> Vec<ArmRun> {
+            [(325, 0), (325, 1), (1325, 0), (1325, 1)]
+                .into_iter()
+                .zip(oks)
+                .map(|((notes, run), ok)| saved_run(Arm::Script, notes, run, ok, Some(ok)))
+                .collect()
+        };
+        let before = runs([false, true, false, false]);
+        let after = runs([true, true, true, false]);
+        let rows = paired_scripts(&before, &after).unwrap();
+        let counts: Vec<(Option<usize>, usize, usize, usize)> = rows
+            .iter()
+            .map(|r| (r.notes, r.pairs, r.before, r.after))
+            .collect();
+        assert_eq!(
+            counts,
+            [(Some(325), 2, 1, 2), (Some(1325), 2, 0, 1), (None, 4, 1, 3)]
+        );
+        let all = &rows[2].difference;
+        assert!((all.mean - 0.5).abs() < 1e-9, "{all:?}");
+        assert!(all.low <= all.mean && all.mean <= all.high, "{all:?}");
+        assert!(paired_markdown("before", &rows).contains("| all | 4 | 1 | 3 | +50.0 ["));
+
+        // (what differs in the run before, what the refusal names)
+        let reseeded = |r: &mut ArmRun| r.seed = run_seed_of(Some(0.7), 8, r.notes, r.run);
+        let greedy = |r: &mut ArmRun| r.seed = None;
+        let renumbered = |r: &mut ArmRun| r.run += 10;
+        let cases: [(&dyn Fn(&mut ArmRun), &str, bool); 3] = [
+            (&reseeded, "has seed", false),
+            (&renumbered, "has no run before", false),
+            (&greedy, "is greedy", true),
+        ];
+        for (change, names, on_after) in cases {
+            let (mut before, mut after) = (before.clone(), after.clone());
+            let side = if on_after { &mut after } else { &mut before };
+            side.iter_mut().for_each(change);
+            let refused = paired_scripts(&before, &after).unwrap_err().to_string();
+            assert!(refused.contains(names), "{refused}");
+        }
+        // Tool-by-tool runs have no script verdict: nothing to pair.
+        let tools = vec![saved_run(Arm::ToolByTool, 325, 0, true, None)];
+        assert!(paired_scripts(&tools, &tools).is_err());
     }
 }

@@ -76,6 +76,43 @@ async fn a_script_that_does_not_parse_is_reported_at_its_own_line() {
 }
 
 #[tokio::test]
+async fn a_hostile_enum_value_in_a_tool_schema_stays_one_value_of_its_literal() {
+    // A schema from elsewhere (an imported MCP server's) whose enum values try to end the
+    // literal, the signature and the line, and run code when the module is imported.
+    let hostile = [
+        "a\"] | None = None) -> dict:\n    pass\nprint(\"INJECTED\")\ndef x(k: Literal[\"",
+        "b\\\" ; print('INJECTED') #",
+        "caf\u{e9}\u{2028}\r",
+    ];
+    let view = toolgate_core::spec::ModelView {
+        name: "pick".to_owned(),
+        description: "Picks.".to_owned(),
+        input_schema: serde_json::json!({
+            "type": "object",
+            "properties": {"kind": {"type": "string", "enum": hostile}},
+        }),
+        output_schema: None,
+    };
+    let work = tempfile::tempdir().unwrap();
+    let mut job = common::job(
+        "import json, typing\nhint = typing.get_type_hints(t.pick)['kind']\nliteral = [a for a in typing.get_args(hint) if a is not type(None)][0]\nprint(json.dumps(list(typing.get_args(literal))))\n",
+        work.path(),
+        None,
+    );
+    job.tools_module =
+        toolgate_sandbox::python::tools_module(&[view], toolgate_sandbox::python::Paging::ByPage);
+    let report = sandbox()
+        .run(&job, &toolgate_sandbox::NoTools)
+        .await
+        .unwrap();
+    assert_eq!(report.exit_code, Some(0), "{report:?}");
+    // One line printed, the script's: nothing ran at import.
+    assert_eq!(report.stdout.text.lines().count(), 1, "{report:?}");
+    let values: Vec<String> = serde_json::from_str(report.stdout.text.trim()).unwrap();
+    assert_eq!(values, hostile);
+}
+
+#[tokio::test]
 async fn a_planted_ssh_key_outside_the_mounts_cannot_be_read() {
     let (_home, key) = plant_key();
     let (report, _work) = run(&try_read(&[&key, "/root/.ssh/id_rsa", "~/.ssh/id_rsa"])).await;

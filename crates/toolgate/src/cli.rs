@@ -587,6 +587,11 @@ pub struct CodeModeArgs {
     /// every run, and --resume refuses a folder measured the other way.
     #[arg(long)]
     pub failed_script_errors: bool,
+    /// Add to the report the correct scripts against the runs in DIR (the design before, run
+    /// with the same --temperature, --seed, --runs and notebooks), paired by run seed, per
+    /// notebook size and over all, with a paired bootstrap 95% CI; refused when the seeds differ.
+    #[arg(long, value_name = "DIR")]
+    pub paired_with: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

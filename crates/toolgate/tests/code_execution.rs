@@ -1035,6 +1035,10 @@ try:
     r['content']['hits'][0]['body']
 except KeyError as e:
     print('KEY', e)
+try:
+    r['total_matches']
+except KeyError as e:
+    print('INSIDE', e)
 print('TOTAL', r['content']['total_matches'] > 0, sorted(r.keys()) == ['content', 'untrusted'])
 print('JSON', json.loads(json.dumps(r))['content']['hits'][0]['id'] == r['content']['hits'][0]['id'])
 ";
@@ -1055,6 +1059,10 @@ print('JSON', json.loads(json.dumps(r))['content']['hits'][0]['id'] == r['conten
     );
     assert!(
         seen.contains("KEY \"'body': this dict has only 'id', "),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("INSIDE \"'total_matches' is in result['content']: this dict has only 'content' and 'untrusted'\""),
         "{seen}"
     );
     assert!(
@@ -1103,8 +1111,9 @@ async fn worked_example_reads_every_match(world: World, example: &str) {
                 .unwrap()
         })
         .unwrap();
-    // More than one page of the default five, so the loop must follow next_offset.
-    assert!(truth.len() > 5, "{truth:?}");
+    // More than one page of twenty (an `_all` function's pages; five by default), so the
+    // loop must follow next_offset.
+    assert!(truth.len() > 20, "{truth:?}");
     let (count, ids) = seen.trim().split_once(" notes: ").expect("count and ids");
     assert_eq!(count, truth.len().to_string(), "{seen}");
     let printed: std::collections::BTreeSet<i64> =

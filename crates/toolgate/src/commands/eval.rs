@@ -237,7 +237,9 @@ fn pair(dir: &std::path::Path) -> Result<(), CommandError> {
 
 /// `toolgate eval code-mode`: both arms on each notebook, saved as they finish.
 fn code_mode(config: &Config, args: &crate::cli::CodeModeArgs) -> Result<(), CommandError> {
-    use toolgate_eval::code_mode::{Arm, CodeMode, load_runs, markdown};
+    use toolgate_eval::code_mode::{
+        Arm, CodeMode, load_runs, markdown, paired_markdown, paired_scripts,
+    };
     let out = args.out.clone().unwrap_or_else(|| {
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -245,8 +247,22 @@ fn code_mode(config: &Config, args: &crate::cli::CodeModeArgs) -> Result<(), Com
             .unwrap_or(0);
         PathBuf::from(format!("evals/runs/code-mode-{secs}"))
     });
+    let paired_with = |runs: &[toolgate_eval::code_mode::ArmRun]| -> Result<String, CommandError> {
+        let Some(dir) = &args.paired_with else {
+            return Ok(String::new());
+        };
+        let before = load_runs(dir).map_err(|e| CommandError::RunFailed(e.to_string()))?;
+        if before.is_empty() {
+            return Err(CommandError::Usage(format!(
+                "--paired-with {} holds no code-mode runs",
+                dir.display()
+            )));
+        }
+        let rows = paired_scripts(&before, runs).map_err(|e| CommandError::Usage(e.to_string()))?;
+        Ok(paired_markdown(&dir.display().to_string(), &rows))
+    };
     let write_report = |runs: &[toolgate_eval::code_mode::ArmRun]| -> Result<(), CommandError> {
-        let table = markdown(runs);
+        let table = markdown(runs) + &paired_with(runs)?;
         let report = out.join("report.md");
         std::fs::write(&report, &table)?;
         print!("{table}");
@@ -262,6 +278,16 @@ fn code_mode(config: &Config, args: &crate::cli::CodeModeArgs) -> Result<(), Com
             )));
         }
         return write_report(&runs);
+    }
+    if let Some(dir) = &args.paired_with
+        && !dir.join(toolgate_eval::code_mode::RUNS_FILE).is_file()
+    {
+        // Checked before hours of runs, not after them.
+        return Err(CommandError::Usage(format!(
+            "--paired-with {} holds no code-mode runs ({} is missing)",
+            dir.display(),
+            toolgate_eval::code_mode::RUNS_FILE
+        )));
     }
     let init = toolgate_sandbox::InitProgram::this_executable(crate::SANDBOX_INIT)?;
     let sandbox = config.sandbox.config(init);
