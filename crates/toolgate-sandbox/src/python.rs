@@ -16,7 +16,7 @@
 //! failed scripts with `--all-pages` read `hit["body"]` and iterated a one-page `notes_search`
 //! result as a list, each ending in an error that named nothing it could fix from
 //! (`evals/runs/code-mode-all-pages-sampled-embedded`); after the iteration error, one read
-//! //! `result["total_matches"]` four times (`code-mode-typed-signatures-sampled-embedded`).
+//! `result["total_matches"]` four times (`code-mode-typed-signatures-sampled-embedded`).
 //! Iterating a result's key names is the one dict behaviour given up; `keys()`, `items()`,
 //! `json.dumps` and `print` work as on any dict.
 //!
@@ -454,12 +454,16 @@ fn function_as(view: &ModelView, all_pages: bool) -> Option<String> {
     ))
 }
 
-/// Every function of `view` under `paging`: the tool's own, then its `_all` when it pages.
+/// Every function of `view` under `paging`: its `_all` first when it pages, then the tool's
+/// own. Why first: the embedded model took the one-page function for the list of every match
+/// (`evals/runs/code-mode-typed-signatures-sampled-embedded`, runs 2 and 4 at 325 notes); a
+/// description that listed the `_all` function alone did no better
+/// (`code-mode-all-pages-listed-seed1-sampled-embedded` and `-seed2-`).
 fn functions(view: &ModelView, paging: Paging) -> Vec<String> {
     let all = (paging == Paging::AlsoAllPages && is_paged(view))
         .then(|| function_as(view, true))
         .flatten();
-    function(view).into_iter().chain(all).collect()
+    all.into_iter().chain(function(view)).collect()
 }
 
 /// The name a generated function is defined with.
@@ -498,18 +502,11 @@ pub fn tools_module(views: &[ModelView], paging: Paging) -> String {
     source
 }
 
-/// A short listing for the `code_execution` description: each function's signature, a paged
-/// tool under [`Paging::AlsoAllPages`] by its `_all` function alone (the module still defines
-/// its one-page function for a script that pages itself). Why: with both listed, the embedded
-/// model took the one-page function for the list of every match in 4 of 10 runs at a second
-/// seed, whichever came first (`evals/runs/code-mode-all-pages-first-seed2-sampled-embedded`).
+/// A short listing for the `code_execution` description: each function's signature.
 pub fn signatures(views: &[ModelView], paging: Paging) -> Vec<String> {
     views
         .iter()
-        .filter_map(|v| match paging {
-            Paging::AlsoAllPages if is_paged(v) => function_as(v, true),
-            Paging::AlsoAllPages | Paging::ByPage => function(v),
-        })
+        .flat_map(|v| functions(v, paging))
         .filter_map(|f| signature(&f).map(str::to_owned))
         .collect()
 }
@@ -617,6 +614,7 @@ mod tests {
                 Paging::AlsoAllPages,
                 vec![
                     "notes_search_all(query: str, kind: str | None = None) -> list[dict]",
+                    "notes_search(query: str, kind: str | None = None, offset: int | None = None) -> dict",
                     "notes_get(id: int) -> dict",
                 ],
             ),
@@ -636,7 +634,7 @@ mod tests {
             module.contains("return _all_pages(\"notes_search\", dict(query=query, kind=kind))"),
             "{module}"
         );
-        // Listed by its `_all` alone, the one-page function is still there to page with.
+        // The one-page function is there to page with.
         assert!(
             module.contains("\ndef notes_search(query: str, kind: str | None = None, offset: int | None = None) -> dict:"),
             "{module}"
@@ -750,11 +748,8 @@ mod tests {
         ];
         for (limit, signature, pages) in cases {
             let views = [search(limit.clone())];
-            assert_eq!(
-                signatures(&views, Paging::AlsoAllPages),
-                [signature],
-                "{limit}"
-            );
+            let listed = signatures(&views, Paging::AlsoAllPages);
+            assert_eq!(listed[0], signature, "{limit}");
             let module = tools_module(&views, Paging::AlsoAllPages);
             assert!(
                 module.contains(&format!("_all_pages(\"notes_search\", {pages})")),
