@@ -479,10 +479,15 @@ fn signature(function: &str) -> Option<&str> {
     Some(&function[start..end])
 }
 
+/// Whether `views` under `paging` give any `_all` function (one that returns a list).
+pub fn has_all_pages(views: &[ModelView], paging: Paging) -> bool {
+    paging == Paging::AlsoAllPages && views.iter().any(is_paged)
+}
+
 /// The module's source for these tools.
 pub fn tools_module(views: &[ModelView], paging: Paging) -> String {
     let mut source = PRELUDE.to_owned();
-    if paging == Paging::AlsoAllPages && views.iter().any(is_paged) {
+    if has_all_pages(views, paging) {
         source.push_str(&format!("\n\n_MAX_PAGES = {MAX_PAGES}"));
         source.push_str(ALL_PAGES);
     }
