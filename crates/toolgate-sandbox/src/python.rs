@@ -351,7 +351,7 @@ fn parameter(name: &str, schema: &Value, required: bool) -> String {
 }
 
 /// Whether `view` pages: an integer `offset` parameter.
-fn is_paged(view: &ModelView) -> bool {
+pub fn is_paged(view: &ModelView) -> bool {
     view.input_schema
         .get("properties")
         .and_then(|p| p.get("offset"))

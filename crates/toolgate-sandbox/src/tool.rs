@@ -77,7 +77,7 @@ pub enum FailedScripts {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CodeArgs {
-    /// A complete Python 3 script. Call tools with `import toolgate_tools as t` and e.g. `t.notes_search(query="budget")`; print what the answer needs (only stdout comes back, at most 16 KB).
+    /// A complete Python 3 script. `import toolgate_tools as t` gives the functions this tool's description lists (call them with keyword arguments); print what the answer needs (only stdout comes back, at most 16 KB).
     #[schemars(length(min = 1, max = 20000))]
     pub code: String,
     /// Files the script writes in its working folder (relative paths, e.g. "summary.md") to return, at most 5, 8 KB each.
@@ -85,21 +85,51 @@ pub struct CodeArgs {
     pub return_files: Option<Vec<String>>,
 }
 
-/// The worked example the model is shown: a search read to its last page (a result holds
-/// `hits` and, while more remain, `next_offset`), the count and every id printed. No `limit`,
-/// so it runs under either notes design.
-pub const PAGING_EXAMPLE: &str = r#"import toolgate_tools as t
+/// A worked example shown with the tool: what it does, the function it calls and the script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkedExample {
+    pub does: &'static str,
+    /// The paged tool the script reads every page of: the example is shown only when the
+    /// conversation has it and it pages (a books or gateway conversation has no `notes_search`).
+    pub reads: &'static str,
+    pub code: &'static str,
+}
+
+/// A search read to its last page (a result holds `hits` and, while more remain,
+/// `next_offset`), the count and every id printed. No `limit`, so it runs under either notes
+/// design.
+pub const PAGING_EXAMPLE: WorkedExample = WorkedExample {
+    does: "every note that matches a search, page after page",
+    reads: "notes_search",
+    code: r#"import toolgate_tools as t
 ids, offset = [], 0
 while offset is not None:
     page = t.notes_search(query="invoice", offset=offset)["content"]
     ids += [hit["id"] for hit in page["hits"]]
     offset = page.get("next_offset")
-print(len(ids), "notes:", ", ".join(str(i) for i in ids))"#;
+print(len(ids), "notes:", ", ".join(str(i) for i in ids))"#,
+};
 
-/// The worked example under [`Paging::AlsoAllPages`]: the same search, every page in one call.
-pub const ALL_PAGES_EXAMPLE: &str = r#"import toolgate_tools as t
+/// The same search under [`Paging::AlsoAllPages`]: every page in one call.
+pub const ALL_PAGES_EXAMPLE: WorkedExample = WorkedExample {
+    does: "every note that matches a search, every page at once",
+    reads: "notes_search",
+    code: r#"import toolgate_tools as t
 hits = t.notes_search_all(query="invoice")
-print(len(hits), "notes:", ", ".join(str(hit["id"]) for hit in hits))"#;
+print(len(hits), "notes:", ", ".join(str(hit["id"]) for hit in hits))"#,
+};
+
+/// The worked example for `tools` under `paging`, when the tool it reads is among them and pages.
+fn worked_example(tools: &[ModelView], paging: Paging) -> Option<WorkedExample> {
+    let example = match paging {
+        Paging::ByPage => PAGING_EXAMPLE,
+        Paging::AlsoAllPages => ALL_PAGES_EXAMPLE,
+    };
+    tools
+        .iter()
+        .any(|t| t.name == example.reads && crate::python::is_paged(t))
+        .then_some(example)
+}
 
 fn check_args(args: &CodeArgs) -> Result<(), ToolError> {
     for (i, path) in args.return_files.iter().flatten().enumerate() {
@@ -143,16 +173,7 @@ pub fn code_execution(code: CodeTool) -> Result<Tool, DeclarationError> {
         .filter(|t| t.name != TOOL_NAME)
         .collect();
     let does = description(&tools, code.data.is_some(), code.paging);
-    let (example_of, example) = match code.paging {
-        Paging::ByPage => (
-            "every note that matches a search, page after page",
-            PAGING_EXAMPLE,
-        ),
-        Paging::AlsoAllPages => (
-            "every note that matches a search, every page at once",
-            ALL_PAGES_EXAMPLE,
-        ),
-    };
+    let worked = worked_example(&tools, code.paging);
     let wall = code.sandbox.config().limits.wall;
     let state = Arc::new(State {
         module: crate::python::tools_module(&tools, code.paging),
@@ -162,14 +183,16 @@ pub fn code_execution(code: CodeTool) -> Result<Tool, DeclarationError> {
         data: code.data,
         failed_scripts: code.failed_scripts,
     });
-    ToolBuilder::<CodeArgs>::new(TOOL_NAME, 1)
-        .describe(
+    let mut builder = ToolBuilder::<CodeArgs>::new(TOOL_NAME, 1).describe(
             &does,
             "a task needs many tool calls or has to filter or count over many results (every note that mentions the budget, every book of an author): loop in the script and print only what the answer needs.",
             Some("one or two tool calls answer the question: call those tools directly."),
             "exit_code, stdout (and stderr when the script failed), tool_calls made, stopped (a limit that ended the script), limits_hit (memory, processes or work_folder: a bound of the whole run the script ran into) and the returned files; the printed output is in untrusted_content.",
-        )
-        .example(example_of, json!({ "code": example }))
+        );
+    if let Some(worked) = worked {
+        builder = builder.example(worked.does, json!({ "code": worked.code }));
+    }
+    builder
         .example(
             "write a file and return it",
             json!({"code": "open(\"summary.md\", \"w\").write(\"# Budget\\n\")", "return_files": ["summary.md"]}),

@@ -144,3 +144,73 @@ fn only_a_script_that_failed_by_itself_is_refused_and_its_output_is_kept_untrust
         }
     }
 }
+
+fn model_view(name: &str, schema: Value) -> ModelView {
+    ModelView {
+        name: name.to_owned(),
+        description: "a tool".to_owned(),
+        input_schema: schema,
+        output_schema: None,
+    }
+}
+
+#[test]
+fn a_worked_example_never_calls_a_function_the_conversation_lacks() {
+    let paged_notes = model_view(
+        "notes_search",
+        json!({"type":"object","properties":{"query":{"type":"string"},"offset":{"type":"integer"}},"required":["query"]}),
+    );
+    let unpaged_notes = model_view(
+        "notes_search",
+        json!({"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}),
+    );
+    let books = model_view(
+        "books_search",
+        json!({"type":"object","properties":{"author":{"type":"string"},"offset":{"type":"integer"}}}),
+    );
+    let cases = [
+        (
+            vec![paged_notes.clone()],
+            Paging::ByPage,
+            Some(PAGING_EXAMPLE),
+        ),
+        (
+            vec![paged_notes.clone()],
+            Paging::AlsoAllPages,
+            Some(ALL_PAGES_EXAMPLE),
+        ),
+        (vec![books.clone()], Paging::ByPage, None),
+        (vec![books.clone()], Paging::AlsoAllPages, None),
+        // Without `offset` there is neither a page to ask for nor a `notes_search_all`.
+        (vec![unpaged_notes.clone()], Paging::AlsoAllPages, None),
+        (vec![unpaged_notes], Paging::ByPage, None),
+        (
+            vec![books, paged_notes],
+            Paging::AlsoAllPages,
+            Some(ALL_PAGES_EXAMPLE),
+        ),
+        (vec![], Paging::ByPage, None),
+    ];
+    for (tools, paging, expected) in cases {
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            worked_example(&tools, paging),
+            expected,
+            "{names:?} {paging:?}"
+        );
+    }
+}
+
+#[test]
+fn every_worked_example_reads_the_tool_it_names() {
+    for (example, function) in [
+        (PAGING_EXAMPLE, "t.notes_search("),
+        (ALL_PAGES_EXAMPLE, "t.notes_search_all("),
+    ] {
+        assert!(
+            function.starts_with(&format!("t.{}", example.reads))
+                && example.code.contains(function),
+            "{example:?}"
+        );
+    }
+}

@@ -1073,14 +1073,15 @@ print('JSON', json.loads(json.dumps(r))['content']['hits'][0]['id'] == r['conten
 
 #[tokio::test]
 async fn the_code_tools_worked_example_reads_a_search_to_its_last_page() {
-    worked_example_reads_every_match(World::new(), toolgate_sandbox::tool::PAGING_EXAMPLE).await;
+    worked_example_reads_every_match(World::new(), toolgate_sandbox::tool::PAGING_EXAMPLE.code)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_all_pages_example_reads_every_match_in_one_call() {
     worked_example_reads_every_match(
         World::with_all_pages(),
-        toolgate_sandbox::tool::ALL_PAGES_EXAMPLE,
+        toolgate_sandbox::tool::ALL_PAGES_EXAMPLE.code,
     )
     .await;
 }
