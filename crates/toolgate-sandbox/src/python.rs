@@ -12,7 +12,8 @@
 //! Results teach in their errors: every dict of a result names the keys it has when a script
 //! asks for one it lacks (`KeyError: 'body': this dict has only 'id', 'title', ...`), and the
 //! dict a function returns refuses to be iterated with a `TypeError` that says where the items
-//! are, and asked for a key of its `content` says it is there. Why: the embedded model's
+//! are (for a paged tool, its list of items and its `_all` function when there is one), and
+//! asked for a key of its `content` says it is there. Why: the embedded model's
 //! failed scripts with `--all-pages` read `hit["body"]` and iterated a one-page `notes_search`
 //! result as a list, each ending in an error that named nothing it could fix from
 //! (`evals/runs/code-mode-all-pages-sampled-embedded`); after the iteration error, one read
@@ -177,11 +178,22 @@ class _Result(_Record):
 
     def __iter__(self):
         content = dict.get(self, "content")
-        inside = ", ".join(repr(k) for k in content) if isinstance(content, dict) else "a " + type(content).__name__
+        tool = getattr(self, "_tool", "a tool")
+        if isinstance(content, dict):
+            lists = [key for key, value in content.items() if isinstance(value, list)]
+            inside = ", ".join(repr(k) for k in content)
+        else:
+            lists, inside = [], "a " + type(content).__name__
+        ways = []
+        if tool in _PAGED and _ALL_FUNCTIONS:
+            ways.append(f"for every item of every page call t.{tool}_all with the same arguments instead (it returns one list)")
+        if tool in _PAGED and len(lists) == 1:
+            ways.append(f"for this page's items read result['content'][{lists[0]!r}]")
+        else:
+            ways.append(f"read result['content'] (its keys: {inside})")
         raise TypeError(
-            "a tool's result is a dict with 'content' (the tool's result) and 'untrusted', "
-            f"not a list of items: read result['content'] (its keys: {inside}); "
-            "a function whose name ends in _all returns every page's items as one list"
+            f"{tool} returns a dict with 'content' (the tool's result) and 'untrusted', not a list of items: "
+            + "; ".join(ways)
         )
 
 
@@ -217,7 +229,9 @@ def call(tool, /, **arguments):
         raise ToolError("internal", "the tool bridge is closed", False)
     reply = _json.loads(line, object_hook=_Record)
     if reply.get("ok"):
-        return _Result(reply["result"])
+        result = _Result(reply["result"])
+        result._tool = tool
+        return result
     raise ToolError(reply.get("code", "internal"), reply.get("message", ""), reply.get("retryable", False))
 "#;
 
@@ -487,6 +501,21 @@ pub fn has_all_pages(views: &[ModelView], paging: Paging) -> bool {
 /// The module's source for these tools.
 pub fn tools_module(views: &[ModelView], paging: Paging) -> String {
     let mut source = PRELUDE.to_owned();
+    // What a result iterated as a list names: a paged tool's list of items, and its `_all`.
+    let paged: Vec<String> = views
+        .iter()
+        .filter(|v| is_paged(v))
+        .map(|v| python_str_literal(&v.name))
+        .collect();
+    source.push_str(&format!(
+        "\n\n_PAGED = frozenset({{{}}})\n_ALL_FUNCTIONS = {}",
+        paged.join(", "),
+        if has_all_pages(views, paging) {
+            "True"
+        } else {
+            "False"
+        }
+    ));
     if has_all_pages(views, paging) {
         source.push_str(&format!("\n\n_MAX_PAGES = {MAX_PAGES}"));
         source.push_str(ALL_PAGES);

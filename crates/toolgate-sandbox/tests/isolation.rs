@@ -113,6 +113,40 @@ async fn a_hostile_enum_value_in_a_tool_schema_stays_one_value_of_its_literal() 
 }
 
 #[tokio::test]
+async fn a_hostile_name_of_a_paged_tool_stays_one_name_in_the_module() {
+    // A paged tool from elsewhere whose name tries to end the set of paged tool names and run
+    // code at import. It is no identifier, so it gets no function; its name is still data.
+    let hostile = "x\"})\nprint(\"INJECTED\")\n_PAGED = frozenset({\"";
+    let view = toolgate_core::spec::ModelView {
+        name: hostile.to_owned(),
+        description: "Pages.".to_owned(),
+        input_schema: serde_json::json!({
+            "type": "object",
+            "properties": {"offset": {"type": "integer"}},
+        }),
+        output_schema: None,
+    };
+    let work = tempfile::tempdir().unwrap();
+    let mut job = common::job(
+        "import json\nprint(json.dumps(sorted(t._PAGED)))\n",
+        work.path(),
+        None,
+    );
+    job.tools_module = toolgate_sandbox::python::tools_module(
+        &[view],
+        toolgate_sandbox::python::Paging::AlsoAllPages,
+    );
+    let report = sandbox()
+        .run(&job, &toolgate_sandbox::NoTools)
+        .await
+        .unwrap();
+    assert_eq!(report.exit_code, Some(0), "{report:?}");
+    assert_eq!(report.stdout.text.lines().count(), 1, "{report:?}");
+    let names: Vec<String> = serde_json::from_str(report.stdout.text.trim()).unwrap();
+    assert_eq!(names, [hostile]);
+}
+
+#[tokio::test]
 async fn a_planted_ssh_key_outside_the_mounts_cannot_be_read() {
     let (_home, key) = plant_key();
     let (report, _work) = run(&try_read(&[&key, "/root/.ssh/id_rsa", "~/.ssh/id_rsa"])).await;

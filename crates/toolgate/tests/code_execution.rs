@@ -1022,7 +1022,26 @@ async fn a_failed_script_is_refused_with_its_traceback_and_the_corrected_one_run
 
 #[tokio::test]
 async fn a_result_misread_as_a_list_or_a_missing_field_says_where_the_data_is() {
-    let world = World::new();
+    let seen = teaching_results_seen(World::new()).await;
+    assert!(
+        seen.contains("ITER notes_search returns a dict with 'content' (the tool's result) and 'untrusted', not a list of items: for this page's items read result['content']['hits']\n"),
+        "{seen}"
+    );
+    assert!(!seen.contains("_all"), "{seen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paged_result_misread_as_a_list_names_the_function_that_returns_every_page() {
+    let seen = teaching_results_seen(World::with_all_pages()).await;
+    assert!(
+        seen.contains("ITER notes_search returns a dict with 'content' (the tool's result) and 'untrusted', not a list of items: for every item of every page call t.notes_search_all with the same arguments instead (it returns one list); for this page's items read result['content']['hits']\n"),
+        "{seen}"
+    );
+}
+
+/// What a script that misreads a `notes_search` result prints in `world`, checked for what
+/// every world prints alike (a missing key names the keys there are and where the data is).
+async fn teaching_results_seen(world: World) -> String {
     let script = "\
 import json
 r = t.notes_search(query='budget')
@@ -1039,6 +1058,12 @@ try:
     r['total_matches']
 except KeyError as e:
     print('INSIDE', e)
+note = t.notes_get(note_id=r['content']['hits'][0]['id'])
+try:
+    for field in note:
+        print(field)
+except TypeError as e:
+    print('ONE', e)
 print('TOTAL', r['content']['total_matches'] > 0, sorted(r.keys()) == ['content', 'untrusted'])
 print('JSON', json.loads(json.dumps(r))['content']['hits'][0]['id'] == r['content']['hits'][0]['id'])
 ";
@@ -1051,10 +1076,9 @@ print('JSON', json.loads(json.dumps(r))['content']['hits'][0]['id'] == r['conten
         .ask("run-teaching-results", "Which notes mention the budget?")
         .await;
     let seen = stdout_of(&result, &model, "c1");
+    // A tool that does not page is not told to read one of its lists as items.
     assert!(
-        seen.contains("ITER a tool's result is a dict with 'content'")
-            && seen.contains("read result['content'] (its keys: ")
-            && seen.contains("'hits'"),
+        seen.contains("ONE notes_get returns a dict with 'content' (the tool's result) and 'untrusted', not a list of items: read result['content'] (its keys: 'id', "),
         "{seen}"
     );
     assert!(
@@ -1069,6 +1093,7 @@ print('JSON', json.loads(json.dumps(r))['content']['hits'][0]['id'] == r['conten
         seen.contains("TOTAL True True") && seen.contains("JSON True"),
         "{seen}"
     );
+    seen
 }
 
 #[tokio::test]
