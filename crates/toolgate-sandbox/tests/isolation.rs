@@ -75,6 +75,25 @@ async fn a_script_that_does_not_parse_is_reported_at_its_own_line() {
     assert!(!traceback.contains("_toolgate_start"), "{traceback}");
 }
 
+/// What `script` prints as its one line of JSON when the tools module is generated from `view`
+/// under `paging`: one line only, so nothing the view holds ran when the module was imported.
+async fn printed_by_a_module_of(
+    view: toolgate_core::spec::ModelView,
+    paging: toolgate_sandbox::python::Paging,
+    script: &str,
+) -> Vec<String> {
+    let work = tempfile::tempdir().unwrap();
+    let mut job = common::job(script, work.path(), None);
+    job.tools_module = toolgate_sandbox::python::tools_module(&[view], paging);
+    let report = sandbox()
+        .run(&job, &toolgate_sandbox::NoTools)
+        .await
+        .unwrap();
+    assert_eq!(report.exit_code, Some(0), "{report:?}");
+    assert_eq!(report.stdout.text.lines().count(), 1, "{report:?}");
+    serde_json::from_str(report.stdout.text.trim()).unwrap()
+}
+
 #[tokio::test]
 async fn a_hostile_enum_value_in_a_tool_schema_stays_one_value_of_its_literal() {
     // A schema from elsewhere (an imported MCP server's) whose enum values try to end the
@@ -93,22 +112,12 @@ async fn a_hostile_enum_value_in_a_tool_schema_stays_one_value_of_its_literal() 
         }),
         output_schema: None,
     };
-    let work = tempfile::tempdir().unwrap();
-    let mut job = common::job(
+    let values = printed_by_a_module_of(
+        view,
+        toolgate_sandbox::python::Paging::ByPage,
         "import json, typing\nhint = typing.get_type_hints(t.pick)['kind']\nliteral = [a for a in typing.get_args(hint) if a is not type(None)][0]\nprint(json.dumps(list(typing.get_args(literal))))\n",
-        work.path(),
-        None,
-    );
-    job.tools_module =
-        toolgate_sandbox::python::tools_module(&[view], toolgate_sandbox::python::Paging::ByPage);
-    let report = sandbox()
-        .run(&job, &toolgate_sandbox::NoTools)
-        .await
-        .unwrap();
-    assert_eq!(report.exit_code, Some(0), "{report:?}");
-    // One line printed, the script's: nothing ran at import.
-    assert_eq!(report.stdout.text.lines().count(), 1, "{report:?}");
-    let values: Vec<String> = serde_json::from_str(report.stdout.text.trim()).unwrap();
+    )
+    .await;
     assert_eq!(values, hostile);
 }
 
@@ -126,23 +135,12 @@ async fn a_hostile_name_of_a_paged_tool_stays_one_name_in_the_module() {
         }),
         output_schema: None,
     };
-    let work = tempfile::tempdir().unwrap();
-    let mut job = common::job(
-        "import json\nprint(json.dumps(sorted(t._PAGED)))\n",
-        work.path(),
-        None,
-    );
-    job.tools_module = toolgate_sandbox::python::tools_module(
-        &[view],
+    let names = printed_by_a_module_of(
+        view,
         toolgate_sandbox::python::Paging::AlsoAllPages,
-    );
-    let report = sandbox()
-        .run(&job, &toolgate_sandbox::NoTools)
-        .await
-        .unwrap();
-    assert_eq!(report.exit_code, Some(0), "{report:?}");
-    assert_eq!(report.stdout.text.lines().count(), 1, "{report:?}");
-    let names: Vec<String> = serde_json::from_str(report.stdout.text.trim()).unwrap();
+        "import json\nprint(json.dumps(sorted(t._PAGED)))\n",
+    )
+    .await;
     assert_eq!(names, [hostile]);
 }
 
