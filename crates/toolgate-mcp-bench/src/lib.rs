@@ -1,8 +1,10 @@
-//! Shared pieces of the MCP-over-HTTP benchmark: the check that a `tools/call` answer is a real
-//! success (JSON or SSE body), and latency percentiles.
+//! Shared pieces of the MCP benchmarks: the check that a `tools/call` answer is a real success
+//! (JSON or SSE body), and latency percentiles.
 //!
-//! The benchmark itself is `scripts/bench-mcp.sh`; the binaries in `src/bin/` are its load
-//! client (`mcp-load`) and its floor server (`bare-rmcp-server`). Nothing here opens a socket.
+//! The benchmarks themselves are `scripts/bench-mcp.sh` (Streamable HTTP) and
+//! `scripts/bench-mcp-stdio.sh` (stdio); the binaries in `src/bin/` are their load clients
+//! (`mcp-load`, `mcp-stdio-load`) and their floor server (`bare-rmcp-server`, HTTP or
+//! `--stdio`). Nothing here opens a socket.
 
 use serde::Deserialize;
 

@@ -10,8 +10,10 @@
 //!   toolgate costs beyond it is its own stack (dispatcher, validation, observation, trace),
 //!   not the work.
 //!
-//! Usage: `bare-rmcp-server --port PORT [--books-db PATH] [--max-seconds S]
-//! [--json-response true|false] [--nodelay true|false]`. `--books-db` opens (or creates, with
+//! Usage: `bare-rmcp-server (--port PORT | --stdio) [--books-db PATH] [--max-seconds S]
+//! [--json-response true|false] [--nodelay true|false]`. `--stdio` serves one session over
+//! stdin/stdout with rmcp's own stdio transport instead (the floor of
+//! `scripts/bench-mcp-stdio.sh`; it ends when stdin closes). `--books-db` opens (or creates, with
 //! the sample catalogue) the books store there. `--nodelay false` leaves Nagle's algorithm on for accepted
 //! connections (to show what that costs: a response written in pieces waits for the client's
 //! delayed ACK); the default sets `TCP_NODELAY`.
@@ -32,7 +34,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use toolgate_books::BooksStore;
 use toolgate_books::rows::{self, BookRow};
@@ -134,8 +136,11 @@ impl ServerHandler for Bare {
 #[command(version)]
 struct Args {
     /// The loopback port to listen on.
+    #[arg(long, required_unless_present = "stdio", conflicts_with = "stdio")]
+    port: Option<u16>,
+    /// Serve one session over stdin/stdout (rmcp's stdio transport) instead of HTTP.
     #[arg(long)]
-    port: u16,
+    stdio: bool,
     /// Serve the same-work floor: books_get reads this books store (created with the sample
     /// catalogue when missing) with toolgate's own store code.
     #[arg(long, value_name = "PATH")]
@@ -178,6 +183,12 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("tokio runtime")?;
+    let Some(port) = port else {
+        return runtime.block_on(serve_stdio(
+            Bare::new(store),
+            Duration::from_secs(max_seconds),
+        ));
+    };
     runtime.block_on(serve(
         Bare::new(store),
         port,
@@ -186,6 +197,23 @@ fn main() -> anyhow::Result<()> {
         nodelay,
         keep_alive,
     ))
+}
+
+/// One session over stdin/stdout, until the client closes stdin or `max` has passed.
+async fn serve_stdio(bare: Bare, max: Duration) -> anyhow::Result<()> {
+    let running = bare
+        .serve(rmcp::transport::stdio())
+        .await
+        .context("the stdio session did not start")?;
+    tokio::select! {
+        ended = running.waiting() => {
+            ended.context("the stdio session")?;
+        }
+        () = tokio::time::sleep(max) => {
+            eprintln!("bare-rmcp-server: {}s limit reached, stopping", max.as_secs());
+        }
+    }
+    Ok(())
 }
 
 async fn serve(

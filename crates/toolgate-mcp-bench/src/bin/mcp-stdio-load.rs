@@ -1,0 +1,279 @@
+//! Load client of the MCP-over-stdio benchmark: starts the server command given after `--` as
+//! its child, speaks newline-delimited JSON-RPC on its stdin/stdout as a desktop host does
+//! (one session, one call in flight at a time), sends `tools/call` back to back, and after
+//! `--warmup` seconds measures `--duration` seconds. Every answer is checked (a JSON-RPC
+//! error, `isError`, a missing answer or a closed pipe is a failure).
+//!
+//! Revisions: `2025-11-25` sends `initialize` and `notifications/initialized` first;
+//! `2026-07-28` sends no handshake and puts the protocol version, client capabilities and
+//! client info in every request's `_meta`.
+//!
+//! Prints one line `conns=1 ok=.. failed=.. rps=.. p50_us=.. p99_us=.. max_us=..
+//! server_peak_rss_kb=..` (the child's `VmHWM` once the measured window is over), then
+//! `failure: ...` with the first failure if there was one. Then it closes the child's stdin
+//! (a clean end of the session) and waits up to 10 s for it to exit before killing it.
+//! Exits non-zero only when it could not run at all. Bounded: no read waits longer than
+//! `--timeout-ms`, and the run stops after `--max-requests`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+use serde_json::{Value, json};
+use toolgate_mcp_bench::{check_tool_call, percentile, result_of};
+
+const CLIENT_INFO: &str = r#"{"name":"toolgate-mcp-stdio-load","version":"0.1.0"}"#;
+
+/// How long the child may take to exit once its stdin is closed.
+const EXIT_WAIT: Duration = Duration::from_secs(10);
+
+/// The MCP load client of scripts/bench-mcp-stdio.sh: one stdio session with the server
+/// command after `--`, `tools/call` back to back, every answer checked; prints one line of
+/// calls/s, latency percentiles, the server's peak RSS and failures.
+#[derive(clap::Parser)]
+#[command(version)]
+struct Args {
+    /// The MCP revision to speak: 2025-11-25 (initialize first) or 2026-07-28 (`_meta` on
+    /// every request).
+    #[arg(long, value_parser = ["2025-11-25", "2026-07-28"])]
+    revision: String,
+    /// Seconds of load before measuring (0 to 600).
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Seconds measured (0.1 to 600).
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Stop after this many requests in all.
+    #[arg(long, default_value_t = 5_000_000)]
+    max_requests: u64,
+    /// How long to wait for any one answer, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    timeout_ms: u64,
+    /// The tool to call.
+    #[arg(long, default_value = "books_get")]
+    tool: String,
+    /// Its arguments, as JSON.
+    #[arg(long, default_value = r#"{"ids":[1]}"#)]
+    arguments: String,
+    /// The server to start, and its arguments (after `--`).
+    #[arg(last = true, required = true, num_args = 1..)]
+    server: Vec<String>,
+}
+
+#[derive(Default)]
+struct Outcome {
+    latencies_us: Vec<u32>,
+    ok: u64,
+    failed: u64,
+    first_failure: Option<String>,
+}
+
+impl Outcome {
+    fn fail(&mut self, why: String) {
+        self.failed += 1;
+        if self.first_failure.is_none() {
+            self.first_failure = Some(why);
+        }
+    }
+}
+
+/// The child's stdin and its stdout as lines read by a thread of their own, so every read
+/// can time out.
+struct Session {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<std::io::Result<String>>,
+    timeout: Duration,
+}
+
+impl Session {
+    fn start(command: &[String], timeout: Duration) -> anyhow::Result<Session> {
+        let (program, arguments) = command
+            .split_first()
+            .ok_or_else(|| anyhow!("no server command after --"))?;
+        let mut child = Command::new(program)
+            .args(arguments)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("could not start {program}"))?;
+        let stdin = child.stdin.take();
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow!("the child has no stdout"))?;
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Session {
+            child,
+            stdin,
+            lines,
+            timeout,
+        })
+    }
+
+    fn send(&mut self, message: &str) -> anyhow::Result<()> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| anyhow!("stdin is closed"))?;
+        stdin.write_all(message.as_bytes())?;
+        stdin.write_all(b"\n")?;
+        stdin.flush().context("the server's stdin is closed")
+    }
+
+    /// The next line that is the answer to `id` (notifications and other lines are skipped).
+    fn answer(&mut self, id: u64) -> anyhow::Result<String> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = match self.lines.recv_timeout(left) {
+                Ok(line) => line.context("reading the server's stdout")?,
+                Err(mpsc::RecvTimeoutError::Timeout) => bail!("no answer to {id} in time"),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    bail!("the server closed its stdout")
+                }
+            };
+            let answers = serde_json::from_str::<Value>(&line)
+                .ok()
+                .and_then(|v| v.get("id").and_then(Value::as_u64))
+                == Some(id);
+            if answers {
+                return Ok(line);
+            }
+        }
+    }
+
+    /// The child's peak resident set (`VmHWM`), in KiB.
+    fn peak_rss_kb(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Closes stdin (the session's clean end) and waits for the child; kills it if it stays.
+    fn finish(mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + EXIT_WAIT;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("mcp-stdio-load: the server did not exit after stdin closed; killing it");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = <Args as clap::Parser>::parse();
+    let stateless = args.revision == "2026-07-28";
+    let arguments: Value =
+        serde_json::from_str(&args.arguments).context("--arguments is not JSON")?;
+    if !(0.0..=600.0).contains(&args.warmup) || !(0.1..=600.0).contains(&args.duration) {
+        bail!("--warmup must be 0..=600 s and --duration 0.1..=600 s");
+    }
+    let client_info: Value = serde_json::from_str(CLIENT_INFO)?;
+    let mut params = json!({"name": args.tool, "arguments": arguments});
+    if stateless {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": args.revision,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": client_info,
+        });
+    }
+    let params = params.to_string();
+
+    let mut session = Session::start(&args.server, Duration::from_millis(args.timeout_ms))?;
+    if !stateless && let Err(e) = initialize(&mut session, &args.revision, &client_info) {
+        session.finish();
+        return Err(e);
+    }
+
+    let mut outcome = Outcome::default();
+    let measure_from = Instant::now() + Duration::from_secs_f64(args.warmup);
+    let end = measure_from + Duration::from_secs_f64(args.duration);
+    for id in 1..=args.max_requests {
+        let sent = Instant::now();
+        if sent >= end {
+            break;
+        }
+        let request =
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#);
+        let answer = session.send(&request).and_then(|()| session.answer(id));
+        let done = Instant::now();
+        match answer {
+            Err(e) => {
+                // The session is broken or stuck: count it and stop.
+                outcome.fail(format!("{e:#}"));
+                break;
+            }
+            Ok(line) => match check_tool_call("application/json", line.as_bytes(), id) {
+                Err(why) => outcome.fail(why),
+                Ok(()) if sent >= measure_from && done <= end => {
+                    outcome.ok += 1;
+                    let micros = done.duration_since(sent).as_micros();
+                    outcome
+                        .latencies_us
+                        .push(u32::try_from(micros).unwrap_or(u32::MAX));
+                }
+                Ok(()) => {}
+            },
+        }
+    }
+    let peak_rss = session
+        .peak_rss_kb()
+        .map_or_else(|| "?".to_owned(), |kb| kb.to_string());
+    session.finish();
+
+    let mut latencies = outcome.latencies_us;
+    latencies.sort_unstable();
+    println!(
+        "conns=1 ok={} failed={} rps={:.1} p50_us={} p99_us={} max_us={} server_peak_rss_kb={peak_rss}",
+        outcome.ok,
+        outcome.failed,
+        outcome.ok as f64 / args.duration,
+        percentile(&latencies, 0.50),
+        percentile(&latencies, 0.99),
+        latencies.last().copied().unwrap_or(0),
+    );
+    if let Some(why) = outcome.first_failure {
+        println!("failure: {}", why.replace('\n', " "));
+    }
+    Ok(())
+}
+
+/// The 2025-11-25 handshake: `initialize` (the server must choose `revision`), then
+/// `notifications/initialized`.
+fn initialize(session: &mut Session, revision: &str, client_info: &Value) -> anyhow::Result<()> {
+    let init = json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": revision, "capabilities": {}, "clientInfo": client_info},
+    });
+    session.send(&init.to_string())?;
+    let line = session.answer(0).context("initialize")?;
+    let result = result_of("application/json", line.as_bytes(), 0)
+        .map_err(|e| anyhow!("initialize: {e}"))?;
+    let chosen = result.get("protocolVersion").and_then(Value::as_str);
+    if chosen != Some(revision) {
+        bail!("initialize: the server chose protocolVersion {chosen:?}");
+    }
+    session.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+}
