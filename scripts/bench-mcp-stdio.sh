@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-mcp-stdio.sh: the MCP-over-stdio benchmark, a desktop host's case: one session on the
 # server's stdin/stdout, one `tools/call books_get {"ids":[1]}` in flight at a time. Measures
-# calls per second, p50/p99 latency and the server's peak RSS for toolgate (`serve --toolset
+# calls per second, p50/p99 latency and the server's peak RSS (and its own, anonymous part) for toolgate (`serve --toolset
 # books-v2`, stdio) and the two bare rmcp floors over rmcp's own stdio transport (`bare`:
 # books_get answers a constant; `same-work`: the same SQLite read and row JSON as books-v2's,
 # no dispatcher), and prints toolgate's ratios to the same-work floor measured in the same round.
@@ -89,7 +89,7 @@ for line in open(sys.argv[1]):
     kv = dict(f.split("=", 1) for f in fields if "=" in f)
     rows.setdefault((rev, int(rnd)), {})[server] = kv
 print(f"{'revision':<11} {'round':>5} {'bare c/s':>9} {'floor c/s':>9} {'toolgate c/s':>12} {'x floor':>7}"
-      f" {'p99 floor/tg (us)':>18} {'p99 x':>6} {'RSS floor/tg (MB)':>18} {'RSS x':>6}")
+      f" {'p99 floor/tg (us)':>18} {'p99 x':>6} {'RSS floor/tg (MB)':>18} {'RSS x':>6} {'own floor/tg (MB)':>18} {'own x':>6}")
 summary = {}
 for (rev, rnd), servers in sorted(rows.items()):
     bare, floor, tg = servers["bare"], servers["same-work"], servers["toolgate"]
@@ -97,14 +97,19 @@ for (rev, rnd), servers in sorted(rows.items()):
     p99_x = int(tg["p99_us"]) / int(floor["p99_us"])
     rss_f, rss_t = int(floor["server_peak_rss_kb"]), int(tg["server_peak_rss_kb"])
     rss_x = rss_t / rss_f
-    summary.setdefault(rev, []).append((rps_x, p99_x, rss_x))
+    own_f, own_t = int(floor["server_anon_kb"]), int(tg["server_anon_kb"])
+    own_x = own_t / own_f
+    summary.setdefault(rev, []).append((rps_x, p99_x, rss_x, own_x))
     print(f"{rev:<11} {rnd:>5} {float(bare['rps']):>9,.0f} {float(floor['rps']):>9,.0f} {float(tg['rps']):>12,.0f}"
           f" {rps_x:>6.2f}x {floor['p99_us']:>8} / {tg['p99_us']:<7} {p99_x:>5.2f}x"
-          f" {rss_f / 1024:>8.1f} / {rss_t / 1024:<7.1f} {rss_x:>5.2f}x")
+          f" {rss_f / 1024:>8.1f} / {rss_t / 1024:<7.1f} {rss_x:>5.2f}x"
+          f" {own_f / 1024:>8.1f} / {own_t / 1024:<7.1f} {own_x:>5.2f}x")
 print()
 print("Median over the rounds (min-max); goals: calls/s at least 0.90x, p99 and RSS at most 1.30x.")
+print("RSS is the peak (VmHWM, binary and library pages included); own memory is the anonymous")
+print("part resident after the measured window (RssAnon): what the process itself allocated.")
 for rev, ratios in summary.items():
     cols = list(zip(*ratios))
     text = [f"{statistics.median(c):.2f}x ({min(c):.2f}-{max(c):.2f})" for c in cols]
-    print(f"{rev:<11} calls/s {text[0]}   p99 {text[1]}   peak RSS {text[2]}")
+    print(f"{rev:<11} calls/s {text[0]}   p99 {text[1]}   peak RSS {text[2]}   own memory {text[3]}")
 PY

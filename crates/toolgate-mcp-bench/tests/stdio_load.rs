@@ -55,7 +55,9 @@ fn calls_over_stdio_are_answered_counted_and_timed_at_both_revisions() {
             let p99: u64 = field(&out, "p99_us").parse().unwrap();
             assert!(0 < p50 && p50 <= p99, "{out}");
             let rss: u64 = field(&out, "server_peak_rss_kb").parse().unwrap();
-            assert!(rss > 0, "{out}");
+            let anon: u64 = field(&out, "server_anon_kb").parse().unwrap();
+            let file: u64 = field(&out, "server_file_kb").parse().unwrap();
+            assert!(0 < anon && 0 < file && anon + file <= rss, "{out}");
         }
     }
 }

@@ -9,7 +9,9 @@
 //! client info in every request's `_meta`.
 //!
 //! Prints one line `conns=1 ok=.. failed=.. rps=.. p50_us=.. p99_us=.. max_us=..
-//! server_peak_rss_kb=..` (the child's `VmHWM` once the measured window is over), then
+//! server_peak_rss_kb=.. server_anon_kb=.. server_file_kb=..` (the child's `VmHWM` once the
+//! measured window is over, and what is resident then: its own memory, and the pages of its
+//! binary and libraries, which are clean and shared with every other process mapping them), then
 //! `failure: ...` with the first failure if there was one. Then it closes the child's stdin
 //! (a clean end of the session) and waits up to 10 s for it to exit before killing it.
 //! Exits non-zero only when it could not run at all. Bounded: no read waits longer than
@@ -153,12 +155,13 @@ impl Session {
         }
     }
 
-    /// The child's peak resident set (`VmHWM`), in KiB.
-    fn peak_rss_kb(&self) -> Option<u64> {
+    /// A `kB` field of the child's `/proc/PID/status` (`VmHWM`: its peak resident set;
+    /// `RssAnon`, `RssFile`: what is resident now, its own memory and mapped files apart).
+    fn status_kb(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
         status
             .lines()
-            .find_map(|line| line.strip_prefix("VmHWM:"))?
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))?
             .trim()
             .trim_end_matches("kB")
             .trim()
@@ -238,15 +241,17 @@ fn main() -> anyhow::Result<()> {
             },
         }
     }
-    let peak_rss = session
-        .peak_rss_kb()
-        .map_or_else(|| "?".to_owned(), |kb| kb.to_string());
+    let [peak_rss, anon, file] = ["VmHWM", "RssAnon", "RssFile"].map(|field| {
+        session
+            .status_kb(field)
+            .map_or_else(|| "?".to_owned(), |kb| kb.to_string())
+    });
     session.finish();
 
     let mut latencies = outcome.latencies_us;
     latencies.sort_unstable();
     println!(
-        "conns=1 ok={} failed={} rps={:.1} p50_us={} p99_us={} max_us={} server_peak_rss_kb={peak_rss}",
+        "conns=1 ok={} failed={} rps={:.1} p50_us={} p99_us={} max_us={} server_peak_rss_kb={peak_rss} server_anon_kb={anon} server_file_kb={file}",
         outcome.ok,
         outcome.failed,
         outcome.ok as f64 / args.duration,
