@@ -72,10 +72,12 @@ measure() {
       --books-db "$BENCH_DIR/instructions-same-work-books.db")
     ;;
   toolgate)
-    rm -f "$BENCH_DIR/instructions-books.db"
+    # A fresh store and audit file: an audit grown by earlier runs costs more per row.
+    rm -f "$BENCH_DIR/instructions-books.db"* "$BENCH_DIR/instructions-audit.sqlite"*
     cmd=("$TOOLGATE")
     [ -n "${TOOLGATE_CONFIG:-}" ] && cmd+=(--config "$TOOLGATE_CONFIG")
-    cmd+=(serve --http "127.0.0.1:$port" --toolset books-v2 --db "$BENCH_DIR/instructions-books.db")
+    cmd+=(serve --http "127.0.0.1:$port" --toolset books-v2 --db "$BENCH_DIR/instructions-books.db"
+      --audit-db "$BENCH_DIR/instructions-audit.sqlite")
     ;;
   esac
   rm -f "$out" "$out".*

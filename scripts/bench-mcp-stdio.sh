@@ -53,8 +53,10 @@ run_one() {
       --books-db "$BENCH_DIR/stdio-same-work-books.db")
     ;;
   toolgate)
-    rm -f "$BENCH_DIR/stdio-books.db"*
-    cmd=("$TOOLGATE" serve --stdio --toolset books-v2 --db "$BENCH_DIR/stdio-books.db")
+    # A fresh store and audit file every run: an audit grown by earlier runs costs more.
+    rm -f "$BENCH_DIR/stdio-books.db"* "$BENCH_DIR/stdio-audit.sqlite"*
+    cmd=("$TOOLGATE" serve --stdio --toolset books-v2 --db "$BENCH_DIR/stdio-books.db"
+      --audit-db "$BENCH_DIR/stdio-audit.sqlite")
     ;;
   esac
   local out

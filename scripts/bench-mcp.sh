@@ -135,8 +135,10 @@ start_server() {
   typescript | typescript-v2) taskset -c $SERVER_CPU node "$BENCH_DIR/$name/server.mjs" --port "$port" --max-seconds $SERVER_LIMIT_S >"$logfile" 2>&1 & ;;
   python) taskset -c $SERVER_CPU "$PY_VENV/bin/python" "$BENCH_SRC/servers/python/server.py" --port "$port" --max-seconds $SERVER_LIMIT_S >"$logfile" 2>&1 & ;;
   toolgate)
-    rm -f "$BENCH_DIR/books.db"
-    taskset -c $SERVER_CPU "$TOOLGATE" serve --http "127.0.0.1:$port" --toolset books-v2 --db "$BENCH_DIR/books.db" >"$logfile" 2>&1 &
+    # A fresh store and audit file for every row: an audit grown by earlier runs costs more.
+    rm -f "$BENCH_DIR/books.db"* "$BENCH_DIR/audit-http.sqlite"*
+    taskset -c $SERVER_CPU "$TOOLGATE" serve --http "127.0.0.1:$port" --toolset books-v2 --db "$BENCH_DIR/books.db" \
+      --audit-db "$BENCH_DIR/audit-http.sqlite" >"$logfile" 2>&1 &
     ;;
   esac
   PID=$!

@@ -136,9 +136,9 @@ write_config() {
 # start_toolgate CONFIG PORT LOGFILE: a fresh books database, the server on the server core;
 # sets PID and waits for the port.
 start_toolgate() {
-  rm -f "$BENCH_DIR/books.db"
+  rm -f "$BENCH_DIR/books.db"* "$BENCH_DIR/audit-telemetry.sqlite"*
   taskset -c $SERVER_CPU "$TOOLGATE" --config "$1" serve --http "127.0.0.1:$2" --toolset "$TOOLSET" \
-    --db "$BENCH_DIR/books.db" >"$3" 2>&1 &
+    --db "$BENCH_DIR/books.db" --audit-db "$BENCH_DIR/audit-telemetry.sqlite" >"$3" 2>&1 &
   PID=$!
   wait_listening "$2"
 }
