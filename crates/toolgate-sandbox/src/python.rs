@@ -17,7 +17,11 @@
 //! failed scripts with `--all-pages` read `hit["body"]` and iterated a one-page `notes_search`
 //! result as a list, each ending in an error that named nothing it could fix from
 //! (`evals/runs/code-mode-all-pages-sampled-embedded`); after the iteration error, one read
-//! `result["total_matches"]` four times (`code-mode-typed-signatures-sampled-embedded`).
+//! `result["total_matches"]` four times (`code-mode-typed-signatures-sampled-embedded`). The
+//! iteration error names the tool and the call to make instead (`t.notes_search_all` with the
+//! same arguments): told only that "a function whose name ends in _all" exists, the model kept
+//! iterating the one-page result through four retries; named, it switched on its next script
+//! (`code-mode-iteration-names-all-sampled-embedded`, run 4 at 325 notes).
 //! Iterating a result's key names is the one dict behaviour given up; `keys()`, `items()`,
 //! `json.dumps` and `print` work as on any dict.
 //!
