@@ -85,7 +85,7 @@ pub struct CodeArgs {
     pub return_files: Option<Vec<String>>,
 }
 
-/// A worked example shown with the tool: what it does, the function it calls and the script.
+/// A worked example shown with the tool: what it does, the paged tool it reads and the script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkedExample {
     pub does: &'static str,
