@@ -189,7 +189,7 @@ class _Result(_Record):
         else:
             lists, inside = [], "a " + type(content).__name__
         ways = []
-        if tool in _PAGED and _ALL_FUNCTIONS:
+        if tool in _WITH_ALL:
             ways.append(f"for every item of every page call t.{tool}_all with the same arguments instead (it returns one list)")
         if tool in _PAGED and len(lists) == 1:
             ways.append(f"for this page's items read result['content'][{lists[0]!r}]")
@@ -478,10 +478,17 @@ fn function_as(view: &ModelView, all_pages: bool) -> Option<String> {
 /// description that listed the `_all` function alone did no better
 /// (`code-mode-all-pages-listed-seed1-sampled-embedded` and `-seed2-`).
 fn functions(view: &ModelView, paging: Paging) -> Vec<String> {
-    let all = (paging == Paging::AlsoAllPages && is_paged(view))
+    all_function(view, paging)
+        .into_iter()
+        .chain(function(view))
+        .collect()
+}
+
+/// `view`'s `_all` function under `paging`, when it has one.
+fn all_function(view: &ModelView, paging: Paging) -> Option<String> {
+    (paging == Paging::AlsoAllPages && is_paged(view))
         .then(|| function_as(view, true))
-        .flatten();
-    all.into_iter().chain(function(view)).collect()
+        .flatten()
 }
 
 /// The name a generated function is defined with.
@@ -505,20 +512,21 @@ pub fn has_all_pages(views: &[ModelView], paging: Paging) -> bool {
 /// The module's source for these tools.
 pub fn tools_module(views: &[ModelView], paging: Paging) -> String {
     let mut source = PRELUDE.to_owned();
-    // What a result iterated as a list names: a paged tool's list of items, and its `_all`.
-    let paged: Vec<String> = views
-        .iter()
-        .filter(|v| is_paged(v))
-        .map(|v| python_str_literal(&v.name))
-        .collect();
+    // What a result iterated as a list names: a paged tool's list of items, and its `_all`
+    // function where the module defines one.
+    let names = |with_all: bool| -> String {
+        views
+            .iter()
+            .filter(|v| is_paged(v))
+            .filter(|v| !with_all || all_function(v, paging).is_some())
+            .map(|v| python_str_literal(&v.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     source.push_str(&format!(
-        "\n\n_PAGED = frozenset({{{}}})\n_ALL_FUNCTIONS = {}",
-        paged.join(", "),
-        if has_all_pages(views, paging) {
-            "True"
-        } else {
-            "False"
-        }
+        "\n\n_PAGED = frozenset({{{}}})\n_WITH_ALL = frozenset({{{}}})",
+        names(false),
+        names(true)
     ));
     if has_all_pages(views, paging) {
         source.push_str(&format!("\n\n_MAX_PAGES = {MAX_PAGES}"));

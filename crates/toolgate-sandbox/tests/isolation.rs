@@ -138,9 +138,10 @@ async fn a_hostile_name_of_a_paged_tool_stays_one_name_in_the_module() {
     let names = printed_by_a_module_of(
         view,
         toolgate_sandbox::python::Paging::AlsoAllPages,
-        "import json\nprint(json.dumps(sorted(t._PAGED)))\n",
+        "import json\nprint(json.dumps(sorted(t._PAGED) + sorted(t._WITH_ALL)))\n",
     )
     .await;
+    // Paged, but with no `_all` function to name: the name is no identifier.
     assert_eq!(names, [hostile]);
 }
 
