@@ -8,6 +8,107 @@
 
 use serde::Deserialize;
 
+/// What both load clients take on their command line besides where the server is: the
+/// window, the bounds, and the call they send.
+#[derive(clap::Args)]
+pub struct LoadArgs {
+    /// The MCP revision to speak: 2025-11-25 (initialize first) or 2026-07-28 (stateless,
+    /// `_meta` on every request).
+    #[arg(long, value_parser = ["2025-11-25", "2026-07-28"])]
+    pub revision: String,
+    /// Seconds of load before measuring (0 to 600).
+    #[arg(long, default_value_t = 2.0)]
+    pub warmup: f64,
+    /// Seconds measured (0.1 to 600).
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// Stop after this many requests in all.
+    #[arg(long, default_value_t = 5_000_000)]
+    pub max_requests: u64,
+    /// How long to wait for any one answer, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub timeout_ms: u64,
+    /// The tool to call.
+    #[arg(long, default_value = "books_get")]
+    pub tool: String,
+    /// Its arguments, as JSON.
+    #[arg(long, default_value = r#"{"ids":[1]}"#)]
+    pub arguments: String,
+}
+
+impl LoadArgs {
+    /// Whether the revision is the stateless one (2026-07-28).
+    pub fn stateless(&self) -> bool {
+        self.revision == "2026-07-28"
+    }
+
+    /// The `params` of every `tools/call`: the tool, its arguments and, on the stateless
+    /// revision, the `_meta` that stands in for `initialize` (`client_info` names the client).
+    /// Refuses arguments that are not JSON and a window out of range.
+    pub fn call_params(
+        &self,
+        client_info: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        if !(0.0..=600.0).contains(&self.warmup) || !(0.1..=600.0).contains(&self.duration) {
+            return Err("--warmup must be 0..=600 s and --duration 0.1..=600 s".into());
+        }
+        let arguments: serde_json::Value = serde_json::from_str(&self.arguments)
+            .map_err(|e| format!("--arguments is not JSON: {e}"))?;
+        let mut params = serde_json::json!({"name": self.tool, "arguments": arguments});
+        if self.stateless() {
+            params["_meta"] = serde_json::json!({
+                "io.modelcontextprotocol/protocolVersion": self.revision,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": client_info,
+            });
+        }
+        Ok(params)
+    }
+}
+
+/// What a load run saw: every measured call's latency, the calls that succeeded and failed,
+/// and the first failure's reason.
+#[derive(Default)]
+pub struct Outcome {
+    pub latencies_us: Vec<u32>,
+    pub ok: u64,
+    pub failed: u64,
+    pub first_failure: Option<String>,
+}
+
+impl Outcome {
+    pub fn fail(&mut self, why: String) {
+        self.failed += 1;
+        if self.first_failure.is_none() {
+            self.first_failure = Some(why);
+        }
+    }
+
+    /// A measured call that succeeded, sent at `sent` and answered at `done`.
+    pub fn succeeded(&mut self, sent: std::time::Instant, done: std::time::Instant) {
+        self.ok += 1;
+        let micros = done.duration_since(sent).as_micros();
+        self.latencies_us
+            .push(u32::try_from(micros).unwrap_or(u32::MAX));
+    }
+
+    /// The output line's figures after `conns=..`: `ok= failed= rps= p50_us= p99_us=
+    /// max_us=` over a window of `duration_s`.
+    pub fn summary(mut self, duration_s: f64) -> (String, Option<String>) {
+        self.latencies_us.sort_unstable();
+        let line = format!(
+            "ok={} failed={} rps={:.1} p50_us={} p99_us={} max_us={}",
+            self.ok,
+            self.failed,
+            self.ok as f64 / duration_s,
+            percentile(&self.latencies_us, 0.50),
+            percentile(&self.latencies_us, 0.99),
+            self.latencies_us.last().copied().unwrap_or(0),
+        );
+        (line, self.first_failure)
+    }
+}
+
 #[derive(Deserialize)]
 struct Envelope {
     id: Option<serde_json::Value>,

@@ -72,3 +72,27 @@ fn a_call_the_server_refuses_is_a_failure_with_its_reason() {
         "{out}"
     );
 }
+
+#[test]
+fn bad_arguments_or_window_are_refused_before_any_server_starts() {
+    for (args, says) in [
+        (["--arguments", "nope"], "--arguments is not JSON"),
+        (["--duration", "0"], "--duration 0.1..=600 s"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("started");
+        let output = Command::new(env!("CARGO_BIN_EXE_mcp-stdio-load"))
+            .args(["--revision", "2025-11-25"])
+            .args(args)
+            .args(["--", "touch"])
+            .arg(&marker)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success() && stderr.contains(says),
+            "{stderr}"
+        );
+        assert!(!marker.exists(), "the server was started for {args:?}");
+    }
+}

@@ -27,7 +27,7 @@ use hyper::header::{ACCEPT, CONTENT_TYPE, HOST, HeaderValue};
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use toolgate_mcp_bench::{check_tool_call, percentile, result_of};
+use toolgate_mcp_bench::{LoadArgs, Outcome, check_tool_call, result_of};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -62,23 +62,6 @@ struct Config {
     timeout: Duration,
 }
 
-#[derive(Default)]
-struct Outcome {
-    latencies_us: Vec<u32>,
-    ok: u64,
-    failed: u64,
-    first_failure: Option<String>,
-}
-
-impl Outcome {
-    fn fail(&mut self, why: String) {
-        self.failed += 1;
-        if self.first_failure.is_none() {
-            self.first_failure = Some(why);
-        }
-    }
-}
-
 /// The MCP load client of scripts/bench-mcp.sh: CONNS connections to one loopback server, each
 /// sending `tools/call` back to back (HTTP/1.1 keep-alive), every answer checked; prints one
 /// line of req/s, latency percentiles and failures.
@@ -88,49 +71,25 @@ struct Args {
     /// The server's endpoint, http://127.0.0.1:PORT/PATH (loopback addresses only).
     #[arg(long)]
     url: String,
-    /// The MCP revision to speak: 2025-11-25 (initialize, then a session) or 2026-07-28
-    /// (stateless, `_meta` on every request).
-    #[arg(long, value_parser = ["2025-11-25", "2026-07-28"])]
-    revision: String,
     /// Concurrent connections.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     conns: u16,
-    /// Seconds of load before measuring (0 to 600).
-    #[arg(long, default_value_t = 2.0)]
-    warmup: f64,
-    /// Seconds measured (0.1 to 600).
-    #[arg(long, default_value_t = 5.0)]
-    duration: f64,
-    /// Stop after this many requests in all.
-    #[arg(long, default_value_t = 5_000_000)]
-    max_requests: u64,
-    /// Per-request timeout, in milliseconds.
-    #[arg(long, default_value_t = 10_000)]
-    timeout_ms: u64,
-    /// The tool to call.
-    #[arg(long, default_value = "books_get")]
-    tool: String,
-    /// Its arguments, as JSON.
-    #[arg(long, default_value = r#"{"ids":[1]}"#)]
-    arguments: String,
+    #[command(flatten)]
+    load: LoadArgs,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = <Args as clap::Parser>::parse();
     let url = args.url;
-    let revision = match args.revision.as_str() {
-        "2025-11-25" => Revision::Sessions,
-        "2026-07-28" => Revision::Stateless,
-        other => bail!("--revision must be 2025-11-25 or 2026-07-28, not {other}"),
+    let load = args.load;
+    let revision = if load.stateless() {
+        Revision::Stateless
+    } else {
+        Revision::Sessions
     };
     let conns = usize::from(args.conns);
-    let (warmup, duration) = (args.warmup, args.duration);
-    let (max_requests, timeout_ms, tool) = (args.max_requests, args.timeout_ms, args.tool);
-    let arguments: Value =
-        serde_json::from_str(&args.arguments).context("--arguments is not JSON")?;
-    if !(0.0..=600.0).contains(&warmup) || !(0.1..=600.0).contains(&duration) {
-        bail!("--warmup must be 0..=600 s and --duration 0.1..=600 s");
-    }
+    let client_info: Value = serde_json::from_str(CLIENT_INFO)?;
+    let params = load.call_params(&client_info).map_err(|e| anyhow!(e))?;
 
     let (authority, path) = url
         .strip_prefix("http://")
@@ -143,26 +102,17 @@ fn main() -> anyhow::Result<()> {
         bail!("refusing {addr}: the bench only talks to loopback");
     }
 
-    let mut params = json!({"name": tool, "arguments": arguments});
-    if revision == Revision::Stateless {
-        let client_info: Value = serde_json::from_str(CLIENT_INFO)?;
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": revision.as_str(),
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": client_info,
-        });
-    }
     let config = Arc::new(Config {
         addr,
         authority: authority.to_string(),
         path: format!("/{path}"),
         revision,
-        tool,
+        tool: load.tool.clone(),
         params: params.to_string(),
-        warmup: Duration::from_secs_f64(warmup),
-        duration: Duration::from_secs_f64(duration),
-        max_requests,
-        timeout: Duration::from_millis(timeout_ms),
+        warmup: Duration::from_secs_f64(load.warmup),
+        duration: Duration::from_secs_f64(load.duration),
+        max_requests: load.max_requests,
+        timeout: Duration::from_millis(load.timeout_ms),
     });
 
     // The client gets one core (taskset in the bench script): one thread is enough and fair.
@@ -178,18 +128,9 @@ fn main() -> anyhow::Result<()> {
         _ => "?".into(),
     };
 
-    let mut latencies = outcome.latencies_us;
-    latencies.sort_unstable();
-    let rps = outcome.ok as f64 / config.duration.as_secs_f64();
-    println!(
-        "conns={conns} ok={} failed={} rps={rps:.1} p50_us={} p99_us={} max_us={} client_cpu_pct={client_cpu}",
-        outcome.ok,
-        outcome.failed,
-        percentile(&latencies, 0.50),
-        percentile(&latencies, 0.99),
-        latencies.last().copied().unwrap_or(0),
-    );
-    if let Some(why) = outcome.first_failure {
+    let (figures, failure) = outcome.summary(config.duration.as_secs_f64());
+    println!("conns={conns} {figures} client_cpu_pct={client_cpu}");
+    if let Some(why) = failure {
         println!("failure: {}", why.replace('\n', " "));
     }
     Ok(())
@@ -292,13 +233,7 @@ async fn worker(config: Arc<Config>, barrier: Arc<tokio::sync::Barrier>) -> Outc
         match verdict {
             // Failures count whenever they happen, so a broken warm-up is not hidden.
             Err(why) => outcome.fail(why),
-            Ok(()) if measured => {
-                outcome.ok += 1;
-                let micros = done.duration_since(sent).as_micros();
-                outcome
-                    .latencies_us
-                    .push(u32::try_from(micros).unwrap_or(u32::MAX));
-            }
+            Ok(()) if measured => outcome.succeeded(sent, done),
             Ok(()) => {}
         }
     }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use serde_json::{Value, json};
-use toolgate_mcp_bench::{check_tool_call, percentile, result_of};
+use toolgate_mcp_bench::{LoadArgs, Outcome, check_tool_call, result_of};
 
 const CLIENT_INFO: &str = r#"{"name":"toolgate-mcp-stdio-load","version":"0.1.0"}"#;
 
@@ -37,48 +37,11 @@ const EXIT_WAIT: Duration = Duration::from_secs(10);
 #[derive(clap::Parser)]
 #[command(version)]
 struct Args {
-    /// The MCP revision to speak: 2025-11-25 (initialize first) or 2026-07-28 (`_meta` on
-    /// every request).
-    #[arg(long, value_parser = ["2025-11-25", "2026-07-28"])]
-    revision: String,
-    /// Seconds of load before measuring (0 to 600).
-    #[arg(long, default_value_t = 2.0)]
-    warmup: f64,
-    /// Seconds measured (0.1 to 600).
-    #[arg(long, default_value_t = 5.0)]
-    duration: f64,
-    /// Stop after this many requests in all.
-    #[arg(long, default_value_t = 5_000_000)]
-    max_requests: u64,
-    /// How long to wait for any one answer, in milliseconds.
-    #[arg(long, default_value_t = 10_000)]
-    timeout_ms: u64,
-    /// The tool to call.
-    #[arg(long, default_value = "books_get")]
-    tool: String,
-    /// Its arguments, as JSON.
-    #[arg(long, default_value = r#"{"ids":[1]}"#)]
-    arguments: String,
+    #[command(flatten)]
+    load: LoadArgs,
     /// The server to start, and its arguments (after `--`).
     #[arg(last = true, required = true, num_args = 1..)]
     server: Vec<String>,
-}
-
-#[derive(Default)]
-struct Outcome {
-    latencies_us: Vec<u32>,
-    ok: u64,
-    failed: u64,
-    first_failure: Option<String>,
-}
-
-impl Outcome {
-    fn fail(&mut self, why: String) {
-        self.failed += 1;
-        if self.first_failure.is_none() {
-            self.first_failure = Some(why);
-        }
-    }
 }
 
 /// The child's stdin and its stdout as lines read by a thread of their own, so every read
@@ -186,34 +149,25 @@ impl Session {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = <Args as clap::Parser>::parse();
-    let stateless = args.revision == "2026-07-28";
-    let arguments: Value =
-        serde_json::from_str(&args.arguments).context("--arguments is not JSON")?;
-    if !(0.0..=600.0).contains(&args.warmup) || !(0.1..=600.0).contains(&args.duration) {
-        bail!("--warmup must be 0..=600 s and --duration 0.1..=600 s");
-    }
+    let Args { load, server } = <Args as clap::Parser>::parse();
     let client_info: Value = serde_json::from_str(CLIENT_INFO)?;
-    let mut params = json!({"name": args.tool, "arguments": arguments});
-    if stateless {
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": args.revision,
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": client_info,
-        });
-    }
-    let params = params.to_string();
+    let params = load
+        .call_params(&client_info)
+        .map_err(|e| anyhow!(e))?
+        .to_string();
 
-    let mut session = Session::start(&args.server, Duration::from_millis(args.timeout_ms))?;
-    if !stateless && let Err(e) = initialize(&mut session, &args.revision, &client_info) {
+    let mut session = Session::start(&server, Duration::from_millis(load.timeout_ms))?;
+    if !load.stateless()
+        && let Err(e) = initialize(&mut session, &load.revision, &client_info)
+    {
         session.finish();
         return Err(e);
     }
 
     let mut outcome = Outcome::default();
-    let measure_from = Instant::now() + Duration::from_secs_f64(args.warmup);
-    let end = measure_from + Duration::from_secs_f64(args.duration);
-    for id in 1..=args.max_requests {
+    let measure_from = Instant::now() + Duration::from_secs_f64(load.warmup);
+    let end = measure_from + Duration::from_secs_f64(load.duration);
+    for id in 1..=load.max_requests {
         let sent = Instant::now();
         if sent >= end {
             break;
@@ -230,13 +184,7 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(line) => match check_tool_call("application/json", line.as_bytes(), id) {
                 Err(why) => outcome.fail(why),
-                Ok(()) if sent >= measure_from && done <= end => {
-                    outcome.ok += 1;
-                    let micros = done.duration_since(sent).as_micros();
-                    outcome
-                        .latencies_us
-                        .push(u32::try_from(micros).unwrap_or(u32::MAX));
-                }
+                Ok(()) if sent >= measure_from && done <= end => outcome.succeeded(sent, done),
                 Ok(()) => {}
             },
         }
@@ -248,18 +196,11 @@ fn main() -> anyhow::Result<()> {
     });
     session.finish();
 
-    let mut latencies = outcome.latencies_us;
-    latencies.sort_unstable();
+    let (figures, failure) = outcome.summary(load.duration);
     println!(
-        "conns=1 ok={} failed={} rps={:.1} p50_us={} p99_us={} max_us={} server_peak_rss_kb={peak_rss} server_anon_kb={anon} server_file_kb={file}",
-        outcome.ok,
-        outcome.failed,
-        outcome.ok as f64 / args.duration,
-        percentile(&latencies, 0.50),
-        percentile(&latencies, 0.99),
-        latencies.last().copied().unwrap_or(0),
+        "conns=1 {figures} server_peak_rss_kb={peak_rss} server_anon_kb={anon} server_file_kb={file}"
     );
-    if let Some(why) = outcome.first_failure {
+    if let Some(why) = failure {
         println!("failure: {}", why.replace('\n', " "));
     }
     Ok(())
